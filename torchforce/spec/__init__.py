@@ -2,12 +2,14 @@
 
 from torchforce.spec.checks import expect_bool, expect_choice, expect_dict, expect_float, expect_int
 from torchforce.spec.errors import SpecError, did_you_mean, unknown_name_error
+from torchforce.spec.frequency import Frequency, parse_frequency
 from torchforce.spec.load import load_file, load_spec
 from torchforce.spec.registry import Registry, check_kwargs, import_path
 from torchforce.spec.spaces import ActionSpec, StateSpec, normalize_actions, normalize_states
 
 __all__ = [
     "ActionSpec",
+    "Frequency",
     "Registry",
     "SpecError",
     "StateSpec",
@@ -23,5 +25,6 @@ __all__ = [
     "load_spec",
     "normalize_actions",
     "normalize_states",
+    "parse_frequency",
     "unknown_name_error",
 ]

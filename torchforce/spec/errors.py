@@ -15,12 +15,16 @@ def did_you_mean(word: str, candidates: Iterable[str]) -> str | None:
 
 
 def describe(value: Any, limit: int = 120) -> str:
-    """A short, JSON-like rendering of a value for an error message."""
+    """A short, JSON-like rendering of a value for an error message (Python's repr for what JSON cannot show)."""
     try:
-        text = json.dumps(value, default=repr)
+        text = json.dumps(value)
     except (TypeError, ValueError):
         text = repr(value)
     return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _rebuild(path: str, message: str, got: Any, expected: str | None, hint: str | None, file: str | None) -> SpecError:
+    return SpecError(path, message, got=got, expected=expected, hint=hint, file=file)
 
 
 class SpecError(ValueError):
@@ -28,6 +32,14 @@ class SpecError(ValueError):
 
     ``path`` is where in the spec the problem is (``agent.memory.type``), ``message`` what is wrong, ``got`` what
     arrived, ``expected`` what would have been accepted, ``hint`` what to do, ``file`` the file it came from.
+    It renders as one sentence plus an indented hint line::
+
+        agent.memory.type: unknown memory "replay_buffer" (in dqn.json).
+          Known: latest, prioritized_replay, replay. Did you mean 'replay'?
+        agent.update_mode.batch_size: out of range; expected an integer >= 1, got -4.
+        network[2]: layer 'dense' needs 'size'; got {"type": "dense", "activation": "relu"}.
+
+    An empty ``message`` leaves just ``path: expected ..., got ...``.
     """
 
     def __init__(
@@ -49,16 +61,30 @@ class SpecError(ValueError):
         super().__init__(self.render())
 
     def render(self) -> str:
-        text = f"{self.path}: {self.message}" if self.path else self.message
+        # The sentence is "<path>: <message>; expected <expected>, got <got> (in <file>)." with absent parts left
+        # out, so the punctuation stays right whichever parts a caller gives.
+        details = []
         if self.expected is not None:
-            text += f"; expected {self.expected}"
+            details.append(f"expected {self.expected}")
         if self.got is not ...:
-            text += f", got {describe(self.got)}"
-        text += f" (in {self.file})." if self.file else "."
+            details.append(f"got {describe(self.got)}")
+        message = self.message.rstrip().rstrip(".")
+        text = "; ".join(part for part in (message, ", ".join(details)) if part)
+        if self.path:
+            text = f"{self.path}: {text}" if text else self.path
+        if self.file:
+            text += f" (in {self.file})"
+        if not text.endswith("."):
+            text += "."
         return text + (f"\n  {self.hint}" if self.hint else "")
 
     def __str__(self) -> str:
         return self.render()
+
+    def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
+        # Exceptions pickle through ``args`` by default, which would lose the keyword-only fields (and fail to
+        # rebuild); workers in other processes (multiprocessing, Ray) send errors back pickled.
+        return _rebuild, (self.path, self.message, self.got, self.expected, self.hint, self.file)
 
     def with_file(self, file: str) -> SpecError:
         """The same error, naming the file the spec came from (the first file named wins)."""
@@ -68,16 +94,30 @@ class SpecError(ValueError):
         return self
 
     def under(self, prefix: str) -> SpecError:
-        """The same error with its path placed under ``prefix`` (``network`` -> ``agent.network``)."""
+        """The same error with its path placed under ``prefix`` (``network`` -> ``agent.network``, ``[2]`` ->
+        ``network[2]``, an empty path -> ``prefix``)."""
         if prefix:
             self.path = f"{prefix}.{self.path}" if self.path and not self.path.startswith("[") else prefix + self.path
             self.args = (self.render(),)
         return self
 
 
-def unknown_name_error(path: str, kind: str, name: str, known: Iterable[str], file: str | None = None) -> SpecError:
-    """The error for a name that is not in a table: it lists what is known and suggests the closest."""
-    known = sorted(set(known))
-    guess = did_you_mean(name, known)
-    hint = "Known: " + ", ".join(known) + "." + (f" Did you mean '{guess}'?" if guess else "")
+def unknown_name_error(
+    path: str,
+    kind: str,
+    name: str,
+    known: Iterable[str],
+    file: str | None = None,
+    *,
+    aliases: Iterable[str] = (),
+) -> SpecError:
+    """The error for a name that is not in a table: it lists what is known and suggests the closest.
+
+    ``aliases`` are further accepted names (2018 long names): they are not listed, but may be suggested.
+    """
+    known = sorted({str(k) for k in known})
+    guess = did_you_mean(name, known) or did_you_mean(name, aliases)
+    hint = ("Known: " + ", ".join(known) + ".") if known else f"No {kind} is known here."
+    if guess:
+        hint += f" Did you mean '{guess}'?"
     return SpecError(path, f"unknown {kind} {describe(name)}", hint=hint, file=file)

@@ -8,22 +8,22 @@ from typing import Any
 
 from torchforce.spec.errors import SpecError
 
+SUFFIXES = (".json", ".yaml", ".yml")
 
-def load_file(file: str | Path) -> Any:
-    """Read a JSON (``.json``) or YAML (``.yaml``/``.yml``) spec file; a malformed file raises SpecError."""
-    path = Path(file)
-    if not path.is_file():
-        raise SpecError("", f"spec file not found: {path}", hint="Check the path, or name a config the project ships.")
-    text = path.read_text(encoding="utf-8")
-    if path.suffix.lower() in (".yaml", ".yml"):
-        import yaml
 
-        try:
-            return yaml.safe_load(text)
-        except yaml.YAMLError as error:
-            mark = getattr(error, "problem_mark", None)
-            where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-            raise SpecError("", f"malformed YAML{where}: {getattr(error, 'problem', error)}", file=str(path)) from None
+def _parse_yaml(text: str, path: Path) -> Any:
+    import yaml  # only when a YAML file is read
+
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as error:
+        mark = getattr(error, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(error, "problem", None) or str(error)
+        raise SpecError("", f"malformed YAML{where}: {problem}", file=str(path)) from None
+
+
+def _parse_json(text: str, path: Path) -> Any:
     try:
         return json.loads(text)
     except json.JSONDecodeError as error:
@@ -32,8 +32,32 @@ def load_file(file: str | Path) -> Any:
         ) from None
 
 
+def load_file(file: str | Path) -> Any:
+    """Read a JSON (``.json``) or YAML (``.yaml``/``.yml``) spec file; a malformed file raises SpecError.
+
+    Any other suffix is read as JSON.
+    """
+    path = Path(file)
+    if not path.is_file():
+        what = "is a directory, not a spec file" if path.is_dir() else "spec file not found"
+        raise SpecError("", f"{what}: {path}", hint="Check the path, or name a config the project ships.")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as error:
+        bad = error.object[error.start]
+        raise SpecError("", f"not UTF-8 text: byte 0x{bad:02x} at offset {error.start}", file=str(path)) from None
+    except OSError as error:
+        raise SpecError("", f"cannot read the spec file: {error.strerror or error}", file=str(path)) from None
+    if path.suffix.lower() in (".yaml", ".yml"):
+        return _parse_yaml(text, path)
+    return _parse_json(text, path)
+
+
 def load_spec(source: Any) -> tuple[Any, str | None]:
-    """A spec from a file path, or the data itself. Returns the data and the file it came from (or None)."""
-    if isinstance(source, Path) or (isinstance(source, str) and source.lower().endswith((".json", ".yaml", ".yml"))):
+    """A spec from a file path, or the data itself. Returns the data and the file it came from (or None).
+
+    A ``Path``, or a string ending in ``.json``/``.yaml``/``.yml``, is a file; anything else is the spec itself.
+    """
+    if isinstance(source, Path) or (isinstance(source, str) and source.lower().endswith(SUFFIXES)):
         return load_file(source), str(source)
     return source, None

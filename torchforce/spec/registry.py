@@ -1,6 +1,6 @@
 """Registries: one explicit name table per component kind, imported lazily, with did-you-mean on typos.
 
-A spec for a component may be a ready instance, a bare name (``"adam"``), a dict with a ``type`` key
+A spec for a component may be a ready instance, a class, a bare name (``"adam"``), a dict with a ``type`` key
 (``{"type": "adam", "learning_rate": 1e-3}``), or a user class by path (``"package.module:Class"`` or the 2018
 dotted form ``"package.module.Class"``).
 """
@@ -14,52 +14,116 @@ from typing import Any
 
 from torchforce.spec.errors import SpecError, did_you_mean, unknown_name_error
 
+KEYWORD = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+KWARGS = object()  # check_kwargs's default ``got``: show the kwargs
 
-def import_path(target: str, path: str = "type") -> Any:
-    """Import ``"module:Name"`` or ``"module.Name"``; a failure is a SpecError naming ``path``."""
+
+def _split_target(target: Any, path: str) -> list[tuple[str, str]]:
+    """The (module, attribute) pairs to try for ``target``, most specific module first."""
+    if not isinstance(target, str):
+        raise SpecError(path, "not an importable path", got=target, expected="'package.module:Class'")
     if ":" in target:
         module_name, _, attribute = target.partition(":")
-    else:
-        module_name, _, attribute = target.rpartition(".")
-    if not module_name or not attribute:
+        pairs = [(module_name, attribute)]
+    else:  # 2018 form "package.module.Class": the module is the longest prefix that imports
+        parts = target.split(".")
+        pairs = [(".".join(parts[:i]), ".".join(parts[i:])) for i in range(len(parts) - 1, 0, -1)]
+    names = [name for module_name, attribute in pairs[:1] for name in (*module_name.split("."), *attribute.split("."))]
+    if not pairs or not all(name.isidentifier() for name in names):
         raise SpecError(path, "not an importable path", got=target, expected="'package.module:Class'")
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError as error:
-        raise SpecError(path, f"cannot import module '{module_name}': {error}", got=target) from None
-    try:
-        return getattr(module, attribute)
-    except AttributeError:
-        raise SpecError(path, f"module '{module_name}' has no attribute '{attribute}'", got=target) from None
+    return pairs
 
 
-def check_kwargs(target: Callable[..., Any], kwargs: Mapping[str, Any], path: str, *, provided: tuple[str, ...] = ()) -> None:
+def import_path(target: str, path: str = "type") -> Any:
+    """Import ``"module:Name"`` (``Name`` may be dotted: ``Outer.Inner``) or the 2018 form ``"module.Name"``.
+
+    A failure is a SpecError naming ``path``: a malformed path, a module that does not exist, a module that fails
+    to import (say, a missing dependency), or a missing attribute (with a did-you-mean).
+    """
+    pairs = _split_target(target, path)
+    missing = None
+    for module_name, attribute in pairs:
+        try:
+            module = importlib.import_module(module_name)
+        except ModuleNotFoundError as error:
+            name = error.name or module_name
+            if module_name != name and not module_name.startswith(name + "."):
+                raise SpecError(path, f"importing module '{module_name}' failed: {error}", got=target) from None
+            missing = missing or name  # this module does not exist: try a shorter one (2018 dotted form)
+            continue
+        except ImportError as error:
+            raise SpecError(path, f"importing module '{module_name}' failed: {error}", got=target) from None
+        return _attribute(module, module_name, attribute, target, path)
+    raise SpecError(
+        path,
+        f"cannot import module '{pairs[0][0]}': no module named '{missing}'",
+        got=target,
+        hint="Check the spelling, and that the package is installed or its folder is on PYTHONPATH.",
+    )
+
+
+def _attribute(module: Any, module_name: str, attribute: str, target: str, path: str) -> Any:
+    value, owner = module, f"module '{module_name}'"
+    for name in attribute.split("."):
+        if not hasattr(value, name):
+            guess = did_you_mean(name, [n for n in dir(value) if not n.startswith("_")])
+            raise SpecError(
+                path,
+                f"{owner} has no attribute '{name}'",
+                got=target,
+                hint=f"Did you mean '{guess}'?" if guess else None,
+            )
+        value = getattr(value, name)
+        owner = f"'{getattr(value, '__qualname__', name)}'"
+    return value
+
+
+def check_kwargs(
+    target: Callable[..., Any],
+    kwargs: Mapping[str, Any],
+    path: str,
+    *,
+    provided: tuple[str, ...] = (),
+    what: str | None = None,
+    got: Any = KWARGS,
+) -> None:
     """Unknown keys and missing required keys of ``target``'s signature are SpecErrors.
 
     ``provided`` names arguments the caller supplies itself (they are neither required of nor allowed in the spec).
+    When ``target`` takes ``**kwargs`` any other key may be meant for it, so only the required arguments (and the
+    provided ones) are checked. ``what`` names the component in the messages (``unknown argument for layer
+    'dense'``; ``network[2]: layer 'dense' needs 'size'; got {...}`` as in STYLE.md), ``got`` is the spec shown
+    when a required argument is missing (by default the kwargs; ``...`` shows nothing).
     """
     try:
-        signature = inspect.signature(target)
+        parameters = inspect.signature(target).parameters
     except (TypeError, ValueError):
         return
-    parameters = signature.parameters
-    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values()):
-        return
-    accepted = [
-        name
-        for name, p in parameters.items()
-        if p.kind in (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY) and name not in provided
-    ]
+    open_ended = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values())
+    accepted = [name for name, p in parameters.items() if p.kind in KEYWORD and name not in provided]
     for key in kwargs:
-        if key not in accepted:
+        if key in provided:
+            raise SpecError(
+                f"{path}.{key}" if path else key,
+                "set by torchforce, not by the spec",
+                hint=f"Remove '{key}' from the spec; torchforce passes it itself.",
+            )
+        if not open_ended and key not in accepted:
             guess = did_you_mean(key, accepted)
             hint = f"Did you mean '{guess}'?" if guess else "Accepted: " + (", ".join(accepted) or "no arguments") + "."
-            raise SpecError(f"{path}.{key}" if path else key, "unknown argument", hint=hint)
+            message = f"unknown argument for {what}" if what else "unknown argument"
+            raise SpecError(f"{path}.{key}" if path else key, message, hint=hint)
     for name, p in parameters.items():
-        if name in provided or name in kwargs or p.default is not inspect.Parameter.empty:
+        if name in provided or name in kwargs or p.default is not inspect.Parameter.empty or p.kind not in KEYWORD:
             continue
-        if p.kind in (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY):
-            raise SpecError(path, f"needs '{name}'", got=dict(kwargs))
+        raise SpecError(
+            path, f"{what} needs '{name}'" if what else f"needs '{name}'", got=dict(kwargs) if got is KWARGS else got
+        )
+
+
+def _is_under(path: str, root: str) -> bool:
+    """Whether ``path`` already starts with ``root`` (``root``, ``root.x`` or ``root[2]``)."""
+    return not root or path == root or path.startswith((root + ".", root + "["))
 
 
 class Registry:
@@ -74,14 +138,21 @@ class Registry:
         self.table = dict(table)
         self.aliases = dict(aliases or {})
 
+    def __repr__(self) -> str:
+        return f"Registry({self.kind!r}, {len(self.table)} names)"
+
     def names(self) -> list[str]:
+        """The table's names, sorted (aliases not included)."""
         return sorted(self.table)
 
     def canonical(self, name: str) -> str | None:
         """The table name for ``name`` or one of its aliases; None for unknown names."""
+        if not isinstance(name, str):
+            return None
         if name in self.table:
             return name
-        return self.aliases.get(name)
+        alias = self.aliases.get(name)
+        return alias if alias in self.table else None
 
     def get(self, name: str, path: str = "type") -> Any:
         """The class (or factory) registered as ``name``, or a user class by import path."""
@@ -92,35 +163,82 @@ class Registry:
             return import_path(self.table[canonical], path)
         if ":" in name or "." in name:
             return import_path(name, path)
-        raise unknown_name_error(path, self.kind, name, self.table)
+        aliases = [alias for alias in self.aliases if self.canonical(alias) is not None]
+        raise unknown_name_error(path, self.kind, name, self.table, aliases=aliases)
 
-    def split(self, spec: Any, path: str, default: str | None = None) -> tuple[str, dict[str, Any]]:
-        """Split a spec into its type name and keyword arguments."""
+    def split(self, spec: Any, path: str, default: str | None = None) -> tuple[Any, dict[str, Any]]:
+        """Split a spec into its type (a name, or a class) and keyword arguments.
+
+        A dict without ``type`` (or with ``"type": null``) takes ``default``; without a default it is an error.
+        """
         if isinstance(spec, str):
             return spec, {}
         if isinstance(spec, Mapping):
             kwargs = dict(spec)
-            name = kwargs.pop("type", default)
+            name = kwargs.pop("type", None)
             if name is None:
-                raise SpecError(path, f"a {self.kind} spec needs 'type'", got=dict(spec), hint="Known: " + ", ".join(self.names()) + ".")
+                name = default
+            if name is None:
+                raise SpecError(
+                    path,
+                    f"a {self.kind} spec needs 'type'",
+                    got=dict(spec),
+                    hint="Known: " + ", ".join(self.names()) + ".",
+                )
             return name, kwargs
         raise SpecError(path, f"not a {self.kind} spec", got=spec, expected="a name or a dict with 'type'")
 
-    def create(self, spec: Any, path: str, *, base: type | None = None, default: str | None = None, **provided: Any) -> Any:
-        """Build a component from its spec; ``provided`` are the arguments the caller supplies (states, ...)."""
+    def create(
+        self, spec: Any, path: str, *, base: type | None = None, default: str | None = None, **provided: Any
+    ) -> Any:
+        """Build a component from its spec; ``provided`` are the arguments the caller supplies (states, ...).
+
+        A SpecError the constructor raises with a path relative to the component (``capacity``) is re-rooted under
+        ``path`` (``agent.memory.capacity``); one whose path already starts with ``path`` is left as it is.
+        """
         if base is not None and isinstance(spec, base):
             return spec
         if spec is None and default is not None:
             spec = default
-        if inspect.isclass(spec) and (base is None or issubclass(spec, base)):
-            target, kwargs = spec, {}
+        name, kwargs = (spec, {}) if inspect.isclass(spec) else self.split(spec, path, default)
+        type_path = f"{path}.type" if isinstance(spec, Mapping) else path
+        if inspect.isclass(name):  # a class given directly, or as {"type": SomeClass, ...} from Python code
+            if base is not None and not issubclass(name, base):
+                raise SpecError(
+                    type_path,
+                    f"class {name.__qualname__} is not a {self.kind}",
+                    expected=f"a subclass of {base.__qualname__}",
+                )
+            target, name = name, name.__name__
         else:
-            name, kwargs = self.split(spec, path, default)
-            target = self.get(name, f"{path}.type" if isinstance(spec, Mapping) else path)
-        check_kwargs(target, kwargs, path, provided=tuple(provided))
+            target = self.get(name, type_path)
+        what = f"{self.kind} '{name}'"
+        got = dict(spec) if isinstance(spec, Mapping) else ...
+        check_kwargs(target, kwargs, path, provided=tuple(provided), what=what, got=got)
+        _check_provided(target, provided, type_path, what, self.kind)
         try:
             return target(**provided, **kwargs)
         except SpecError as error:
-            if not error.path.startswith(path):
+            if not _is_under(error.path, path):
                 error.under(path)
             raise
+
+
+def _check_provided(target: Any, provided: Mapping[str, Any], path: str, what: str, kind: str) -> None:
+    """A (user) constructor that cannot take what torchforce passes to every component of its kind is a SpecError."""
+    try:
+        parameters = inspect.signature(target).parameters
+    except (TypeError, ValueError):
+        return
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values()):
+        return
+    accepted = {name for name, p in parameters.items() if p.kind in KEYWORD}
+    missing = [name for name in provided if name not in accepted]
+    if missing:
+        names = " and ".join(f"'{name}'" for name in provided)
+        raise SpecError(
+            path,
+            f"{what} cannot be built here: its constructor takes no " + ", ".join(f"'{name}'" for name in missing),
+            hint=f"torchforce passes {names} to every {kind}; "
+            + ("accept it as a keyword argument." if len(provided) == 1 else "accept them as keyword arguments."),
+        )

@@ -8,6 +8,7 @@ Names are kept in sorted order, as in 2018.
 from __future__ import annotations
 
 import math
+import numbers
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -68,22 +69,31 @@ class ActionSpec:
         return spec
 
 
+STATE_KEYS = ("shape", "type", "num_values", "num_states", "min_value", "max_value")
+ACTION_KEYS = ("type", "shape", "num_actions", "min_value", "max_value")
+STATE_EXAMPLE = '{"shape": 4, "type": "float"}'
+ACTION_EXAMPLE = '{"type": "int", "num_actions": 2}'
+
+
 def _shape(value: Any, path: str) -> tuple[int, ...]:
-    if isinstance(value, bool):
-        raise SpecError(path, "not a shape", got=value, expected="an integer or a list of integers")
-    if isinstance(value, int):
-        value = (value,)
-    if not isinstance(value, (list, tuple)):
-        raise SpecError(path, "not a shape", got=value, expected="an integer or a list of integers")
-    return tuple(expect_int(v, f"{path}[{i}]", minimum=1) for i, v in enumerate(value))
+    """A shape: an int (-> 1-tuple) or a list of ints >= 1; ``[]`` / ``()`` is a scalar."""
+    if isinstance(value, (list, tuple)):
+        return tuple(expect_int(v, f"{path}[{i}]", minimum=1) for i, v in enumerate(value))
+    if isinstance(value, numbers.Real) and not isinstance(value, bool):
+        return (expect_int(value, path, minimum=1),)
+    raise SpecError(path, "not a shape", got=value, expected="an integer or a list of integers")
 
 
 def _check_keys(spec: Mapping[str, Any], allowed: tuple[str, ...], path: str) -> None:
     for key in spec:
         if key not in allowed:
-            guess = did_you_mean(key, allowed)
+            guess = did_you_mean(str(key), allowed)
             hint = f"Did you mean '{guess}'?" if guess else "Accepted: " + ", ".join(allowed) + "."
             raise SpecError(f"{path}.{key}", "unknown key", hint=hint)
+
+
+def _given(spec: Mapping[str, Any], key: str) -> bool:
+    return spec.get(key) is not None
 
 
 def _bounds(spec: Mapping[str, Any], path: str) -> tuple[float | None, float | None]:
@@ -99,28 +109,66 @@ def _bounds(spec: Mapping[str, Any], path: str) -> tuple[float | None, float | N
     return low, high
 
 
+def _single_form(spec: Mapping[str, Any], keys: tuple[str, ...], entry: type, path: str, example: str) -> bool:
+    """Whether ``spec`` is the single short form (its values are plain) or the named form (its values are specs).
+
+    Deciding by the values, not by the presence of ``shape``/``type``, lets a named state be called ``shape`` and
+    a named action ``type``.
+    """
+    nested = [key for key, value in spec.items() if isinstance(value, (Mapping, entry))]
+    if not nested:
+        return True
+    plain = [key for key in spec if key not in nested and key in keys]
+    if plain:
+        raise SpecError(
+            f"{path}.{plain[0]}",
+            "mixes the single form and the named form",
+            hint=f"Write either one spec like {example}, or named specs {{name: {example}, ...}}.",
+        )
+    return False
+
+
+def _fields(spec: StateSpec | ActionSpec) -> dict[str, Any]:
+    """A ready spec's fields as a spec dict, to be validated like one (a hand-built spec may be wrong)."""
+    return {key: value for key, value in vars(spec).items() if key != "name" and value is not None}
+
+
+def _check_name(name: Any, path: str) -> str:
+    if not isinstance(name, str) or not name:
+        raise SpecError(path, "not a name", got=name, expected="a non-empty string")
+    return name
+
+
 def state_spec(name: str, spec: Any, path: str) -> StateSpec:
+    """One state's spec validated into a StateSpec; a ready StateSpec is checked again and takes ``name``."""
     if isinstance(spec, StateSpec):
-        return spec
+        spec = _fields(spec)
     if not isinstance(spec, Mapping):
-        raise SpecError(path, "not a state spec", got=spec, expected='a dict like {"shape": 4, "type": "float"}')
-    _check_keys(spec, ("shape", "type", "num_values", "num_states", "min_value", "max_value"), path)
+        raise SpecError(path, "not a state spec", got=spec, expected=f"a dict like {STATE_EXAMPLE}")
+    _check_keys(spec, STATE_KEYS, path)
+    if _given(spec, "num_values") and _given(spec, "num_states"):
+        raise SpecError(f"{path}.num_states", "num_states is the 2018 name of num_values; give only one of them")
     if "shape" not in spec:
         raise SpecError(path, "a state needs 'shape'", got=dict(spec))
     kind = expect_choice(spec.get("type", "float"), f"{path}.type", TYPES)
-    num_values = spec.get("num_values", spec.get("num_states"))
-    if num_values is not None:
-        num_values = expect_int(num_values, f"{path}.num_values", minimum=1)
+    shape = _shape(spec["shape"], f"{path}.shape")
+    key = "num_states" if _given(spec, "num_states") else "num_values"
+    num_values = expect_int(spec.get(key), f"{path}.{key}", minimum=1, allow_none=True)
+    if num_values is not None and kind != "int":
+        raise SpecError(f"{path}.{key}", f"only int states take {key}, this state is {kind}")
     low, high = _bounds(spec, path)
-    return StateSpec(name, _shape(spec["shape"], f"{path}.shape"), kind, num_values, low, high)
+    if low is not None and kind == "bool":
+        raise SpecError(path, "a bool state takes no min_value/max_value")
+    return StateSpec(name, shape, kind, num_values, low, high)
 
 
 def action_spec(name: str, spec: Any, path: str) -> ActionSpec:
+    """One action's spec validated into an ActionSpec; a ready ActionSpec is checked again and takes ``name``."""
     if isinstance(spec, ActionSpec):
-        return spec
+        spec = _fields(spec)
     if not isinstance(spec, Mapping):
-        raise SpecError(path, "not an action spec", got=spec, expected='a dict like {"type": "int", "num_actions": 2}')
-    _check_keys(spec, ("type", "shape", "num_actions", "min_value", "max_value"), path)
+        raise SpecError(path, "not an action spec", got=spec, expected=f"a dict like {ACTION_EXAMPLE}")
+    _check_keys(spec, ACTION_KEYS, path)
     kind = expect_choice(spec.get("type", "int"), f"{path}.type", TYPES)
     shape = _shape(spec.get("shape", ()), f"{path}.shape")
     num_actions = None
@@ -128,31 +176,37 @@ def action_spec(name: str, spec: Any, path: str) -> ActionSpec:
         if "num_actions" not in spec:
             raise SpecError(path, "an int action needs 'num_actions'", got=dict(spec))
         num_actions = expect_int(spec["num_actions"], f"{path}.num_actions", minimum=1)
-    elif "num_actions" in spec:
+    elif _given(spec, "num_actions"):
         raise SpecError(f"{path}.num_actions", f"only int actions take num_actions, this action is {kind}")
-    low, high = _bounds(spec, path)
-    if low is not None and kind != "float":
+    if kind != "float" and (_given(spec, "min_value") or _given(spec, "max_value")):
         raise SpecError(path, f"only float actions take min_value/max_value, this action is {kind}")
+    low, high = _bounds(spec, path)
     return ActionSpec(name, kind, shape, num_actions, low, high)
 
 
 def normalize_states(spec: Any, path: str = "states") -> tuple[dict[str, StateSpec], bool]:
-    """Named state specs (sorted by name) and whether the single short form was used."""
+    """Named state specs (sorted by name) and whether the single short form was used (its state is ``state``)."""
     if isinstance(spec, StateSpec):
-        return {spec.name: spec}, True
-    if not isinstance(spec, Mapping) or not spec:
-        raise SpecError(path, "not a states spec", got=spec, expected='{"shape": ..., "type": ...} or {name: {...}}')
-    if "shape" in spec:
+        return {spec.name: state_spec(spec.name, spec, path)}, True
+    if not isinstance(spec, Mapping):
+        raise SpecError(path, "not a states spec", got=spec, expected=f"{STATE_EXAMPLE} or {{name: {{...}}, ...}}")
+    if not spec:
+        raise SpecError(path, "no states given", expected=f"{STATE_EXAMPLE} or {{name: {{...}}, ...}}")
+    if _single_form(spec, STATE_KEYS, StateSpec, path, STATE_EXAMPLE):
         return {"state": state_spec("state", spec, path)}, True
-    return {name: state_spec(name, spec[name], f"{path}.{name}") for name in sorted(spec)}, False
+    names = sorted(_check_name(name, f"{path}.{name}") for name in spec)
+    return {name: state_spec(name, spec[name], f"{path}.{name}") for name in names}, False
 
 
 def normalize_actions(spec: Any, path: str = "actions") -> tuple[dict[str, ActionSpec], bool]:
-    """Named action specs (sorted by name) and whether the single short form was used."""
+    """Named action specs (sorted by name) and whether the single short form was used (its action is ``action``)."""
     if isinstance(spec, ActionSpec):
-        return {spec.name: spec}, True
-    if not isinstance(spec, Mapping) or not spec:
-        raise SpecError(path, "not an actions spec", got=spec, expected='{"type": ..., ...} or {name: {...}}')
-    if "type" in spec and not isinstance(spec["type"], Mapping):
+        return {spec.name: action_spec(spec.name, spec, path)}, True
+    if not isinstance(spec, Mapping):
+        raise SpecError(path, "not an actions spec", got=spec, expected=f"{ACTION_EXAMPLE} or {{name: {{...}}, ...}}")
+    if not spec:
+        raise SpecError(path, "no actions given", expected=f"{ACTION_EXAMPLE} or {{name: {{...}}, ...}}")
+    if _single_form(spec, ACTION_KEYS, ActionSpec, path, ACTION_EXAMPLE):
         return {"action": action_spec("action", spec, path)}, True
-    return {name: action_spec(name, spec[name], f"{path}.{name}") for name in sorted(spec)}, False
+    names = sorted(_check_name(name, f"{path}.{name}") for name in spec)
+    return {name: action_spec(name, spec[name], f"{path}.{name}") for name in names}, False
