@@ -1,0 +1,47 @@
+"""Environments: the 2018 Environment API, the Gymnasium adapter, built-in test environments, vectorized stepping.
+
+``Environment.from_spec`` builds any of them from a spec; the names below are its registry.
+"""
+
+from torchforce.environments.environment import Environment
+from torchforce.environments.gym import Gym
+from torchforce.environments.minimal import Minimal, MultiState
+from torchforce.environments.vector import VectorEnvironment, VectorEnvironmentError, VectorStep, make_vector
+from torchforce.spec import Registry
+
+ENVIRONMENTS = Registry(
+    "environment",
+    {
+        "gym": "torchforce.environments.gym:Gym",
+        "minimal": "torchforce.environments.minimal:Minimal",
+        "multi": "torchforce.environments.minimal:MultiState",
+    },
+    aliases={
+        "gymnasium": "gym",
+        "openai_gym": "gym",
+        "OpenAIGym": "gym",
+        "tensorforce.contrib.openai_gym.OpenAIGym": "gym",
+        "minimal_test": "minimal",
+        "MinimalTest": "minimal",
+        "multi_state": "multi",
+    },
+)
+
+
+def make(spec: object, **kwargs: object) -> Environment:
+    """``Environment.from_spec(spec, kwargs)``: ``make("CartPole-v1", max_episode_timesteps=100)``."""
+    return Environment.from_spec(spec, kwargs or None)
+
+
+__all__ = [
+    "ENVIRONMENTS",
+    "Environment",
+    "Gym",
+    "Minimal",
+    "MultiState",
+    "VectorEnvironment",
+    "VectorEnvironmentError",
+    "VectorStep",
+    "make",
+    "make_vector",
+]

@@ -1,0 +1,360 @@
+"""The Gymnasium adapter: any registered Gymnasium id as a 2018-style Environment (the 2018 ``OpenAIGym``).
+
+Classic control, Box2D, toy text and MuJoCo ids come from Gymnasium itself; Atari ids (``ALE/Pong-v5`` and the
+legacy ``Pong-v0``/``PongNoFrameskip-v4`` forms) are registered by ale-py, imported only when an id is not already
+known. Spaces map to specs as described in ``torchforce.environments.spaces``.
+
+2018 options:
+- ``visualize=True`` opens a window (``render_mode="human"``). That needs a display; without one (no ``DISPLAY``
+  or ``WAYLAND_DISPLAY``) it is a SpecError rather than a crash deep inside pygame.
+- ``monitor=DIR`` appends one JSON line per finished episode to ``DIR/episodes.jsonl`` (``episode``, ``reward``,
+  ``length``, ``terminal``, ``seconds``). ``monitor_safe=True`` refuses a directory that already holds records;
+  otherwise they are replaced. ``monitor_video=N`` (> 0) also records every N-th episode as MP4 into ``DIR/videos``
+  through Gymnasium's ``RecordVideo`` (needs the ``moviepy`` package; without it, a SpecError says so).
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import json
+import os
+import re
+import sys
+import time
+import warnings
+from pathlib import Path
+from typing import Any
+
+from torchforce.environments.environment import Environment
+from torchforce.environments.spaces import actions_from_space, states_from_space
+from torchforce.spec import SpecError, did_you_mean, expect_int
+from torchforce.spec.errors import describe
+
+# Keyword arguments of gymnasium.make itself (the others go to the environment's constructor).
+MAKE_KWARGS = ("disable_env_checker", "render_mode")
+
+
+def _registry() -> dict[str, Any]:
+    import gymnasium
+
+    return gymnasium.registry
+
+
+def _register_atari() -> None:
+    """Register the ale-py ids (Atari) with Gymnasium, if ale-py is installed."""
+    try:
+        import ale_py
+    except ImportError:
+        return
+    import gymnasium
+
+    gymnasium.register_envs(ale_py)
+
+
+def _atari_id(gym_id: str) -> str | None:
+    """'ALE/<Game>-v5' for any spelling of an Atari game name (2018 'SpaceInvaders-v0', 'breakout-v3'...)."""
+    base = gym_id.rsplit("/", 1)[-1].split("-v")[0]
+    base = re.sub(r"(NoFrameskip|Deterministic)$", "", base).lower()
+    for known in _registry():
+        if known.startswith("ALE/") and known.split("/", 1)[1].split("-v")[0].lower() == base:
+            return known.split("-v")[0] + "-v5"
+    return None
+
+
+def _newest_version(gym_id: str) -> str | None:
+    """The highest registered version of the same environment name, if it is not ``gym_id`` itself."""
+    stem = gym_id.rsplit("-v", 1)[0]
+    versions = [k for k in _registry() if k.rsplit("-v", 1)[0] == stem and k.rsplit("-v", 1)[-1].isdigit()]
+    newest = max(versions, key=lambda k: int(k.rsplit("-v", 1)[1]), default=None)
+    return newest if newest != gym_id else None
+
+
+def resolve_gym_id(gym_id: Any, path: str = "gym_id") -> str:
+    """Check that Gymnasium knows ``gym_id`` (registering ale-py's Atari ids if needed); return the bare id.
+
+    ``"module:Name-v0"`` imports ``module`` first (for environments that register themselves on import).
+    """
+    if not isinstance(gym_id, str) or not gym_id:
+        raise SpecError(path, "not a Gymnasium id", got=gym_id, expected="a registered id like 'CartPole-v1'")
+    if ":" in gym_id:
+        module, _, gym_id = gym_id.partition(":")
+        try:
+            importlib.import_module(module)
+        except ImportError as error:
+            raise SpecError(path, f"cannot import module '{module}': {error}") from None
+    if gym_id in _registry():
+        return gym_id
+    _register_atari()
+    if gym_id in _registry():
+        return gym_id
+    hints = []
+    atari = _atari_id(gym_id)
+    if atari is not None:
+        hints.append(f"Atari games are '{atari}' in Gymnasium (ale-py).")
+    guess = did_you_mean(gym_id, _registry())
+    if guess and guess != atari:
+        hints.append(f"Did you mean '{guess}'?")
+    if not hints:
+        hints.append('List the known ids with: python -c "import gymnasium; gymnasium.pprint_registry()"')
+    raise SpecError(path, f"unknown Gymnasium id '{gym_id}'", hint=" ".join(hints))
+
+
+def _check_gym_kwargs(gym_id: str, kwargs: dict[str, Any], path: str) -> None:
+    """Unknown constructor arguments are SpecErrors with a did-you-mean over what the environment accepts."""
+    if not kwargs:
+        return
+    from gymnasium.envs.registration import load_env_creator
+
+    entry_point = _registry()[gym_id].entry_point
+    try:
+        creator = load_env_creator(entry_point) if isinstance(entry_point, str) else entry_point
+        parameters = inspect.signature(creator).parameters
+    except Exception:  # noqa: BLE001 - an entry point we cannot inspect: gymnasium.make will judge the kwargs
+        return
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values()):
+        return
+    accepted = [name for name in parameters if name != "self"] + list(MAKE_KWARGS)
+    ours = ["max_episode_timesteps", "visualize", "monitor", "monitor_safe", "monitor_video", "seed"]
+    for key in kwargs:
+        if key not in accepted:
+            guess = did_you_mean(key, accepted + ours)
+            hint = f"Did you mean '{guess}'?" if guess else "Accepted: " + ", ".join(sorted(set(accepted + ours))) + "."
+            raise SpecError(f"{path}.{key}", f"unknown argument for '{gym_id}'", hint=hint)
+
+
+def _kwarg_error(gym_id: str, kwargs: dict[str, Any], error: TypeError, path: str) -> SpecError:
+    """A SpecError for a constructor that rejected a keyword (its signature hides behind ``**kwargs``)."""
+    match = re.search(r"unexpected keyword argument '(\w+)'", str(error))
+    if match is None or match.group(1) not in kwargs:
+        return SpecError(path, f"cannot make '{gym_id}' with {describe(kwargs)}: {error}")
+    from gymnasium.envs.registration import load_env_creator
+
+    key, accepted = match.group(1), []
+    try:
+        creator = load_env_creator(_registry()[gym_id].entry_point)
+        for klass in getattr(creator, "__mro__", [creator]):
+            parameters = inspect.signature(klass).parameters if callable(klass) else {}
+            accepted += [name for name, p in parameters.items() if p.kind is not inspect.Parameter.VAR_KEYWORD]
+    except (TypeError, ValueError, AttributeError, ImportError):
+        pass
+    guess = did_you_mean(key, accepted + list(MAKE_KWARGS))
+    hint = f"Did you mean '{guess}'?" if guess else None
+    return SpecError(f"{path}.{key}", f"unknown argument for '{gym_id}'", hint=hint)
+
+
+def _make(gym_id: str, max_episode_timesteps: int | None, gym_kwargs: dict[str, Any], path: str) -> Any:
+    """``gymnasium.make`` with its failures turned into SpecErrors that say what to change."""
+    import gymnasium
+
+    _check_gym_kwargs(gym_id, gym_kwargs, path)
+    if str(_registry()[gym_id].entry_point).startswith("ale_py") and not gym_id.startswith("ALE/"):
+        atari = _atari_id(gym_id)
+        if atari is not None:
+            warnings.warn(
+                f"'{gym_id}' is a legacy Atari id with the old defaults (sticky actions, random frame skip for -v0);"
+                f" Gymnasium's maintained id is '{atari}'.",
+                UserWarning,
+                stacklevel=4,
+            )
+    try:
+        return gymnasium.make(gym_id, max_episode_steps=max_episode_timesteps, **gym_kwargs)
+    except (gymnasium.error.Error, ImportError) as error:
+        newest = _newest_version(gym_id)
+        hint = f"The newest version of this environment is '{newest}'." if newest else None
+        raise SpecError(f"{path}.gym_id", f"cannot make '{gym_id}': {error}", hint=hint) from None
+    except TypeError as error:
+        raise _kwarg_error(gym_id, gym_kwargs, error, path) from None
+
+
+def _has_display() -> bool:
+    return sys.platform in ("darwin", "win32") or bool(os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY"))
+
+
+class Gym(Environment):
+    """A Gymnasium environment with the 2018 API.
+
+    Args:
+        gym_id: any registered Gymnasium id (``CartPole-v1``, ``HalfCheetah-v5``, ``ALE/Pong-v5``),
+            ``"module:Name-v0"`` to import a module that registers it, or a ready ``gymnasium.Env``.
+        max_episode_timesteps: the time limit (Gymnasium's ``max_episode_steps``); episodes cut by it end with
+            terminal 2. None keeps the id's registered limit.
+        visualize: render to a window (needs a display).
+        monitor, monitor_safe, monitor_video: episode records (and videos) in a directory; see the module doc.
+        seed: the seed of the first ``reset`` (and of the action space).
+        gym_kwargs: passed to ``gymnasium.make`` (environment arguments such as ``frameskip``, ``render_mode``,
+            ``disable_env_checker``); unknown names are SpecErrors.
+    """
+
+    def __init__(
+        self,
+        gym_id: Any = None,
+        *,
+        max_episode_timesteps: int | None = None,
+        visualize: bool = False,
+        monitor: str | None = None,
+        monitor_safe: bool = False,
+        monitor_video: int = 0,
+        seed: int | None = None,
+        **gym_kwargs: Any,
+    ) -> None:
+        import gymnasium
+
+        path = "environment"
+        if gym_id is None:  # the argument is required; its default only lets a spec without it fail clearly
+            raise SpecError(path, "a Gym environment needs 'gym_id'", expected="a Gymnasium id like 'CartPole-v1'")
+        max_episode_timesteps = expect_int(
+            max_episode_timesteps, f"{path}.max_episode_timesteps", minimum=1, allow_none=True
+        )
+        if monitor_video and monitor is None:
+            raise SpecError(f"{path}.monitor_video", "needs monitor, the directory the videos go to")
+        if visualize:
+            if monitor_video:
+                raise SpecError(f"{path}.visualize", "a window and monitor_video exclude each other")
+            if "render_mode" in gym_kwargs:
+                raise SpecError(f"{path}.visualize", "give either visualize or render_mode, not both")
+            if not _has_display():
+                raise SpecError(
+                    f"{path}.visualize",
+                    "visualize=true needs a display and none was found (DISPLAY is not set)",
+                    hint="Record videos instead with monitor=DIR and monitor_video=N.",
+                )
+            gym_kwargs["render_mode"] = "human"
+        if monitor_video and gym_kwargs.get("render_mode") is None:
+            gym_kwargs["render_mode"] = "rgb_array"
+        if isinstance(gym_id, gymnasium.Env):
+            if gym_kwargs:
+                raise SpecError(path, "a ready Gymnasium environment takes no constructor arguments", got=gym_kwargs)
+            env = gym_id
+            self.gym_id = env.spec.id if env.spec is not None else type(env.unwrapped).__name__
+            if max_episode_timesteps is not None:
+                env = gymnasium.wrappers.TimeLimit(env, max_episode_timesteps)
+        else:
+            self.gym_id = resolve_gym_id(gym_id, f"{path}.gym_id")
+            env = _make(self.gym_id, max_episode_timesteps, gym_kwargs, path)
+        if monitor is not None:
+            env = _monitored(env, monitor, monitor_safe, monitor_video, path)
+        self.gym = env
+        try:
+            self._states, self._read = states_from_space(env.observation_space, f"{path}.observation_space")
+            self._actions, self._write, self._single_action = actions_from_space(
+                env.action_space, f"{path}.action_space"
+            )
+        except SpecError:
+            env.close()
+            raise
+        self._step = env.step
+        self._next_seed: int | None = None
+        self.info: dict[str, Any] = {}
+        if seed is not None:
+            self.seed(seed)
+
+    def __str__(self) -> str:
+        return f"Gym({self.gym_id})"
+
+    @property
+    def states(self) -> dict[str, Any]:
+        return self._states
+
+    @property
+    def actions(self) -> dict[str, Any]:
+        return self._actions
+
+    def seed(self, seed: int | None) -> int | None:
+        """The next ``reset`` calls ``reset(seed=seed)``; the action space is seeded too."""
+        self._next_seed = seed
+        if seed is not None:
+            self.gym.action_space.seed(seed)
+        return seed
+
+    def reset(self) -> Any:
+        seed, self._next_seed = self._next_seed, None
+        observation, self.info = self.gym.reset(seed=seed)
+        return self._read(observation)
+
+    def execute(self, actions: Any) -> tuple[Any, int, float]:
+        try:
+            action = self._write(actions)
+        except (KeyError, TypeError, ValueError) as error:
+            form = "one bare action" if self._single_action else "a dict keyed by action name"
+            raise ValueError(
+                f"{self}: cannot use actions {describe(actions)} for the actions spec {self._actions} "
+                f"(expected {form}): {error!r}"
+            ) from None
+        observation, reward, terminated, truncated, self.info = self._step(action)
+        return self._read(observation), (1 if terminated else 2 if truncated else 0), float(reward)
+
+    def close(self) -> None:
+        self.gym.close()
+
+
+class _EpisodeLog:
+    """Appends one JSON line per finished episode to ``episodes.jsonl`` (the 2018 monitor's statistics)."""
+
+    def __init__(self, file: Path) -> None:
+        self.file = file
+        self.episode = 0
+        self.reward = 0.0
+        self.length = 0
+        self.start = time.monotonic()
+
+    def step(self, reward: float, terminated: bool, truncated: bool) -> None:
+        self.reward += float(reward)
+        self.length += 1
+        if terminated or truncated:
+            record = {
+                "episode": self.episode,
+                "reward": self.reward,
+                "length": self.length,
+                "terminal": 1 if terminated else 2,
+                "seconds": round(time.monotonic() - self.start, 6),
+            }
+            with self.file.open("a", encoding="utf-8") as stream:
+                stream.write(json.dumps(record) + "\n")
+            self.episode += 1
+            self.reset()
+
+    def reset(self) -> None:
+        self.reward, self.length, self.start = 0.0, 0, time.monotonic()
+
+
+def _monitored(env: Any, monitor: str, safe: bool, video: int, path: str) -> Any:
+    import gymnasium
+
+    directory = Path(monitor)
+    directory.mkdir(parents=True, exist_ok=True)
+    file = directory / "episodes.jsonl"
+    if file.exists() and file.stat().st_size:
+        if safe:
+            env.close()
+            raise SpecError(f"{path}.monitor", f"'{directory}' already holds episode records and monitor_safe is set")
+        file.unlink()
+    if video:
+        try:
+            env = gymnasium.wrappers.RecordVideo(
+                env,
+                str(directory / "videos"),
+                episode_trigger=lambda episode: episode % video == 0,
+                disable_logger=True,
+            )
+        except gymnasium.error.DependencyNotInstalled:
+            env.close()
+            raise SpecError(
+                f"{path}.monitor_video", "recording videos needs the moviepy package", hint="pip install moviepy"
+            ) from None
+
+    class Monitor(gymnasium.Wrapper):
+        def __init__(self, inner: Any) -> None:
+            super().__init__(inner)
+            self.log = _EpisodeLog(file)
+
+        def reset(self, **kwargs: Any) -> Any:
+            self.log.reset()
+            return self.env.reset(**kwargs)
+
+        def step(self, action: Any) -> Any:
+            result = self.env.step(action)
+            self.log.step(result[1], result[2], result[3])
+            return result
+
+    return Monitor(env)

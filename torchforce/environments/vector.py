@@ -1,0 +1,553 @@
+"""VectorEnvironment: N copies of an environment stepped as one batch, in this process or in worker processes.
+
+A copy whose episode ends (terminal 1 or 2) is reset at once: ``execute`` returns the new episode's first state in
+``states`` for that row and the finished episode's last state in ``final_states`` (for the other rows
+``final_states`` equals ``states``; when no copy ended, ``final_states`` is ``states``, the same object). Learners
+bootstrap truncated rows (terminal 2) from ``final_states``.
+
+Outputs are written into preallocated arrays, row by row (in subprocess mode: arrays in shared memory that each
+worker fills with its rows, so only actions and short replies cross the pipes). With ``copy=True`` (the default)
+the arrays handed out are copies the caller may keep; with ``copy=False`` they are the internal buffers themselves,
+overwritten by the next ``reset``/``execute``, which suits a loop that consumes each step at once.
+
+``mode="subprocess"`` runs the copies in worker processes (default ``min(N, number of CPUs)``), each stepping a
+contiguous chunk of copies. Factories and environments travel to the workers with cloudpickle; workers start with
+the ``spawn`` method (safe next to torch threads), so a script that builds a subprocess VectorEnvironment needs the
+usual ``if __name__ == "__main__":`` guard. An error in a worker is raised here as ``VectorEnvironmentError`` with
+the worker's traceback text (a SpecError keeps its type). ``close()`` stops and joins every worker it started.
+"""
+
+from __future__ import annotations
+
+import functools
+import multiprocessing
+import os
+import signal
+import traceback
+import weakref
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from torchforce.environments.environment import Environment
+from torchforce.spec import SpecError, expect_choice, expect_int, normalize_actions, normalize_states
+
+DTYPES = {"float": np.float32, "int": np.int64, "bool": np.bool_}
+
+
+class VectorStep(NamedTuple):
+    """One step of N copies: ``states``/``final_states`` are arrays [N, ...] (or dicts of them, by state name),
+    ``terminal`` int8 [N] (0, 1, 2) and ``reward`` float32 [N]."""
+
+    states: Any
+    terminal: np.ndarray
+    reward: np.ndarray
+    final_states: Any
+
+
+class VectorEnvironmentError(RuntimeError):
+    """An environment failed inside a worker process; the message carries the worker's traceback."""
+
+
+def _buffers(states: Mapping[str, Any], n: int) -> dict[str, np.ndarray]:
+    return {name: np.zeros((n, *spec.shape), dtype=DTYPES[spec.type]) for name, spec in states.items()}
+
+
+class _Rows:
+    """A list of environments stepped into preallocated row buffers; a finished copy is reset at once."""
+
+    def __init__(self, environments: Sequence[Environment]) -> None:
+        self.environments = list(environments)
+        first = self.environments[0]
+        self.state_spec, self.action_spec = first.states, first.actions
+        self.state_specs, self.single_state = normalize_states(self.state_spec)
+        self.action_specs, self.single_action = normalize_actions(self.action_spec)
+        for i, environment in enumerate(self.environments[1:], 1):
+            if normalize_states(environment.states)[0] != self.state_specs or (
+                normalize_actions(environment.actions)[0] != self.action_specs
+            ):
+                raise SpecError(f"environments[{i}]", f"{environment} has other states/actions than {first}")
+        n = len(self.environments)
+        self.states = _buffers(self.state_specs, n)
+        self.final_states = _buffers(self.state_specs, n)
+        self.terminal = np.zeros(n, dtype=np.int8)
+        self.reward = np.zeros(n, dtype=np.float32)
+        self.action_names = list(self.action_specs)
+
+    def bind(self, views: Mapping[str, np.ndarray]) -> None:
+        """Write into ``views`` (arrays in shared memory, see ``_layout``) from now on."""
+        self.states = {name: views[f"states/{name}"] for name in self.state_specs}
+        self.final_states = {name: views[f"final/{name}"] for name in self.state_specs}
+        self.terminal, self.reward = views["terminal"], views["reward"]
+
+    def _write(self, buffers: dict[str, np.ndarray], row: int, state: Any) -> None:
+        if self.single_state:
+            buffers["state"][row] = state
+        else:
+            for name, buffer in buffers.items():
+                buffer[row] = state[name]
+
+    def reset(self, rows: Sequence[int] | None = None) -> None:
+        for row in range(len(self.environments)) if rows is None else rows:
+            self._write(self.states, int(row), self.environments[int(row)].reset())
+
+    def execute(self, actions: Any) -> bool:
+        """Step every copy with its row of ``actions`` (an array [n, ...], or a dict of them by action name).
+
+        Returns whether a copy ended; only then are ``final_states`` written (otherwise they equal ``states``).
+        """
+        ended = []
+        terminals, rewards, states = self.terminal, self.reward, self.states
+        single_state, names = self.single_state, self.action_names
+        buffer = states["state"] if single_state else None
+        for row, environment in enumerate(self.environments):
+            action = actions[row] if self.single_action else {name: actions[name][row] for name in names}
+            state, terminal, reward = environment.execute(action)
+            terminals[row] = terminal
+            rewards[row] = reward
+            if terminal:
+                ended.append((row, state))
+                state = environment.reset()
+            if single_state:
+                buffer[row] = state
+            else:
+                self._write(states, row, state)
+        if ended:
+            for name, buffer in self.final_states.items():
+                np.copyto(buffer, states[name])
+            for row, state in ended:
+                self._write(self.final_states, row, state)
+        return bool(ended)
+
+    def seed(self, seeds: Sequence[int | None]) -> list[int | None]:
+        return [environment.seed(seed) for environment, seed in zip(self.environments, seeds, strict=True)]
+
+    def close(self) -> None:
+        for environment in self.environments:
+            environment.close()
+
+
+# ---------------------------------------------------------------------------------------------- worker processes
+
+
+def _build(factory: Callable[[], Environment], count: int) -> list[Environment]:
+    environments = [factory() for _ in range(count)]
+    for environment in environments:
+        if not isinstance(environment, Environment):
+            raise SpecError("factory", f"returned a {type(environment).__name__}, not an Environment")
+    return environments
+
+
+def _build_rows(payload: bytes) -> _Rows:
+    import cloudpickle
+
+    factory, count, environments = cloudpickle.loads(payload)
+    return _Rows(_build(factory, count) if environments is None else environments)
+
+
+def _error_message(error: BaseException) -> tuple[str, Any]:
+    if isinstance(error, SpecError):
+        return "spec_error", (error.path, error.message, error.expected, error.hint, error.file)
+    return "error", traceback.format_exc()
+
+
+def _layout(states: Mapping[str, Any], n: int) -> tuple[list[tuple[str, tuple, str, int]], int]:
+    """Where each output array of N rows lies in one shared-memory block: (key, shape, dtype, offset), size."""
+    fields = [
+        (f"{kind}/{name}", (n, *spec.shape), DTYPES[spec.type])
+        for kind in ("states", "final")
+        for name, spec in states.items()
+    ]
+    fields += [("terminal", (n,), np.int8), ("reward", (n,), np.float32)]
+    layout, offset = [], 0
+    for key, shape, dtype in fields:
+        layout.append((key, shape, np.dtype(dtype).str, offset))
+        offset += -(-int(np.prod(shape)) * np.dtype(dtype).itemsize // 64) * 64  # 64-byte aligned
+    return layout, max(offset, 64)
+
+
+def _views(buffer: Any, layout: list[tuple[str, tuple, str, int]], lo: int = 0, hi: int | None = None) -> dict:
+    return {key: np.ndarray(shape, dtype, buffer=buffer, offset=offset)[lo:hi] for key, shape, dtype, offset in layout}
+
+
+def _serve(connection: Any, rows: _Rows | None, memory: list[Any]) -> None:
+    """Answer the parent's commands until ``close``; results go into the shared arrays, replies are short."""
+    while True:
+        try:
+            command, data = connection.recv()
+        except (EOFError, OSError, KeyboardInterrupt):
+            return
+        try:
+            if command == "close":
+                if rows is not None:
+                    rows.close()
+                connection.send(("ok", None))
+                return
+            if rows is None:
+                raise RuntimeError("the environments of this worker could not be built")
+            if command == "execute":
+                data = rows.execute(data)
+            elif command == "reset":
+                rows.reset(data)
+            elif command == "seed":
+                data = rows.seed(data)
+            elif command == "attach":
+                from multiprocessing.shared_memory import SharedMemory
+
+                name, layout, lo, hi = data
+                memory.append(SharedMemory(name=name))
+                rows.bind(_views(memory[0].buf, layout, lo, hi))
+                data = None
+            else:
+                raise ValueError(f"unknown command {command!r}")
+            connection.send(("ok", data))
+        except (BrokenPipeError, ConnectionResetError):
+            return  # the parent is gone
+        except BaseException as error:  # noqa: BLE001 - every failure goes back to the parent
+            try:
+                connection.send(_error_message(error))
+            except OSError:
+                return
+
+
+def _worker(connection: Any, payload: bytes) -> None:
+    """A worker process: builds its chunk of copies, then serves commands until ``close``."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles Ctrl-C and closes us
+    rows, memory = None, []
+    try:
+        rows = _build_rows(payload)
+        connection.send(("ok", (rows.state_spec, rows.action_spec)))
+    except BaseException as error:  # noqa: BLE001
+        connection.send(_error_message(error))
+    _serve(connection, rows, memory)
+    rows = None  # drop the views into shared memory before unmapping it
+    for block in memory:
+        try:
+            block.close()
+        except BufferError:
+            pass
+    connection.close()
+
+
+def _shutdown(processes: list[Any], connections: list[Any], memory: list[Any]) -> None:
+    """Ask every worker to close, join it (terminating one that does not stop), free the shared memory."""
+    for connection in connections:
+        try:
+            connection.send(("close", None))
+        except (OSError, ValueError):
+            pass
+    for connection in connections:
+        try:
+            if connection.poll(5.0):
+                connection.recv()
+        except (EOFError, OSError, ValueError):
+            pass
+        connection.close()
+    for process in processes:
+        process.join(timeout=5.0)
+        if process.is_alive():
+            process.terminate()
+            process.join(timeout=5.0)
+        if process.is_alive():
+            process.kill()
+            process.join()
+    for block in memory:
+        try:
+            block.unlink()
+        except FileNotFoundError:
+            pass
+        try:
+            block.close()
+        except BufferError:  # the caller still holds arrays (copy=False); the mapping goes when they do
+            pass
+
+
+class VectorEnvironment:
+    """N copies of an environment stepped as one batch.
+
+    Args:
+        environments: the copies, already built (sync mode; in subprocess mode they are pickled to the workers).
+        factory: a no-argument callable building one copy (give ``num_environments``); in subprocess mode it is
+            sent to the workers with cloudpickle, so lambdas and closures work.
+        num_environments: how many copies ``factory`` builds.
+        mode: ``"sync"`` (step them one after another in this process) or ``"subprocess"``.
+        num_workers: worker processes in subprocess mode (default ``min(N, number of CPUs)``).
+        copy: hand out copies of the output arrays (True) or the internal buffers (False).
+
+    ``environments`` (the attribute) lists the copies in sync mode; in subprocess mode they live in the workers.
+    """
+
+    def __init__(
+        self,
+        environments: Sequence[Environment] | None = None,
+        *,
+        factory: Callable[[], Environment] | None = None,
+        num_environments: int | None = None,
+        mode: str = "sync",
+        num_workers: int | None = None,
+        copy: bool = True,
+    ) -> None:
+        self.mode = expect_choice(mode, "mode", ("sync", "subprocess"))
+        if (environments is None) == (factory is None):
+            raise SpecError("", "give either environments or factory (with num_environments)")
+        if environments is not None:
+            environments = list(environments)
+            if not environments:
+                raise SpecError("environments", "needs at least one environment")
+            if num_environments is not None and num_environments != len(environments):
+                raise SpecError("num_environments", "does not match the environments given", got=num_environments)
+            num_environments = len(environments)
+        num_environments = expect_int(num_environments, "num_environments", minimum=1)
+        self._n = num_environments
+        self.copy = copy
+        self._closed = False
+        self._processes: list[Any] = []
+        self._connections: list[Any] = []
+        self._chunks: list[tuple[int, int]] = []
+        self._memory: list[Any] = []
+        if self.mode == "sync":
+            if environments is None:
+                environments = _build(factory, num_environments)
+            self._rows: _Rows | None = _Rows(environments)
+            self.environments = self._rows.environments
+            state_spec, action_spec = self._rows.state_spec, self._rows.action_spec
+        else:
+            self._rows = None
+            self.environments = []
+            state_spec, action_spec = self._start_workers(environments, factory, num_workers)
+        self._state_spec, self._action_spec = state_spec, action_spec
+        self._state_specs, self._single_state = normalize_states(state_spec)
+        self._action_specs, self._single_action = normalize_actions(action_spec)
+        if self._rows is None:
+            self._share_buffers()
+        else:
+            self._states, self._final = self._rows.states, self._rows.final_states
+            self._terminal, self._reward = self._rows.terminal, self._rows.reward
+
+    # ------------------------------------------------------------------------------------------------- workers
+
+    def _start_workers(
+        self, environments: list[Environment] | None, factory: Callable[[], Environment] | None, num_workers: int | None
+    ) -> tuple[Any, Any]:
+        import cloudpickle
+
+        n = self._n
+        workers = expect_int(num_workers, "num_workers", minimum=1, allow_none=True)
+        cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+        workers = min(n, workers or cpus or 1)
+        bounds = np.linspace(0, n, workers + 1).round().astype(int)
+        self._chunks = [(int(lo), int(hi)) for lo, hi in zip(bounds[:-1], bounds[1:], strict=True)]
+        context = multiprocessing.get_context("spawn")
+        self._finalizer = weakref.finalize(self, _shutdown, self._processes, self._connections, self._memory)
+        for lo, hi in self._chunks:
+            chunk = None if environments is None else environments[lo:hi]
+            try:
+                payload = cloudpickle.dumps((factory, hi - lo, chunk))
+            except Exception as error:  # noqa: BLE001 - whatever pickling raises, say what to do instead
+                self.close()
+                raise SpecError(
+                    "environments" if chunk is not None else "factory",
+                    f"cannot be sent to a worker process: {error}",
+                    hint="Pass a factory that builds the environment inside the worker (make_vector does this).",
+                ) from None
+            parent, child = context.Pipe()
+            process = context.Process(target=_worker, args=(child, payload), daemon=True, name=f"env-worker-{lo}")
+            process.start()
+            child.close()
+            self._processes.append(process)
+            self._connections.append(parent)
+        try:
+            specs = self._gather()
+        except BaseException:
+            self.close()
+            raise
+        return specs[0]
+
+    def _share_buffers(self) -> None:
+        """Put the output arrays in shared memory that every worker writes its rows into."""
+        from multiprocessing.shared_memory import SharedMemory
+
+        layout, size = _layout(self._state_specs, self._n)
+        try:
+            self._memory.append(SharedMemory(create=True, size=size))
+            views = _views(self._memory[0].buf, layout)
+            self._command("attach", [(self._memory[0].name, layout, lo, hi) for lo, hi in self._chunks])
+        except BaseException:
+            self.close()
+            raise
+        self._states = {name: views[f"states/{name}"] for name in self._state_specs}
+        self._final = {name: views[f"final/{name}"] for name in self._state_specs}
+        self._terminal, self._reward = views["terminal"], views["reward"]
+
+    def _gather(self, workers: Sequence[int] | None = None) -> list[Any]:
+        """One reply from each worker asked (all by default, in order); the first failure is raised after all have
+        answered."""
+        replies, failure = [], None
+        for index in range(len(self._connections)) if workers is None else workers:
+            connection, (lo, hi) = self._connections[index], self._chunks[index]
+            try:
+                status, data = connection.recv()
+            except (EOFError, OSError):
+                process = self._processes[index]
+                process.join(timeout=1.0)
+                status, data = "error", f"the worker process exited unexpectedly (exit code {process.exitcode})"
+            if status == "spec_error" and failure is None:
+                path, message, expected, hint, file = data
+                failure = SpecError(path, message, expected=expected, hint=hint, file=file)
+            elif status == "error" and failure is None:
+                failure = VectorEnvironmentError(f"environment worker {index} (copies {lo}..{hi - 1}) failed:\n{data}")
+            replies.append(data)
+        if failure is not None:
+            raise failure
+        return replies
+
+    def _command(self, command: str, data: Sequence[Any] | None = None) -> list[Any]:
+        if self._closed:
+            raise RuntimeError("this VectorEnvironment is closed")
+        for index, connection in enumerate(self._connections):
+            connection.send((command, None if data is None else data[index]))
+        return self._gather()
+
+    # ------------------------------------------------------------------------------------------------- the API
+
+    @property
+    def num_environments(self) -> int:
+        return self._n
+
+    def __len__(self) -> int:
+        return self._n
+
+    @property
+    def states(self) -> dict[str, Any]:
+        """The states spec of one copy."""
+        return self._state_spec
+
+    @property
+    def actions(self) -> dict[str, Any]:
+        """The actions spec of one copy."""
+        return self._action_spec
+
+    def __str__(self) -> str:
+        return f"VectorEnvironment({self._n}, mode={self.mode})"
+
+    def _out(self, buffers: dict[str, np.ndarray]) -> Any:
+        if self._single_state:
+            return buffers["state"].copy() if self.copy else buffers["state"]
+        return {name: buffer.copy() for name, buffer in buffers.items()} if self.copy else dict(buffers)
+
+    def reset(self) -> Any:
+        """Reset every copy; the first states as an array [N, ...] (or a dict of them)."""
+        if self._rows is not None:
+            self._rows.reset()
+        else:
+            self._command("reset")
+        return self._out(self._states)
+
+    def reset_rows(self, rows: Sequence[int]) -> Any:
+        """Reset only the copies in ``rows`` (e.g. those cut by a step limit); their new first states, one row each
+        in the order given. The other copies carry on, and their rows in the state buffers are left as they were."""
+        rows = np.asarray(rows, dtype=np.int64).reshape(-1)
+        if len(rows) and (rows.min() < 0 or rows.max() >= self._n):
+            raise IndexError(f"{self}: rows must lie in 0..{self._n - 1}, got {rows.tolist()}")
+        if self._rows is not None:
+            self._rows.reset(rows.tolist())
+        else:
+            chunks = [[int(row) - lo for row in rows if lo <= row < hi] for lo, hi in self._chunks]
+            active = [index for index, chunk in enumerate(chunks) if chunk]
+            for index in active:
+                self._connections[index].send(("reset", chunks[index]))
+            self._gather(active)
+        if self._single_state:
+            return self._states["state"][rows].copy()
+        return {name: buffer[rows].copy() for name, buffer in self._states.items()}
+
+    def _batch_actions(self, actions: Any) -> Any:
+        try:
+            if self._single_action:
+                if isinstance(actions, Mapping) and set(actions) == {"action"}:
+                    actions = actions["action"]
+                batch = np.asarray(actions)
+                if batch.shape[:1] != (self._n,):
+                    raise ValueError(f"expected {self._n} rows, got shape {batch.shape}")
+                return batch
+            batch = {name: np.asarray(actions[name]) for name in self._action_specs}
+            for name, value in batch.items():
+                if value.shape[:1] != (self._n,):
+                    raise ValueError(f"action '{name}': expected {self._n} rows, got shape {value.shape}")
+            return batch
+        except (KeyError, TypeError, ValueError, IndexError) as error:
+            form = (
+                "an array [N, ...]" if self._single_action else f"a dict of arrays [N, ...] {list(self._action_specs)}"
+            )
+            raise ValueError(f"{self}: actions must be {form}: {error}") from None
+
+    def execute(self, actions: Any) -> VectorStep:
+        """Step every copy with its row of ``actions``; finished copies are reset (see the module doc)."""
+        batch = self._batch_actions(actions)
+        if self._rows is not None:
+            ended = self._rows.execute(batch)
+        else:
+            if self._single_action:
+                chunks = [batch[lo:hi] for lo, hi in self._chunks]
+            else:
+                chunks = [{name: value[lo:hi] for name, value in batch.items()} for lo, hi in self._chunks]
+            flags = self._command("execute", chunks)  # the workers write their rows into the shared arrays
+            ended = any(flags)
+            for (lo, hi), chunk_ended in zip(self._chunks, flags, strict=True):
+                if ended and not chunk_ended:  # that worker left its final rows as they were
+                    for name, buffer in self._final.items():
+                        buffer[lo:hi] = self._states[name][lo:hi]
+        if self.copy:
+            terminal, reward = self._terminal.copy(), self._reward.copy()
+        else:
+            terminal, reward = self._terminal, self._reward
+        states = self._out(self._states)
+        return VectorStep(states, terminal, reward, self._out(self._final) if ended else states)
+
+    def seed(self, seed: int | None) -> list[int | None]:
+        """Seed copy i with ``seed + i`` (all None for None), from each copy's next reset on."""
+        seeds = [None if seed is None else seed + i for i in range(self._n)]
+        if self._rows is not None:
+            return self._rows.seed(seeds)
+        results = self._command("seed", [seeds[lo:hi] for lo, hi in self._chunks])
+        return [value for chunk in results for value in chunk]
+
+    def close(self) -> None:
+        """Close every copy; in subprocess mode stop and join the workers. Calling it again does nothing."""
+        if self._closed:
+            return
+        self._closed = True
+        if self._rows is not None:
+            self._rows.close()
+        else:
+            self._states = self._final = self._terminal = self._reward = None  # release the shared memory views
+            self._finalizer()
+
+    def __enter__(self) -> VectorEnvironment:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+
+def make_vector(
+    spec: Any,
+    num_environments: int,
+    *,
+    mode: str = "sync",
+    seed: int | None = None,
+    num_workers: int | None = None,
+    copy: bool = True,
+) -> VectorEnvironment:
+    """A VectorEnvironment of ``num_environments`` copies built from an environment spec (anything
+    ``Environment.from_spec`` accepts); with ``seed``, copy i is seeded with ``seed + i``."""
+    if isinstance(spec, Environment):
+        raise SpecError("environment", "make_vector needs a spec to build copies from, not a built environment")
+    factory = functools.partial(Environment.from_spec, spec)
+    vector = VectorEnvironment(
+        factory=factory, num_environments=num_environments, mode=mode, num_workers=num_workers, copy=copy
+    )
+    if seed is not None:
+        vector.seed(seed)
+    return vector
