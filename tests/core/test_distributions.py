@@ -1,0 +1,240 @@
+"""Distributions: shapes, sampling, and log_prob/entropy/KL against torch.distributions as the reference."""
+
+import math
+
+import pytest
+import torch
+from torch import distributions as reference
+
+from torchforce.core.distributions import DISTRIBUTIONS, Distribution, build_distribution
+from torchforce.core.distributions.beta import standard_gamma
+from torchforce.core.distributions.gaussian import LOG_STD_BOUND
+from torchforce.spec import ActionSpec, SpecError
+
+BOOL = ActionSpec("press", "bool", (2, 3))
+INT = ActionSpec("move", "int", (2, 3), num_actions=4)
+FLOAT = ActionSpec("force", "float", (2, 3))
+BOUNDED = ActionSpec("steer", "float", (2, 3), min_value=-2.0, max_value=3.0)
+
+
+def build(action, spec=None, input_size=5):
+    return build_distribution(action, input_size, spec, path=f"distributions.{action.name}")
+
+
+def params_of(distribution, batch=4, seed=0):
+    torch.manual_seed(seed)
+    return distribution(torch.randn(batch, distribution.input_size) * 2.0)
+
+
+def test_default_types_by_action():
+    assert type(build(BOOL)).__name__ == "Bernoulli"
+    assert type(build(INT)).__name__ == "Categorical"
+    assert type(build(FLOAT)).__name__ == "Gaussian"
+    assert type(build(BOUNDED)).__name__ == "Beta"
+    assert DISTRIBUTIONS.names() == ["bernoulli", "beta", "categorical", "gaussian"]
+    assert type(build(BOUNDED, "gaussian")).__name__ == "Gaussian"
+    ready = build(INT)
+    assert build(INT, ready) is ready and isinstance(ready, Distribution)
+
+
+@pytest.mark.parametrize(
+    ("action", "param_shapes", "dtype"),
+    [
+        (BOOL, [(4, 2, 3)], torch.bool),
+        (INT, [(4, 2, 3, 4)], torch.int64),
+        (FLOAT, [(4, 2, 3), (4, 2, 3)], torch.float32),
+        (BOUNDED, [(4, 2, 3), (4, 2, 3)], torch.float32),
+    ],
+)
+def test_shapes_and_dtypes(action, param_shapes, dtype):
+    distribution = build(action)
+    params = params_of(distribution)
+    assert [tuple(p.shape) for p in params] == param_shapes
+    for deterministic in (False, True):
+        sample = distribution.sample(params, deterministic)
+        assert sample.shape == (4, 2, 3) and sample.dtype == dtype
+        for value in (distribution.log_prob(params, sample), distribution.entropy(params)):
+            assert value.shape == (4, 2, 3) and torch.isfinite(value).all()
+    assert distribution.kl_divergence(params, params).shape == (4, 2, 3)
+
+
+def test_scalar_action_shape():
+    distribution = build(ActionSpec("a", "int", (), num_actions=3))
+    params = params_of(distribution, batch=1)
+    assert params[0].shape == (1, 3)
+    assert distribution.sample(params).shape == (1,)
+    assert distribution.q_values(params).shape == (1, 3)
+
+
+def test_categorical_against_torch():
+    distribution = build(INT)
+    params, other = params_of(distribution, seed=0), params_of(distribution, seed=1)
+    (logits,) = params
+    torch_a, torch_b = reference.Categorical(logits=logits), reference.Categorical(logits=other[0])
+    action = distribution.sample(params)
+    torch.testing.assert_close(distribution.log_prob(params, action), torch_a.log_prob(action))
+    torch.testing.assert_close(distribution.entropy(params), torch_a.entropy())
+    torch.testing.assert_close(distribution.kl_divergence(params, other), reference.kl_divergence(torch_a, torch_b))
+    torch.testing.assert_close(distribution.probabilities(params), torch_a.probs)
+    assert distribution.q_values(params) is logits
+    assert torch.equal(distribution.sample(params, deterministic=True), logits.argmax(-1))
+
+
+def test_bernoulli_against_torch():
+    distribution = build(BOOL)
+    params, other = params_of(distribution, seed=0), params_of(distribution, seed=1)
+    torch_a, torch_b = reference.Bernoulli(logits=params[0]), reference.Bernoulli(logits=other[0])
+    action = distribution.sample(params)
+    torch.testing.assert_close(distribution.log_prob(params, action), torch_a.log_prob(action.float()))
+    torch.testing.assert_close(distribution.entropy(params), torch_a.entropy())
+    torch.testing.assert_close(distribution.kl_divergence(params, other), reference.kl_divergence(torch_a, torch_b))
+    assert torch.equal(distribution.sample(params, deterministic=True), torch_a.probs > 0.5)
+
+
+def test_gaussian_against_torch():
+    distribution = build(FLOAT)
+    params, other = params_of(distribution, seed=0), params_of(distribution, seed=1)
+    (mean, log_std), (mean_b, log_std_b) = params, other
+    torch_a, torch_b = reference.Normal(mean, log_std.exp()), reference.Normal(mean_b, log_std_b.exp())
+    action = distribution.sample(params)
+    torch.testing.assert_close(distribution.log_prob(params, action), torch_a.log_prob(action))
+    torch.testing.assert_close(distribution.entropy(params), torch_a.entropy())
+    torch.testing.assert_close(distribution.kl_divergence(params, other), reference.kl_divergence(torch_a, torch_b))
+    assert torch.equal(distribution.sample(params, deterministic=True), mean)
+
+
+def test_beta_against_torch_on_the_unit_interval():
+    distribution = build(BOUNDED)
+    params, other = params_of(distribution, seed=0), params_of(distribution, seed=1)
+    (alpha, beta), (alpha_b, beta_b) = params, other
+    assert (alpha >= 1).all() and (beta >= 1).all()
+    torch_a, torch_b = reference.Beta(alpha, beta), reference.Beta(alpha_b, beta_b)
+    action = distribution.sample(params)
+    unit = (action + 2.0) / 5.0
+    torch.testing.assert_close(distribution.log_prob(params, action), torch_a.log_prob(unit))
+    torch.testing.assert_close(distribution.entropy(params), torch_a.entropy())
+    torch.testing.assert_close(distribution.kl_divergence(params, other), reference.kl_divergence(torch_a, torch_b))
+    torch.testing.assert_close(distribution.sample(params, deterministic=True), -2.0 + 5.0 * alpha / (alpha + beta))
+    # a sample on a bound still has a finite log-probability
+    assert torch.isfinite(distribution.log_prob(params, torch.full_like(action, 3.0))).all()
+
+
+def test_kl_of_a_distribution_with_itself_is_zero():
+    for action in (BOOL, INT, FLOAT, BOUNDED):
+        distribution = build(action)
+        params = params_of(distribution)
+        torch.testing.assert_close(distribution.kl_divergence(params, params), torch.zeros(4, 2, 3), atol=1e-5, rtol=0)
+
+
+def test_sample_frequencies_match_the_distribution():
+    torch.manual_seed(0)
+    n = 20000
+    categorical = build(ActionSpec("a", "int", (), num_actions=3))
+    logits = torch.log(torch.tensor([[0.2, 0.5, 0.3]])).expand(n, 3)
+    counts = torch.bincount(categorical.sample((logits,)), minlength=3) / n
+    torch.testing.assert_close(counts, torch.tensor([0.2, 0.5, 0.3]), atol=0.015, rtol=0)
+    bernoulli = build(ActionSpec("b", "bool"))
+    assert abs(bernoulli.sample((torch.full((n,), math.log(0.25 / 0.75)),)).float().mean().item() - 0.25) < 0.015
+    beta = build(ActionSpec("c", "float", (), min_value=0.0, max_value=1.0))
+    alpha, b = torch.full((n,), 2.0), torch.full((n,), 5.0)
+    sample = beta.sample((alpha, b))
+    assert abs(sample.mean().item() - 2 / 7) < 0.01
+    assert abs(sample.var().item() - 2 * 5 / (7**2 * 8)) < 0.002
+
+
+def test_standard_gamma_moments():
+    torch.manual_seed(1)
+    concentration = torch.tensor([1.0, 1.5, 7.0]).repeat(20000, 1)
+    samples = standard_gamma(concentration)
+    torch.testing.assert_close(samples.mean(0), torch.tensor([1.0, 1.5, 7.0]), atol=0.06, rtol=0)
+    torch.testing.assert_close(samples.var(0), torch.tensor([1.0, 1.5, 7.0]), atol=0.0, rtol=0.06)
+
+
+def test_bounded_samples_stay_in_bounds():
+    torch.manual_seed(2)
+    beta = build(BOUNDED)
+    alpha, b = torch.tensor([1.0, 1.0, 50.0, 1.0]), torch.tensor([1.0, 50.0, 1.0, 1000.0])
+    samples = torch.stack([beta.sample((alpha, b)) for _ in range(500)])
+    assert samples.min() >= -2.0 and samples.max() <= 3.0
+    gaussian = build(BOUNDED, "gaussian")
+    mean, log_std = torch.zeros(1000, 2, 3), torch.full((1000, 2, 3), 2.0)
+    samples = gaussian.sample((mean, log_std))
+    assert samples.min() == -2.0 and samples.max() == 3.0
+    assert torch.equal(gaussian.sample((mean + 10.0, log_std), deterministic=True), torch.full((1000, 2, 3), 3.0))
+
+
+def test_sampling_uses_the_global_torch_rng():
+    distribution = build(INT)
+    params = params_of(distribution, batch=64)
+    torch.manual_seed(7)
+    first = distribution.sample(params)
+    torch.manual_seed(7)
+    assert torch.equal(distribution.sample(params), first)
+
+
+def test_gaussian_log_std_is_state_dependent_and_clipped():
+    distribution = build(FLOAT, {"type": "gaussian", "mean": 1.5, "log_stddev": -0.5})
+    _, log_std = distribution(torch.randn(3, 5))
+    assert not torch.allclose(log_std[0], log_std[1])  # a Linear head, not a free parameter
+    with torch.no_grad():
+        distribution.log_stddev.bias.fill_(100.0)
+    _, log_std = distribution(torch.zeros(1, 5))
+    assert torch.equal(log_std, torch.full((1, 2, 3), LOG_STD_BOUND))
+    assert abs(LOG_STD_BOUND - 13.8155) < 1e-4
+
+
+def test_2018_kwargs_are_initial_biases():
+    embedding = torch.zeros(1, 5)  # zero input: the outputs are the biases
+    categorical = build(
+        ActionSpec("a", "int", (2,), num_actions=3), {"type": "categorical", "probabilities": [0.1, 0.6, 0.3]}
+    )
+    torch.testing.assert_close(categorical.probabilities(categorical(embedding)), torch.tensor([[[0.1, 0.6, 0.3]] * 2]))
+    bernoulli = build(BOOL, {"type": "bernoulli", "probability": 0.8})
+    torch.testing.assert_close(bernoulli.probabilities(bernoulli(embedding)), torch.full((1, 2, 3), 0.8))
+    mean, log_std = build(FLOAT, {"type": "gaussian", "mean": 1.5, "log_stddev": -0.5})(embedding)
+    assert torch.equal(mean, torch.full((1, 2, 3), 1.5)) and torch.equal(log_std, torch.full((1, 2, 3), -0.5))
+    alpha, beta = build(BOUNDED, {"type": "beta", "alpha": 0.0, "beta": 2.0})(embedding)
+    torch.testing.assert_close(alpha, torch.full((1, 2, 3), math.log(2.0) + 1.0))
+    torch.testing.assert_close(beta, torch.full((1, 2, 3), math.log1p(math.exp(2.0)) + 1.0))
+
+
+def test_log_prob_has_gradients():
+    distribution = build(BOUNDED)
+    params = distribution(torch.randn(4, 5))
+    distribution.log_prob(params, distribution.sample(params)).sum().backward()
+    assert distribution.alpha.weight.grad is not None and distribution.beta.weight.grad.abs().sum() > 0
+
+
+@pytest.mark.parametrize(
+    ("action", "spec", "message"),
+    [
+        (
+            FLOAT,
+            "categorical",
+            "distributions.force.type: a categorical distribution cannot model float action 'force'",
+        ),
+        (INT, {"type": "gaussian"}, "distributions.move.type: a gaussian distribution cannot model int action"),
+        (FLOAT, "beta", "distributions.force.type: a beta distribution needs a bounded action"),
+        (
+            FLOAT,
+            "gausian",
+            'unknown distribution "gausian".\n  Known: bernoulli, beta, categorical, gaussian. Did you mean',
+        ),
+        (INT, {"type": "categorical", "probs": [0.5]}, "distributions.move.probs: unknown argument"),
+        (INT, {"type": "categorical", "probabilities": [0.5, 0.5]}, "needs one probability per action value (4)"),
+        (INT, {"type": "categorical", "probabilities": [0.5, 0.5, 0.5, 0.5]}, "must be positive and sum to 1"),
+        (INT, {"type": "categorical", "probabilities": [1.0, 0.0, 0.0, 0.0]}, "must be positive and sum to 1"),
+        (BOOL, {"type": "bernoulli", "probability": 1.5}, "distributions.press.probability: out of range"),
+        (BOOL, {"type": "bernoulli", "probability": 1.0}, "must be strictly between 0 and 1"),
+        (FLOAT, {"type": "gaussian", "log_stddev": 20}, "distributions.force.log_stddev: out of range"),
+    ],
+)
+def test_spec_errors(action, spec, message):
+    with pytest.raises(SpecError) as error:
+        build(action, spec)
+    assert message in str(error.value)
+
+
+def test_standard_gamma_passes_non_finite_concentrations_through():
+    samples = standard_gamma(torch.tensor([float("nan"), float("inf"), 2.0]))
+    assert samples[0].isnan() and samples[1].isinf() and samples[2].isfinite()

@@ -1,0 +1,313 @@
+"""Preprocessors: outputs and shapes, per-row sequence buffers, running statistics, specs and their errors."""
+
+import copy
+
+import numpy as np
+import pytest
+
+from torchforce.core.preprocessors import (
+    PREPROCESSORS,
+    Clip,
+    Divide,
+    ExpandDims,
+    Flatten,
+    Grayscale,
+    ImageResize,
+    Normalize,
+    RunningStandardize,
+    Sequence,
+    Standardize,
+    build_preprocessing,
+    build_reward_preprocessing,
+)
+from torchforce.spec import SpecError, StateSpec
+
+IMAGE = StateSpec("screen", (210, 160, 3), "float", min_value=0.0, max_value=255.0)
+VECTOR = StateSpec("position", (2,), "float")
+COUNTER = StateSpec("count", (3,), "int", num_values=10)
+STATES = {"count": COUNTER, "position": VECTOR, "screen": IMAGE}
+
+
+def test_registry_names():
+    assert PREPROCESSORS.names() == [
+        "clip",
+        "divide",
+        "expand_dims",
+        "flatten",
+        "grayscale",
+        "image_resize",
+        "normalize",
+        "running_standardize",
+        "sequence",
+        "standardize",
+    ]
+
+
+def test_sequence_repeats_the_first_frame_then_shifts():
+    sequence = Sequence(length=3, add_rank=True)
+    assert sequence.processed_shape((2,)) == (2, 3)
+    out = sequence.process(np.array([[1.0, 10.0]]))
+    np.testing.assert_array_equal(out, [[[1, 1, 1], [10, 10, 10]]])
+    out = sequence.process(np.array([[2.0, 20.0]]))
+    np.testing.assert_array_equal(out, [[[1, 1, 2], [10, 10, 20]]])
+    out = sequence.process(np.array([[3.0, 30.0]]))
+    np.testing.assert_array_equal(out, [[[1, 2, 3], [10, 20, 30]]])
+    out = sequence.process(np.array([[4.0, 40.0]]))
+    np.testing.assert_array_equal(out, [[[2, 3, 4], [20, 30, 40]]])
+    sequence.reset()
+    np.testing.assert_array_equal(sequence.process(np.array([[5.0, 50.0]])), [[[5, 5, 5], [50, 50, 50]]])
+
+
+def test_sequence_concatenates_along_the_last_axis_without_add_rank():
+    sequence = Sequence(length=2)
+    assert sequence.processed_shape((2,)) == (4,)
+    assert sequence.processed_shape(()) == (2,)  # a scalar state gets the new axis
+    assert sequence.processed_shape((84, 84, 1)) == (84, 84, 2)
+    sequence.process(np.array([[1, 10]]))
+    out = sequence.process(np.array([[2, 20]]))
+    np.testing.assert_array_equal(out, [[1, 10, 2, 20]])  # oldest frame first
+    assert out.dtype == np.int64
+    scalar = Sequence(length=2)
+    scalar.process(np.array([1.0]))
+    np.testing.assert_array_equal(scalar.process(np.array([2.0])), [[1.0, 2.0]])
+
+
+def test_sequence_keeps_a_buffer_per_row_and_resets_rows():
+    sequence = Sequence(length=2, add_rank=True)
+    out = sequence.process(np.array([[1.0], [100.0]]))
+    np.testing.assert_array_equal(out, [[[1, 1]], [[100, 100]]])
+    out = sequence.process(np.array([[2.0], [200.0]]))
+    np.testing.assert_array_equal(out, [[[1, 2]], [[100, 200]]])
+    sequence.reset([1])  # row 1 starts a new episode
+    out = sequence.process(np.array([[3.0], [7.0]]))
+    np.testing.assert_array_equal(out, [[[2, 3]], [[7, 7]]])
+    # a subset of rows: only row 1 acts; row 0's buffer is untouched
+    np.testing.assert_array_equal(sequence.process(np.array([[8.0]]), rows=[1]), [[[7, 8]]])
+    np.testing.assert_array_equal(sequence.process(np.array([[4.0]]), rows=np.array([True, False])), [[[3, 4]]])
+    # a row beyond the buffer starts fresh
+    np.testing.assert_array_equal(sequence.process(np.array([[9.0]]), rows=[3]), [[[9, 9]]])
+    with pytest.raises(ValueError, match="rows names 2 rows for a batch of 1"):
+        sequence.process(np.array([[1.0]]), rows=[0, 1])
+
+
+def test_sequence_state_dict_round_trip():
+    sequence = Sequence(length=3)
+    for value in (1.0, 2.0):
+        sequence.process(np.array([[value], [10 * value]]))
+    restored = Sequence(length=3)
+    restored.load_state_dict(copy.deepcopy(sequence.state_dict()))
+    batch = np.array([[3.0], [30.0]])
+    np.testing.assert_array_equal(restored.process(batch), sequence.process(batch))
+    np.testing.assert_array_equal(restored.process(batch), [[2, 3, 3], [20, 30, 30]])
+    empty = Sequence()
+    empty.load_state_dict(Sequence().state_dict())
+    np.testing.assert_array_equal(empty.process(np.array([[1.0]])), [[1.0, 1.0]])
+
+
+def test_standardize_per_instance_and_across_batch():
+    batch = np.array([[1.0, 2.0, 3.0], [2.0, 4.0, 6.0]])
+    std_row0, std_row1 = np.sqrt(2 / 3), 2 * np.sqrt(2 / 3)
+    expected = [[-1 / (std_row0 + 1e-6), 0, 1 / (std_row0 + 1e-6)], [-2 / (std_row1 + 1e-6), 0, 2 / (std_row1 + 1e-6)]]
+    out = Standardize().process(batch)
+    assert out.dtype == np.float32
+    np.testing.assert_allclose(out, expected, rtol=1e-6)
+    std = np.sqrt(((batch - 3.0) ** 2).mean())  # mean of all six values is 3
+    np.testing.assert_allclose(Standardize(across_batch=True).process(batch), (batch - 3.0) / (std + 1e-6), rtol=1e-6)
+
+
+def test_running_standardize_uses_all_rows_seen():
+    running = RunningStandardize()
+    seen = []
+    for batch in (np.array([[1.0, 0.0]]), np.array([[3.0, 1.0], [5.0, 1.0]]), np.array([[11.0, 6.0]])):
+        seen.extend(batch)
+        out = running.process(batch)
+    everything = np.array(seen)
+    np.testing.assert_allclose(running.mean, everything.mean(axis=0))
+    np.testing.assert_allclose(running.variance, everything.var(axis=0))
+    expected = (np.array([[11.0, 6.0]]) - everything.mean(axis=0)) / (everything.std(axis=0) + 1e-6)
+    np.testing.assert_allclose(out, expected, rtol=1e-6)
+    assert out.dtype == np.float32
+    np.testing.assert_array_equal(RunningStandardize().process(np.array([[4.0]])), [[0.0]])  # one sample: std 0
+
+
+def test_running_standardize_reset_and_state_dict():
+    running = RunningStandardize()
+    running.process(np.array([[1.0], [3.0]]))
+    running.reset([0])  # one row's episode start: the shared statistics stay
+    assert running.mean == pytest.approx([2.0])
+    restored = RunningStandardize()
+    restored.load_state_dict(copy.deepcopy(running.state_dict()))
+    np.testing.assert_array_equal(restored.process(np.array([[6.0]])), running.process(np.array([[6.0]])))
+    running.reset()  # a full reset clears them (reset_after_batch=True)
+    assert running.mean is None and running.state_dict()["count"] == 0
+    keeping = RunningStandardize(reset_after_batch=False)
+    keeping.process(np.array([[1.0], [3.0]]))
+    keeping.reset()
+    assert keeping.mean == pytest.approx([2.0])
+
+
+def test_normalize_grayscale_divide_clip():
+    np.testing.assert_allclose(
+        Normalize().process(np.array([[0.0, 5.0, 10.0], [2.0, 2.0, 4.0]])), [[0, 0.5, 1], [0, 0, 1]], atol=1e-6
+    )
+    image = np.array([[[[1.0, 2.0, 3.0], [0.0, 0.0, 10.0]]]])  # [B=1, H=1, W=2, C=3]
+    gray = Grayscale().process(image)
+    np.testing.assert_allclose(gray, [[[[0.299 + 1.174 + 0.342], [1.14]]]], rtol=1e-6)
+    assert gray.dtype == np.float32 and Grayscale().processed_shape((1, 2, 3)) == (1, 2, 1)
+    assert Grayscale(remove_rank=True).process(image).shape == (1, 1, 2)
+    assert Grayscale(weights=[0.5, 0.5], remove_rank=True).processed_shape((4, 4, 2)) == (4, 4)
+    divided = Divide(scale=255).process(np.array([[0, 51, 255]], dtype=np.uint8))
+    assert divided.dtype == np.float32
+    np.testing.assert_allclose(divided, [[0.0, 0.2, 1.0]], rtol=1e-6)
+    clipped = Clip(min_value=-1, max_value=2.5).process(np.array([[-5, 0, 5]]))
+    assert clipped.dtype == np.int64
+    np.testing.assert_array_equal(clipped, [[-1, 0, 2]])
+    np.testing.assert_array_equal(Clip(min_value=-1, max_value=2.5).process(np.array([[-5.0, 5.0]])), [[-1.0, 2.5]])
+
+
+def test_flatten_and_expand_dims():
+    batch = np.arange(12).reshape(2, 2, 3)
+    assert Flatten().processed_shape((2, 3)) == (6,) and Flatten().process(batch).shape == (2, 6)
+    np.testing.assert_array_equal(Flatten().process(batch)[1], np.arange(6, 12))
+    assert Flatten().processed_shape(()) == (1,)
+    for axis, shape in ((0, (1, 2, 3)), (1, (2, 1, 3)), (2, (2, 3, 1)), (-1, (2, 3, 1)), (-3, (1, 2, 3))):
+        expand = ExpandDims(axis=axis)
+        assert expand.processed_shape((2, 3)) == shape
+        assert expand.process(batch).shape == (2, *shape)
+
+
+def test_image_resize():
+    resize = ImageResize(width=84, height=84)
+    assert resize.processed_shape((210, 160, 3)) == (84, 84, 3)
+    assert resize.processed_shape((210, 160)) == (84, 84)
+    constant = np.full((2, 210, 160, 3), 7.0, dtype=np.float32)
+    out = resize.process(constant)
+    assert out.shape == (2, 84, 84, 3) and out.dtype == np.float32
+    np.testing.assert_allclose(out, 7.0, rtol=1e-5)
+    # a horizontal ramp stays a ramp: increasing along the width, constant down the height, range kept
+    ramp = np.tile(np.linspace(0.0, 100.0, 160, dtype=np.float32), (1, 210, 1))
+    out = ImageResize(width=40, height=30).process(ramp)
+    assert out.shape == (1, 30, 40)
+    assert np.all(np.diff(out[0, 0]) > 0) and np.allclose(out[0], out[0, :1])
+    assert 0.0 <= out.min() < 2.0 and 98.0 < out.max() <= 100.0
+    np.testing.assert_allclose(out[0, 0, 20], 50.0, atol=2.0)
+
+
+def test_build_forms_and_processed_specs():
+    # the dqn_visual.json stack, as a list for every state
+    stacks = build_preprocessing(
+        [{"type": "image_resize", "width": 84, "height": 84}, {"type": "grayscale"}, {"type": "divide", "scale": 255}],
+        {"screen": IMAGE},
+    )
+    stack = stacks["screen"]
+    assert stack.processed_spec == StateSpec("screen", (84, 84, 1), "float")
+    assert stack.unprocessed_spec is IMAGE and len(stack) == 3
+    frame = np.full((1, 210, 160, 3), 255.0, dtype=np.float32)
+    out = stack.process(frame)
+    assert out.shape == (1, 84, 84, 1) and out.dtype == np.float32
+    np.testing.assert_allclose(out, 1.0, rtol=1e-4)
+    # one step for every state: int states become float after a value-computing step
+    stacks = build_preprocessing({"type": "divide", "scale": 2}, STATES)
+    assert sorted(stacks) == ["count", "position", "screen"]
+    assert stacks["count"].processed_spec == StateSpec("count", (3,), "float")
+    assert stacks["screen"].processed_spec.max_value == 127.5
+    # per-state dict: only the named states; sequence keeps int states int
+    stacks = build_preprocessing({"count": [{"type": "sequence", "length": 4}], "position": None}, STATES)
+    assert list(stacks) == ["count"]
+    assert stacks["count"].processed_spec == StateSpec("count", (12,), "int", num_values=10)
+    assert build_preprocessing(None, STATES) == {} and build_preprocessing([], STATES) == {}
+    # the dqn_ue4.json stack
+    stack = build_preprocessing(
+        [{"type": "divide", "scale": 255}, {"type": "sequence", "length": 4, "add_rank": True}], {"position": VECTOR}
+    )["position"]
+    assert stack.processed_spec.shape == (2, 4)
+    clip = build_preprocessing({"type": "clip", "min_value": 0, "max_value": 100}, {"screen": IMAGE})["screen"]
+    assert (clip.processed_spec.min_value, clip.processed_spec.max_value) == (0.0, 100.0)
+
+
+def test_stacks_are_separate_per_state_and_round_trip():
+    states = {"a": StateSpec("a", (2,)), "b": StateSpec("b", (2,))}
+    stacks = build_preprocessing([{"type": "running_standardize"}, {"type": "sequence", "length": 2}], states)
+    assert stacks["a"].preprocessors[1] is not stacks["b"].preprocessors[1]
+    stacks["a"].process(np.array([[1.0, 2.0], [3.0, 5.0]]))
+    stacks["a"].process(np.array([[2.0, 2.0], [4.0, 6.0]]))
+    state = copy.deepcopy(stacks["a"].state_dict())
+    assert sorted(state) == ["0", "1"]
+    stacks["b"].load_state_dict(state)
+    batch = np.array([[0.0, 1.0], [7.0, 7.0]])
+    np.testing.assert_array_equal(stacks["b"].process(batch), stacks["a"].process(batch))
+    stacks["a"].reset([0])
+    stacks["a"].reset()
+    with pytest.raises(ValueError, match="a state of 1 preprocessors for a stack of 2"):
+        stacks["a"].load_state_dict({"0": {}})
+    with pytest.raises(ValueError, match=r"preprocessing of 'a' expects a batch of shape \[B, 2\], got \[1, 3\]"):
+        stacks["a"].process(np.zeros((1, 3)))
+
+
+def test_reward_preprocessing():
+    assert build_reward_preprocessing(None) is None
+    stack = build_reward_preprocessing([{"type": "clip", "min_value": -1, "max_value": 1}])
+    np.testing.assert_array_equal(stack.process(np.array([-3.0, 0.5, 2.0], dtype=np.float32)), [-1.0, 0.5, 1.0])
+    running = build_reward_preprocessing({"type": "running_standardize"})
+    out = running.process(np.array([1.0, 3.0], dtype=np.float32))
+    np.testing.assert_allclose(out, [-1.0, 1.0], rtol=1e-5)
+    with pytest.warns(UserWarning, match="maps every scalar reward to 0"):
+        build_reward_preprocessing({"type": "standardize"})
+
+
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        (
+            [{"type": "center"}],
+            "states_preprocessing[0].type: preprocessor 'center' was never registered in TensorForce",
+        ),
+        ("center", "Use 'standardize' (per instance) or 'running_standardize' (running statistics)."),
+        ({"type": "grayscal"}, 'states_preprocessing.type: unknown preprocessor "grayscal"'),
+        ({"type": "grayscal"}, "Did you mean 'grayscale'?"),
+        (
+            {"positon": {"type": "flatten"}},
+            'states_preprocessing.positon: unknown state "positon".\n'
+            "  Known: count, position, screen. Did you mean 'position'?",
+        ),
+        ({"type": "image_resize", "width": 84}, "states_preprocessing: preprocessor 'image_resize' needs 'height'"),
+        ({"type": "image_resize", "width": 0, "height": 84}, "states_preprocessing.width: out of range"),
+        ({"type": "sequence", "length": "4"}, "states_preprocessing.length: not an integer"),
+        ({"type": "sequence", "add_rank": 1}, "states_preprocessing.add_rank: not a boolean"),
+        ({"type": "divide", "scale": 0}, "states_preprocessing.scale: cannot divide by zero"),
+        ({"type": "clip", "min_value": 1, "max_value": 0}, "states_preprocessing.max_value: must be above min_value"),
+        ({"type": "grayscale", "weights": "rgb"}, "states_preprocessing.weights: not a list of numbers"),
+        (
+            {"screen": [{"type": "flatten"}, {"type": "grayscale"}]},
+            "states_preprocessing.screen[1]: grayscale cannot process 'screen' of shape [100800]: "
+            "the last axis must hold the 3 color channels",
+        ),
+        (
+            {"position": {"type": "image_resize", "width": 8, "height": 8}},
+            "states_preprocessing.position: image_resize cannot process 'position' of shape [2]: "
+            "images must have shape (height, width)",
+        ),
+        ({"position": {"type": "expand_dims", "axis": 3}}, "axis 3 is outside [-2, 1] for this shape"),
+    ],
+)
+def test_spec_errors(spec, message):
+    with pytest.raises(SpecError) as error:
+        build_preprocessing(spec, STATES)
+    assert message in str(error.value)
+
+
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        (
+            {"type": "sequence"},
+            "reward_preprocessing: reward preprocessing must keep the reward a scalar, not make it [2]",
+        ),
+        ({"reward": {"type": "clip"}}, "reward_preprocessing: not a reward preprocessing spec"),
+        ([{"type": "center"}], "reward_preprocessing[0].type: preprocessor 'center' was never registered"),
+    ],
+)
+def test_reward_spec_errors(spec, message):
+    with pytest.raises(SpecError) as error:
+        build_reward_preprocessing(spec)
+    assert message in str(error.value)

@@ -1,0 +1,110 @@
+"""State-value baselines for policy-gradient agents (reference §1.10): mlp, cnn, custom and aggregated.
+
+``baseline_mode`` "states" feeds the baseline the (preprocessed) states; "network" feeds it the policy network's
+embedding with gradients stopped, so the baseline never changes the policy.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch import nn
+
+from torchforce.core.named import NamedModules
+from torchforce.core.networks import build_network
+from torchforce.spec import Registry, SpecError, StateSpec, expect_int, unknown_name_error
+
+EMBEDDING = "embedding"
+
+
+class Baseline(nn.Module):
+    """A network over some states followed by a linear value head: ``forward(states) -> values [B]``."""
+
+    def __init__(self, *, states: dict[str, StateSpec], network: Any) -> None:
+        super().__init__()
+        self.network = build_network(network, states, path="network")
+        self.value = nn.Linear(self.network.output_size, 1)
+
+    def forward(self, states: dict[str, torch.Tensor]) -> torch.Tensor:
+        embedding, _ = self.network(states, {})
+        return self.value(embedding).squeeze(-1)
+
+    def regularization_loss(self) -> torch.Tensor:
+        return self.network.regularization_loss()
+
+
+def mlp(*, states: dict[str, StateSpec], sizes: list[int]) -> Baseline:
+    layers = [{"type": "dense", "size": expect_int(size, f"sizes[{i}]", minimum=1)} for i, size in enumerate(sizes)]
+    return Baseline(states=states, network=layers)
+
+
+def cnn(*, states: dict[str, StateSpec], conv_sizes: list[int], dense_sizes: list[int]) -> Baseline:
+    layers: list[dict[str, Any]] = [
+        {"type": "conv2d", "size": expect_int(size, f"conv_sizes[{i}]", minimum=1), "window": 5 if i == 0 else 3}
+        for i, size in enumerate(conv_sizes)
+    ]
+    layers.append({"type": "flatten"})
+    layers += [
+        {"type": "dense", "size": expect_int(size, f"dense_sizes[{i}]", minimum=1)}
+        for i, size in enumerate(dense_sizes)
+    ]
+    return Baseline(states=states, network=layers)
+
+
+def custom(*, states: dict[str, StateSpec], network: Any) -> Baseline:
+    return Baseline(states=states, network=network)
+
+
+class Aggregated(nn.Module):
+    """One baseline per state, combined by a linear layer."""
+
+    def __init__(self, *, states: dict[str, StateSpec], baselines: dict[str, Any]) -> None:
+        super().__init__()
+        for name in baselines:
+            if name not in states:
+                raise unknown_name_error(f"baselines.{name}", "state", name, states)
+        self.parts = NamedModules(
+            {
+                name: build_baseline(spec, {name: states[name]}, path=f"baselines.{name}")
+                for name, spec in baselines.items()
+            }
+        )
+        self.combine = nn.Linear(len(self.parts), 1)
+
+    def forward(self, states: dict[str, torch.Tensor]) -> torch.Tensor:
+        values = torch.stack([part({name: states[name]}) for name, part in self.parts.items()], dim=-1)
+        return self.combine(values).squeeze(-1)
+
+    def regularization_loss(self) -> torch.Tensor:
+        return sum(part.regularization_loss() for part in self.parts.values())
+
+
+BASELINES = Registry(
+    "baseline",
+    {
+        "mlp": "torchforce.core.baselines:mlp",
+        "cnn": "torchforce.core.baselines:cnn",
+        "custom": "torchforce.core.baselines:custom",
+        "aggregated": "torchforce.core.baselines:Aggregated",
+        "network": "torchforce.core.baselines:custom",
+    },
+)
+
+
+def build_baseline(spec: Any, states: dict[str, StateSpec], *, path: str = "baseline") -> nn.Module:
+    """A baseline from its spec; a dict keyed only by state names is the aggregated form, as in 2018."""
+    if isinstance(spec, dict) and spec and "type" not in spec and all(name in states for name in spec):
+        spec = {"type": "aggregated", "baselines": spec}
+    if isinstance(spec, list):
+        spec = {"type": "custom", "network": spec}
+    if spec is None:
+        raise SpecError(
+            path, "a baseline_mode needs a baseline spec", hint='For example {"type": "mlp", "sizes": [64, 64]}.'
+        )
+    return BASELINES.create(spec, path, base=nn.Module, states=states)
+
+
+def embedding_states(size: int) -> dict[str, StateSpec]:
+    """The states a "network"-mode baseline sees: the policy embedding."""
+    return {EMBEDDING: StateSpec(EMBEDDING, (size,), "float")}

@@ -1,0 +1,69 @@
+"""The Distribution base class: the contract every action head follows (docs/internals.md, "Distributions")."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import Tensor, nn
+
+from torchforce.spec import ActionSpec, SpecError
+
+Params = tuple[Tensor, ...]
+
+
+class Distribution(nn.Module):
+    """A policy head for one action of shape ``action.shape``.
+
+    ``forward(embedding [B, D]) -> params`` (a tuple of tensors shaped ``[B, *shape, ...]``), then
+    ``sample``, ``log_prob``, ``entropy`` and ``kl_divergence`` work on those params, all per action element
+    (``[B, *shape]``); agents reduce over elements themselves. Sampling uses torch's global RNG.
+    """
+
+    #: action types this distribution can model; subclasses narrow it
+    action_types: tuple[str, ...] = ()
+
+    def __init__(self, action: ActionSpec, input_size: int) -> None:
+        super().__init__()
+        if action.type not in self.action_types:
+            kind = type(self).__name__.lower()
+            raise SpecError(
+                "type",
+                f"a {kind} distribution cannot model {action.type} action '{action.name}'",
+                expected="a distribution for " + " or ".join(self.action_types) + " actions",
+                hint=f"Leave the type out to get the default for {action.type} actions.",
+            )
+        if isinstance(input_size, bool) or not isinstance(input_size, int) or input_size < 1:
+            raise ValueError(f"input_size must be a positive integer, got {input_size!r}")
+        self.action = action
+        self.input_size = input_size
+        self.shape = tuple(action.shape)
+        self.size = math.prod(self.shape)
+
+    def linear(self, per_element: int, bias: float | Tensor) -> nn.Linear:
+        """A Linear from the embedding to ``per_element`` outputs for every action element, bias set to ``bias``."""
+        layer = nn.Linear(self.input_size, self.size * per_element)
+        with torch.no_grad():
+            if isinstance(bias, Tensor):
+                layer.bias.copy_(bias.repeat(self.size))
+            else:
+                layer.bias.fill_(bias)
+        return layer
+
+    def forward(self, embedding: Tensor) -> Params:
+        raise NotImplementedError
+
+    def sample(self, params: Params, deterministic: bool = False) -> Tensor:
+        raise NotImplementedError
+
+    def log_prob(self, params: Params, action: Tensor) -> Tensor:
+        raise NotImplementedError
+
+    def entropy(self, params: Params) -> Tensor:
+        raise NotImplementedError
+
+    def kl_divergence(self, params_a: Params, params_b: Params) -> Tensor:
+        raise NotImplementedError
+
+    def extra_repr(self) -> str:
+        return f"action={self.action.name!r}, shape={self.shape}, input_size={self.input_size}"

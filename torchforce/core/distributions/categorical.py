@@ -1,0 +1,82 @@
+"""Categorical distribution for int actions: one logit per action value, per action element."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import torch
+from torch import Tensor
+
+from torchforce.core.distributions.base import Distribution, Params
+from torchforce.spec import ActionSpec, SpecError, expect_float
+
+
+class Categorical(Distribution):
+    """Softmax over ``num_actions`` logits for each element of an int action.
+
+    ``params = (logits,)`` shaped ``[B, *shape, num_actions]``. As in 2018 the logits double as Q-values
+    (``q_values``): 2018's ``state_action_value = logsumexp(logits) + log_softmax(logits)`` is the raw logit.
+    ``probabilities`` (2018 kwarg) sets the initial softmax: the bias is ``log(probabilities)``.
+    """
+
+    action_types = ("int",)
+
+    def __init__(self, action: ActionSpec, input_size: int, *, probabilities: Sequence[float] | None = None) -> None:
+        super().__init__(action, input_size)
+        self.num_actions = int(action.num_actions)
+        bias: float | Tensor = 0.0
+        if probabilities is not None:
+            bias = torch.log(self._check_probabilities(probabilities))
+        self.logits = self.linear(self.num_actions, bias)
+
+    def _check_probabilities(self, probabilities: Sequence[float]) -> Tensor:
+        if not isinstance(probabilities, Sequence) or isinstance(probabilities, str):
+            raise SpecError("probabilities", "not a list", got=probabilities, expected=f"{self.num_actions} numbers")
+        if len(probabilities) != self.num_actions:
+            raise SpecError(
+                "probabilities",
+                f"needs one probability per action value ({self.num_actions})",
+                got=list(probabilities),
+            )
+        values = [expect_float(p, f"probabilities[{i}]", minimum=0.0) for i, p in enumerate(probabilities)]
+        total = sum(values)
+        if not math.isclose(total, 1.0, rel_tol=1e-3) or min(values) <= 0.0:
+            raise SpecError(
+                "probabilities", "must be positive and sum to 1", got=list(probabilities), expected="e.g. [0.5, 0.5]"
+            )
+        return torch.tensor(values, dtype=torch.float32) / total
+
+    def forward(self, embedding: Tensor) -> Params:
+        return (self.logits(embedding).view(embedding.shape[0], *self.shape, self.num_actions),)
+
+    def sample(self, params: Params, deterministic: bool = False) -> Tensor:
+        (logits,) = params
+        if deterministic:
+            return logits.argmax(dim=-1)
+        # Gumbel-max: argmax(logits + G) with G = -log(-log U) is a sample of softmax(logits).
+        gumbel = torch.rand_like(logits).log_().neg_().log_()
+        return (logits - gumbel).argmax(dim=-1)
+
+    def log_prob(self, params: Params, action: Tensor) -> Tensor:
+        (logits,) = params
+        log_probabilities = torch.log_softmax(logits, dim=-1)
+        return log_probabilities.gather(-1, action.long().unsqueeze(-1)).squeeze(-1)
+
+    def entropy(self, params: Params) -> Tensor:
+        (logits,) = params
+        log_probabilities = torch.log_softmax(logits, dim=-1)
+        return -(log_probabilities.exp() * log_probabilities).sum(dim=-1)
+
+    def kl_divergence(self, params_a: Params, params_b: Params) -> Tensor:
+        log_a = torch.log_softmax(params_a[0], dim=-1)
+        log_b = torch.log_softmax(params_b[0], dim=-1)
+        return (log_a.exp() * (log_a - log_b)).sum(dim=-1)
+
+    def q_values(self, params: Params) -> Tensor:
+        """The raw logits ``[B, *shape, num_actions]``, read as Q-values by DQN-style agents."""
+        return params[0]
+
+    def probabilities(self, params: Params) -> Tensor:
+        """``softmax(logits)`` ``[B, *shape, num_actions]``."""
+        return torch.softmax(params[0], dim=-1)

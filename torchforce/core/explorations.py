@@ -1,0 +1,290 @@
+"""Action explorations (reference §1.7), spec key ``actions_exploration``.
+
+Two families:
+
+- **epsilon** explorations (``constant``, ``epsilon_anneal`` / ``linear_decay``, ``epsilon_decay``) give a
+  probability ε(t) of the global timestep t. Each action element is replaced, with probability ε, by a uniform
+  random value: any of ``num_actions`` for int actions, a coin flip for bool actions, a uniform value in
+  ``[min_value, max_value]`` for bounded float actions. (2018 added ε to float actions and flipped bools per batch
+  row; we replace per element. Unbounded float actions have nothing uniform to draw from: an epsilon exploration
+  does not apply to them.)
+- **noise** explorations (``gaussian_noise``, ``ornstein_uhlenbeck``) add noise to float actions, which are then
+  clipped to ``[min_value, max_value]`` if bounded. They do not apply to int or bool actions.
+
+``build_explorations`` takes one spec for all actions (it is applied where it fits, with a warning for the actions
+it does not fit) or a dict keyed by action name (each entry must fit its action). The per-action dict works: 2018
+silently ignored it (section 11).
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import re
+import warnings
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from torchforce.spec import ActionSpec, Registry, SpecError, expect_float, expect_int, unknown_name_error
+
+EXPLORATIONS = Registry(
+    "exploration",
+    {
+        "constant": "torchforce.core.explorations:Constant",
+        "epsilon_anneal": "torchforce.core.explorations:EpsilonAnneal",
+        "epsilon_decay": "torchforce.core.explorations:EpsilonDecay",
+        "gaussian_noise": "torchforce.core.explorations:GaussianNoise",
+        "ornstein_uhlenbeck": "torchforce.core.explorations:OrnsteinUhlenbeck",
+    },
+    aliases={"linear_decay": "epsilon_anneal"},
+)
+
+
+class Exploration:
+    """Base class. Epsilon explorations implement ``epsilon(timestep)``, noise explorations ``noise(shape, rng)``."""
+
+    is_noise = False
+
+    def fits(self, action: ActionSpec) -> bool:
+        """Whether this exploration means something for ``action``."""
+        if self.is_noise:
+            return action.type == "float"
+        return action.type in ("int", "bool") or action.bounded
+
+    def epsilon(self, timestep: int) -> float:
+        raise NotImplementedError
+
+    def noise(self, shape: tuple[int, ...], rng: np.random.Generator) -> np.ndarray:
+        raise NotImplementedError
+
+    def reset(self, rows: Any = None) -> None:
+        """Clear per-row state (episode starts); stateless explorations have none."""
+
+    def state_dict(self) -> dict[str, Any]:
+        return {}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        pass
+
+
+def _probability(value: Any, path: str) -> float:
+    return expect_float(value, path, minimum=0.0, maximum=1.0)
+
+
+class Constant(Exploration):
+    """A constant ε (``constant=0.0`` explores nothing)."""
+
+    def __init__(self, *, constant: float = 0.0) -> None:
+        self.constant = _probability(constant, "constant")
+
+    def epsilon(self, timestep: int) -> float:
+        return self.constant
+
+
+class EpsilonAnneal(Exploration):
+    """Linear ε: ``initial`` before ``start_timestep``, ``final`` after ``start_timestep + timesteps``.
+
+    ``ε(t) = initial + (final - initial) · (t - start) / timesteps`` in between.
+    """
+
+    def __init__(
+        self,
+        *,
+        initial_epsilon: float = 1.0,
+        final_epsilon: float = 0.1,
+        timesteps: int = 10000,
+        start_timestep: int = 0,
+    ) -> None:
+        self.initial_epsilon = _probability(initial_epsilon, "initial_epsilon")
+        self.final_epsilon = _probability(final_epsilon, "final_epsilon")
+        self.timesteps = expect_int(timesteps, "timesteps", minimum=1)
+        self.start_timestep = expect_int(start_timestep, "start_timestep", minimum=0)
+
+    def epsilon(self, timestep: int) -> float:
+        fraction = min(max((timestep - self.start_timestep) / self.timesteps, 0.0), 1.0)
+        return self.initial_epsilon + (self.final_epsilon - self.initial_epsilon) * fraction
+
+
+class EpsilonDecay(EpsilonAnneal):
+    """Exponential ε, halving the distance to ``final`` every ``timesteps / half_lives`` steps after the start.
+
+    ``ε(t) = final + 2^(-(t - start) / (timesteps / half_lives)) · (initial - final)`` for ``t >= start``, and
+    ``initial`` before. Fixed quirk: 2018 jumped to ``final`` at ``start + timesteps`` (a step of
+    ``2^-half_lives · (initial - final)``); here the curve stays continuous and keeps approaching ``final``.
+    """
+
+    def __init__(
+        self,
+        *,
+        initial_epsilon: float = 1.0,
+        final_epsilon: float = 0.1,
+        timesteps: int = 10000,
+        start_timestep: int = 0,
+        half_lives: float = 10,
+    ) -> None:
+        super().__init__(
+            initial_epsilon=initial_epsilon,
+            final_epsilon=final_epsilon,
+            timesteps=timesteps,
+            start_timestep=start_timestep,
+        )
+        self.half_lives = expect_float(half_lives, "half_lives", minimum=0.0)
+        if self.half_lives == 0.0:
+            raise SpecError("half_lives", "must be positive", got=half_lives)
+
+    def epsilon(self, timestep: int) -> float:
+        if timestep < self.start_timestep:
+            return self.initial_epsilon
+        half_life = self.timesteps / self.half_lives
+        decay = math.pow(2.0, -(timestep - self.start_timestep) / half_life)
+        return self.final_epsilon + decay * (self.initial_epsilon - self.final_epsilon)
+
+
+class GaussianNoise(Exploration):
+    """Independent ``N(mu, sigma²)`` noise added to each float action element."""
+
+    is_noise = True
+
+    def __init__(self, *, sigma: float = 0.3, mu: float = 0.0) -> None:
+        self.sigma = expect_float(sigma, "sigma", minimum=0.0)
+        self.mu = expect_float(mu, "mu")
+
+    def noise(self, shape: tuple[int, ...], rng: np.random.Generator) -> np.ndarray:
+        return self.mu + self.sigma * rng.standard_normal(shape)
+
+
+class OrnsteinUhlenbeck(Exploration):
+    """Temporally correlated noise: ``x ← x + θ(μ - x) + σ·N(0, 1)``, added to the action; starts at ``x = μ``.
+
+    The state ``x`` is kept per batch row and action element (shape ``[B, *shape]``), so parallel environments
+    get independent processes; ``reset(rows)`` puts those rows back to ``μ`` (at their episode starts). A call
+    with a different batch shape starts a fresh state.
+    """
+
+    is_noise = True
+
+    def __init__(self, *, sigma: float = 0.3, mu: float = 0.0, theta: float = 0.15) -> None:
+        self.sigma = expect_float(sigma, "sigma", minimum=0.0)
+        self.mu = expect_float(mu, "mu")
+        self.theta = expect_float(theta, "theta", minimum=0.0)
+        self.state: np.ndarray | None = None
+
+    def noise(self, shape: tuple[int, ...], rng: np.random.Generator) -> np.ndarray:
+        if self.state is None or self.state.shape != shape:
+            self.state = np.full(shape, self.mu)
+        self.state += self.theta * (self.mu - self.state) + self.sigma * rng.standard_normal(shape)
+        return self.state.copy()
+
+    def reset(self, rows: Any = None) -> None:
+        if rows is None or self.state is None:
+            self.state = None
+            return
+        rows = np.asarray(rows)
+        if rows.dtype == np.bool_:
+            rows = np.flatnonzero(rows)
+        self.state[rows[rows < len(self.state)]] = self.mu  # rows beyond the state start at mu anyway
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"state": None if self.state is None else self.state.copy()}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        value = state["state"]
+        self.state = None if value is None else np.array(value, dtype=np.float64)
+
+
+def build_explorations(
+    spec: Any, actions: Mapping[str, ActionSpec], *, path: str = "actions_exploration"
+) -> dict[str, Exploration]:
+    """The exploration of each action that has one, keyed by action name.
+
+    ``spec`` is None (no exploration: ``{}``), one spec for all actions (a name, ``{"type": ...}`` or an
+    ``Exploration``; each action gets its own copy, applied only where it fits, with a warning for the others), or
+    a dict ``{action_name: spec or None}`` (unknown names and entries that do not fit their action are SpecErrors).
+    """
+    if spec is None:
+        return {}
+    if isinstance(spec, (list, tuple)):
+        raise SpecError(
+            path, "a list is not an exploration spec", got=spec, expected="one spec, or {action_name: spec}"
+        )
+    if isinstance(spec, Mapping) and "type" not in spec:
+        explorations = {}
+        for name, entry in spec.items():
+            if name not in actions:
+                raise unknown_name_error(f"{path}.{name}", "action", name, actions)
+            if entry is None:
+                continue
+            exploration = _create(entry, f"{path}.{name}")
+            if not exploration.fits(actions[name]):
+                raise SpecError(f"{path}.{name}", _misfit(exploration, actions[name]), got=entry)
+            explorations[name] = copy.deepcopy(exploration) if exploration is entry else exploration
+        return explorations
+    explorations = {}
+    for name, action in actions.items():
+        exploration = _create(spec, path)
+        if exploration.fits(action):
+            explorations[name] = copy.deepcopy(exploration) if exploration is spec else exploration
+        else:
+            warnings.warn(f"{path}: {_misfit(exploration, action)}; it is not applied there.", stacklevel=2)
+    if not explorations:
+        raise SpecError(path, "this exploration fits none of the actions: " + _misfit(exploration, action), got=spec)
+    return explorations
+
+
+def _create(spec: Any, path: str) -> Exploration:
+    exploration = EXPLORATIONS.create(spec, path, base=Exploration)
+    if not isinstance(exploration, Exploration):
+        raise SpecError(path, "not an Exploration", got=repr(exploration), expected="a subclass of Exploration")
+    return exploration
+
+
+def _misfit(exploration: Exploration, action: ActionSpec) -> str:
+    kind = re.sub(r"(?<!^)(?=[A-Z])", "_", type(exploration).__name__).lower()  # GaussianNoise -> gaussian_noise
+    if exploration.is_noise:
+        return f"{kind} adds noise to float actions, and action '{action.name}' is {action.type}"
+    return (
+        f"{kind} replaces actions by uniform random ones, which needs bounds, "
+        f"and float action '{action.name}' has no min_value/max_value (use gaussian_noise or ornstein_uhlenbeck)"
+    )
+
+
+def explore(
+    action: ActionSpec,
+    values: np.ndarray,
+    exploration: Exploration,
+    *,
+    timestep: int,
+    rng: np.random.Generator,
+) -> np.ndarray:
+    """``values`` ``[B, *shape]`` with ``exploration`` applied (a new array; the input is left alone).
+
+    int: each element is, with probability ε(timestep), a uniform random action in ``[0, num_actions)``;
+    bool: likewise a fair coin flip; bounded float (epsilon): likewise a uniform value in ``[min, max]``;
+    float (noise): ``values + noise``, clipped to ``[min, max]`` if bounded.
+    """
+    values = np.asarray(values)
+    if exploration.is_noise:
+        if action.type != "float":
+            raise ValueError(_misfit(exploration, action))
+        explored = (values + exploration.noise(values.shape, rng)).astype(values.dtype, copy=False)
+        if action.bounded:
+            np.clip(explored, action.min_value, action.max_value, out=explored)
+        return explored
+    if not exploration.fits(action):
+        raise ValueError(_misfit(exploration, action))
+    epsilon = exploration.epsilon(timestep)
+    if epsilon <= 0.0:
+        return values.copy()
+    mask = rng.random(values.shape) < epsilon
+    count = int(np.count_nonzero(mask))
+    explored = values.copy()
+    if count:
+        if action.type == "int":
+            explored[mask] = rng.integers(0, action.num_actions, size=count)
+        elif action.type == "bool":
+            explored[mask] = rng.random(count) < 0.5
+        else:
+            explored[mask] = rng.uniform(action.min_value, action.max_value, size=count)
+    return explored

@@ -1,0 +1,290 @@
+"""The memory base: a preallocated numpy ring buffer of named fields, with episode bookkeeping.
+
+Rows are kept in insertion order in a ring of ``capacity`` rows; once the ring is full, each new row overwrites the
+oldest one. An episode ends at a row whose ``terminal`` is > 0 (1 = true terminal, 2 = truncation or a cut).
+Subclasses decide which rows a retrieval returns; this class owns the storage, the pointers and the episode
+structure, and the checks every memory shares.
+
+Row positions come in two kinds: *storage indices* (where a row lives in the ring, what retrievals return as
+``indices``) and *offsets* (the row's age rank: 0 = the oldest stored row). Episode and window arithmetic is done
+on offsets, which never wrap, and converted to storage indices at the end.
+"""
+
+from __future__ import annotations
+
+import copy
+import operator
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from torchforce.spec import expect_bool, expect_int
+
+REQUIRED_FIELDS = {"terminal": np.dtype(np.int8), "reward": np.dtype(np.float32)}
+RESERVED_NAMES = ("indices", "weights")  # keys that retrievals add to the fields
+
+
+@dataclass(frozen=True)
+class FieldSpec:
+    """The per-row shape and the dtype of one stored field (``()`` for a scalar per row)."""
+
+    shape: tuple[int, ...]
+    dtype: np.dtype
+
+    def __post_init__(self) -> None:
+        shape = tuple(operator.index(size) for size in self.shape)
+        if any(size < 0 for size in shape):
+            raise ValueError(f"FieldSpec: shape sizes must be >= 0, got {shape}.")
+        object.__setattr__(self, "shape", shape)
+        object.__setattr__(self, "dtype", np.dtype(self.dtype))
+
+
+def rows_shape(shape: tuple[int, ...]) -> str:
+    """``(n, 4, 2)``: how a batch of rows of ``shape`` reads in an error message."""
+    return "(" + ", ".join(["n", *(str(size) for size in shape)]) + ")"
+
+
+def check_fields(fields: Mapping[str, FieldSpec]) -> dict[str, FieldSpec]:
+    if not isinstance(fields, Mapping):
+        raise TypeError(f"memory fields must be a dict of FieldSpec, got {type(fields).__name__}.")
+    for name, spec in fields.items():
+        if not isinstance(spec, FieldSpec):
+            raise TypeError(f"memory field '{name}' must be a FieldSpec, got {type(spec).__name__}.")
+        if name in RESERVED_NAMES:
+            raise ValueError(f"memory field name '{name}' is reserved: retrievals add '{name}' themselves.")
+    for name, dtype in REQUIRED_FIELDS.items():
+        if name not in fields:
+            raise ValueError(
+                f"memory fields must include '{name}' (shape (), {dtype}); got fields: {', '.join(fields) or 'none'}."
+            )
+        if fields[name] != FieldSpec((), dtype):
+            raise ValueError(
+                f"memory field '{name}' must have shape () and dtype {dtype}, "
+                f"got shape {fields[name].shape} and dtype {fields[name].dtype}."
+            )
+    return dict(fields)
+
+
+def ranges(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """The concatenation of ``arange(start, start + length)`` for every pair, without a Python loop."""
+    total = int(lengths.sum())
+    shift = np.repeat(starts - (np.cumsum(lengths) - lengths), lengths)
+    return shift + np.arange(total)
+
+
+def request_count(n: Any, name: str) -> int:
+    try:
+        n = operator.index(n)
+    except TypeError:
+        raise ValueError(f"{name} must be an integer, got {n!r}.") from None
+    if n < 1:
+        raise ValueError(f"{name} must be >= 1, got {n}.")
+    return n
+
+
+class Memory:
+    """A ring buffer of rows with named fields (see the module docstring); subclasses define the retrievals.
+
+    Every retrieval returns a dict of numpy arrays (copies) keyed by field name, plus ``indices``: the int64
+    storage indices of the returned rows.
+    """
+
+    def __init__(
+        self,
+        *,
+        fields: Mapping[str, FieldSpec],
+        rng: np.random.Generator,
+        capacity: int,
+        include_next_states: bool = False,
+    ) -> None:
+        self._capacity = expect_int(capacity, "capacity", minimum=1)
+        # 2018 configs name whether next states are stored; here the agent decides which fields exist.
+        self.include_next_states = expect_bool(include_next_states, "include_next_states")
+        self.fields = check_fields(fields)
+        if not isinstance(rng, np.random.Generator):
+            raise TypeError(f"memory rng must be a numpy Generator, got {type(rng).__name__}.")
+        self.rng = rng
+        self._data = {
+            name: np.zeros((self._capacity, *spec.shape), dtype=spec.dtype) for name, spec in self.fields.items()
+        }
+        self._next = 0  # storage index the next row goes to
+        self._size = 0  # rows stored (<= capacity)
+        # False once the row before the oldest stored one was overwritten in the middle of an episode: the oldest
+        # episode is then partial and does not count as complete.
+        self._oldest_starts_episode = True
+
+    @property
+    def capacity(self) -> int:
+        return self._capacity
+
+    def __len__(self) -> int:
+        return self._size
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(capacity={self._capacity}, stored={self._size}, fields={list(self.fields)})"
+
+    @property
+    def num_episodes(self) -> int:
+        """How many complete episodes are stored."""
+        return len(self._episode_bounds()[0])
+
+    # storing
+
+    def store(self, batch: Mapping[str, np.ndarray]) -> None:
+        """Append the rows of ``batch`` (every field, same number of rows, at most ``capacity``) in order."""
+        self._write(batch)
+
+    def _write(self, batch: Mapping[str, np.ndarray]) -> tuple[int, int]:
+        """Store ``batch``; returns the storage index of its first row and its number of rows."""
+        arrays, n = self._check_batch(batch)
+        start = self._next
+        if n == 0:
+            return start, 0
+        overwritten = self._size + n - self._capacity
+        if overwritten > 0:
+            newest_lost = (start - self._size + overwritten - 1) % self._capacity
+            self._oldest_starts_episode = bool(self._data["terminal"][newest_lost] > 0)
+        end = start + n
+        if end <= self._capacity:
+            for name, array in arrays.items():
+                self._data[name][start:end] = array
+        else:
+            split = self._capacity - start
+            for name, array in arrays.items():
+                self._data[name][start:] = array[:split]
+                self._data[name][: end - self._capacity] = array[split:]
+        self._next = end % self._capacity
+        self._size = min(self._size + n, self._capacity)
+        return start, n
+
+    def _check_batch(self, batch: Mapping[str, np.ndarray]) -> tuple[dict[str, np.ndarray], int]:
+        if not isinstance(batch, Mapping):
+            raise ValueError(f"memory.store expects a dict of arrays, got {type(batch).__name__}.")
+        if batch.keys() != self._data.keys():
+            missing = [name for name in self._data if name not in batch]
+            extra = [name for name in batch if name not in self._data]
+            raise ValueError(
+                f"memory.store: the batch fields do not match the memory's. Expected: {', '.join(self._data)}; "
+                f"missing: {', '.join(missing) or 'none'}; unexpected: {', '.join(map(str, extra)) or 'none'}."
+            )
+        arrays = {}
+        n = None
+        for name, spec in self.fields.items():
+            array = np.asarray(batch[name])
+            if array.ndim != len(spec.shape) + 1 or array.shape[1:] != spec.shape:
+                raise ValueError(
+                    f"memory.store: field '{name}' expected shape {rows_shape(spec.shape)}, got {array.shape}."
+                )
+            if not np.can_cast(array.dtype, spec.dtype, "same_kind"):
+                raise ValueError(f"memory.store: field '{name}' expected dtype {spec.dtype}, got {array.dtype}.")
+            if n is None:
+                n = array.shape[0]
+            elif array.shape[0] != n:
+                raise ValueError(
+                    f"memory.store: every field needs the same number of rows; "
+                    f"'{next(iter(self.fields))}' has {n}, '{name}' has {array.shape[0]}."
+                )
+            arrays[name] = array
+        if n > self._capacity:
+            raise ValueError(f"memory.store: cannot store {n} rows at once in a memory of capacity {self._capacity}.")
+        return arrays, n
+
+    # positions and episodes
+
+    def _storage_indices(self, offsets: np.ndarray) -> np.ndarray:
+        """Storage indices of the rows at ``offsets`` (0 = the oldest stored row)."""
+        oldest = (self._next - self._size) % self._capacity
+        return (np.asarray(offsets, dtype=np.int64) + oldest) % self._capacity
+
+    def _terminal_in_order(self) -> np.ndarray:
+        """The stored ``terminal`` values, oldest first."""
+        terminal = self._data["terminal"]
+        if self._size < self._capacity:
+            return terminal[: self._size]
+        return np.concatenate((terminal[self._next :], terminal[: self._next]))
+
+    def _episode_bounds(self) -> tuple[np.ndarray, np.ndarray]:
+        """Offsets of the first and of the last row of every complete episode, oldest first."""
+        ends = np.flatnonzero(self._terminal_in_order() > 0)
+        starts = np.zeros_like(ends)
+        starts[1:] = ends[:-1] + 1
+        if not self._oldest_starts_episode:
+            return starts[1:], ends[1:]
+        return starts, ends
+
+    def _window_starts(self, length: int) -> np.ndarray:
+        """Offsets where ``length`` consecutive rows start without an episode end before their last row."""
+        if length > self._size:
+            return np.zeros(0, dtype=np.int64)
+        ended = self._terminal_in_order() > 0
+        ends_before = np.zeros(self._size + 1, dtype=np.int64)  # ends_before[k]: episode ends among rows 0..k-1
+        np.cumsum(ended, out=ends_before[1:])
+        crossings = ends_before[length - 1 : self._size] - ends_before[: self._size - length + 1]
+        return np.flatnonzero(crossings == 0)
+
+    def _gather(self, indices: np.ndarray) -> dict[str, np.ndarray]:
+        """Copies of the rows at storage ``indices``, plus the indices themselves."""
+        batch = {name: data[indices] for name, data in self._data.items()}
+        batch["indices"] = np.array(indices, dtype=np.int64)
+        return batch
+
+    def _describe(self) -> str:
+        return f"{self._size} rows, {self.num_episodes} complete episodes, capacity {self._capacity}"
+
+    def _require_rows(self, request: str) -> None:
+        if self._size == 0:
+            raise ValueError(f"cannot retrieve {request}: the memory is empty (capacity {self._capacity}).")
+
+    # retrieving
+
+    def retrieve_timesteps(self, n: int) -> dict[str, np.ndarray]:
+        raise NotImplementedError
+
+    def retrieve_episodes(self, n: int) -> dict[str, np.ndarray]:
+        raise NotImplementedError
+
+    def retrieve_sequences(self, n: int, length: int) -> dict[str, np.ndarray]:
+        raise NotImplementedError
+
+    # saving
+
+    def state_dict(self) -> dict[str, Any]:
+        """Everything needed to continue exactly: contents, pointers, episode flag and the rng's state.
+
+        The memory restores the state of the generator it was given; give it its own generator if the caller's
+        must not be reset on load.
+        """
+        return {
+            "capacity": self._capacity,
+            "data": {name: data.copy() for name, data in self._data.items()},
+            "next": self._next,
+            "size": self._size,
+            "oldest_starts_episode": self._oldest_starts_episode,
+            "rng": copy.deepcopy(self.rng.bit_generator.state),
+        }
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        if state["capacity"] != self._capacity:
+            raise ValueError(
+                f"memory.load_state_dict: the saved memory has capacity {state['capacity']}, this one {self._capacity}."
+            )
+        data = state["data"]
+        if data.keys() != self._data.keys():
+            raise ValueError(
+                f"memory.load_state_dict: the saved fields ({', '.join(data)}) differ from this memory's "
+                f"({', '.join(self._data)})."
+            )
+        for name, saved in data.items():
+            if saved.shape != self._data[name].shape or saved.dtype != self._data[name].dtype:
+                raise ValueError(
+                    f"memory.load_state_dict: saved field '{name}' has shape {saved.shape} and dtype {saved.dtype}, "
+                    f"expected {self._data[name].shape} and {self._data[name].dtype}."
+                )
+        for name, saved in data.items():
+            np.copyto(self._data[name], saved)
+        self._next = int(state["next"])
+        self._size = int(state["size"])
+        self._oldest_starts_episode = bool(state["oldest_starts_episode"])
+        self.rng.bit_generator.state = copy.deepcopy(state["rng"])

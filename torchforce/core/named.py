@@ -1,0 +1,42 @@
+"""A module container keyed by user names (state and action names), which may clash with ``nn.Module``
+attributes such as ``float`` or ``train``: the keys are stored escaped and given back as the user wrote them."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+
+from torch import nn
+
+
+def _key(name: str) -> str:
+    return "m_" + name.replace(".", "_")
+
+
+class NamedModules(nn.Module):
+    """``{name: module}`` like ``nn.ModuleDict``, for any string name."""
+
+    def __init__(self, modules: Mapping[str, nn.Module]) -> None:
+        super().__init__()
+        self.names: list[str] = list(modules)
+        self.escaped = nn.ModuleDict({_key(name): module for name, module in modules.items()})
+
+    def __getitem__(self, name: str) -> nn.Module:
+        return self.escaped[_key(name)]
+
+    def __contains__(self, name: object) -> bool:
+        return name in self.names
+
+    def __len__(self) -> int:
+        return len(self.names)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.names)
+
+    def keys(self) -> list[str]:
+        return list(self.names)
+
+    def values(self) -> list[nn.Module]:
+        return [self[name] for name in self.names]
+
+    def items(self) -> list[tuple[str, nn.Module]]:
+        return [(name, self[name]) for name in self.names]

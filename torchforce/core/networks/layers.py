@@ -1,0 +1,438 @@
+"""Feed-forward layers of the 2018 network format (reference §2): linear, dense, conv1d, conv2d, pool2d, flatten,
+embedding, dropout, nonlinearity (in base.py) and dueling. Parameters, names and defaults are 2018's.
+
+Layout: between layers tensors keep TensorFlow's channels-last layout, [B, L, C] for conv1d and [B, H, W, C] for
+conv2d/pool2d (the layout of Gym/ALE images). A conv or pool layer permutes its input to torch's channels-first
+layout, runs the torch op and permutes the result back. A contiguous NHWC tensor permuted to NCHW is an NCHW tensor
+in channels_last memory format, so this copies nothing and torch picks its channels_last kernels. ``flatten``
+after convolutions therefore flattens in (H, W, C) order, as 2018 TensorForce did, on every device.
+
+Weights are stored in torch layout ([out, in] for linear maps); a ``weights`` list in a spec is in 2018's layout
+([in, out]) and is transposed when loaded.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from typing import Any
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from torchforce.core.networks.base import (
+    Layer,
+    Nonlinearity,
+    Value,
+    attach_activation,
+    build_activation,
+    conv_padding,
+    expect_padding,
+    expect_pair,
+    expect_rank,
+)
+from torchforce.spec import SpecError, expect_bool, expect_choice, expect_dict, expect_float, expect_int
+from torchforce.spec.errors import did_you_mean
+
+__all__ = [
+    "Conv1d",
+    "Conv2d",
+    "Dense",
+    "Dropout",
+    "Dueling",
+    "Embedding",
+    "Flatten",
+    "Linear",
+    "Nonlinearity",
+    "Pool2d",
+]
+
+WEIGHT_INITS = ("xavier", "xavier_normal", "xavier_uniform", "msra")
+
+
+def _array(spec: Any, shape: tuple[int, ...], path: str, what: str) -> Tensor:
+    try:
+        array = np.asarray(spec, dtype=np.float32)
+    except (TypeError, ValueError):
+        raise SpecError(path, f"not a list of numbers for the {what}", got=spec) from None
+    if array.shape != shape:
+        raise SpecError(
+            path,
+            f"{what} of shape {list(array.shape)} do not fit this layer",
+            expected=f"shape {list(shape)}" + (" ([input size, size], the 2018 layout)" if len(shape) == 2 else ""),
+        )
+    return torch.from_numpy(array)
+
+
+def _named_init(weight: Tensor, spec: dict, path: str) -> None:
+    spec = dict(spec)
+    name = expect_choice(spec.pop("name", None), f"{path}.name", WEIGHT_INITS)
+    slope = expect_float(spec.pop("slope", 0.0), f"{path}.slope")
+    if spec:
+        key = next(iter(spec))
+        raise SpecError(f"{path}.{key}", "unknown key for a weights initializer", hint="Accepted: name, slope.")
+    if name == "msra":  # He et al. 2015: N(0, 2 / ((1 + slope^2) * fan_in))
+        nn.init.normal_(weight, 0.0, math.sqrt(2.0 / ((1.0 + slope**2) * weight.shape[1])))
+    elif name == "xavier_uniform":
+        nn.init.xavier_uniform_(weight)
+    else:
+        nn.init.xavier_normal_(weight)
+
+
+@torch.no_grad()
+def init_weight(weight: Tensor, spec: Any, path: str) -> None:
+    """Initialize a [out, in] weight from a 2018 ``weights`` spec: None (N(0, min(0.1, sqrt(2 / (in + out))))),
+    a number (constant), a list/array of shape [in, out], "xavier"/"xavier_uniform"/"msra" or {"name", "slope"}."""
+    out_size, in_size = weight.shape
+    if spec is None:
+        nn.init.normal_(weight, 0.0, min(0.1, math.sqrt(2.0 / (in_size + out_size))))
+    elif isinstance(spec, numbers.Real) and not isinstance(spec, bool):
+        nn.init.constant_(weight, float(spec))
+    elif isinstance(spec, str):
+        _named_init(weight, {"name": spec}, path)
+    elif isinstance(spec, dict):
+        _named_init(weight, spec, path)
+    elif isinstance(spec, (list, tuple, np.ndarray)):
+        weight.copy_(_array(spec, (in_size, out_size), path, "weights").T)
+    else:
+        raise SpecError(path, "not a weights initializer", got=spec, expected='null, a number, a list or "msra"')
+
+
+def make_bias(spec: Any, size: int, path: str) -> nn.Parameter | None:
+    """A bias from a 2018 ``bias`` spec: true (zeros), false (none), a number (constant) or a list of ``size``."""
+    if isinstance(spec, bool):
+        return nn.Parameter(torch.zeros(size)) if spec else None
+    if isinstance(spec, numbers.Real):
+        return nn.Parameter(torch.full((size,), float(spec)))
+    if isinstance(spec, (list, tuple, np.ndarray)):
+        return nn.Parameter(_array(spec, (size,), path, "bias values").clone())
+    raise SpecError(path, "not a bias", got=spec, expected="true, false, a number or a list")
+
+
+class Linear(Layer):
+    """``x W + b`` on a vector input, no activation."""
+
+    def __init__(
+        self,
+        *,
+        incoming: Value,
+        path: str,
+        size: int,
+        weights: Any = None,
+        bias: Any = True,
+        l2_regularization: float = 0.0,
+        l1_regularization: float = 0.0,
+    ) -> None:
+        super().__init__(incoming=incoming, path=path)
+        expect_rank(incoming, 1, path, "linear", "[features]")
+        self.make_parameters(incoming.shape[0], expect_int(size, f"{path}.size", minimum=1), weights, bias, path)
+        self.set_regularization(l1_regularization, l2_regularization, path)
+
+    def make_parameters(self, in_size: int, size: int, weights: Any, bias: Any, path: str) -> None:
+        self.weight = nn.Parameter(torch.empty(size, in_size))
+        init_weight(self.weight, weights, f"{path}.weights")
+        self.bias = make_bias(bias, size, f"{path}.bias")
+        self.output = Value((size,))
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.linear(x, self.weight, self.bias)
+
+
+class Dense(Linear):
+    """A linear map and an activation (default relu). ``size`` null keeps the input size. ``skip``: a ResNet-style
+    block, ``act(W2 act(W1 x + b1) + b2 + x)``, which keeps the input size."""
+
+    def __init__(
+        self,
+        *,
+        incoming: Value,
+        path: str,
+        size: int | None = None,
+        weights: Any = None,
+        bias: Any = True,
+        activation: Any = "relu",
+        l2_regularization: float = 0.0,
+        l1_regularization: float = 0.0,
+        skip: bool = False,
+    ) -> None:
+        Layer.__init__(self, incoming=incoming, path=path)
+        expect_rank(incoming, 1, path, "dense", "[features]")
+        in_size = incoming.shape[0]
+        size = in_size if size is None else expect_int(size, f"{path}.size", minimum=1)
+        if expect_bool(skip, f"{path}.skip") and size != in_size:
+            raise SpecError(
+                f"{path}.size",
+                f"a dense layer with skip=true keeps its input size ({in_size})",
+                got=size,
+                hint="Leave out 'size'.",
+            )
+        self.make_parameters(in_size, size, weights, bias, path)
+        self.set_regularization(l1_regularization, l2_regularization, path)
+        activation = build_activation(activation, f"{path}.activation", Value((size,)))
+        if skip and activation is not None and activation.output.shape != (size,):
+            raise SpecError(f"{path}.activation", "a dense layer with skip=true needs a size-keeping activation")
+        attach_activation(self, activation)
+        self.skip = Linear(incoming=Value((size,)), path=path, size=size, bias=bias) if skip else None
+        self.output = activation.output if activation is not None else Value((size,))
+
+    def forward(self, x: Tensor) -> Tensor:
+        y = F.linear(x, self.weight, self.bias)
+        act = self.act
+        if act is not None:
+            y = act(y)
+        if self.skip is not None:
+            y = F.linear(y, self.skip.weight, self.skip.bias) + x
+            if act is not None:
+                y = act(y)
+        return y
+
+
+class _Conv(Layer):
+    """What conv1d and conv2d share: filters N(0, min(0.1, sqrt(2 / size))), zero bias, TF padding, activation."""
+
+    spatial: int = 2
+    layer_name: str = "conv2d"
+    layout: str = "[height, width, channels]"
+
+    def __init__(
+        self,
+        *,
+        incoming: Value,
+        path: str,
+        size: int,
+        window: Any = 3,
+        stride: Any = 1,
+        padding: str = "SAME",
+        bias: bool = True,
+        activation: Any = "relu",
+        l2_regularization: float = 0.0,
+        l1_regularization: float = 0.0,
+    ) -> None:
+        super().__init__(incoming=incoming, path=path)
+        expect_rank(incoming, self.spatial + 1, path, self.layer_name, self.layout)
+        *sizes, channels = incoming.shape
+        size = expect_int(size, f"{path}.size", minimum=1)
+        if self.spatial == 2:
+            windows, strides = expect_pair(window, f"{path}.window"), expect_pair(stride, f"{path}.stride")
+        else:
+            windows, strides = (
+                (expect_int(window, f"{path}.window", minimum=1),),
+                (expect_int(stride, f"{path}.stride", minimum=1),),
+            )
+        outs, self.pad = conv_padding(tuple(sizes), windows, strides, expect_padding(padding, f"{path}.padding"), path)
+        self.stride = strides
+        self.weight = nn.Parameter(torch.empty(size, channels, *windows))
+        nn.init.normal_(self.weight, 0.0, min(0.1, math.sqrt(2.0 / size)))
+        self.bias = nn.Parameter(torch.zeros(size)) if expect_bool(bias, f"{path}.bias") else None
+        self.set_regularization(l1_regularization, l2_regularization, path)
+        activation = build_activation(activation, f"{path}.activation", Value((*outs, size)))
+        attach_activation(self, activation)
+        self.output = activation.output if activation is not None else Value((*outs, size))
+
+
+class Conv1d(_Conv):
+    """1-d convolution over [length, channels] inputs (channels last, like TF)."""
+
+    spatial = 1
+    layer_name = "conv1d"
+    layout = "[length, channels]"
+
+    def forward(self, x: Tensor) -> Tensor:
+        x = x.permute(0, 2, 1)
+        if self.pad is not None:
+            x = F.pad(x, self.pad)
+        x = F.conv1d(x, self.weight, self.bias, self.stride).permute(0, 2, 1)
+        return x if self.act is None else self.act(x)
+
+
+class Conv2d(_Conv):
+    """2-d convolution over [height, width, channels] inputs (NHWC, like TF and Gym images)."""
+
+    def forward(self, x: Tensor) -> Tensor:
+        x = x.permute(0, 3, 1, 2)
+        if self.pad is not None:
+            x = F.pad(x, self.pad)
+        x = F.conv2d(x, self.weight, self.bias, self.stride).permute(0, 2, 3, 1)
+        return x if self.act is None else self.act(x)
+
+
+class Pool2d(Layer):
+    """Max or average pooling over [height, width, channels] inputs. With SAME padding, padded cells never win a
+    max and are left out of an average (TF's behaviour)."""
+
+    def __init__(
+        self,
+        *,
+        incoming: Value,
+        path: str,
+        pooling_type: str = "max",
+        window: Any = 2,
+        stride: Any = 2,
+        padding: str = "SAME",
+    ) -> None:
+        super().__init__(incoming=incoming, path=path)
+        expect_rank(incoming, 3, path, "pool2d", "[height, width, channels]")
+        height, width, channels = incoming.shape
+        self.average = expect_choice(pooling_type, f"{path}.pooling_type", ("max", "average")) == "average"
+        self.window = expect_pair(window, f"{path}.window")
+        self.stride = expect_pair(stride, f"{path}.stride")
+        padding = expect_padding(padding, f"{path}.padding")
+        (out_h, out_w), self.pad = conv_padding((height, width), self.window, self.stride, padding, path)
+        if self.average and self.pad is not None:
+            # average of the real cells = average over the zero-padded window * cells per window / real cells
+            ones = F.pad(torch.ones(1, 1, height, width), self.pad)
+            real = F.avg_pool2d(ones, self.window, self.stride)
+            self.register_buffer("correction", 1.0 / real, persistent=False)
+        self.output = Value((out_h, out_w, channels))
+
+    def forward(self, x: Tensor) -> Tensor:
+        x = x.permute(0, 3, 1, 2)
+        if self.average:
+            if self.pad is None:
+                x = F.avg_pool2d(x, self.window, self.stride)
+            else:
+                x = F.avg_pool2d(F.pad(x, self.pad), self.window, self.stride) * self.correction
+        else:
+            if self.pad is not None:
+                x = F.pad(x, self.pad, value=-math.inf)
+            x = F.max_pool2d(x, self.window, self.stride)
+        return x.permute(0, 2, 3, 1)
+
+
+class Flatten(Layer):
+    """Reshape each sample to a vector (a scalar becomes a vector of one)."""
+
+    needs_float = False
+
+    def __init__(self, *, incoming: Value, path: str) -> None:
+        super().__init__(incoming=incoming, path=path)
+        self.output = Value((incoming.size,), incoming.dtype)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return x.reshape(x.shape[0], -1)
+
+
+class Embedding(Layer):
+    """A lookup table for int (or bool) inputs: each value becomes a vector of ``size``, so shape S becomes
+    (*S, size). ``indices`` (the number of values) defaults to the state's ``num_values`` (2 for bool)."""
+
+    needs_float = False
+
+    def __init__(
+        self,
+        *,
+        incoming: Value,
+        path: str,
+        size: int,
+        indices: int | None = None,
+        l2_regularization: float = 0.0,
+        l1_regularization: float = 0.0,
+    ) -> None:
+        super().__init__(incoming=incoming, path=path)
+        if incoming.dtype == "float":
+            raise SpecError(
+                path,
+                "layer 'embedding' looks up int or bool values; its input here is float",
+                hint='Embed an int state, e.g. {"type": "int", "shape": [], "num_values": 10}.',
+            )
+        size = expect_int(size, f"{path}.size", minimum=1)
+        known = 2 if incoming.dtype == "bool" else getattr(incoming.state, "num_values", None)
+        if indices is None and known is None:
+            raise SpecError(
+                path,
+                "layer 'embedding' needs 'indices' (how many distinct values its input takes)",
+                hint="Give 'indices', or 'num_values' in the int state's spec.",
+            )
+        indices = known if indices is None else expect_int(indices, f"{path}.indices", minimum=1)
+        if known is not None and indices < known:
+            raise SpecError(f"{path}.indices", f"fewer than the {known} values its input takes", got=indices)
+        self.weight = nn.Parameter(torch.empty(indices, size))
+        nn.init.normal_(self.weight, 0.0, min(0.1, math.sqrt(1.0 / size)))
+        self.set_regularization(l1_regularization, l2_regularization, path)
+        self.bool_input = incoming.dtype == "bool"
+        self.output = Value((*incoming.shape, size))
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.embedding(x.long() if self.bool_input else x, self.weight)
+
+
+class Dropout(Layer):
+    """Zero each value with probability ``rate`` (and scale the rest by 1 / (1 - rate)) in training mode only."""
+
+    def __init__(self, *, incoming: Value, path: str, rate: float = 0.0) -> None:
+        super().__init__(incoming=incoming, path=path)
+        self.rate = expect_float(rate, f"{path}.rate", minimum=0.0, maximum=0.999)
+        self.output = Value(incoming.shape)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.dropout(x, self.rate, self.training)
+
+
+class Dueling(Layer):
+    """Dueling head (Wang et al. 2016): ``E(x) + A(x) - mean(A(x))`` with E a linear map to 1 value and A to
+    ``size`` values. ``output``: three names under which E, A - mean(A) and mean(A) are registered for later
+    ``input`` layers."""
+
+    def __init__(
+        self,
+        *,
+        incoming: Value,
+        path: str,
+        size: int,
+        bias: Any = False,
+        activation: Any = "none",
+        l2_regularization: float = 0.0,
+        l1_regularization: float = 0.0,
+        output: Any = None,
+    ) -> None:
+        super().__init__(incoming=incoming, path=path)
+        expect_rank(incoming, 1, path, "dueling", "[features]")
+        size = expect_int(size, f"{path}.size", minimum=1)
+        self.expectation = Linear(incoming=incoming, path=path, size=1, bias=bias)
+        self.advantage = Linear(incoming=incoming, path=path, size=size, bias=bias)
+        self.set_regularization(l1_regularization, l2_regularization, path)
+        activation = build_activation(activation, f"{path}.activation", Value((size,)))
+        attach_activation(self, activation)
+        self.output = activation.output if activation is not None else Value((size,))
+        self.names = None
+        if output is not None:
+            if (
+                not isinstance(output, (list, tuple))
+                or len(output) != 3
+                or not all(isinstance(name, str) and name for name in output)
+                or len(set(output)) != 3
+            ):
+                raise SpecError(
+                    f"{path}.output",
+                    "not three names",
+                    got=output,
+                    expected="[expectation, advantage, mean_advantage] names",
+                )
+            self.names = tuple(output)
+            self.kind = "emit"
+            self.outputs = dict(zip(self.names, (Value((1,)), Value((size,)), Value((1,))), strict=True))
+
+    def forward(self, x: Tensor) -> Tensor | tuple[Tensor, dict[str, Tensor]]:
+        expectation = F.linear(x, self.expectation.weight, self.expectation.bias)
+        advantage = F.linear(x, self.advantage.weight, self.advantage.bias)
+        mean_advantage = advantage.mean(dim=1, keepdim=True)
+        y = expectation + advantage - mean_advantage
+        if self.act is not None:
+            y = self.act(y)
+        if self.names is None:
+            return y
+        parts = (expectation, advantage - mean_advantage, mean_advantage)
+        return y, dict(zip(self.names, parts, strict=True))
+
+
+def check_options(spec: Any, path: str, accepted: tuple[str, ...]) -> dict:
+    """A dict of options whose keys are all in ``accepted``."""
+    spec = expect_dict({} if spec is None else spec, path)
+    for key in spec:
+        if key not in accepted:
+            guess = did_you_mean(key, accepted)
+            hint = f"Did you mean '{guess}'?" if guess else "Accepted: " + (", ".join(accepted) or "nothing") + "."
+            raise SpecError(f"{path}.{key}", "unknown key", hint=hint)
+    return spec

@@ -1,0 +1,313 @@
+"""The optimizer contract, the registry and ``build_optimizer``.
+
+An optimizer owns a list of parameters and turns a loss into an update of them. Every update is expressed as
+*deltas* (``parameter_after - parameter_before``), as in TensorForce 0.4, so meta optimizers can clip, rescale,
+line-search or ship them elsewhere:
+
+- ``step(loss_fn, batch, reference_fn=None, kl_fn=None)`` applies one update and returns info floats.
+- ``compute_deltas(...)`` computes the same update and takes it back (for distributed workers).
+- ``apply_deltas(deltas)`` adds deltas to the parameters (for the parameter server's copy).
+
+Callbacks: ``reference_fn(batch)`` is called once per ``step``, before any update, without gradients (e.g. the old
+log-probabilities of PPO); ``loss_fn(batch, reference)`` and ``kl_fn(batch, reference)`` return scalar tensors.
+Subclasses implement ``apply_update(objective, batch, reference) -> Update``, which applies an update given an
+already computed reference; meta optimizers call it on their inner optimizer.
+"""
+
+from __future__ import annotations
+
+import copy
+import inspect
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
+
+import torch
+from torch import Tensor
+
+from torchforce.spec import Registry, SpecError, check_kwargs, expect_float
+
+Batch = Mapping[str, Any]
+Reference = Any
+LossFn = Callable[[Batch, Reference], Tensor]
+KLFn = Callable[[Batch, Reference], Tensor]
+ReferenceFn = Callable[[Batch], Any]
+
+
+class Objective(NamedTuple):
+    """What an update minimizes: ``loss_fn(batch, reference)``, and ``kl_fn`` for trust-region steps."""
+
+    loss_fn: LossFn
+    kl_fn: KLFn | None = None
+
+    def loss(self, batch: Batch, reference: Reference) -> Tensor:
+        value = self.loss_fn(batch, reference)
+        if not isinstance(value, Tensor) or value.numel() != 1:
+            raise ValueError(f"loss_fn must return a scalar tensor, got {_describe_tensor(value)}")
+        return value.reshape(())
+
+    def kl(self, batch: Batch, reference: Reference) -> Tensor:
+        if self.kl_fn is None:
+            raise ValueError(
+                "this optimizer needs kl_fn(batch, reference), the KL divergence from the reference policy"
+            )
+        value = self.kl_fn(batch, reference)
+        if not isinstance(value, Tensor) or value.numel() != 1:
+            raise ValueError(f"kl_fn must return a scalar tensor, got {_describe_tensor(value)}")
+        return value.reshape(())
+
+
+@dataclass
+class Update:
+    """One applied update: its deltas, info floats (at least ``loss``) and, where the optimizer can predict it,
+    the loss decrease it expects (used by ``optimized_step``'s line search)."""
+
+    deltas: list[Tensor]
+    info: dict[str, float] = field(default_factory=dict)
+    estimated_improvement: float | None = None
+
+
+class Optimizer:
+    """Base class: owns ``parameters`` and applies updates to them; see the module docstring."""
+
+    def __init__(self, parameters: Iterable[torch.nn.Parameter]) -> None:
+        self.parameters: list[torch.nn.Parameter] = list(parameters)
+        if not self.parameters:
+            raise ValueError("an optimizer needs at least one parameter")
+
+    # -- the hook subclasses implement -----------------------------------------------------------------------
+    def apply_update(self, objective: Objective, batch: Batch, reference: Reference) -> Update:
+        """Apply one update with an already computed ``reference`` and return it."""
+        raise NotImplementedError
+
+    # -- public API ------------------------------------------------------------------------------------------
+    def step(
+        self,
+        loss_fn: LossFn,
+        batch: Batch,
+        *,
+        reference_fn: ReferenceFn | None = None,
+        kl_fn: KLFn | None = None,
+    ) -> dict[str, float]:
+        """Apply one update (the reference is computed once, first) and return its info (``loss`` at least)."""
+        reference = compute_reference(reference_fn, batch)
+        return self.apply_update(Objective(loss_fn, kl_fn), batch, reference).info
+
+    def compute_deltas(
+        self,
+        loss_fn: LossFn,
+        batch: Batch,
+        *,
+        reference_fn: ReferenceFn | None = None,
+        kl_fn: KLFn | None = None,
+        keep_state: bool = False,
+    ) -> list[Tensor]:
+        """The deltas ``step`` would apply, without leaving them applied.
+
+        Afterwards the parameters hold exactly their values from before the call, and their ``.grad`` too. The
+        optimizer's own state (Adam moments and step count, RMSProp averages, ... of every nested optimizer) is
+        also restored to what it was before the call, unless ``keep_state=True``: then it stays advanced exactly
+        as ``step`` would have left it, so ``compute_deltas(keep_state=True)`` followed by ``apply_deltas`` equals
+        ``step`` in every respect. A distributed worker whose parameters are then overwritten from the parameter
+        server wants ``keep_state=True`` (its moments keep accumulating, as the 2018 ``global_optimizer``'s local
+        optimizer did). Torch's global RNG (subsampling, evolutionary perturbations) is not rewound: it advances
+        as it would in ``step``.
+        """
+        before = snapshot(self.parameters)
+        state = None if keep_state else copy.deepcopy(self.state_dict())
+        try:
+            update = self.apply_update(Objective(loss_fn, kl_fn), batch, compute_reference(reference_fn, batch))
+            deltas = [delta.detach().clone() for delta in update.deltas]
+        finally:
+            restore(self.parameters, before)
+            if state is not None:
+                self.load_state_dict(state)
+        return deltas
+
+    def apply_deltas(self, deltas: list[Tensor]) -> None:
+        """Add ``deltas`` (one tensor per parameter, same shapes) to the parameters."""
+        if len(deltas) != len(self.parameters):
+            raise ValueError(f"expected {len(self.parameters)} deltas, one per parameter, got {len(deltas)}")
+        for index, (parameter, delta) in enumerate(zip(self.parameters, deltas, strict=True)):
+            if tuple(delta.shape) != tuple(parameter.shape):
+                raise ValueError(
+                    f"delta {index} has shape {tuple(delta.shape)}, parameter has {tuple(parameter.shape)}"
+                )
+        add_(self.parameters, deltas)
+
+    def state_dict(self) -> dict[str, Any]:
+        """Everything needed to continue exactly (moments, counters); empty for stateless optimizers."""
+        return {}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Restore what ``state_dict`` returned."""
+
+
+class MetaOptimizer(Optimizer):
+    """An optimizer that wraps another one, built from the nested ``optimizer`` spec (path ``...optimizer``)."""
+
+    def __init__(self, parameters: Iterable[torch.nn.Parameter], *, optimizer: Any) -> None:
+        super().__init__(parameters)
+        self.optimizer: Optimizer = build_optimizer(optimizer, self.parameters, path="optimizer")
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"optimizer": self.optimizer.state_dict()}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        self.optimizer.load_state_dict(state["optimizer"])
+
+
+# -- registry ----------------------------------------------------------------------------------------------------
+
+OPTIMIZERS = Registry(
+    "optimizer",
+    {
+        "adadelta": "torchforce.core.optimizers.torch_optimizers:Adadelta",
+        "adagrad": "torchforce.core.optimizers.torch_optimizers:Adagrad",
+        "adam": "torchforce.core.optimizers.torch_optimizers:Adam",
+        "clipped_step": "torchforce.core.optimizers.meta:ClippedStep",
+        "evolutionary": "torchforce.core.optimizers.evolutionary:Evolutionary",
+        "global_optimizer": "torchforce.core.optimizers.meta:GlobalOptimizer",
+        "gradient_descent": "torchforce.core.optimizers.torch_optimizers:GradientDescent",
+        "momentum": "torchforce.core.optimizers.torch_optimizers:Momentum",
+        "multi_step": "torchforce.core.optimizers.meta:MultiStep",
+        "nadam": "torchforce.core.optimizers.torch_optimizers:Nadam",
+        "natural_gradient": "torchforce.core.optimizers.natural_gradient:NaturalGradient",
+        "optimized_step": "torchforce.core.optimizers.meta:OptimizedStep",
+        "rmsprop": "torchforce.core.optimizers.torch_optimizers:RMSProp",
+        "subsampling_step": "torchforce.core.optimizers.meta:SubsamplingStep",
+    },
+)
+
+
+def build_optimizer(spec: Any, parameters: list[torch.nn.Parameter], *, path: str = "optimizer") -> Optimizer:
+    """Build an optimizer over ``parameters`` from a spec.
+
+    ``spec`` is an ``Optimizer`` instance (returned as is), an ``Optimizer`` subclass, a name (``"adam"``), a dict
+    ``{"type": name, **kwargs}`` or a user class path (``"package.module:Class"``). Meta optimizers build their
+    nested ``optimizer`` spec recursively, under the path ``<path>.optimizer``.
+    """
+    if isinstance(spec, Optimizer):
+        return spec
+    name, kwargs = (spec, {}) if inspect.isclass(spec) else OPTIMIZERS.split(spec, path)
+    type_path = f"{path}.type" if isinstance(spec, Mapping) else path
+    if inspect.isclass(name):  # a class, given directly or as {"type": SomeClass, ...} from Python code
+        if not issubclass(name, Optimizer):
+            raise SpecError(
+                type_path, f"class {name.__qualname__} is not an optimizer", expected="an Optimizer subclass"
+            )
+        target, name = name, name.__name__
+    elif name == "synchronization":
+        raise SpecError(
+            type_path,
+            "'synchronization' updates a target network and is not a loss optimizer",
+            hint="Use the agent's target_sync_frequency / target_update_weight (built as Synchronization).",
+        )
+    else:
+        target = OPTIMIZERS.get(name, type_path)
+    if inspect.isclass(target) and issubclass(target, MetaOptimizer) and kwargs.get("optimizer") is None:
+        raise SpecError(
+            f"{path}.optimizer",
+            f"the meta optimizer '{name}' needs a nested optimizer spec",
+            hint='For example {"type": "multi_step", "optimizer": {"type": "adam", "learning_rate": 0.001}}.',
+        )
+    check_kwargs(target, kwargs, path, provided=("parameters",), what=f"optimizer '{name}'")
+    try:
+        optimizer = target(parameters, **kwargs)
+    except SpecError as error:
+        raise error.under(path) from None
+    if not isinstance(optimizer, Optimizer):
+        raise SpecError(path, "not an optimizer", got=repr(optimizer), expected="a torchforce Optimizer subclass")
+    return optimizer
+
+
+# -- helpers shared by the optimizers ---------------------------------------------------------------------------
+
+
+def compute_reference(reference_fn: ReferenceFn | None, batch: Batch) -> Reference:
+    """``reference_fn(batch)`` without gradients, detached (None without a reference_fn)."""
+    if reference_fn is None:
+        return None
+    with torch.no_grad():
+        return detach(reference_fn(batch))
+
+
+def detach(value: Any) -> Any:
+    """Detach every tensor in a tensor, dict, list or tuple."""
+    if isinstance(value, Tensor):
+        return value.detach()
+    if isinstance(value, Mapping):
+        return {key: detach(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(detach(item) for item in value)
+    return value
+
+
+def snapshot(parameters: list[torch.nn.Parameter]) -> list[Tensor]:
+    return [parameter.detach().clone() for parameter in parameters]
+
+
+@torch.no_grad()
+def restore(parameters: list[torch.nn.Parameter], values: list[Tensor]) -> None:
+    for parameter, value in zip(parameters, values, strict=True):
+        parameter.copy_(value)
+
+
+@torch.no_grad()
+def add_(parameters: list[torch.nn.Parameter], deltas: list[Tensor], scale: float = 1.0) -> None:
+    for parameter, delta in zip(parameters, deltas, strict=True):
+        parameter.add_(delta.to(parameter.device, parameter.dtype), alpha=scale)
+
+
+def differences(parameters: list[torch.nn.Parameter], before: list[Tensor]) -> list[Tensor]:
+    """``parameter - before`` for each parameter (the deltas of what was applied since ``before``)."""
+    return [parameter.detach() - value for parameter, value in zip(parameters, before, strict=True)]
+
+
+def gradients(
+    value: Tensor,
+    parameters: list[torch.nn.Parameter],
+    *,
+    create_graph: bool = False,
+    retain_graph: bool | None = None,
+    fill_zeros: bool = True,
+    name: str = "the loss",
+) -> list[Tensor | None]:
+    """d value / d parameter for each parameter; for parameters the value does not depend on (or that do not
+    require grad) zeros, or None with ``fill_zeros=False`` (what ``loss.backward()`` would leave in ``.grad``)."""
+    trainable = [parameter for parameter in parameters if parameter.requires_grad]
+    if not value.requires_grad or not trainable:
+        raise ValueError(f"{name} does not depend on the optimized parameters (it does not require grad)")
+    grads = iter(
+        torch.autograd.grad(value, trainable, allow_unused=True, create_graph=create_graph, retain_graph=retain_graph)
+    )
+    result = []
+    for parameter in parameters:
+        grad = next(grads) if parameter.requires_grad else None
+        result.append(torch.zeros_like(parameter) if grad is None and fill_zeros else grad)
+    return result
+
+
+def expect_positive(value: Any, path: str) -> float:
+    """A number > 0 (learning rates, clipping values)."""
+    number = expect_float(value, path)
+    if number <= 0.0:
+        raise SpecError(path, "out of range", got=value, expected="a number > 0")
+    return number
+
+
+def expect_fraction(value: Any, path: str, *, include_zero: bool = True, include_one: bool = True) -> float:
+    """A number in [0, 1], with the ends excluded as asked."""
+    number = expect_float(value, path)
+    low_ok = number > 0.0 or (include_zero and number == 0.0)
+    high_ok = number < 1.0 or (include_one and number == 1.0)
+    if not (low_ok and high_ok):
+        interval = ("[" if include_zero else "(") + "0, 1" + ("]" if include_one else ")")
+        raise SpecError(path, "out of range", got=value, expected=f"a number in {interval}")
+    return number
+
+
+def _describe_tensor(value: Any) -> str:
+    if isinstance(value, Tensor):
+        return f"a tensor of shape {tuple(value.shape)}"
+    return type(value).__name__

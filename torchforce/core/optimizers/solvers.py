@@ -1,0 +1,103 @@
+"""Iterative solvers used by the optimizers: conjugate gradient and backtracking line search (pure functions)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import NamedTuple
+
+import torch
+from torch import Tensor
+
+
+def conjugate_gradient(
+    matvec: Callable[[Tensor], Tensor], b: Tensor, *, max_iterations: int, tolerance: float = 1e-10
+) -> Tensor:
+    """Approximately solve ``A x = b`` for a symmetric positive definite ``A`` given as ``matvec(v) = A v``.
+
+    Starts at x = 0 and runs at most ``max_iterations`` iterations; stops early when the residual norm is at most
+    ``tolerance * |b|``, or when a search direction has non-positive curvature (A not positive definite there).
+    """
+    x = torch.zeros_like(b)
+    residual = b.clone()
+    direction = residual.clone()
+    residual_norm2 = torch.dot(residual, residual)
+    threshold = tolerance**2 * float(residual_norm2)
+    for _ in range(max_iterations):
+        if float(residual_norm2) <= threshold:
+            break
+        a_direction = matvec(direction)
+        curvature = torch.dot(direction, a_direction)
+        if float(curvature) <= 0.0:
+            break
+        alpha = residual_norm2 / curvature
+        x = x + alpha * direction
+        residual = residual - alpha * a_direction
+        new_norm2 = torch.dot(residual, residual)
+        direction = residual + (new_norm2 / residual_norm2) * direction
+        residual_norm2 = new_norm2
+    return x
+
+
+class LineSearchResult(NamedTuple):
+    """The chosen fraction of the step (0 = undone), the loss there, evaluations after the first, accepted or not."""
+
+    scale: float
+    value: float
+    iterations: int
+    accepted: bool
+
+
+def step_scales(mode: str, parameter: float, max_iterations: int) -> list[float]:
+    """The step fractions tried after the full step: ``parameter**k`` (exponential) or ``1 - k*parameter`` (linear)."""
+    scales = []
+    for k in range(1, max_iterations + 1):
+        scale = parameter**k if mode == "exponential" else 1.0 - k * parameter
+        if scale <= 0.0:
+            break
+        scales.append(scale)
+    return scales
+
+
+def backtracking_line_search(
+    evaluate: Callable[[float], float],
+    *,
+    base_value: float,
+    full_step_value: float,
+    estimated_improvement: float | None,
+    max_iterations: int,
+    accept_ratio: float,
+    mode: str = "exponential",
+    parameter: float = 0.5,
+) -> LineSearchResult:
+    """Shrink a step until the loss decrease is a large enough share of the predicted one.
+
+    ``base_value`` is the loss before the step, ``full_step_value`` the loss after the whole step, and
+    ``evaluate(scale)`` the loss with ``scale`` times the step (it may leave the parameters there). A fraction
+    ``s`` is accepted when ``improvement = base_value - loss(s) > 0`` and ``improvement >= accept_ratio * s *
+    estimated_improvement``. Without a positive estimate the full step's own improvement is the estimate, so an
+    improving full step is accepted at once and otherwise the first improving fraction is. If none is accepted
+    after ``max_iterations`` shrinks, the result is the fraction with the lowest loss, 0 (undo) included.
+    """
+    if estimated_improvement is None or not estimated_improvement > 0.0:
+        estimated_improvement = base_value - full_step_value
+
+    def accepted(scale: float, value: float) -> bool:
+        improvement = base_value - value
+        if not improvement > 0.0:
+            return False
+        return estimated_improvement <= 0.0 or improvement >= accept_ratio * scale * estimated_improvement
+
+    if accepted(1.0, full_step_value):
+        return LineSearchResult(1.0, full_step_value, 0, True)
+    best = LineSearchResult(0.0, base_value, 0, False)
+    if full_step_value < base_value:
+        best = LineSearchResult(1.0, full_step_value, 0, False)
+    iterations = 0
+    for scale in step_scales(mode, parameter, max_iterations):
+        iterations += 1
+        value = evaluate(scale)
+        if accepted(scale, value):
+            return LineSearchResult(scale, value, iterations, True)
+        if value < best.value:
+            best = LineSearchResult(scale, value, 0, False)
+    return best._replace(iterations=iterations)

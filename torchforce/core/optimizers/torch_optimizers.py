@@ -1,0 +1,240 @@
+"""Gradient optimizers under their 2018 TensorForce names and keyword names, backed by ``torch.optim``.
+
+TensorForce 0.4 passed these kwargs to ``tf.train.XOptimizer``; here they map onto the torch optimizer with the
+same meaning (``beta1, beta2 -> betas``, ``epsilon -> eps``, ``decay -> alpha``, ``use_nesterov -> nesterov``).
+The update rules are torch's, which differ from TF 1.x in small details: Adam and RMSProp add epsilon outside
+the square root and after bias correction, RMSProp's mean square starts at 0 (TF: 1), and NAdam uses torch's
+momentum-decay schedule. Every wrapper also takes ``clip_grad_norm``: the global gradient norm is clipped to it
+before the step (not in 2018; modern practice). Info: ``loss`` (before the step) and ``grad_norm`` (before
+clipping).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+import torch
+
+from torchforce.core.optimizers.base import (
+    Batch,
+    Objective,
+    Optimizer,
+    Reference,
+    Update,
+    differences,
+    expect_fraction,
+    expect_positive,
+    gradients,
+    snapshot,
+)
+from torchforce.spec import SpecError, expect_bool, expect_float
+
+
+class TorchOptimizer(Optimizer):
+    """One ``torch.optim`` optimizer stepping on the gradient of the loss."""
+
+    def __init__(
+        self,
+        parameters: Iterable[torch.nn.Parameter],
+        *,
+        torch_optimizer: type[torch.optim.Optimizer],
+        clip_grad_norm: float | None = None,
+        **hyperparameters: Any,
+    ) -> None:
+        super().__init__(parameters)
+        self.clip_grad_norm = None if clip_grad_norm is None else expect_positive(clip_grad_norm, "clip_grad_norm")
+        self.torch_optimizer = torch_optimizer(self.parameters, **hyperparameters)
+
+    def apply_update(self, objective: Objective, batch: Batch, reference: Reference) -> Update:
+        loss = objective.loss(batch, reference)
+        grads = gradients(loss, self.parameters, fill_zeros=False)
+        before = snapshot(self.parameters)
+        saved = [parameter.grad for parameter in self.parameters]
+        for parameter, grad in zip(self.parameters, grads, strict=True):
+            parameter.grad = grad
+        try:
+            norms = [torch.linalg.vector_norm(grad) for grad in grads if grad is not None]
+            grad_norm = torch.linalg.vector_norm(torch.stack(norms)) if norms else torch.zeros(())
+            if self.clip_grad_norm is not None:
+                torch.nn.utils.clip_grad_norm_(self.parameters, self.clip_grad_norm)
+            self.torch_optimizer.step()
+        finally:
+            for parameter, grad in zip(self.parameters, saved, strict=True):
+                parameter.grad = grad
+        info = {"loss": float(loss.detach()), "grad_norm": float(grad_norm)}
+        return Update(differences(self.parameters, before), info)
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"torch": self.torch_optimizer.state_dict()}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.torch_optimizer.load_state_dict(state["torch"])
+
+
+def _nonnegative(value: Any, path: str) -> float:
+    return expect_float(value, path, minimum=0.0)
+
+
+def _beta(value: Any, path: str) -> float:
+    return expect_fraction(value, path, include_one=False)
+
+
+class Adam(TorchOptimizer):
+    """``adam``: ``torch.optim.Adam(lr=learning_rate, betas=(beta1, beta2), eps=epsilon)``."""
+
+    def __init__(
+        self,
+        parameters: Iterable[torch.nn.Parameter],
+        *,
+        learning_rate: float = 1e-3,
+        beta1: float = 0.9,
+        beta2: float = 0.999,
+        epsilon: float = 1e-8,
+        clip_grad_norm: float | None = None,
+    ) -> None:
+        super().__init__(
+            parameters,
+            torch_optimizer=torch.optim.Adam,
+            clip_grad_norm=clip_grad_norm,
+            lr=expect_positive(learning_rate, "learning_rate"),
+            betas=(_beta(beta1, "beta1"), _beta(beta2, "beta2")),
+            eps=_nonnegative(epsilon, "epsilon"),
+        )
+
+
+class Nadam(TorchOptimizer):
+    """``nadam``: ``torch.optim.NAdam(lr=learning_rate, betas=(beta1, beta2), eps=epsilon)``."""
+
+    def __init__(
+        self,
+        parameters: Iterable[torch.nn.Parameter],
+        *,
+        learning_rate: float = 1e-3,
+        beta1: float = 0.9,
+        beta2: float = 0.999,
+        epsilon: float = 1e-8,
+        clip_grad_norm: float | None = None,
+    ) -> None:
+        super().__init__(
+            parameters,
+            torch_optimizer=torch.optim.NAdam,
+            clip_grad_norm=clip_grad_norm,
+            lr=expect_positive(learning_rate, "learning_rate"),
+            betas=(_beta(beta1, "beta1"), _beta(beta2, "beta2")),
+            eps=_nonnegative(epsilon, "epsilon"),
+        )
+
+
+class GradientDescent(TorchOptimizer):
+    """``gradient_descent``: plain ``torch.optim.SGD(lr=learning_rate)``."""
+
+    def __init__(
+        self,
+        parameters: Iterable[torch.nn.Parameter],
+        *,
+        learning_rate: float,
+        clip_grad_norm: float | None = None,
+    ) -> None:
+        super().__init__(
+            parameters,
+            torch_optimizer=torch.optim.SGD,
+            clip_grad_norm=clip_grad_norm,
+            lr=expect_positive(learning_rate, "learning_rate"),
+        )
+
+
+class Momentum(TorchOptimizer):
+    """``momentum``: ``torch.optim.SGD(lr=learning_rate, momentum=momentum, nesterov=use_nesterov)``.
+
+    Same rule as TF's MomentumOptimizer: ``accumulation = momentum * accumulation + grad``, ``p -= lr * accumulation``.
+    """
+
+    def __init__(
+        self,
+        parameters: Iterable[torch.nn.Parameter],
+        *,
+        learning_rate: float,
+        momentum: float,
+        use_nesterov: bool = False,
+        clip_grad_norm: float | None = None,
+    ) -> None:
+        momentum = _nonnegative(momentum, "momentum")
+        if expect_bool(use_nesterov, "use_nesterov") and momentum == 0.0:
+            raise SpecError("momentum", "Nesterov momentum needs momentum > 0", got=momentum)
+        super().__init__(
+            parameters,
+            torch_optimizer=torch.optim.SGD,
+            clip_grad_norm=clip_grad_norm,
+            lr=expect_positive(learning_rate, "learning_rate"),
+            momentum=momentum,
+            nesterov=use_nesterov,
+        )
+
+
+class RMSProp(TorchOptimizer):
+    """``rmsprop``: ``torch.optim.RMSprop(lr=learning_rate, alpha=decay, momentum, eps=epsilon, centered)``."""
+
+    def __init__(
+        self,
+        parameters: Iterable[torch.nn.Parameter],
+        *,
+        learning_rate: float,
+        decay: float = 0.9,
+        momentum: float = 0.0,
+        epsilon: float = 1e-10,
+        centered: bool = False,
+        clip_grad_norm: float | None = None,
+    ) -> None:
+        super().__init__(
+            parameters,
+            torch_optimizer=torch.optim.RMSprop,
+            clip_grad_norm=clip_grad_norm,
+            lr=expect_positive(learning_rate, "learning_rate"),
+            alpha=expect_fraction(decay, "decay"),
+            momentum=_nonnegative(momentum, "momentum"),
+            eps=_nonnegative(epsilon, "epsilon"),
+            centered=expect_bool(centered, "centered"),
+        )
+
+
+class Adagrad(TorchOptimizer):
+    """``adagrad``: ``torch.optim.Adagrad(lr=learning_rate, initial_accumulator_value=...)``."""
+
+    def __init__(
+        self,
+        parameters: Iterable[torch.nn.Parameter],
+        *,
+        learning_rate: float,
+        initial_accumulator_value: float = 0.1,
+        clip_grad_norm: float | None = None,
+    ) -> None:
+        super().__init__(
+            parameters,
+            torch_optimizer=torch.optim.Adagrad,
+            clip_grad_norm=clip_grad_norm,
+            lr=expect_positive(learning_rate, "learning_rate"),
+            initial_accumulator_value=_nonnegative(initial_accumulator_value, "initial_accumulator_value"),
+        )
+
+
+class Adadelta(TorchOptimizer):
+    """``adadelta``: ``torch.optim.Adadelta(lr=learning_rate, rho=rho, eps=epsilon)`` (TF's default lr 0.001)."""
+
+    def __init__(
+        self,
+        parameters: Iterable[torch.nn.Parameter],
+        *,
+        learning_rate: float = 0.001,
+        rho: float = 0.95,
+        epsilon: float = 1e-8,
+        clip_grad_norm: float | None = None,
+    ) -> None:
+        super().__init__(
+            parameters,
+            torch_optimizer=torch.optim.Adadelta,
+            clip_grad_norm=clip_grad_norm,
+            lr=expect_positive(learning_rate, "learning_rate"),
+            rho=expect_fraction(rho, "rho"),
+            eps=_nonnegative(epsilon, "epsilon"),
+        )

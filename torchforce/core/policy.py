@@ -1,0 +1,77 @@
+"""A policy: the network's embedding followed by one distribution head per action."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch import nn
+
+from torchforce.core.distributions import build_distribution
+from torchforce.core.named import NamedModules
+from torchforce.core.networks import Network
+from torchforce.spec import ActionSpec, SpecError, expect_dict, unknown_name_error
+
+Params = dict[str, tuple[torch.Tensor, ...]]
+
+
+def _sum_components(values: torch.Tensor) -> torch.Tensor:
+    """Sum everything but the batch dimension: a joint quantity over all elements of an action."""
+    return values.reshape(values.shape[0], -1).sum(dim=1)
+
+
+class Policy(nn.Module):
+    """``network`` followed by a distribution per action (``distributions`` maps action names to specs)."""
+
+    def __init__(
+        self, network: Network, actions: dict[str, ActionSpec], distributions: Any = None, path: str = "distributions"
+    ) -> None:
+        super().__init__()
+        specs = {} if distributions is None else expect_dict(distributions, path)
+        for name in specs:
+            if name not in actions:
+                raise unknown_name_error(f"{path}.{name}", "action", name, actions)
+        self.network = network
+        self.actions = actions
+        self.heads = NamedModules(
+            {
+                name: build_distribution(action, network.output_size, specs.get(name), path=f"{path}.{name}")
+                for name, action in actions.items()
+            }
+        )
+
+    def forward(
+        self, states: dict[str, torch.Tensor], internals: dict[str, torch.Tensor]
+    ) -> tuple[Params, dict[str, torch.Tensor], torch.Tensor]:
+        embedding, next_internals = self.network(states, internals)
+        params = {name: head(embedding) for name, head in self.heads.items()}
+        return params, next_internals, embedding
+
+    def sample(self, params: Params, deterministic: bool) -> dict[str, torch.Tensor]:
+        return {name: head.sample(params[name], deterministic) for name, head in self.heads.items()}
+
+    def log_prob(self, params: Params, actions: dict[str, torch.Tensor]) -> torch.Tensor:
+        """log pi(a|s) of the joint action, one value per row."""
+        return sum(_sum_components(head.log_prob(params[name], actions[name])) for name, head in self.heads.items())
+
+    def entropy(self, params: Params) -> torch.Tensor:
+        return sum(_sum_components(head.entropy(params[name])) for name, head in self.heads.items())
+
+    def kl_divergence(self, params_a: Params, params_b: Params) -> torch.Tensor:
+        return sum(
+            _sum_components(head.kl_divergence(params_a[name], params_b[name])) for name, head in self.heads.items()
+        )
+
+    def regularization_loss(self) -> torch.Tensor:
+        return self.network.regularization_loss()
+
+
+def require_action_types(actions: dict[str, ActionSpec], allowed: tuple[str, ...], agent: str) -> None:
+    """Agents that only handle some action types say so up front."""
+    for name, action in actions.items():
+        if action.type not in allowed:
+            raise SpecError(
+                f"actions.{name}.type",
+                f"{agent} handles only {' and '.join(allowed)} actions",
+                got=action.type,
+            )

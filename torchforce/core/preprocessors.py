@@ -1,0 +1,536 @@
+"""State and reward preprocessors (reference §1.8), spec keys ``states_preprocessing`` / ``reward_preprocessing``.
+
+Numpy in, numpy out, batch first: ``process(batch [B, *shape], rows=None) -> [B, *processed_shape]``. ``rows``
+says which per-row slots the batch rows belong to (default ``0..B-1``); only ``sequence`` keeps per-row state.
+Steps that compute values (standardize, running_standardize, normalize, grayscale, image_resize, divide) output
+float32; the others (sequence, clip, flatten, expand_dims) keep the dtype. Preprocessed states are what the agent
+feeds its network and stores in memory.
+"""
+
+from __future__ import annotations
+
+import collections.abc
+import copy
+import math
+import re
+import warnings
+from collections.abc import Mapping
+from dataclasses import replace
+from typing import Any
+
+import numpy as np
+
+from torchforce.spec import SpecError, StateSpec, expect_bool, expect_float, expect_int, unknown_name_error
+from torchforce.spec.registry import Registry
+
+PREPROCESSORS = Registry(
+    "preprocessor",
+    {
+        "clip": "torchforce.core.preprocessors:Clip",
+        "divide": "torchforce.core.preprocessors:Divide",
+        "expand_dims": "torchforce.core.preprocessors:ExpandDims",
+        "flatten": "torchforce.core.preprocessors:Flatten",
+        "grayscale": "torchforce.core.preprocessors:Grayscale",
+        "image_resize": "torchforce.core.preprocessors:ImageResize",
+        "normalize": "torchforce.core.preprocessors:Normalize",
+        "running_standardize": "torchforce.core.preprocessors:RunningStandardize",
+        "sequence": "torchforce.core.preprocessors:Sequence",
+        "standardize": "torchforce.core.preprocessors:Standardize",
+    },
+)
+
+#: added to standard deviations and ranges before dividing (2018's util.epsilon)
+EPSILON = 1e-6
+
+Bounds = tuple[float | None, float | None]
+
+
+def row_indices(rows: Any, batch_size: int) -> np.ndarray:
+    """``rows`` as an index array: None -> ``0..batch_size-1``; a bool mask -> its true positions."""
+    if rows is None:
+        return np.arange(batch_size)
+    rows = np.asarray(rows)
+    if rows.dtype == np.bool_:
+        rows = np.flatnonzero(rows)
+    rows = rows.astype(np.int64, copy=False).reshape(-1)
+    if batch_size >= 0 and len(rows) != batch_size:
+        raise ValueError(f"rows names {len(rows)} rows for a batch of {batch_size}")
+    return rows
+
+
+class Preprocessor:
+    """One step. Subclasses override ``processed_shape`` (raising ValueError for a shape they cannot process)
+    and ``process``; stateful ones also ``reset``, ``state_dict`` and ``load_state_dict``."""
+
+    #: whether the output is float32 (values computed), rather than the input dtype (values moved or clipped)
+    produces_float = True
+
+    def processed_shape(self, shape: tuple[int, ...]) -> tuple[int, ...]:
+        return tuple(shape)
+
+    def processed_bounds(self, low: float | None, high: float | None) -> Bounds:
+        """Known value bounds after this step (None when unknown)."""
+        return (None, None) if self.produces_float else (low, high)
+
+    def process(self, batch: np.ndarray, rows: Any = None) -> np.ndarray:
+        raise NotImplementedError
+
+    def reset(self, rows: Any = None) -> None:
+        pass
+
+    def state_dict(self) -> dict[str, Any]:
+        return {}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        pass
+
+    def __repr__(self) -> str:
+        arguments = ", ".join(f"{k}={v!r}" for k, v in vars(self).items() if not k.startswith("_"))
+        return f"{type(self).__name__}({arguments})"
+
+
+def kind_name(preprocessor: Preprocessor) -> str:
+    """The registry-style name of a preprocessor's class (``ImageResize`` -> ``image_resize``)."""
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", type(preprocessor).__name__).lower()
+
+
+def _float(batch: np.ndarray) -> np.ndarray:
+    return np.asarray(batch, dtype=np.float32)
+
+
+class Sequence(Preprocessor):
+    """Stacks the last ``length`` frames of each row: ``(*shape, length)`` with ``add_rank``, else the frames
+    are concatenated along the last axis, ``(*shape[:-1], shape[-1] * length)`` (a scalar state always gets the
+    new axis). Frames run oldest to newest. After ``reset(rows)`` (an episode start), a row's first frame is
+    repeated ``length`` times. Works for any batch size (2018 asserted a batch of 1).
+    """
+
+    produces_float = False
+
+    def __init__(self, *, length: int = 2, add_rank: bool = False) -> None:
+        self.length = expect_int(length, "length", minimum=1)
+        self.add_rank = expect_bool(add_rank, "add_rank")
+        self._buffer: np.ndarray | None = None  # [rows, length, *shape]
+        self._fresh: np.ndarray | None = None  # [rows] bool: the row starts over at its next frame
+
+    def processed_shape(self, shape: tuple[int, ...]) -> tuple[int, ...]:
+        if self.add_rank or not shape:
+            return (*shape, self.length)
+        return (*shape[:-1], shape[-1] * self.length)
+
+    def _ensure(self, num_rows: int, batch: np.ndarray) -> None:
+        frame_shape, dtype = batch.shape[1:], batch.dtype
+        if self._buffer is None or self._buffer.shape[2:] != frame_shape:
+            self._buffer = np.zeros((num_rows, self.length, *frame_shape), dtype=dtype)
+            self._fresh = np.ones(num_rows, dtype=bool)
+        elif len(self._buffer) < num_rows:
+            extra = num_rows - len(self._buffer)
+            padding = np.zeros((extra, *self._buffer.shape[1:]), dtype=self._buffer.dtype)
+            self._buffer = np.concatenate([self._buffer, padding])
+            self._fresh = np.concatenate([self._fresh, np.ones(extra, dtype=bool)])
+
+    def process(self, batch: np.ndarray, rows: Any = None) -> np.ndarray:
+        batch = np.asarray(batch)
+        indices = row_indices(rows, len(batch))
+        if len(indices) == 0:
+            return np.zeros((0, *self.processed_shape(batch.shape[1:])), dtype=batch.dtype)
+        self._ensure(int(indices.max()) + 1, batch)
+        batch = batch.astype(self._buffer.dtype, copy=False)  # frames keep the dtype of the first batch
+        frames = self._buffer[indices]  # a copy: [B, length, *shape]
+        frames[:, :-1] = frames[:, 1:]
+        frames[:, -1] = batch
+        fresh = self._fresh[indices]
+        if fresh.any():
+            frames[fresh] = batch[fresh][:, None]
+        self._buffer[indices] = frames
+        self._fresh[indices] = False
+        if self.add_rank or batch.ndim == 1:
+            return np.ascontiguousarray(np.moveaxis(frames, 1, -1))
+        stacked = np.moveaxis(frames, 1, -2)  # [B, *shape[:-1], length, last]
+        return stacked.reshape(*stacked.shape[:-2], -1)
+
+    def reset(self, rows: Any = None) -> None:
+        if rows is None or self._fresh is None:
+            self._buffer = self._fresh = None
+            return
+        indices = row_indices(rows, -1)
+        self._fresh[indices[indices < len(self._fresh)]] = True
+
+    def state_dict(self) -> dict[str, Any]:
+        if self._buffer is None:
+            return {"buffer": None, "fresh": None}
+        return {"buffer": self._buffer.copy(), "fresh": self._fresh.copy()}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        buffer, fresh = state["buffer"], state["fresh"]
+        self._buffer = None if buffer is None else np.array(buffer)
+        self._fresh = None if fresh is None else np.array(fresh, dtype=bool)
+
+
+class Standardize(Preprocessor):
+    """``(x - mean) / (std + 1e-6)`` with the statistics of each instance (``across_batch=False``) or of the
+    whole batch (``across_batch=True``, all axes including the batch)."""
+
+    def __init__(self, *, across_batch: bool = False) -> None:
+        self.across_batch = expect_bool(across_batch, "across_batch")
+
+    def process(self, batch: np.ndarray, rows: Any = None) -> np.ndarray:
+        batch = _float(batch)
+        axes = None if self.across_batch else tuple(range(1, batch.ndim))
+        mean = batch.mean(axis=axes, keepdims=True)
+        std = batch.std(axis=axes, keepdims=True)
+        return ((batch - mean) / (std + EPSILON)).astype(np.float32, copy=False)
+
+
+class RunningStandardize(Preprocessor):
+    """``(x - mean) / (std + 1e-6)`` per element, with the mean and (population) variance of every row seen so
+    far, this batch included, kept with Welford's/Chan's update in float64 and saved in ``state_dict``.
+
+    The statistics are shared by all rows. ``reset_after_batch=True`` (2018 default): a full ``reset()`` (the
+    agent's reset; in 2018 the runner reset the agent every episode) clears them; a per-row ``reset(rows)`` (one
+    environment of a batch starting an episode) keeps them, since the other rows are mid-episode.
+    ``reset_after_batch=False``: the statistics are never cleared (a run-long normalizer).
+    """
+
+    def __init__(self, *, reset_after_batch: bool = True) -> None:
+        self.reset_after_batch = expect_bool(reset_after_batch, "reset_after_batch")
+        self._count = 0
+        self._mean: np.ndarray | None = None
+        self._m2: np.ndarray | None = None
+
+    def update(self, batch: np.ndarray) -> None:
+        """Fold a batch into the running count, mean and sum of squared deviations (Chan et al.)."""
+        values = np.asarray(batch, dtype=np.float64)
+        count = len(values)
+        if count == 0:
+            return
+        mean = values.mean(axis=0)
+        m2 = ((values - mean) ** 2).sum(axis=0)
+        if self._mean is None or self._mean.shape != mean.shape:
+            self._count, self._mean, self._m2 = count, mean, m2
+            return
+        total = self._count + count
+        delta = mean - self._mean
+        self._mean = self._mean + delta * (count / total)
+        self._m2 = self._m2 + m2 + delta**2 * (self._count * count / total)
+        self._count = total
+
+    @property
+    def mean(self) -> np.ndarray | None:
+        return self._mean
+
+    @property
+    def variance(self) -> np.ndarray | None:
+        return None if self._m2 is None else self._m2 / self._count
+
+    def process(self, batch: np.ndarray, rows: Any = None) -> np.ndarray:
+        batch = _float(batch)
+        self.update(batch)
+        if self._mean is None:
+            return batch
+        std = np.sqrt(self.variance)
+        return ((batch - self._mean) / (std + EPSILON)).astype(np.float32)
+
+    def reset(self, rows: Any = None) -> None:
+        if rows is None and self.reset_after_batch:
+            self._count, self._mean, self._m2 = 0, None, None
+
+    def state_dict(self) -> dict[str, Any]:
+        copy_or_none = lambda value: None if value is None else value.copy()  # noqa: E731
+        return {"count": self._count, "mean": copy_or_none(self._mean), "m2": copy_or_none(self._m2)}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        self._count = int(state["count"])
+        self._mean = None if state["mean"] is None else np.array(state["mean"], dtype=np.float64)
+        self._m2 = None if state["m2"] is None else np.array(state["m2"], dtype=np.float64)
+
+
+class Normalize(Preprocessor):
+    """Min-max scaling of each instance: ``(x - min) / (max - min + 1e-6)``, into [0, 1)."""
+
+    def processed_bounds(self, low: float | None, high: float | None) -> Bounds:
+        return 0.0, 1.0
+
+    def process(self, batch: np.ndarray, rows: Any = None) -> np.ndarray:
+        batch = _float(batch)
+        axes = tuple(range(1, batch.ndim))
+        low = batch.min(axis=axes, keepdims=True)
+        high = batch.max(axis=axes, keepdims=True)
+        return ((batch - low) / (high - low + EPSILON)).astype(np.float32, copy=False)
+
+
+class Grayscale(Preprocessor):
+    """Weighted sum over the last (color) axis: ``(..., C) -> (..., 1)``, or ``(...)`` with ``remove_rank``."""
+
+    def __init__(
+        self, *, weights: collections.abc.Sequence[float] = (0.299, 0.587, 0.114), remove_rank: bool = False
+    ) -> None:
+        if not isinstance(weights, collections.abc.Sequence) or isinstance(weights, str) or not weights:
+            raise SpecError("weights", "not a list of numbers", got=weights, expected="e.g. [0.299, 0.587, 0.114]")
+        self.weights = tuple(expect_float(w, f"weights[{i}]") for i, w in enumerate(weights))
+        self.remove_rank = expect_bool(remove_rank, "remove_rank")
+        self._weights = np.asarray(self.weights, dtype=np.float32)
+
+    def processed_shape(self, shape: tuple[int, ...]) -> tuple[int, ...]:
+        if not shape or shape[-1] != len(self.weights):
+            raise ValueError(f"the last axis must hold the {len(self.weights)} color channels that 'weights' weighs")
+        return shape[:-1] if self.remove_rank else (*shape[:-1], 1)
+
+    def process(self, batch: np.ndarray, rows: Any = None) -> np.ndarray:
+        gray = _float(batch) @ self._weights
+        return gray if self.remove_rank else gray[..., None]
+
+
+class ImageResize(Preprocessor):
+    """Bilinear resize of images ``(height, width)`` or ``(height, width, channels)`` to ``(height, width[,
+    channels])`` with Pillow (per channel, in float32; downscaling averages over the covered pixels)."""
+
+    def __init__(self, *, width: int, height: int) -> None:
+        self.width = expect_int(width, "width", minimum=1)
+        self.height = expect_int(height, "height", minimum=1)
+
+    def processed_shape(self, shape: tuple[int, ...]) -> tuple[int, ...]:
+        if len(shape) not in (2, 3):
+            raise ValueError("images must have shape (height, width) or (height, width, channels)")
+        return (self.height, self.width, *shape[2:])
+
+    def process(self, batch: np.ndarray, rows: Any = None) -> np.ndarray:
+        from PIL import Image
+
+        batch = _float(batch)
+        if batch.shape[1:3] == (self.height, self.width):
+            return batch
+        planes = batch[..., None] if batch.ndim == 3 else batch
+        resized = np.empty((len(batch), self.height, self.width, planes.shape[-1]), dtype=np.float32)
+        for index in range(len(batch)):
+            for channel in range(planes.shape[-1]):
+                image = Image.fromarray(np.ascontiguousarray(planes[index, :, :, channel]))
+                image = image.resize((self.width, self.height), Image.Resampling.BILINEAR)
+                resized[index, :, :, channel] = np.asarray(image)
+        return resized[..., 0] if batch.ndim == 3 else resized
+
+
+class Divide(Preprocessor):
+    """``x / scale`` (e.g. ``scale=255`` for byte images)."""
+
+    def __init__(self, *, scale: float) -> None:
+        self.scale = expect_float(scale, "scale")
+        if self.scale == 0.0:
+            raise SpecError("scale", "cannot divide by zero", got=scale)
+
+    def processed_bounds(self, low: float | None, high: float | None) -> Bounds:
+        if low is None or high is None:
+            return None, None
+        return tuple(sorted((low / self.scale, high / self.scale)))
+
+    def process(self, batch: np.ndarray, rows: Any = None) -> np.ndarray:
+        return (_float(batch) / np.float32(self.scale)).astype(np.float32, copy=False)
+
+
+class Clip(Preprocessor):
+    """``clip(x, min_value, max_value)``, keeping the dtype (int states stay int)."""
+
+    produces_float = False
+
+    def __init__(self, *, min_value: float, max_value: float) -> None:
+        self.min_value = expect_float(min_value, "min_value")
+        self.max_value = expect_float(max_value, "max_value")
+        if not self.min_value < self.max_value:
+            raise SpecError(
+                "max_value", "must be above min_value", got={"min_value": min_value, "max_value": max_value}
+            )
+
+    def processed_bounds(self, low: float | None, high: float | None) -> Bounds:
+        low = self.min_value if low is None else max(low, self.min_value)
+        high = self.max_value if high is None else min(high, self.max_value)
+        return low, high
+
+    def process(self, batch: np.ndarray, rows: Any = None) -> np.ndarray:
+        batch = np.asarray(batch)
+        return np.clip(batch, self.min_value, self.max_value).astype(batch.dtype, copy=False)
+
+
+class Flatten(Preprocessor):
+    """``[B, *shape] -> [B, prod(shape)]``."""
+
+    produces_float = False
+
+    def processed_shape(self, shape: tuple[int, ...]) -> tuple[int, ...]:
+        return (math.prod(shape),)
+
+    def process(self, batch: np.ndarray, rows: Any = None) -> np.ndarray:
+        batch = np.asarray(batch)
+        return batch.reshape(len(batch), -1)
+
+
+class ExpandDims(Preprocessor):
+    """Inserts an axis of size 1 at ``axis`` of the state shape (negative counts from the end: -1 appends)."""
+
+    produces_float = False
+
+    def __init__(self, *, axis: int) -> None:
+        self.axis = expect_int(axis, "axis")
+
+    def processed_shape(self, shape: tuple[int, ...]) -> tuple[int, ...]:
+        if not -len(shape) - 1 <= self.axis <= len(shape):
+            raise ValueError(f"axis {self.axis} is outside [{-len(shape) - 1}, {len(shape)}] for this shape")
+        position = self.axis if self.axis >= 0 else len(shape) + 1 + self.axis
+        return (*shape[:position], 1, *shape[position:])
+
+    def process(self, batch: np.ndarray, rows: Any = None) -> np.ndarray:
+        return np.expand_dims(np.asarray(batch), self.axis + 1 if self.axis >= 0 else self.axis)
+
+
+class PreprocessorStack:
+    """The steps for one state (or the reward), applied in order.
+
+    ``unprocessed_spec`` is what the environment gives, ``processed_spec`` what comes out (shape replaced; type
+    float after a value-computing step; bounds where known).
+    """
+
+    def __init__(self, preprocessors: list[Preprocessor], spec: StateSpec) -> None:
+        self.preprocessors = list(preprocessors)
+        self.unprocessed_spec = spec
+        self.processed_spec = spec
+        for preprocessor in self.preprocessors:
+            self.processed_spec = processed_spec(preprocessor, self.processed_spec)
+
+    def process(self, batch: np.ndarray, rows: Any = None) -> np.ndarray:
+        batch = np.asarray(batch)
+        if batch.shape[1:] != self.unprocessed_spec.shape:
+            raise ValueError(
+                f"preprocessing of '{self.unprocessed_spec.name}' expects a batch of shape "
+                f"[B, {', '.join(map(str, self.unprocessed_spec.shape))}], got {list(batch.shape)}"
+            )
+        for preprocessor in self.preprocessors:
+            batch = preprocessor.process(batch, rows)
+        return batch
+
+    def reset(self, rows: Any = None) -> None:
+        for preprocessor in self.preprocessors:
+            preprocessor.reset(rows)
+
+    def state_dict(self) -> dict[str, Any]:
+        return {str(index): preprocessor.state_dict() for index, preprocessor in enumerate(self.preprocessors)}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        if len(state) != len(self.preprocessors):
+            raise ValueError(f"a state of {len(state)} preprocessors for a stack of {len(self.preprocessors)}")
+        for index, preprocessor in enumerate(self.preprocessors):
+            preprocessor.load_state_dict(state[str(index)])
+
+    def __len__(self) -> int:
+        return len(self.preprocessors)
+
+    def __iter__(self):
+        return iter(self.preprocessors)
+
+    def __repr__(self) -> str:
+        return (
+            f"PreprocessorStack({self.preprocessors!r}, {self.unprocessed_spec.shape} -> {self.processed_spec.shape})"
+        )
+
+
+def processed_spec(preprocessor: Preprocessor, spec: StateSpec) -> StateSpec:
+    """``spec`` after ``preprocessor``; raises ValueError when the step cannot process that shape."""
+    shape = tuple(preprocessor.processed_shape(tuple(spec.shape)))
+    low, high = preprocessor.processed_bounds(spec.min_value, spec.max_value)
+    if preprocessor.produces_float:
+        return replace(spec, shape=shape, type="float", num_values=None, min_value=low, max_value=high)
+    return replace(spec, shape=shape, min_value=low, max_value=high)
+
+
+def _type_name(entry: Any) -> Any:
+    if isinstance(entry, str):
+        return entry
+    if isinstance(entry, Mapping):
+        return entry.get("type")
+    return None
+
+
+def _create(entry: Any, spec: StateSpec, path: str) -> Preprocessor:
+    if _type_name(entry) == "center":
+        raise SpecError(
+            f"{path}.type" if isinstance(entry, Mapping) else path,
+            "preprocessor 'center' was never registered in TensorForce (0.3.5 configs name it, but it never ran)",
+            hint="Use 'standardize' (per instance) or 'running_standardize' (running statistics).",
+        )
+    if isinstance(entry, Preprocessor):
+        preprocessor = copy.deepcopy(entry)  # each state gets its own (stateful steps keep per-state buffers)
+    else:
+        preprocessor = PREPROCESSORS.create(entry, path, base=Preprocessor)
+    if not isinstance(preprocessor, Preprocessor):
+        raise SpecError(path, "not a Preprocessor", got=repr(preprocessor), expected="a subclass of Preprocessor")
+    return preprocessor
+
+
+def build_stack(spec: Any, state: StateSpec, path: str) -> PreprocessorStack:
+    """The stack for one state: ``spec`` is a list of steps or one step."""
+    if isinstance(spec, list):
+        entries, paths = spec, [f"{path}[{i}]" for i in range(len(spec))]
+    else:
+        entries, paths = [spec], [path]
+    preprocessors, current = [], state
+    for entry, entry_path in zip(entries, paths, strict=True):
+        preprocessor = _create(entry, current, entry_path)
+        try:
+            current = processed_spec(preprocessor, current)
+        except ValueError as error:
+            raise SpecError(
+                entry_path,
+                f"{kind_name(preprocessor)} cannot process '{state.name}' of shape {list(current.shape)}: {error}",
+            ) from None
+        preprocessors.append(preprocessor)
+    return PreprocessorStack(preprocessors, state)
+
+
+def build_preprocessing(
+    spec: Any, states: Mapping[str, StateSpec], *, path: str = "states_preprocessing"
+) -> dict[str, PreprocessorStack]:
+    """The preprocessing stack of each state that has one, keyed by state name.
+
+    ``spec`` is None (``{}``), a list of steps or one ``{"type": ...}`` step (the same stack, built separately,
+    for every state), or a dict ``{state_name: list or step or None}``.
+    """
+    if spec is None:
+        return {}
+    if isinstance(spec, Mapping) and "type" not in spec:
+        stacks = {}
+        for name, entry in spec.items():
+            if name not in states:
+                raise unknown_name_error(f"{path}.{name}", "state", name, states)
+            if entry is not None and entry != []:
+                stacks[name] = build_stack(entry, states[name], f"{path}.{name}")
+        return stacks
+    if spec == []:
+        return {}
+    return {name: build_stack(spec, state, path) for name, state in states.items()}
+
+
+def build_reward_preprocessing(spec: Any, *, path: str = "reward_preprocessing") -> PreprocessorStack | None:
+    """The reward's stack (rewards are scalars, batches ``[B]``), or None without a spec.
+
+    Steps must keep the reward a scalar. Per-instance ``standardize`` and ``normalize`` turn every scalar reward
+    into 0, so they warn.
+    """
+    if spec is None or spec == []:
+        return None
+    if isinstance(spec, Mapping) and "type" not in spec:
+        raise SpecError(path, "not a reward preprocessing spec", got=spec, expected='a list of steps or {"type": ...}')
+    stack = build_stack(spec, StateSpec("reward", (), "float"), path)
+    if stack.processed_spec.shape != ():
+        raise SpecError(
+            path,
+            f"reward preprocessing must keep the reward a scalar, not make it {list(stack.processed_spec.shape)}",
+            got=spec,
+        )
+    for preprocessor in stack:
+        if isinstance(preprocessor, Normalize) or (
+            isinstance(preprocessor, Standardize) and not preprocessor.across_batch
+        ):
+            warnings.warn(
+                f"{path}: per-instance {kind_name(preprocessor)} maps every scalar reward to 0; "
+                "use running_standardize or standardize with across_batch=true.",
+                stacklevel=2,
+            )
+    return stack
