@@ -1,0 +1,169 @@
+"""The Agent API of seed 003 on small built-in environments: act/observe forms, batches, counters, errors."""
+
+import numpy as np
+import pytest
+
+from torchforce.agents import Agent, create_agent
+from torchforce.environments import make
+from torchforce.spec import SpecError
+
+MLP = [{"type": "dense", "size": 16}, {"type": "dense", "size": 16}]
+PPO = {"type": "ppo", "network": MLP, "update_mode": {"unit": "episodes", "batch_size": 2}, "seed": 1}
+DQN = {"type": "dqn", "network": MLP, "update_mode": {"unit": "timesteps", "batch_size": 8, "frequency": 4},
+       "memory": {"type": "replay", "capacity": 100}, "seed": 1}  # fmt: skip
+
+
+def run_episodes(agent, env, episodes):
+    for _ in range(episodes):
+        state = env.reset()
+        while True:
+            action = agent.act(state)
+            state, terminal, reward = env.execute(action)
+            agent.observe(terminal=terminal, reward=reward)
+            if terminal:
+                break
+
+
+@pytest.mark.parametrize("spec", [PPO, DQN, {"type": "random"}, {"type": "constant", "action_values": 1}])
+def test_agents_act_and_observe_on_int_actions(spec):
+    env = make("minimal", action_type="int")
+    agent = create_agent(spec, states=env.states, actions=env.actions)
+    run_episodes(agent, env, 4)
+    assert agent.episode == 4
+    assert agent.timestep == 4 * 10
+    if agent.learning:
+        assert agent.updates > 0
+
+
+@pytest.mark.parametrize("action_type", ["int", "bool", "float", "bounded"])
+def test_ppo_handles_every_action_type(action_type):
+    env = make("minimal", action_type=action_type)
+    agent = create_agent(PPO, states=env.states, actions=env.actions)
+    run_episodes(agent, env, 3)
+    action = agent.act(env.reset(), deterministic=True, independent=True)
+    if action_type == "bounded":
+        assert -1.0 <= float(action) <= 1.0
+    assert agent.updates >= 1
+
+
+def test_named_states_and_actions_return_dicts():
+    env = make("multi")
+    network = [
+        [{"type": "input", "names": "int"}, {"type": "embedding", "indices": 3, "size": 4},
+         {"type": "output", "name": "int_embedding"}],
+        [{"type": "input", "names": ["float", "int_embedding"]}, {"type": "dense", "size": 16}],
+    ]  # fmt: skip
+    agent = create_agent({**PPO, "network": network}, states=env.states, actions=env.actions)
+    action = agent.act(env.reset())
+    assert isinstance(action, dict) and set(action) == set(env.actions)
+    agent.observe(terminal=False, reward=0.0)
+    run_episodes(agent, env, 2)
+
+
+def test_batched_act_keeps_one_episode_per_row():
+    env = make("minimal", action_type="int")
+    agent = create_agent(PPO, states=env.states, actions=env.actions)
+    states = np.stack([env.reset() for _ in range(3)])
+    actions = agent.act(states)
+    assert actions.shape == (3,)
+    agent.observe(terminal=np.array([0, 1, 0]), reward=np.array([1.0, 2.0, 3.0]))
+    assert agent.episode == 1 and agent.timestep == 3
+    agent.act(states)
+    agent.observe(terminal=[1, 0, 2], reward=[0.0, 0.0, 0.0], next_states=states)
+    assert agent.episode == 3 and agent.timestep == 6
+
+
+def test_act_twice_without_observe_is_an_error():
+    env = make("minimal")
+    agent = create_agent({"type": "random"}, states=env.states, actions=env.actions)
+    agent.act(env.reset())
+    with pytest.raises(RuntimeError, match="act\\(\\) was called twice without observe"):
+        agent.act(env.reset())
+
+
+def test_observe_without_act_and_wrong_row_count_are_errors():
+    env = make("minimal")
+    agent = create_agent(PPO, states=env.states, actions=env.actions)
+    with pytest.raises(RuntimeError, match="observe\\(\\) was called without a preceding act"):
+        agent.observe(terminal=False, reward=0.0)
+    agent.act(np.stack([env.reset()] * 2))
+    with pytest.raises(ValueError, match="2 rows acted"):
+        agent.observe(terminal=False, reward=0.0)
+
+
+def test_independent_act_changes_nothing():
+    env = make("minimal")
+    agent = create_agent(PPO, states=env.states, actions=env.actions)
+    agent.act(env.reset(), independent=True)
+    agent.act(env.reset(), independent=True)
+    assert agent.timestep == 0
+
+
+def test_from_spec_accepts_2018_long_names_and_files(tmp_path):
+    env = make("minimal")
+    path = tmp_path / "agent.json"
+    path.write_text('{"type": "ppo_agent", "update_mode": {"unit": "episodes", "batch_size": 2}}')
+    agent = Agent.from_spec(str(path), {"states": env.states, "actions": env.actions, "network": MLP})
+    assert agent.name == "ppo"
+
+
+def test_legacy_key_names_the_new_key(tmp_path):
+    env = make("minimal")
+    path = tmp_path / "old.json"
+    path.write_text('{"type": "dqn_agent", "batch_size": 64}')
+    with pytest.raises(SpecError) as error:
+        create_agent(str(path), states=env.states, actions=env.actions, network=MLP)
+    assert str(error.value).startswith("agent.batch_size: 'batch_size' is the 0.3.5 name; use 'update_mode.batch_size'")
+    assert "old.json" in str(error.value)
+
+
+def test_unknown_agent_type_and_argument_suggest_names():
+    env = make("minimal")
+    with pytest.raises(SpecError, match="unknown agent \"ppo_agnet\".*Did you mean 'ppo_agent'|Did you mean"):
+        create_agent({"type": "ppo_agnet"}, states=env.states, actions=env.actions, network=MLP)
+    with pytest.raises(SpecError, match=r"(?s)agent.discout: unknown argument.*Did you mean 'discount'"):
+        create_agent({"type": "ppo", "discout": 0.9}, states=env.states, actions=env.actions, network=MLP)
+
+
+def test_bad_values_name_their_path():
+    env = make("minimal")
+    with pytest.raises(SpecError, match="update_mode.batch_size: out of range; expected an integer >= 1, got -4"):
+        create_agent({"type": "ppo", "update_mode": {"unit": "episodes", "batch_size": -4}},
+                     states=env.states, actions=env.actions, network=MLP)  # fmt: skip
+    with pytest.raises(SpecError, match="update_mode.unit"):
+        create_agent({"type": "dqn", "update_mode": {"unit": "episodes", "batch_size": 4}},
+                     states=env.states, actions=env.actions, network=MLP)  # fmt: skip
+    with pytest.raises(SpecError, match="actions.action.type: DQN handles only int actions"):
+        float_env = make("minimal", action_type="float")
+        create_agent({"type": "dqn"}, states=float_env.states, actions=float_env.actions, network=MLP)
+    with pytest.raises(SpecError, match="agent: agent 'ppo' needs 'network'"):
+        create_agent({"type": "ppo"}, states=env.states, actions=env.actions)
+
+
+def test_shipped_agent_configs_load_and_run(tmp_path):
+    from importlib import resources
+
+    folder = resources.files("torchforce") / "configs" / "agents"
+    names = sorted(p.name for p in folder.iterdir() if p.name.endswith(".json"))
+    assert {"dqn.json", "ppo.json", "ppo_cartpole.json", "dqn_cartpole.json"} <= set(names)
+    for name in names:
+        image = "visual" in name or "cnn" in name
+        env = make("gym", gym_id="ALE/Pong-v5") if image else make("gym", gym_id="CartPole-v1")
+        network = (
+            [
+                {"type": "conv2d", "size": 8, "window": 8, "stride": 4},
+                {"type": "flatten"},
+                {"type": "dense", "size": 16},
+            ]
+            if image
+            else MLP
+        )
+        kwargs = {"states": env.states, "actions": env.actions}
+        if "network" not in __import__("json").loads((folder / name).read_text()):
+            kwargs["network"] = network
+        agent = create_agent(str(folder / name), **kwargs)
+        state = env.reset()
+        for _ in range(5):
+            state, terminal, reward = env.execute(agent.act(state))
+            agent.observe(terminal=terminal, reward=reward)
+        env.close()

@@ -1,0 +1,14 @@
+import os
+
+import pytest
+import torch
+
+os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
+os.environ.setdefault("MPLBACKEND", "Agg")
+
+
+@pytest.fixture(autouse=True)
+def _one_torch_thread():
+    """Tests share two cores with a parallel worker: one torch thread each keeps timings sane."""
+    torch.set_num_threads(1)
+    yield

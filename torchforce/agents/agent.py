@@ -1,0 +1,733 @@
+"""The Agent API of 2018 (seed 003): ``act``/``observe``/``reset``/``close``/``save_model``/``restore_model``.
+
+An agent acts on one state or on a batch of states (one row per parallel environment, each with its own episode
+bookkeeping), and learns from what ``observe`` tells it. Algorithms subclass ``Agent`` directly and implement
+``_update`` (and, where acting differs, ``_act_rows``); everything else lives here.
+"""
+
+from __future__ import annotations
+
+import inspect
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar
+
+import numpy as np
+import torch
+from torch import nn
+
+from torchforce.agents.checkpoint import find_checkpoint, load_checkpoint, save_checkpoint
+from torchforce.agents.rows import Batch, Rows, Segments
+from torchforce.agents.update_mode import Schedule, UpdateMode
+from torchforce.core.memories import FieldSpec, build_memory
+from torchforce.core.summaries import Summarizer
+from torchforce.spec import (
+    ActionSpec,
+    SpecError,
+    StateSpec,
+    did_you_mean,
+    expect_dict,
+    expect_float,
+    expect_int,
+    normalize_actions,
+    normalize_states,
+)
+
+STATE_DTYPES = {"float": np.float32, "int": np.int64, "bool": np.bool_}
+SAVER_KEYS = ("directory", "file", "seconds", "steps", "load", "basename")
+
+
+@dataclass
+class Transitions:
+    """A retrieved batch as tensors, with named fields."""
+
+    states: dict[str, torch.Tensor]
+    internals: dict[str, torch.Tensor]
+    actions: dict[str, torch.Tensor]
+    reward: torch.Tensor
+    terminal: torch.Tensor
+    next_states: dict[str, torch.Tensor]
+    weights: torch.Tensor | None = None
+    indices: np.ndarray | None = None
+
+    def __len__(self) -> int:
+        return int(self.reward.shape[0])
+
+    def flat(self) -> dict[str, torch.Tensor]:
+        """One flat dict of tensors with the same leading size, as optimizers take it (``states/<name>``...)."""
+        data: dict[str, torch.Tensor] = {"reward": self.reward, "terminal": self.terminal}
+        for prefix in ("states", "internals", "actions", "next_states"):
+            data.update({f"{prefix}/{name}": value for name, value in getattr(self, prefix).items()})
+        if self.weights is not None:
+            data["weights"] = self.weights
+        return data
+
+
+def group(data: dict[str, torch.Tensor], prefix: str) -> dict[str, torch.Tensor]:
+    """The entries of a flat batch under ``prefix/``, keyed by name."""
+    start = len(prefix) + 1
+    return {key[start:]: value for key, value in data.items() if key.startswith(prefix + "/")}
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, (StateSpec, ActionSpec)):
+        return value.to_dict()
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    return repr(value)
+
+
+class Agent:
+    """Base of every agent. ``states``/``actions`` take the 2018 spec forms (reference §3)."""
+
+    name: ClassVar[str] = "agent"
+    learning: ClassVar[bool] = False  # agents that store experience and update
+
+    def __init__(
+        self,
+        states: Any,
+        actions: Any,
+        *,
+        batched_observe: bool = True,
+        batching_capacity: int = 1000,
+        scope: str | None = None,
+        device: str | None = None,
+        saver: dict | None = None,
+        summarizer: dict | None = None,
+        execution: dict | None = None,
+        seed: int | None = None,
+    ) -> None:
+        self.states_spec, self.single_state = normalize_states(states)
+        self.actions_spec, self.single_action = normalize_actions(actions)
+        self.batched_observe = batched_observe  # accepted for 2018 configs: observe is always cheap now
+        self.batching_capacity = expect_int(batching_capacity, "batching_capacity", minimum=1)
+        self.scope = scope or self.name
+        self.device = self._device(device)
+        self.execution = execution
+        self.seed = expect_int(seed, "seed", allow_none=True)
+        if self.seed is not None:
+            torch.manual_seed(self.seed)
+        self.rng = np.random.default_rng(self.seed)
+        self.timestep = 0
+        self.episode = 0
+        self.updates = 0
+        self._stop = False
+        self._num_rows = 0
+        self._acted = False
+        self._new_episode = np.zeros(0, dtype=bool)
+        self._returns = np.zeros(0, dtype=np.float64)
+        self._internals: dict[str, torch.Tensor] = {}
+        self.processed_states = dict(self.states_spec)
+        self.saver = self._saver_spec(saver)
+        self.summarizer = Summarizer(summarizer or {}, "summarizer")
+        self._last_save = (0, time.monotonic())
+
+    # ------------------------------------------------------------------ construction helpers
+
+    @staticmethod
+    def _device(device: str | None) -> torch.device:
+        if device is None:
+            return torch.device("cpu")
+        try:
+            resolved = torch.device(device)
+        except (RuntimeError, TypeError):
+            raise SpecError("device", "not a torch device", got=device, expected='"cpu" or "cuda"') from None
+        if resolved.type == "cuda" and not torch.cuda.is_available():
+            raise SpecError("device", "CUDA is not available on this machine", got=device, hint='Use "cpu".')
+        return resolved
+
+    @staticmethod
+    def _saver_spec(saver: dict | None) -> dict[str, Any] | None:
+        if saver is None:
+            return None
+        saver = expect_dict(saver, "saver")
+        for key in saver:
+            if key not in SAVER_KEYS:
+                guess = did_you_mean(key, SAVER_KEYS)
+                raise SpecError(f"saver.{key}", "unknown key", hint=f"Did you mean '{guess}'?" if guess else None)
+        if saver.get("directory") is None:
+            return None
+        spec = {"directory": str(saver["directory"]), "basename": saver.get("basename", "model"),
+                "load": saver.get("load", True), "file": saver.get("file")}  # fmt: skip
+        spec["steps"] = expect_int(saver.get("steps"), "saver.steps", minimum=1, allow_none=True)
+        spec["seconds"] = expect_float(saver.get("seconds"), "saver.seconds", minimum=0.0, allow_none=True)
+        if spec["steps"] is None and spec["seconds"] is None:
+            spec["seconds"] = 600.0
+        return spec
+
+    def _remember(self, arguments: dict[str, Any]) -> None:
+        """Record the resolved spec (every constructor argument, defaults included) for checkpoints."""
+        signature = inspect.signature(type(self).__init__)
+        spec: dict[str, Any] = {"type": self.name}
+        for key, parameter in signature.parameters.items():
+            if key in ("self", "states", "actions") or parameter.kind is inspect.Parameter.VAR_KEYWORD:
+                continue
+            spec[key] = _jsonable(arguments.get(key, parameter.default))
+        spec["states"] = _jsonable(self.states_spec)
+        spec["actions"] = _jsonable(self.actions_spec)
+        self.spec = spec
+
+    def _setup_learning(
+        self,
+        *,
+        network: Any,
+        update_mode: Any,
+        memory: Any,
+        states_preprocessing: Any,
+        actions_exploration: Any,
+        reward_preprocessing: Any,
+        distributions: Any,
+        variable_noise: float | None,
+        default_update_mode: dict[str, Any],
+        default_memory: dict[str, Any],
+        on_policy: bool,
+    ) -> None:
+        """Build what every learning agent has: preprocessing, the policy, explorations, memory and schedule."""
+        from torchforce.core.explorations import build_explorations
+        from torchforce.core.networks import build_network
+        from torchforce.core.policy import Policy
+        from torchforce.core.preprocessors import build_preprocessing, build_reward_preprocessing
+
+        self.preprocessing = build_preprocessing(states_preprocessing, self.states_spec, path="states_preprocessing")
+        self.processed_states = {
+            name: (self.preprocessing[name].processed_spec if name in self.preprocessing else spec)
+            for name, spec in self.states_spec.items()
+        }
+        self.reward_preprocessing = build_reward_preprocessing(reward_preprocessing, path="reward_preprocessing")
+        self.explorations = build_explorations(actions_exploration, self.actions_spec, path="actions_exploration")
+        self.variable_noise = expect_float(variable_noise, "variable_noise", minimum=0.0, allow_none=True)
+        if network is None:
+            raise SpecError(
+                "network",
+                f"{self.name} needs a network",
+                hint='Pass a layer list, e.g. [{"type": "dense", "size": 64}].',
+            )
+        self.policy = Policy(build_network(network, self.processed_states, path="network"), self.actions_spec,
+                             distributions, path="distributions").to(self.device)  # fmt: skip
+        self.update_mode = UpdateMode.from_spec(update_mode, default_update_mode)
+        self.schedule = Schedule(self.update_mode)
+        self.on_policy = on_policy
+        self.fields = self._fields()
+        memory_spec = default_memory if memory is None else memory
+        if isinstance(memory_spec, dict) and "capacity" not in memory_spec:
+            memory_spec = {**memory_spec, "capacity": default_memory["capacity"]}
+        self.memory = build_memory(memory_spec, self.fields, rng=self.rng.spawn(1)[0], path="memory")
+        self._completed = {"timesteps": 0, "episodes": 0}
+        self._rows: Rows | None = None
+        self._segments: Segments | None = None
+        self._internals: dict[str, torch.Tensor] = {}
+
+    def _fields(self) -> dict[str, FieldSpec]:
+        fields = {"reward": FieldSpec((), np.float32), "terminal": FieldSpec((), np.int8)}
+        for name, spec in self.processed_states.items():
+            dtype = STATE_DTYPES[spec.type]
+            fields[f"states/{name}"] = FieldSpec(spec.shape, dtype)
+            fields[f"next_states/{name}"] = FieldSpec(spec.shape, dtype)
+        for name, shape in self.policy.network.internals.items():
+            fields[f"internals/{name}"] = FieldSpec(shape, np.float32)
+        for name, spec in self.actions_spec.items():
+            fields[f"actions/{name}"] = FieldSpec(spec.shape, STATE_DTYPES[spec.type])
+        return fields
+
+    # ------------------------------------------------------------------ the public API
+
+    @staticmethod
+    def from_spec(spec: Any, kwargs: dict[str, Any] | None = None) -> Agent:
+        """Build an agent from a spec (dict, file path or name) plus ``kwargs`` (states, actions, network...)."""
+        from torchforce.agents import create_agent
+
+        return create_agent(spec, **(kwargs or {}))
+
+    def reset(self) -> None:
+        """Start a new episode in every row: recurrent state, preprocessors and explorations start over."""
+        self._acted = False
+        if self._num_rows:
+            self._new_episode[:] = True
+            if self.learning and self._rows is not None:
+                self._rows.waiting[:] = False
+
+    def act(self, states: Any, deterministic: bool = False, independent: bool = False) -> Any:
+        """Actions for one state, or for a batch of states (one row per parallel environment).
+
+        ``deterministic`` turns exploration and sampling off; ``independent`` acts without recording the step
+        (no observe expected, counters unchanged), e.g. for evaluation.
+        """
+        batch, batched = self._as_batch(states)
+        rows = next(iter(batch.values())).shape[0]
+        if independent:
+            return self._as_output(self._act_independent(batch, rows, deterministic), batched)
+        if rows != self._num_rows:
+            self._resize(rows)
+        if self._acted:
+            raise RuntimeError("act() was called twice without observe() in between; call observe(terminal, reward).")
+        if self._new_episode.any():
+            self._start_episodes(np.flatnonzero(self._new_episode))
+        if self.learning:
+            batch = self._preprocess(batch)
+            if self._rows.waiting.any():
+                waiting = self._rows.waiting
+                every = bool(waiting.all())
+                selected = None if every else np.flatnonzero(waiting)
+                self._complete(selected, batch if every else {k: v[selected] for k, v in batch.items()})
+                self._rows.waiting[:] = False
+                self._maybe_update()
+        before = self._internals
+        actions, self._internals = self._act_rows(batch, before, deterministic=deterministic)
+        if self.learning:
+            self._record(batch, before, actions)
+        self._acted = True
+        self.timestep += rows
+        return self._as_output(actions, batched)
+
+    def observe(self, terminal: Any, reward: Any, next_states: Any = None) -> None:
+        """What followed the last ``act``: ``terminal`` (0/False, 1/True, or 2 for a time-limit truncation) and
+        ``reward``, scalars or one per row. ``next_states`` are the final states of rows that ended with 2, so
+        learning targets bootstrap through the truncation."""
+        if not self._acted:
+            raise RuntimeError("observe() was called without a preceding act().")
+        terminal = self._per_row(terminal, np.int8, "terminal")
+        reward = self._per_row(reward, np.float32, "reward")
+        if np.any((terminal < 0) | (terminal > 2)):
+            raise ValueError(f"terminal must be 0/False, 1/True or 2 (truncated), got {terminal.tolist()}")
+        self._acted = False
+        ended = terminal != 0
+        self._returns += reward
+        if self.learning:
+            self._observe_rows(terminal, reward, ended, next_states)
+        if ended.any():
+            finished = np.flatnonzero(ended)
+            self.episode += len(finished)
+            self._new_episode[finished] = True
+            if self.summarizer.enabled:
+                for row in finished:
+                    self.summarizer.scalars({"episode/return": self._returns[row]}, self.timestep)
+            self._returns[finished] = 0.0
+        if self.learning:
+            self._maybe_update()
+        self._maybe_save()
+
+    def should_stop(self) -> bool:
+        return self._stop
+
+    def close(self) -> None:
+        """Save a final checkpoint if a saver directory is set, and close the summary writer."""
+        if self.saver is not None and not self._acted:
+            self.save_model()
+        self.summarizer.close()
+
+    # ------------------------------------------------------------------ rows and transitions
+
+    def _as_batch(self, states: Any) -> tuple[dict[str, np.ndarray], bool]:
+        if self.single_state:
+            ((name, spec),) = self.states_spec.items()
+            array = np.asarray(states, dtype=STATE_DTYPES[spec.type])
+            batched = array.ndim == len(spec.shape) + 1
+            if not batched and array.shape != spec.shape:
+                raise ValueError(f"state has shape {array.shape}, expected {spec.shape} or (batch, *{spec.shape})")
+            return {name: array if batched else array[None]}, batched
+        if not isinstance(states, dict):
+            raise TypeError(f"this agent has named states {sorted(self.states_spec)}: pass a dict of arrays")
+        missing = set(self.states_spec) - set(states)
+        if missing:
+            raise ValueError(f"states is missing {sorted(missing)}")
+        batch, batched = {}, None
+        for name, spec in self.states_spec.items():
+            array = np.asarray(states[name], dtype=STATE_DTYPES[spec.type])
+            is_batched = array.ndim == len(spec.shape) + 1
+            batched = is_batched if batched is None else batched
+            batch[name] = array if is_batched else array[None]
+        return batch, bool(batched)
+
+    def _as_output(self, actions: dict[str, np.ndarray], batched: bool) -> Any:
+        if not batched:
+            actions = {name: values[0] for name, values in actions.items()}
+        if self.single_action:
+            return next(iter(actions.values()))
+        return actions
+
+    def _per_row(self, value: Any, dtype: type, name: str) -> np.ndarray:
+        array = np.asarray(value).astype(dtype).reshape(-1)
+        if array.shape[0] == 1 and self._num_rows > 1:
+            raise ValueError(f"{name}: {self._num_rows} rows acted, so observe needs {self._num_rows} values")
+        if array.shape[0] != self._num_rows:
+            raise ValueError(f"{name}: expected {self._num_rows} values (one per row), got {array.shape[0]}")
+        return array
+
+    def _resize(self, rows: int) -> None:
+        """A new number of parallel rows: every row starts a new episode."""
+        if self._acted:
+            raise RuntimeError(f"act() got {rows} rows but the last act() had {self._num_rows} and was not observed.")
+        self._num_rows = rows
+        self._new_episode = np.ones(rows, dtype=bool)
+        self._returns = np.zeros(rows, dtype=np.float64)
+        if self.learning:
+            if self._segments is not None:
+                self._flush_segments()
+            self._rows = Rows(self.fields, rows)
+            self._segments = Segments(self.fields, rows) if self.on_policy else None
+            self._internals = self.policy.network.initial_internals(rows)
+            self._internals = {k: v.to(self.device) for k, v in self._internals.items()}
+
+    def _start_episodes(self, rows: np.ndarray) -> None:
+        self._new_episode[rows] = False
+        if not self.learning:
+            return
+        for name, value in self._internals.items():
+            value = value.clone()  # tensors made under inference_mode cannot be changed in place
+            value[torch.as_tensor(rows)] = 0.0
+            self._internals[name] = value
+        for stack in self.preprocessing.values():
+            stack.reset(rows)
+        for exploration in self.explorations.values():
+            if hasattr(exploration, "reset"):
+                exploration.reset(rows)
+
+    def _preprocess(self, batch: Batch, rows: np.ndarray | None = None) -> Batch:
+        if not self.preprocessing:
+            return batch
+        return {name: (self.preprocessing[name].process(v, rows) if name in self.preprocessing else v)
+                for name, v in batch.items()}  # fmt: skip
+
+    def _record(self, batch: Batch, internals: dict[str, torch.Tensor], actions: dict[str, np.ndarray]) -> None:
+        record = self._rows.record
+        for name, values in batch.items():
+            record[f"states/{name}"][:] = values
+        for name, values in internals.items():
+            record[f"internals/{name}"][:] = values.detach().cpu().numpy()
+        for name, values in actions.items():
+            record[f"actions/{name}"][:] = values
+
+    def _observe_rows(self, terminal: np.ndarray, reward: np.ndarray, ended: np.ndarray, next_states: Any) -> None:
+        record = self._rows.record
+        record["reward"][:] = self.reward_preprocessing.process(reward) if self.reward_preprocessing else reward
+        record["terminal"][:] = terminal
+        if ended.any():
+            rows = np.flatnonzero(ended)
+            finals = {name: record[f"states/{name}"][rows] for name in self.processed_states}
+            truncated = rows[terminal[rows] == 2]
+            if len(truncated) and next_states is not None:
+                given, _ = self._as_batch(next_states)
+                if next(iter(given.values())).shape[0] != self._num_rows:
+                    raise ValueError(f"next_states must have one row per acted row ({self._num_rows})")
+                processed = self._preprocess({k: v[truncated] for k, v in given.items()}, truncated)
+                where = np.searchsorted(rows, truncated)
+                for name, values in processed.items():
+                    finals[name][where] = values
+            self._complete(rows, finals)
+        self._rows.waiting[:] = ~ended
+
+    def _complete(self, rows: np.ndarray | None, next_states: Batch) -> None:
+        """Transitions of ``rows`` (None: all) are complete: to the memory, or staged per row (on-policy)."""
+        batch = self._rows.take(rows, next_states)
+        count = self._num_rows if rows is None else len(rows)
+        self._completed["timesteps"] += count
+        if not self.on_policy:
+            self.memory.store(batch)
+            self._completed["episodes"] += int(np.count_nonzero(batch["terminal"]))
+            return
+        indices = np.arange(self._num_rows) if rows is None else rows
+        self._segments.append(batch, indices)
+        for row in indices[batch["terminal"] != 0]:
+            self._completed["episodes"] += 1
+            if self.update_mode.unit == "episodes":
+                self.memory.store(self._segments.flush(int(row)))
+
+    def _flush_segments(self) -> None:
+        for row in range(len(self._segments.lengths)):
+            segment = self._segments.flush(row, cut=True)
+            if segment is not None:
+                self.memory.store(segment)
+
+    # ------------------------------------------------------------------ acting and updating
+
+    def _tensors(self, batch: Batch) -> dict[str, torch.Tensor]:
+        return {name: torch.from_numpy(values).to(self.device) for name, values in batch.items()}
+
+    def _act_independent(self, batch: Batch, rows: int, deterministic: bool) -> dict[str, np.ndarray]:
+        """Acting that leaves the training rows alone: their recurrent state is read, never advanced, and a batch
+        of another size starts from zero recurrent state. (Stateful preprocessors such as ``sequence`` do advance.)"""
+        if self.learning:
+            batch = self._preprocess(batch)
+            internals = self._internals if rows == self._num_rows else self.policy.network.initial_internals(rows)
+            internals = {k: v.to(self.device) for k, v in internals.items()}
+        else:
+            internals = {}
+        return self._act_rows(batch, internals, deterministic=deterministic)[0]
+
+    def _act_rows(
+        self, batch: Batch, internals: dict[str, torch.Tensor], *, deterministic: bool
+    ) -> tuple[dict[str, np.ndarray], dict[str, torch.Tensor]]:
+        """Actions for the (preprocessed) batch from the policy, then exploration unless deterministic."""
+        noise = self._add_variable_noise() if self.variable_noise and not deterministic else None
+        with torch.inference_mode():
+            params, internals, _ = self.policy(self._tensors(batch), internals)
+            sampled = self.policy.sample(params, deterministic=self._act_deterministically(deterministic))
+        if noise is not None:
+            self._remove_variable_noise(noise)
+        actions = {name: values.cpu().numpy() for name, values in sampled.items()}
+        if not deterministic and self.explorations:
+            from torchforce.core.explorations import explore
+
+            for name, exploration in self.explorations.items():
+                actions[name] = explore(self.actions_spec[name], actions[name], exploration,
+                                        timestep=self.timestep, rng=self.rng)  # fmt: skip
+        return actions, internals
+
+    def _act_deterministically(self, deterministic: bool) -> bool:
+        return deterministic
+
+    def _add_variable_noise(self) -> list[torch.Tensor]:
+        noise = []
+        with torch.no_grad():
+            for parameter in self.policy.parameters():
+                sample = torch.randn_like(parameter) * self.variable_noise
+                parameter.add_(sample)
+                noise.append(sample)
+        return noise
+
+    def _remove_variable_noise(self, noise: list[torch.Tensor]) -> None:
+        with torch.no_grad():
+            for parameter, sample in zip(self.policy.parameters(), noise, strict=True):
+                parameter.sub_(sample)
+
+    def _maybe_update(self) -> None:
+        unit = "episodes" if self.update_mode.unit == "episodes" else "timesteps"
+        due = self.schedule.due(self._completed[unit])
+        if self.on_policy:
+            due = min(due, 1)
+        for _ in range(due):
+            if self.on_policy and self.update_mode.unit != "episodes":
+                self._flush_segments()
+            info = self._update(self._retrieve())
+            self.updates += 1
+            if self.summarizer.due(self.timestep):
+                self.summarizer.scalars(info, self.timestep, prefix="update/")
+
+    def _retrieve(self) -> Transitions:
+        mode = self.update_mode
+        if mode.unit == "timesteps":
+            data = self.memory.retrieve_timesteps(mode.batch_size)
+        elif mode.unit == "episodes":
+            data = self.memory.retrieve_episodes(mode.batch_size)
+        else:
+            data = self.memory.retrieve_sequences(mode.batch_size, mode.length)
+        return self._transitions(data)
+
+    def _transitions(self, data: Batch) -> Transitions:
+        def group(prefix: str) -> dict[str, torch.Tensor]:
+            return {key[len(prefix):]: torch.from_numpy(np.ascontiguousarray(v)).to(self.device)
+                    for key, v in data.items() if key.startswith(prefix)}  # fmt: skip
+
+        weights = data.get("weights")
+        return Transitions(
+            states=group("states/"),
+            internals=group("internals/"),
+            actions=group("actions/"),
+            reward=torch.from_numpy(data["reward"]).to(self.device),
+            terminal=torch.from_numpy(data["terminal"]).to(self.device),
+            next_states=group("next_states/"),
+            weights=None if weights is None else torch.from_numpy(weights).to(self.device),
+            indices=data.get("indices"),
+        )
+
+    def _update(self, batch: Transitions) -> dict[str, float]:
+        raise NotImplementedError(f"{type(self).__name__} does not learn")
+
+    # ------------------------------------------------------------------ experience, parameters
+
+    def import_experience(self, experiences: Any) -> None:
+        """Put recorded experience into the memory: a list of dicts, or a dict of lists, with ``states``,
+        ``actions``, ``terminal``, ``reward`` (and ``internals`` for recurrent networks). The next state of a step
+        is the following step's state within its episode."""
+        if not self.learning:
+            raise RuntimeError(f"{self.name} agents have no memory to import experience into")
+        if isinstance(experiences, dict):
+            count = len(experiences["reward"])
+            experiences = [{key: experiences[key][i] for key in experiences} for i in range(count)]
+        if not experiences:
+            return
+        states = [self._as_batch(e["states"])[0] for e in experiences]
+        batch: Batch = {}
+        for name in self.processed_states:
+            current = np.concatenate([s[name] for s in states])
+            following = np.concatenate([current[1:], current[-1:]])
+            batch[f"states/{name}"], batch[f"next_states/{name}"] = current, following
+        for name, action in self.actions_spec.items():
+            values = [e["actions"] if self.single_action else e["actions"][name] for e in experiences]
+            batch[f"actions/{name}"] = np.asarray(values, dtype=STATE_DTYPES[action.type]).reshape((-1,) + action.shape)
+        for name, shape in self.policy.network.internals.items():
+            values = [e.get("internals", {}).get(name, np.zeros(shape)) for e in experiences]
+            batch[f"internals/{name}"] = np.asarray(values, dtype=np.float32)
+        batch["terminal"] = np.asarray([int(e["terminal"]) for e in experiences], dtype=np.int8)
+        batch["reward"] = np.asarray([e["reward"] for e in experiences], dtype=np.float32)
+        if batch["terminal"][-1] == 0:
+            batch["terminal"][-1] = 2
+        self.memory.store(batch)
+
+    def trainable_modules(self) -> dict[str, nn.Module]:
+        """The modules whose parameters the agent learns (subclasses add theirs)."""
+        return {"policy": self.policy} if self.learning else {}
+
+    def get_parameters(self) -> dict[str, torch.Tensor]:
+        """A copy of every learned parameter, keyed ``module.parameter``."""
+        return {f"{module_name}.{name}": parameter.detach().clone()
+                for module_name, module in self.trainable_modules().items()
+                for name, parameter in module.named_parameters()}  # fmt: skip
+
+    def set_parameters(self, parameters: dict[str, torch.Tensor]) -> None:
+        own = self._named_parameters()
+        unknown = set(parameters) - set(own)
+        if unknown:
+            raise KeyError(f"unknown parameters {sorted(unknown)[:5]}")
+        with torch.no_grad():
+            for name, value in parameters.items():
+                own[name].copy_(value)
+
+    def _named_parameters(self) -> dict[str, torch.Tensor]:
+        return {f"{module_name}.{name}": parameter
+                for module_name, module in self.trainable_modules().items()
+                for name, parameter in module.named_parameters()}  # fmt: skip
+
+    def compute_update(self) -> dict[str, torch.Tensor]:
+        """The parameter change one update would make, without leaving it applied (for parameter servers).
+
+        The optimizers' own state (e.g. Adam moments) does advance, as each worker keeps its own.
+        """
+        before = self.get_parameters()
+        self._update(self._retrieve())
+        after = self.get_parameters()
+        self.set_parameters(before)
+        return {name: after[name] - before[name] for name in before}
+
+    def apply_update(self, deltas: dict[str, torch.Tensor]) -> None:
+        own = self._named_parameters()
+        with torch.no_grad():
+            for name, delta in deltas.items():
+                own[name].add_(delta.to(own[name].device))
+        self.updates += 1
+
+    # ------------------------------------------------------------------ saving and restoring
+
+    def _state(self) -> dict[str, Any]:
+        """Everything needed to continue exactly where the agent is (subclasses extend it)."""
+        state: dict[str, Any] = {
+            "counters": {"timestep": self.timestep, "episode": self.episode, "updates": self.updates},
+            "rows": {
+                "num_rows": self._num_rows,
+                "acted": self._acted,
+                "new_episode": self._new_episode.copy(),
+                "returns": self._returns.copy(),
+            },  # fmt: skip
+            "rng": {"torch": torch.get_rng_state(), "numpy": self.rng.bit_generator.state},
+        }
+        if self.learning:
+            state["modules"] = {name: module.state_dict() for name, module in self.trainable_modules().items()}
+            state["optimizers"] = {name: optimizer.state_dict() for name, optimizer in self.optimizers().items()}
+            state["memory"] = self.memory.state_dict()
+            state["schedule"] = self.schedule.state_dict()
+            state["completed"] = dict(self._completed)
+            state["preprocessing"] = {name: stack.state_dict() for name, stack in self.preprocessing.items()}
+            if self.reward_preprocessing is not None:
+                state["reward_preprocessing"] = self.reward_preprocessing.state_dict()
+            state["explorations"] = {name: e.state_dict() for name, e in self.explorations.items()
+                                     if hasattr(e, "state_dict")}  # fmt: skip
+            state["internals"] = {name: value.cpu() for name, value in self._internals.items()}
+            state["open"] = None if self._rows is None else self._rows.state_dict()
+            state["segments"] = None if self._segments is None else self._segments.state_dict()
+        return state
+
+    def _load_state(self, state: dict[str, Any]) -> None:
+        counters = state["counters"]
+        self.timestep, self.episode, self.updates = counters["timestep"], counters["episode"], counters["updates"]
+        rows = state["rows"]
+        self._num_rows = 0
+        if rows["num_rows"]:
+            self._resize(int(rows["num_rows"]))
+        self._acted = bool(rows["acted"])
+        self._new_episode = np.array(rows["new_episode"], dtype=bool)
+        self._returns = np.array(rows["returns"], dtype=np.float64)
+        torch.set_rng_state(torch.as_tensor(state["rng"]["torch"], dtype=torch.uint8))
+        self.rng.bit_generator.state = state["rng"]["numpy"]
+        if not self.learning:
+            return
+        for name, module in self.trainable_modules().items():
+            module.load_state_dict(_tensors_in(state["modules"][name]))
+        for name, optimizer in self.optimizers().items():
+            optimizer.load_state_dict(_tensors_in(state["optimizers"][name]))
+        self.memory.load_state_dict(state["memory"])
+        self.schedule.load_state_dict(state["schedule"])
+        self._completed = dict(state["completed"])
+        for name, stack in self.preprocessing.items():
+            stack.load_state_dict(state["preprocessing"][name])
+        if self.reward_preprocessing is not None:
+            self.reward_preprocessing.load_state_dict(state["reward_preprocessing"])
+        for name, values in state["explorations"].items():
+            self.explorations[name].load_state_dict(values)
+        self._internals = {name: torch.as_tensor(v).to(self.device) for name, v in state["internals"].items()}
+        if state["open"] is not None:
+            self._rows.load_state_dict(state["open"])
+        if state["segments"] is not None:
+            self._segments.load_state_dict(state["segments"])
+
+    def optimizers(self) -> dict[str, Any]:
+        """The agent's optimizers by name (subclasses list theirs), saved with the model."""
+        return {}
+
+    def save_model(self, directory: str | Path | None = None, append_timestep: bool = True) -> str:
+        """Save the whole agent state; returns the checkpoint path. ``directory`` defaults to the saver's."""
+        directory = directory if directory is not None else (self.saver or {}).get("directory")
+        if directory is None:
+            raise ValueError("save_model() needs a directory (none given and no saver directory configured)")
+        basename = (self.saver or {}).get("basename", "model")
+        name = f"{basename}-{self.timestep}" if append_timestep else basename
+        manifest = {"agent": self.name, "timestep": self.timestep, "episode": self.episode, "updates": self.updates,
+                    "saved_at": time.strftime("%Y-%m-%dT%H:%M:%S"), "spec": getattr(self, "spec", None)}  # fmt: skip
+        path = save_checkpoint(directory, name, self._state(), manifest)
+        self._last_save = (self.timestep, time.monotonic())
+        return str(path)
+
+    def restore_model(self, directory: str | Path | None = None, file: str | None = None) -> None:
+        """Restore a checkpoint: ``file`` in ``directory``, or the latest one there."""
+        directory = directory if directory is not None else (self.saver or {}).get("directory")
+        if directory is None and file is None:
+            raise ValueError("restore_model() needs a directory or a file")
+        path = find_checkpoint(directory or Path(file).parent, file)
+        payload = load_checkpoint(path)
+        self._load_state(payload)
+
+    def _maybe_save(self) -> None:
+        if self.saver is None or self._acted:
+            return
+        steps, seconds = self.saver["steps"], self.saver["seconds"]
+        last_step, last_time = self._last_save
+        if (steps is not None and self.timestep - last_step >= steps) or (
+            seconds is not None and time.monotonic() - last_time >= seconds
+        ):
+            self.save_model()
+
+    def _load_on_start(self) -> None:
+        """The saver's ``load``: restore the latest checkpoint in its directory, if there is one."""
+        if self.saver is None or not self.saver["load"]:
+            return
+        directory = Path(self.saver["directory"])
+        if (directory / "checkpoint").is_file() or self.saver.get("file"):
+            self.restore_model(directory, self.saver.get("file"))
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(timestep={self.timestep}, episode={self.episode}, updates={self.updates})"
+
+
+def _tensors_in(tree: Any) -> Any:
+    """Optimizer/module state dicts come back from checkpoints with numpy arrays where tensors were packed."""
+    if isinstance(tree, np.ndarray):
+        return torch.from_numpy(tree)
+    if isinstance(tree, dict):
+        return {key: _tensors_in(value) for key, value in tree.items()}
+    if isinstance(tree, list):
+        return [_tensors_in(value) for value in tree]
+    return tree

@@ -1,0 +1,93 @@
+"""Checkpoint files: one ``<basename>-<timestep>.pt`` (torch.save, loadable with ``weights_only=True``), a JSON
+manifest beside it (the resolved spec and the counters, readable by people and by ``tfcli``), and a ``checkpoint``
+pointer file naming the latest one.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+POINTER = "checkpoint"
+FORMAT = 1
+
+
+def pack(tree: Any) -> Any:
+    """Numpy arrays become tagged tensors so the file loads with ``weights_only=True`` and unpacks exactly."""
+    if isinstance(tree, np.ndarray):
+        return {"__ndarray__": torch.from_numpy(np.ascontiguousarray(tree)).clone()}
+    if isinstance(tree, np.generic):
+        return {"__ndarray__": torch.from_numpy(np.asarray(tree)).clone(), "__scalar__": True}
+    if isinstance(tree, dict):
+        return {key: pack(value) for key, value in tree.items()}
+    if isinstance(tree, (list, tuple)):
+        return type(tree)(pack(value) for value in tree)
+    return tree
+
+
+def unpack(tree: Any) -> Any:
+    if isinstance(tree, dict):
+        if "__ndarray__" in tree:
+            array = tree["__ndarray__"].numpy()
+            return array[()] if tree.get("__scalar__") else array
+        return {key: unpack(value) for key, value in tree.items()}
+    if isinstance(tree, (list, tuple)):
+        return type(tree)(unpack(value) for value in tree)
+    return tree
+
+
+def _atomic_write(path: Path, write) -> None:
+    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=path.name + ".", suffix=".tmp")
+    os.close(handle)
+    try:
+        write(temporary)
+        os.replace(temporary, path)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
+
+
+def save_checkpoint(directory: str | Path, name: str, payload: dict[str, Any], manifest: dict[str, Any]) -> Path:
+    """Write ``<name>.pt`` and ``<name>.json`` atomically, then point ``checkpoint`` at them. Returns the .pt path."""
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / f"{name}.pt"
+    _atomic_write(path, lambda file: torch.save(pack({"format": FORMAT, **payload}), file))
+    text = json.dumps({"format": FORMAT, "file": path.name, **manifest}, indent=2, default=str)
+    _atomic_write(directory / f"{name}.json", lambda file: Path(file).write_text(text))
+    _atomic_write(directory / POINTER, lambda file: Path(file).write_text(json.dumps({"latest": path.name}) + "\n"))
+    return path
+
+
+def find_checkpoint(directory: str | Path, file: str | None = None) -> Path:
+    """The checkpoint to restore: ``file`` inside ``directory`` (with or without .pt), or the latest one."""
+    directory = Path(directory)
+    if file is not None:
+        candidate = Path(file)
+        if not candidate.is_absolute():
+            candidate = directory / candidate
+        if candidate.suffix != ".pt":
+            candidate = candidate.with_name(candidate.name + ".pt")
+        if not candidate.is_file():
+            raise FileNotFoundError(f"no checkpoint {candidate}")
+        return candidate
+    pointer = directory / POINTER
+    if not pointer.is_file():
+        raise FileNotFoundError(f"no checkpoint in {directory} (no '{POINTER}' file)")
+    latest = directory / json.loads(pointer.read_text())["latest"]
+    if not latest.is_file():
+        raise FileNotFoundError(f"the checkpoint named by {pointer} is missing: {latest.name}")
+    return latest
+
+
+def load_checkpoint(path: str | Path) -> dict[str, Any]:
+    payload = unpack(torch.load(path, map_location="cpu", weights_only=True))
+    if payload.get("format") != FORMAT:
+        raise ValueError(f"{path}: unsupported checkpoint format {payload.get('format')!r}, expected {FORMAT}")
+    return payload

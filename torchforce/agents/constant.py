@@ -1,0 +1,61 @@
+"""ConstantAgent: always the same action (``action_values`` maps action names to values)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import torch
+
+from torchforce.agents.agent import STATE_DTYPES, Agent, Batch
+from torchforce.spec import SpecError, expect_dict, unknown_name_error
+
+
+class ConstantAgent(Agent):
+    name = "constant"
+
+    def __init__(
+        self,
+        states: Any,
+        actions: Any,
+        action_values: Any,
+        *,
+        batched_observe: bool = True,
+        batching_capacity: int = 1000,
+        scope: str = "constant",
+        device: str | None = None,
+        saver: dict | None = None,
+        summarizer: dict | None = None,
+        execution: dict | None = None,
+        distributed: dict | None = None,
+        seed: int | None = None,
+    ) -> None:
+        super().__init__(states, actions, batched_observe=batched_observe, batching_capacity=batching_capacity,
+                         scope=scope, device=device, saver=saver, summarizer=summarizer,
+                         execution=execution or distributed, seed=seed)  # fmt: skip
+        if self.single_action and not isinstance(action_values, dict):
+            action_values = {next(iter(self.actions_spec)): action_values}
+        action_values = expect_dict(action_values, "action_values")
+        self.values: dict[str, np.ndarray] = {}
+        for name, action in self.actions_spec.items():
+            if name not in action_values:
+                raise SpecError("action_values", f"needs a value for action '{name}'", got=action_values)
+            value = np.broadcast_to(np.asarray(action_values[name], dtype=STATE_DTYPES[action.type]), action.shape)
+            if action.type == "int" and not (0 <= value.min() and value.max() < action.num_actions):
+                raise SpecError(f"action_values.{name}", "out of range", got=action_values[name],
+                                expected=f"an integer in [0, {action.num_actions - 1}]")  # fmt: skip
+            if action.bounded and not (action.min_value <= value.min() and value.max() <= action.max_value):
+                raise SpecError(f"action_values.{name}", "out of range", got=action_values[name],
+                                expected=f"a number in [{action.min_value}, {action.max_value}]")  # fmt: skip
+            self.values[name] = value
+        for name in action_values:
+            if name not in self.actions_spec:
+                raise unknown_name_error(f"action_values.{name}", "action", name, self.actions_spec)
+        self._remember(locals())
+        self._load_on_start()
+
+    def _act_rows(
+        self, batch: Batch, internals: dict[str, torch.Tensor], *, deterministic: bool
+    ) -> tuple[dict[str, np.ndarray], dict[str, torch.Tensor]]:
+        rows = next(iter(batch.values())).shape[0]
+        return {name: np.repeat(value[None], rows, axis=0) for name, value in self.values.items()}, internals

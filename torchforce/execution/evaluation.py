@@ -1,0 +1,37 @@
+"""Evaluating an agent: deterministic episodes on a separate environment, without learning."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from torchforce.agents import Agent
+from torchforce.environments import Environment
+
+
+def evaluate(
+    agent: Agent,
+    environment: Environment,
+    *,
+    episodes: int = 20,
+    deterministic: bool = True,
+    max_episode_timesteps: int | None = None,
+) -> list[float]:
+    """Returns of ``episodes`` episodes acted with ``independent=True``: the agent's counters, memory and
+    training rows are untouched, so evaluation can run in the middle of training."""
+    returns = []
+    for _ in range(episodes):
+        state = environment.reset()
+        total, steps = 0.0, 0
+        while True:
+            action = agent.act(state, deterministic=deterministic, independent=True)
+            state, terminal, reward = environment.execute(action)
+            total += reward
+            steps += 1
+            if terminal or (max_episode_timesteps is not None and steps >= max_episode_timesteps):
+                break
+        returns.append(total)
+    return returns
+
+
+def mean_return(returns: list[float]) -> float:
+    return float(np.mean(returns)) if returns else float("nan")

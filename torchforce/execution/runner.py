@@ -1,0 +1,283 @@
+"""The Runner of seed 002 and reference §5.2: an agent acting in one environment, or in N environments stepped as
+one vectorized batch with one ``act`` per step.
+
+Fixed against 2018: an episode is cut at exactly ``max_episode_timesteps`` steps (2018 ran one more), and a cut is
+reported to the agent as a truncation (terminal 2) with the final state, so learning bootstraps through it.
+"""
+
+from __future__ import annotations
+
+import inspect
+import time
+import warnings
+from collections import deque
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from torchforce.agents import Agent
+from torchforce.environments import Environment, VectorEnvironment
+
+
+class Runner:
+    """Runs ``agent`` in ``environment`` (an Environment, a VectorEnvironment, or a list of Environments).
+
+    ``history`` continues the statistics of an earlier run (``episode_rewards``, ``episode_timesteps``,
+    ``episode_times``).
+    """
+
+    def __init__(
+        self,
+        agent: Agent,
+        environment: Environment | VectorEnvironment | list[Environment],
+        repeat_actions: int = 1,
+        history: dict[str, list] | None = None,
+        id_: int = 0,
+    ) -> None:
+        if isinstance(environment, list):
+            environment = VectorEnvironment(environment)
+        if repeat_actions < 1:
+            raise ValueError(f"repeat_actions must be >= 1, got {repeat_actions}")
+        if isinstance(environment, VectorEnvironment) and repeat_actions != 1:
+            raise ValueError("repeat_actions > 1 needs a single environment; wrap each environment to repeat actions")
+        self.agent = agent
+        self.environment = environment
+        self.repeat_actions = repeat_actions
+        self.id = id_
+        self.reset(history)
+
+    @property
+    def vectorized(self) -> bool:
+        return isinstance(self.environment, VectorEnvironment)
+
+    def reset(self, history: dict[str, list] | None = None) -> None:
+        history = history or {}
+        self.episode_rewards: list[float] = list(history.get("episode_rewards", []))
+        self.episode_timesteps: list[int] = list(history.get("episode_timesteps", []))
+        self.episode_times: list[float] = list(history.get("episode_times", []))
+        self.global_episode = len(self.episode_rewards)
+        self.global_timestep = int(sum(self.episode_timesteps))
+        self.episode_timestep = 0
+        self.start_time = time.time()
+
+    # 2018 names, kept for callbacks written against them
+    @property
+    def episode(self) -> int:
+        return self.global_episode
+
+    @property
+    def timestep(self) -> int:
+        return self.global_timestep
+
+    def close(self) -> None:
+        self.agent.close()
+        self.environment.close()
+
+    def run(
+        self,
+        num_timesteps: int | None = None,
+        num_episodes: int | None = None,
+        max_episode_timesteps: int | None = None,
+        deterministic: bool = False,
+        episode_finished: Callable[..., Any] | None = None,
+        summary_report: Callable[..., Any] | None = None,
+        summary_interval: int | None = None,
+        timesteps: int | None = None,
+        episodes: int | None = None,
+        testing: bool = False,
+        sleep: float | None = None,
+        progress: bool = False,
+    ) -> None:
+        """Run until ``num_timesteps`` steps or ``num_episodes`` episodes more (whichever comes first), or until
+        ``episode_finished`` returns something falsy, or the agent says stop.
+
+        ``testing`` acts without learning. ``progress`` shows a progress bar with steps/s and the mean return.
+        """
+        if timesteps is not None:
+            warnings.warn("run(timesteps=...) is deprecated; use num_timesteps", DeprecationWarning, stacklevel=2)
+            num_timesteps = num_timesteps if num_timesteps is not None else timesteps
+        if episodes is not None:
+            warnings.warn("run(episodes=...) is deprecated; use num_episodes", DeprecationWarning, stacklevel=2)
+            num_episodes = num_episodes if num_episodes is not None else episodes
+        if summary_report is not None or summary_interval is not None:
+            warnings.warn(
+                "summary_report/summary_interval are deprecated; use episode_finished", DeprecationWarning, stacklevel=2
+            )
+        self._limits = (
+            None if num_timesteps is None else self.global_timestep + num_timesteps,
+            None if num_episodes is None else self.global_episode + num_episodes,
+        )
+        self._callback = _callback(episode_finished)
+        self._bar = _ProgressBar(num_timesteps, num_episodes) if progress else None
+        self._stopped = False
+        self.agent.reset()
+        try:
+            if self.vectorized:
+                self._run_vectorized(max_episode_timesteps, deterministic, testing, sleep)
+            else:
+                self._run_single(max_episode_timesteps, deterministic, testing, sleep)
+        finally:
+            if self._bar is not None:
+                self._bar.close()
+
+    # ------------------------------------------------------------------ one environment
+
+    def _run_single(self, max_steps: int | None, deterministic: bool, testing: bool, sleep: float | None) -> None:
+        while not self._stopped:
+            state = self.environment.reset()
+            self.agent.reset()
+            self.episode_timestep, episode_reward, started = 0, 0.0, time.time()
+            while True:
+                action = self.agent.act(state, deterministic=deterministic, independent=testing)
+                reward = 0.0
+                for _ in range(self.repeat_actions):
+                    state, terminal, step_reward = self.environment.execute(action)
+                    reward += step_reward
+                    if terminal:
+                        break
+                self.episode_timestep += 1
+                self.global_timestep += 1
+                terminal = int(terminal)
+                if not terminal and max_steps is not None and self.episode_timestep >= max_steps:
+                    terminal = 2
+                if not testing:
+                    self.agent.observe(terminal=terminal, reward=reward, next_states=state if terminal == 2 else None)
+                episode_reward += reward
+                if self._bar is not None:
+                    self._bar.step(1)
+                if terminal or self._timesteps_done() or self.agent.should_stop():
+                    break
+                if sleep:
+                    time.sleep(sleep)
+            if terminal:  # an episode stopped by the timestep limit is not a finished episode
+                self._episode_done(episode_reward, self.episode_timestep, time.time() - started)
+            self._check_limits()
+
+    # ------------------------------------------------------------------ N environments as one batch
+
+    def _run_vectorized(self, max_steps: int | None, deterministic: bool, testing: bool, sleep: float | None) -> None:
+        env = self.environment
+        count = env.num_environments
+        states = env.reset()
+        lengths = np.zeros(count, dtype=np.int64)
+        returns = np.zeros(count, dtype=np.float64)
+        started = np.full(count, time.time())
+        while not self._stopped:
+            actions = self.agent.act(states, deterministic=deterministic, independent=testing)
+            step = env.execute(actions)
+            lengths += 1
+            returns += step.reward
+            terminal, final_states, states = step.terminal, step.final_states, step.states
+            if max_steps is not None:
+                cut = (lengths >= max_steps) & (terminal == 0)
+                if cut.any():
+                    terminal, final_states, states = _truncate(env, cut, terminal, final_states, states)
+            if not testing:
+                self.agent.observe(terminal=terminal, reward=step.reward,
+                                   next_states=final_states if (terminal == 2).any() else None)  # fmt: skip
+            self.global_timestep += count
+            if self._bar is not None:
+                self._bar.step(count)
+            now = time.time()
+            for row in np.flatnonzero(terminal):
+                self.episode_timestep = int(lengths[row])
+                self._episode_done(float(returns[row]), int(lengths[row]), now - started[row], worker=int(row))
+                lengths[row], returns[row], started[row] = 0, 0.0, now
+                if self._episodes_done():  # every episode that ended in this step is counted first
+                    self._stopped = True
+                if self._stopped:
+                    return
+            if self._timesteps_done() or self.agent.should_stop():
+                return
+            if sleep:
+                time.sleep(sleep)
+
+    # ------------------------------------------------------------------ bookkeeping
+
+    def _episode_done(self, reward: float, length: int, duration: float, worker: int | None = None) -> None:
+        self.episode_rewards.append(reward)
+        self.episode_timesteps.append(length)
+        self.episode_times.append(duration)
+        self.global_episode += 1
+        if self._bar is not None:
+            self._bar.episode(reward, self.global_episode)
+        if self._callback is not None and not self._callback(self, self.id if worker is None else worker):
+            self._stopped = True
+
+    def _timesteps_done(self) -> bool:
+        limit = self._limits[0]
+        return limit is not None and self.global_timestep >= limit
+
+    def _episodes_done(self) -> bool:
+        limit = self._limits[1]
+        return limit is not None and self.global_episode >= limit
+
+    def _check_limits(self) -> None:
+        if self._timesteps_done() or self._episodes_done():
+            self._stopped = True
+        if self.agent.should_stop():
+            self._stopped = True
+
+
+def _truncate(env: VectorEnvironment, cut: np.ndarray, terminal, final_states, states):
+    """Rows that hit the episode step limit end with terminal 2 and start a new episode."""
+    rows = np.flatnonzero(cut)
+    terminal = terminal.copy()
+    terminal[rows] = 2
+    # Copy first: without copy=True the arrays are views into buffers that reset_rows overwrites.
+    if isinstance(states, dict):
+        final_states = {name: values.copy() for name, values in final_states.items()}
+        states = {name: values.copy() for name, values in states.items()}
+        fresh = env.reset_rows(rows)
+        for name in states:
+            final_states[name][rows] = states[name][rows]
+            states[name][rows] = fresh[name]
+    else:
+        final_states, states = final_states.copy(), states.copy()
+        fresh = env.reset_rows(rows)
+        final_states[rows] = states[rows]
+        states[rows] = fresh
+    return terminal, final_states, states
+
+
+def _callback(function: Callable[..., Any] | None) -> Callable[[Runner, int], Any] | None:
+    """``episode_finished(runner, worker_id)``, or the one-argument form ``episode_finished(runner)``."""
+    if function is None:
+        return None
+    try:
+        positional = [
+            p for p in inspect.signature(function).parameters.values()
+            if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) and p.default is p.empty
+        ]  # fmt: skip
+        takes_one = len(positional) == 1 and not any(
+            p.kind is p.VAR_POSITIONAL for p in inspect.signature(function).parameters.values()
+        )
+    except (TypeError, ValueError):
+        takes_one = False
+    return (lambda runner, _worker: function(runner)) if takes_one else function
+
+
+class _ProgressBar:
+    """A tqdm bar over timesteps (or episodes) showing episodes, steps/s and the mean return of the last 100."""
+
+    def __init__(self, num_timesteps: int | None, num_episodes: int | None) -> None:
+        from tqdm.auto import tqdm
+
+        self.by_episodes = num_timesteps is None and num_episodes is not None
+        total = num_episodes if self.by_episodes else num_timesteps
+        self.bar = tqdm(total=total, unit="ep" if self.by_episodes else "step", dynamic_ncols=True, smoothing=0.1)
+        self.recent: deque[float] = deque(maxlen=100)
+
+    def step(self, count: int) -> None:
+        if not self.by_episodes:
+            self.bar.update(count)
+
+    def episode(self, reward: float, episode: int) -> None:
+        self.recent.append(reward)
+        if self.by_episodes:
+            self.bar.update(1)
+        self.bar.set_postfix(episode=episode, mean_return=f"{np.mean(self.recent):.1f}", refresh=False)
+
+    def close(self) -> None:
+        self.bar.close()
