@@ -15,6 +15,7 @@ ENVIRONMENTS = Registry(
         "gym": "torchforce.environments.gym:Gym",
         "minimal": "torchforce.environments.minimal:Minimal",
         "multi": "torchforce.environments.minimal:MultiState",
+        "repeat_actions": "torchforce.environments.wrappers:RepeatActions",
     },
     aliases={
         "gymnasium": "gym",

@@ -123,6 +123,21 @@ class _Rows:
     def seed(self, seeds: Sequence[int | None]) -> list[int | None]:
         return [environment.seed(seed) for environment, seed in zip(self.environments, seeds, strict=True)]
 
+    def get_state(self) -> bytes:
+        import cloudpickle
+
+        return cloudpickle.dumps(self.environments)
+
+    def set_state(self, payload: bytes) -> None:
+        import cloudpickle
+
+        environments = cloudpickle.loads(payload)
+        if len(environments) != len(self.environments):
+            raise ValueError(f"the saved state has {len(environments)} copies, this has {len(self.environments)}")
+        for environment in self.environments:
+            environment.close()
+        self.environments = environments
+
     def close(self) -> None:
         for environment in self.environments:
             environment.close()
@@ -192,6 +207,10 @@ def _serve(connection: Any, rows: _Rows | None, memory: list[Any]) -> None:
                 rows.reset(data)
             elif command == "seed":
                 data = rows.seed(data)
+            elif command == "get_state":
+                data = rows.get_state()
+            elif command == "set_state":
+                data = rows.set_state(data)
             elif command == "attach":
                 from multiprocessing.shared_memory import SharedMemory
 
@@ -512,6 +531,27 @@ class VectorEnvironment:
             return self._rows.seed(seeds)
         results = self._command("seed", [seeds[lo:hi] for lo, hi in self._chunks])
         return [value for chunk in results for value in chunk]
+
+    def get_state(self) -> list[bytes]:
+        """Every copy pickled as it is now (cloudpickle; one blob per worker, one in all in sync mode), for exact
+        pause and resume. Raises whatever pickling raises for environments that cannot be pickled."""
+        if self._rows is not None:
+            return [self._rows.get_state()]
+        return self._command("get_state")
+
+    def set_state(self, blobs: list[bytes]) -> None:
+        """Replace every copy with the pickled ones of ``get_state`` (same mode and number of workers); the state
+        buffers are not touched: the caller continues from the states it saved along with the blobs."""
+        if self._rows is not None:
+            if len(blobs) != 1:
+                raise ValueError(f"{self}: expected 1 state blob, got {len(blobs)}")
+            self._rows.set_state(blobs[0])
+            return
+        if len(blobs) != len(self._connections):
+            raise ValueError(
+                f"{self}: expected {len(self._connections)} state blobs (one per worker), got {len(blobs)}"
+            )
+        self._command("set_state", blobs)
 
     def close(self) -> None:
         """Close every copy; in subprocess mode stop and join the workers. Calling it again does nothing."""

@@ -60,6 +60,32 @@ class Runner:
         self.global_timestep = int(sum(self.episode_timesteps))
         self.episode_timestep = 0
         self.start_time = time.time()
+        self._rows: dict[str, Any] | None = None  # the vectorized episodes in progress
+
+    def state_dict(self) -> dict[str, Any]:
+        """The history and, for vectorized runs, the episodes in progress (current states, lengths, returns), so
+        ``load_state_dict`` + ``run(resume=True)`` continue exactly. The environments' own state is not included:
+        save it with ``VectorEnvironment.get_state``."""
+        state: dict[str, Any] = {
+            "episode_rewards": list(self.episode_rewards),
+            "episode_timesteps": list(self.episode_timesteps),
+            "episode_times": list(self.episode_times),
+            "global_timestep": self.global_timestep,
+            "global_episode": self.global_episode,
+            "rows": None,
+        }
+        if self._rows is not None:
+            rows = self._rows
+            copy = {name: value.copy() for name, value in rows["states"].items()} if isinstance(
+                rows["states"], dict) else np.array(rows["states"], copy=True)  # fmt: skip
+            state["rows"] = {"states": copy, "lengths": rows["lengths"].copy(), "returns": rows["returns"].copy(),
+                             "ages": time.time() - rows["started"]}  # fmt: skip
+        return state
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.reset({key: state[key] for key in ("episode_rewards", "episode_timesteps", "episode_times")})
+        self.global_timestep, self.global_episode = int(state["global_timestep"]), int(state["global_episode"])
+        self._rows = state["rows"]
 
     # 2018 names, kept for callbacks written against them
     @property
@@ -88,11 +114,16 @@ class Runner:
         testing: bool = False,
         sleep: float | None = None,
         progress: bool = False,
+        step_finished: Callable[[Runner], Any] | None = None,
+        resume: bool = False,
     ) -> None:
         """Run until ``num_timesteps`` steps or ``num_episodes`` episodes more (whichever comes first), or until
         ``episode_finished`` returns something falsy, or the agent says stop.
 
         ``testing`` acts without learning. ``progress`` shows a progress bar with steps/s and the mean return.
+        ``step_finished(runner)`` is called after every (vectorized) step; a falsy return stops the run there.
+        ``resume`` continues the episodes in progress from ``load_state_dict`` (vectorized runs) instead of
+        resetting the environments, so a paused run goes on exactly as it would have.
         """
         if timesteps is not None:
             warnings.warn("run(timesteps=...) is deprecated; use num_timesteps", DeprecationWarning, stacklevel=2)
@@ -109,9 +140,14 @@ class Runner:
             None if num_episodes is None else self.global_episode + num_episodes,
         )
         self._callback = _callback(episode_finished)
+        self._step_callback = step_finished
         self._bar = _ProgressBar(num_timesteps, num_episodes) if progress else None
         self._stopped = False
-        self.agent.reset()
+        if resume and not (self.vectorized and self._rows is not None):
+            raise ValueError("run(resume=True) needs a vectorized runner with a state from load_state_dict()")
+        if not resume:
+            self.agent.reset()
+            self._rows = None
         try:
             if self.vectorized:
                 self._run_vectorized(max_episode_timesteps, deterministic, testing, sleep)
@@ -159,10 +195,14 @@ class Runner:
     def _run_vectorized(self, max_steps: int | None, deterministic: bool, testing: bool, sleep: float | None) -> None:
         env = self.environment
         count = env.num_environments
-        states = env.reset()
-        lengths = np.zeros(count, dtype=np.int64)
-        returns = np.zeros(count, dtype=np.float64)
-        started = np.full(count, time.time())
+        if self._rows is None:
+            states = env.reset()
+            lengths = np.zeros(count, dtype=np.int64)
+            returns = np.zeros(count, dtype=np.float64)
+            started = np.full(count, time.time())
+        else:  # resume the episodes in progress
+            states, lengths, returns = self._rows["states"], self._rows["lengths"], self._rows["returns"]
+            started = time.time() - self._rows["ages"]
         while not self._stopped:
             actions = self.agent.act(states, deterministic=deterministic, independent=testing)
             step = env.execute(actions)
@@ -187,7 +227,13 @@ class Runner:
                 if self._episodes_done():  # every episode that ended in this step is counted first
                     self._stopped = True
                 if self._stopped:
-                    return
+                    break
+            self._rows = {"states": states, "lengths": lengths, "returns": returns, "started": started}
+            if self._stopped:
+                return
+            if self._step_callback is not None and not self._step_callback(self):
+                self._stopped = True
+                return
             if self._timesteps_done() or self.agent.should_stop():
                 return
             if sleep:

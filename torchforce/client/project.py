@@ -1,0 +1,168 @@
+"""A tfcli project: a folder with ``.tfcli/`` (settings and the state database), ``configs/`` and ``experiments/``.
+
+Every command but ``init`` finds its project by walking up from the current folder. Config files are looked up as
+tensorforce-client did (reference §8.1): an existing path is used as it is; otherwise a bare name (``.json``
+appended when it has no extension) is looked up in ``configs/<kind>/``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from torchforce.client.errors import ClientError
+from torchforce.client.store import Store
+from torchforce.configs import KINDS, folder
+from torchforce.spec import SpecError, did_you_mean, load_file
+
+MARKER = ".tfcli"
+SETTINGS = "project.json"
+DATABASE = "state.db"
+CONFIG_SUFFIXES = (".json", ".yaml", ".yml")
+
+
+def write_json_atomically(path: Path, data: Any) -> None:
+    """Write JSON through a temporary file and a rename, so a reader never sees half a file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(handle, "w") as file:
+            json.dump(data, file, indent=2)
+            file.write("\n")
+        os.replace(temporary, path)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
+
+
+class Project:
+    """The project rooted at ``root`` (which must already be initialised; see ``Project.init``)."""
+
+    def __init__(self, root: str | Path) -> None:
+        self.root = Path(root).resolve()
+        settings = self.root / MARKER / SETTINGS
+        if not settings.is_file():
+            raise ClientError(f"{self.root} is not a tfcli project", hint="Run 'tfcli init' there first.")
+        self.settings: dict[str, Any] = json.loads(settings.read_text())
+        self._store: Store | None = None
+
+    # ------------------------------------------------------------------ finding and creating
+
+    @classmethod
+    def find(cls, start: str | Path | None = None) -> Project:
+        """The project containing ``start`` (default: the current folder), found by walking up."""
+        here = Path(start or Path.cwd()).resolve()
+        for candidate in (here, *here.parents):
+            if (candidate / MARKER / SETTINGS).is_file():
+                return cls(candidate)
+        raise ClientError(
+            f"no tfcli project here ({here}) or in any parent folder",
+            hint="Run 'tfcli init' to make this folder a project.",
+        )
+
+    @classmethod
+    def init(
+        cls, root: str | Path, *, name: str | None = None, remote_project_id: str | None = None, force: bool = False
+    ) -> tuple[Project, list[str]]:
+        """Make ``root`` a project; returns it and the config files written.
+
+        The package's default configs are copied into ``configs/``; a file that is already there is only replaced
+        with ``force``, so re-running ``init`` never overwrites a user's configs. Settings are kept unless forced.
+        """
+        root = Path(root).resolve()
+        settings_path = root / MARKER / SETTINGS
+        existing = json.loads(settings_path.read_text()) if settings_path.is_file() else None
+        written = []
+        for kind in KINDS:
+            source, target = folder(kind), root / "configs" / kind
+            target.mkdir(parents=True, exist_ok=True)
+            for file in sorted(source.glob("*")):
+                if file.suffix not in CONFIG_SUFFIXES:
+                    continue
+                destination = target / file.name
+                if destination.exists() and not force:
+                    continue
+                shutil.copyfile(file, destination)
+                written.append(str(destination.relative_to(root)))
+        (root / "experiments").mkdir(exist_ok=True)
+        if existing is None or force:
+            settings = {
+                "name": name or (existing or {}).get("name") or root.name,
+                "remote_id": remote_project_id or (existing or {}).get("remote_id"),
+                "cloud_provider": "google",
+                "created_at": (existing or {}).get("created_at") or time.strftime("%Y-%m-%dT%H:%M:%S"),
+            }
+            write_json_atomically(settings_path, settings)
+        elif name or remote_project_id:
+            raise ClientError(
+                f"{root} is already a project named '{existing.get('name')}'",
+                hint="Use --force to change its name or remote project id.",
+            )
+        project = cls(root)
+        project.store  # create the database now  # noqa: B018
+        return project, written
+
+    # ------------------------------------------------------------------ places
+
+    @property
+    def name(self) -> str:
+        return str(self.settings.get("name"))
+
+    @property
+    def store(self) -> Store:
+        if self._store is None:
+            self._store = Store(self.root / MARKER / DATABASE)
+        return self._store
+
+    @property
+    def experiments_folder(self) -> Path:
+        return self.root / "experiments"
+
+    def experiment_folder(self, name: str) -> Path:
+        return self.experiments_folder / name
+
+    # ------------------------------------------------------------------ configs
+
+    def config_names(self, kind: str) -> list[str]:
+        target = self.root / "configs" / kind
+        return sorted(p.stem for p in target.glob("*") if p.suffix in CONFIG_SUFFIXES) if target.is_dir() else []
+
+    def find_config(self, value: str, kind: str, path: str) -> Path:
+        """The file ``value`` names: an existing path (relative to the current folder or the project), else
+        ``configs/<kind>/<name>[.json]``. Unknown names are a SpecError listing the known ones."""
+        candidate = Path(value).expanduser()
+        for base in (Path.cwd(), self.root):
+            full = candidate if candidate.is_absolute() else base / candidate
+            if full.is_file():
+                return full
+        bare = candidate.name if candidate.suffix in CONFIG_SUFFIXES else candidate.name + ".json"
+        target = self.root / "configs" / kind / bare
+        if target.is_file():
+            return target
+        known = self.config_names(kind)
+        guess = did_you_mean(Path(bare).stem, known)
+        raise SpecError(
+            path,
+            f"no {kind[:-1]} config named '{value}'",
+            expected=f"a file, or a name in configs/{kind}/",
+            hint=("Known: " + ", ".join(known) + "." if known else f"configs/{kind}/ is empty.")
+            + (f" Did you mean '{guess}'?" if guess else ""),
+        )
+
+    def load_config(self, value: Any, kind: str, path: str) -> tuple[Any, str | None]:
+        """A config's contents and where it came from: inline values pass through (source None), strings are
+        looked up with ``find_config`` and loaded (JSON or YAML)."""
+        if not isinstance(value, str):
+            return value, None
+        file = self.find_config(value, kind, path)
+        try:
+            return load_file(file), str(file.relative_to(self.root) if file.is_relative_to(self.root) else file)
+        except SpecError as error:
+            raise SpecError(
+                path, error.message, got=error.got, expected=error.expected, hint=error.hint, file=str(file)
+            ) from None

@@ -1,0 +1,227 @@
+"""The experiment spec: its fields, defaults, and the complete validation that runs before anything is written.
+
+An experiment file is the 2018 format (reference §8.2 ``simple_a3c.json``) plus a few fields of ours (``seed``,
+``num_environments``, ``vectorization``). ``resolve_experiment`` turns one (from a file, flags, or both) into the
+fully resolved form stored as ``experiments/<name>/experiment.json``: configs inline, defaults filled in,
+frequencies normalised, and ``sources`` saying which config file each part came from.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from torchforce.client.project import Project
+from torchforce.spec import (
+    SpecError,
+    did_you_mean,
+    expect_bool,
+    expect_choice,
+    expect_dict,
+    expect_int,
+    parse_frequency,
+)
+
+NAME_PATTERN = re.compile(r"[a-z0-9]([a-z0-9_-]{0,38}[a-z0-9])?")
+NAME_RULE = "1-40 lower-case letters, digits, '-' or '_', starting and ending with a letter or digit"
+RUN_MODES = ("single", "multi-threaded", "distributed")
+VECTORIZATION = ("sync", "subprocess")
+LEGACY_RUN_MODES = {"multi_threaded": "multi-threaded", "threaded": "multi-threaded"}
+
+# Field -> default. ``None`` for episodes means "no episode limit" (2018's 10000 stopped long runs early).
+DEFAULTS: dict[str, Any] = {
+    "description": "",
+    "environment": None,
+    "agent": None,
+    "network": None,
+    "cluster": None,
+    "episodes": None,
+    "total_timesteps": 1_000_000,
+    "max_timesteps_per_episode": None,
+    "deterministic": False,
+    "repeat_actions": 1,
+    "debug_logging": False,
+    "run_mode": "single",
+    "num_workers": 1,
+    "num_parameter_servers": 0,
+    "num_environments": 1,
+    "vectorization": "sync",
+    "saver_frequency": None,  # "600s" distributed, "100e" otherwise (2018)
+    "summary_frequency": None,  # "120s" distributed, "1000t" otherwise
+    "seed": 0,
+}
+ACCEPTED = {"type", "name", "timesteps", "sources", "created_at", "torchforce_version", *DEFAULTS}
+CONFIG_KINDS = {"environment": "environments", "agent": "agents", "network": "networks", "cluster": "clusters"}
+
+
+def check_name(name: Any, path: str = "experiment.name") -> str:
+    """Experiment names become folder names and (with ``_`` as ``-``) Kubernetes resource names."""
+    if not isinstance(name, str) or not NAME_PATTERN.fullmatch(name):
+        suggestion = re.sub(r"[^a-z0-9_-]+", "-", str(name).lower()).strip("-_")[:40].strip("-_")
+        hint = f"Try '{suggestion}'." if suggestion and NAME_PATTERN.fullmatch(suggestion) else None
+        raise SpecError(path, "not a valid experiment name", got=name, expected=NAME_RULE, hint=hint)
+    return name
+
+
+def _check_keys(raw: dict[str, Any]) -> None:
+    for key in raw:
+        if key not in ACCEPTED:
+            guess = did_you_mean(key, sorted(ACCEPTED - {"sources", "created_at", "torchforce_version"}))
+            raise SpecError(
+                f"experiment.{key}",
+                "unknown experiment field",
+                hint=f"Did you mean '{guess}'?" if guess else "Known: " + ", ".join(sorted(DEFAULTS)) + ".",
+            )
+    if raw.get("type", "experiment") != "experiment":
+        raise SpecError("experiment.type", "not an experiment spec", got=raw.get("type"), expected='"experiment"')
+
+
+def _positive_or_none(value: Any, path: str) -> int | None:
+    if value is None:
+        return None
+    return expect_int(value, path, minimum=1)
+
+
+def resolve_experiment(project: Project, raw: dict[str, Any], *, build: bool = True) -> dict[str, Any]:
+    """Validate ``raw`` completely and return the resolved experiment; raises SpecError naming the field.
+
+    With ``build`` the environment and the agent (with its network) are really constructed once, so a spec that
+    would fail in the worker fails here instead.
+    """
+    raw = dict(expect_dict(raw, "experiment"))
+    _check_keys(raw)
+    if "timesteps" in raw:  # the 2018 example files say timesteps, the 2018 class read total_timesteps
+        if raw.get("total_timesteps") is not None and raw["total_timesteps"] != raw["timesteps"]:
+            raise SpecError(
+                "experiment.timesteps",
+                "given together with a different total_timesteps",
+                got=raw["timesteps"],
+                hint="Give one of them.",
+            )
+        raw["total_timesteps"] = raw.pop("timesteps")
+    spec: dict[str, Any] = {"type": "experiment", "name": check_name(raw.get("name"))}
+    for key, default in DEFAULTS.items():
+        spec[key] = raw.get(key, default) if raw.get(key) is not None else default
+    spec["description"] = str(spec["description"] or "")
+
+    sources: dict[str, str | None] = {}
+    for key, kind in CONFIG_KINDS.items():
+        if spec[key] is not None:
+            spec[key], sources[key] = project.load_config(spec[key], kind, f"experiment.{key}")
+    if spec["environment"] is None:
+        raise SpecError(
+            "experiment.environment",
+            "an experiment needs an environment",
+            hint="Give -E/--environment NAME (a config in configs/environments/) or a file.",
+        )
+    if spec["agent"] is None:
+        raise SpecError(
+            "experiment.agent",
+            "an experiment needs an agent",
+            hint="Give -A/--agent NAME (a config in configs/agents/) or a file.",
+        )
+    spec["environment"] = _environment_spec(spec["environment"])
+    spec["agent"] = expect_dict(spec["agent"], "experiment.agent")
+
+    spec["episodes"] = _positive_or_none(spec["episodes"], "experiment.episodes")
+    spec["total_timesteps"] = _positive_or_none(spec["total_timesteps"], "experiment.total_timesteps")
+    if spec["episodes"] is None and spec["total_timesteps"] is None:
+        raise SpecError(
+            "experiment.total_timesteps",
+            "an experiment needs an end",
+            hint="Give total_timesteps (-t) or episodes (-e).",
+        )
+    spec["max_timesteps_per_episode"] = _positive_or_none(
+        spec["max_timesteps_per_episode"], "experiment.max_timesteps_per_episode"
+    )
+    spec["deterministic"] = expect_bool(spec["deterministic"], "experiment.deterministic")
+    spec["debug_logging"] = expect_bool(spec["debug_logging"], "experiment.debug_logging")
+    spec["repeat_actions"] = expect_int(spec["repeat_actions"], "experiment.repeat_actions", minimum=1)
+    spec["run_mode"] = expect_choice(
+        LEGACY_RUN_MODES.get(spec["run_mode"], spec["run_mode"]), "experiment.run_mode", RUN_MODES
+    )
+    spec["num_workers"] = expect_int(spec["num_workers"], "experiment.num_workers", minimum=1)
+    spec["num_parameter_servers"] = expect_int(
+        spec["num_parameter_servers"], "experiment.num_parameter_servers", minimum=0
+    )
+    if spec["run_mode"] == "distributed" and spec["num_parameter_servers"] < 1:
+        raise SpecError(
+            "experiment.num_parameter_servers",
+            "the distributed run mode needs a parameter server",
+            got=spec["num_parameter_servers"],
+            expected="an integer >= 1",
+        )
+    spec["num_environments"] = expect_int(spec["num_environments"], "experiment.num_environments", minimum=1)
+    spec["vectorization"] = expect_choice(spec["vectorization"], "experiment.vectorization", VECTORIZATION)
+    spec["seed"] = None if spec["seed"] is None else expect_int(spec["seed"], "experiment.seed", minimum=0)
+    distributed = spec["run_mode"] == "distributed"
+    saver = spec["saver_frequency"] or ("600s" if distributed else "100e")
+    summary = spec["summary_frequency"] or ("120s" if distributed else "1000t")
+    spec["saver_frequency"] = str(parse_frequency(saver, "experiment.saver_frequency"))
+    summary_frequency = parse_frequency(summary, "experiment.summary_frequency")
+    if summary_frequency.unit == "episodes":
+        raise SpecError(
+            "experiment.summary_frequency",
+            "summaries are written by time or by timesteps",
+            got=summary,
+            expected="a frequency in s or t, like '120s' or '1000t'",
+        )
+    spec["summary_frequency"] = str(summary_frequency)
+    if spec["cluster"] is not None:
+        from torchforce.client.cluster import Cluster
+
+        spec["cluster"] = Cluster(**expect_dict(spec["cluster"], "experiment.cluster")).spec()
+    spec["sources"] = sources
+    if build:
+        check_buildable(spec)
+    return spec
+
+
+def _environment_spec(value: Any) -> dict[str, Any]:
+    if isinstance(value, str):
+        return {"type": "gym", "gym_id": value}
+    return dict(expect_dict(value, "experiment.environment"))
+
+
+def check_buildable(spec: dict[str, Any]) -> None:
+    """Build the environment and the agent once (then close them): every error names its experiment path."""
+    from torchforce.agents import create_agent
+    from torchforce.environments import make
+
+    environment = _prefixed("experiment.environment", make, spec["environment"])
+    try:
+        kwargs: dict[str, Any] = {"states": environment.states, "actions": environment.actions}
+        if spec["network"] is not None:
+            if "network" in spec["agent"]:
+                raise SpecError(
+                    "experiment.network",
+                    "the agent config already has a network",
+                    hint="Give the network in one place: drop -M/network or the agent's 'network'.",
+                )
+            kwargs["network"] = spec["network"]
+        agent = _prefixed("experiment", create_agent, worker_agent_spec(spec), **kwargs)
+        agent.close()
+    finally:
+        environment.close()
+
+
+def worker_agent_spec(spec: dict[str, Any], *, summaries: str | None = None) -> dict[str, Any]:
+    """The agent spec a worker builds: saving is done by the worker itself, summaries go to ``summaries``."""
+    agent = {key: value for key, value in spec["agent"].items() if key not in ("saver", "summarizer", "seed")}
+    if summaries is not None:
+        frequency = parse_frequency(spec["summary_frequency"], "experiment.summary_frequency")
+        unit = "steps" if frequency.unit == "timesteps" else "seconds"
+        agent["summarizer"] = {"directory": summaries, unit: frequency.amount}
+    if spec["seed"] is not None:
+        agent["seed"] = spec["seed"]
+    return agent
+
+
+def _prefixed(prefix: str, function: Any, *args: Any, **kwargs: Any) -> Any:
+    try:
+        return function(*args, **kwargs)
+    except SpecError as error:
+        path = error.path if error.path.startswith(prefix) else f"{prefix}.{error.path}" if error.path else prefix
+        raise SpecError(
+            path, error.message, got=error.got, expected=error.expected, hint=error.hint, file=error.file
+        ) from None

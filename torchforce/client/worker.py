@@ -1,0 +1,307 @@
+"""The worker: runs one experiment from its ``experiment.json`` and writes everything under ``results/``.
+
+    python -m torchforce.client.worker EXPERIMENT_FOLDER --project ROOT [--resume]
+
+It is what every backend runs (the local backend as a detached process). Results:
+
+- ``episodes.jsonl``: one JSON line per finished episode (episode, timesteps, worker, return, length, wall_time);
+- ``progress.json``: counters, recent mean return and steps/s, rewritten about once a second;
+- ``checkpoints/<timestep>/``: the agent's whole state plus the runner's and the environments' state, every
+  ``saver_frequency`` and when paused or stopped; ``checkpoints/latest.json`` points at the newest complete one;
+- ``summaries/``: TensorBoard event files; ``worker.log``: this process's log.
+
+Signals: SIGUSR1 (or SIGINT) pauses (checkpoint, status ``paused``, exit 0); SIGTERM stops (checkpoint, status
+``stopped``). Resuming restores the checkpoint exactly (model, optimizer, memory, counters, RNG states, the
+environments and the episodes in progress), so a paused run ends as an uninterrupted one would.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import pickle
+import shutil
+import signal
+import sys
+import time
+import traceback
+from collections import deque
+from pathlib import Path
+from typing import Any
+
+LOG = logging.getLogger("torchforce.worker")
+KEEP_CHECKPOINTS = 2
+
+
+class Signals:
+    """What the worker has been asked to do: None, "pause" or "stop" (set from signal handlers)."""
+
+    request: str | None = None
+
+    @classmethod
+    def install(cls) -> None:
+        signal.signal(signal.SIGUSR1, lambda *_: cls._set("pause"))
+        signal.signal(signal.SIGINT, lambda *_: cls._set("pause"))
+        signal.signal(signal.SIGTERM, lambda *_: cls._set("stop"))
+
+    @classmethod
+    def _set(cls, request: str) -> None:
+        if cls.request != "stop":  # a stop outranks a pause
+            cls.request = request
+
+
+class Checkpoints:
+    """Checkpoint folders under ``results/checkpoints``; ``latest.json`` is written last, so it only ever points
+    at a complete checkpoint."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+
+    def latest(self) -> dict[str, Any] | None:
+        pointer = self.folder / "latest.json"
+        return json.loads(pointer.read_text()) if pointer.is_file() else None
+
+    def save(self, agent: Any, runner_state: dict[str, Any], info: dict[str, Any]) -> dict[str, Any]:
+        from torchforce.client.project import write_json_atomically
+
+        name = f"{info['timesteps']:012d}"
+        target = self.folder / name
+        partial = self.folder / f".{name}.partial"
+        shutil.rmtree(partial, ignore_errors=True)
+        partial.mkdir(parents=True)
+        agent.save_model(partial, append_timestep=False)
+        with open(partial / "runner.pkl", "wb") as file:
+            pickle.dump(runner_state, file, protocol=pickle.HIGHEST_PROTOCOL)
+        shutil.rmtree(target, ignore_errors=True)
+        os.replace(partial, target)
+        pointer = {**info, "folder": name, "saved_at": time.time()}
+        write_json_atomically(self.folder / "latest.json", pointer)
+        for old in sorted(p for p in self.folder.iterdir() if p.is_dir() and not p.name.startswith("."))[
+            :-KEEP_CHECKPOINTS
+        ]:
+            shutil.rmtree(old, ignore_errors=True)
+        return pointer
+
+    def load(self, agent: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+        pointer = self.latest()
+        if pointer is None:
+            raise FileNotFoundError(f"no checkpoint in {self.folder}")
+        folder = self.folder / pointer["folder"]
+        agent.restore_model(folder)
+        with open(folder / "runner.pkl", "rb") as file:
+            return pointer, pickle.load(file)  # noqa: S301 - our own file
+
+
+class Frequency:
+    """When the next checkpoint is due, by seconds, timesteps or episodes."""
+
+    def __init__(self, text: str, timesteps: int, episodes: int) -> None:
+        from torchforce.spec import parse_frequency
+
+        self.frequency = parse_frequency(text, "experiment.saver_frequency")
+        self.mark(timesteps, episodes)
+
+    def mark(self, timesteps: int, episodes: int) -> None:
+        self.last = {"timesteps": timesteps, "episodes": episodes, "seconds": time.monotonic()}
+
+    def due(self, timesteps: int, episodes: int) -> bool:
+        now = {"timesteps": timesteps, "episodes": episodes, "seconds": time.monotonic()}
+        unit = self.frequency.unit
+        return now[unit] - self.last[unit] >= self.frequency.amount
+
+
+class ExperimentRun:
+    """One run (or continuation) of the experiment in ``folder``."""
+
+    def __init__(self, folder: Path, resume: bool) -> None:
+        self.folder = folder
+        self.spec = json.loads((folder / "experiment.json").read_text())
+        self.results = folder / "results"
+        self.results.mkdir(exist_ok=True)
+        self.checkpoints = Checkpoints(self.results / "checkpoints")
+        self.resume = resume
+        self.recent: deque[float] = deque(maxlen=100)
+        self._progress_written = 0.0
+        self._session = {"start": time.monotonic(), "timesteps": 0}
+        self.elapsed_before = 0.0
+
+    def build(self) -> None:
+        from torchforce.agents import create_agent
+        from torchforce.client.spec import worker_agent_spec
+        from torchforce.environments import make_vector
+        from torchforce.execution import Runner
+
+        spec = self.spec
+        environment = spec["environment"]
+        if spec["repeat_actions"] > 1:
+            environment = {"type": "repeat_actions", "environment": environment, "repeat": spec["repeat_actions"]}
+        self.environments = make_vector(
+            environment, spec["num_environments"], mode=spec["vectorization"], seed=spec["seed"]
+        )
+        kwargs: dict[str, Any] = {"states": self.environments.states, "actions": self.environments.actions}
+        if spec["network"] is not None:
+            kwargs["network"] = spec["network"]
+        self.agent = create_agent(worker_agent_spec(spec, summaries=str(self.results / "summaries")), **kwargs)
+        self.runner = Runner(self.agent, self.environments)
+
+    def restore(self) -> None:
+        pointer, state = self.checkpoints.load(self.agent)
+        self.runner.load_state_dict(state["runner"])
+        self.environments.set_state(state["environments"])
+        self.elapsed_before = float(state["elapsed"])
+        self.recent.extend(state["recent"])
+        log = self.results / "episodes.jsonl"
+        if log.exists():  # drop the episodes logged after the checkpoint: they will be played again
+            with open(log, "r+b") as file:
+                file.truncate(int(state["episode_log_bytes"]))
+        LOG.info(
+            "resumed from checkpoint %s (timestep %d, episode %d)",
+            pointer["folder"],
+            pointer["timesteps"],
+            pointer["episodes"],
+        )
+
+    def elapsed(self) -> float:
+        return self.elapsed_before + time.monotonic() - self._session["start"]
+
+    def save(self) -> None:
+        log = self.results / "episodes.jsonl"
+        self.episode_log.flush()
+        state = {
+            "runner": self.runner.state_dict(),
+            "environments": self.environments.get_state(),
+            "elapsed": self.elapsed(),
+            "recent": list(self.recent),
+            "episode_log_bytes": log.stat().st_size if log.exists() else 0,
+        }
+        info = {"timesteps": self.runner.global_timestep, "episodes": self.runner.global_episode}
+        self.checkpoints.save(self.agent, state, info)
+        self.saver.mark(info["timesteps"], info["episodes"])
+        LOG.info("checkpoint at timestep %d, episode %d", info["timesteps"], info["episodes"])
+
+    def write_progress(self, state: str, force: bool = False) -> None:
+        from torchforce.client.project import write_json_atomically
+
+        now = time.monotonic()
+        if not force and now - self._progress_written < 1.0:
+            return
+        self._progress_written = now
+        session_seconds = max(now - self._session["start"], 1e-9)
+        runner, spec = self.runner, self.spec
+        write_json_atomically(
+            self.results / "progress.json",
+            {
+                "state": state,
+                "pid": os.getpid(),
+                "timesteps": runner.global_timestep,
+                "episodes": runner.global_episode,
+                "total_timesteps": spec["total_timesteps"],
+                "total_episodes": spec["episodes"],
+                "elapsed_seconds": round(self.elapsed(), 3),
+                "steps_per_second": round((runner.global_timestep - self._session["timesteps"]) / session_seconds, 1),
+                "mean_return_100": sum(self.recent) / len(self.recent) if self.recent else None,
+                "last_return": self.recent[-1] if self.recent else None,
+                "updated_at": time.time(),
+            },
+        )
+
+    def episode_finished(self, runner: Any, worker: int) -> bool:
+        value = runner.episode_rewards[-1]
+        self.recent.append(value)
+        record = {
+            "episode": runner.global_episode,
+            "timesteps": runner.global_timestep,
+            "worker": worker,
+            "return": value,
+            "length": runner.episode_timesteps[-1],
+            "wall_time": round(self.elapsed(), 4),
+        }
+        self.episode_log.write(json.dumps(record) + "\n")
+        return True
+
+    def step_finished(self, runner: Any) -> bool:
+        """After every step: checkpoint when due, pause/stop when asked, refresh the progress file."""
+        if Signals.request is not None:
+            return False
+        if self.saver.due(runner.global_timestep, runner.global_episode):
+            self.save()
+        self.write_progress("running")
+        return True
+
+    def run(self) -> str:
+        """Run to the end (or to a pause/stop request); returns "finished", "paused" or "stopped"."""
+        self.build()
+        if self.resume:
+            self.restore()
+        self._session["timesteps"] = self.runner.global_timestep
+        self.saver = Frequency(self.spec["saver_frequency"], self.runner.global_timestep, self.runner.global_episode)
+        spec = self.spec
+        remaining_steps = None if spec["total_timesteps"] is None else spec["total_timesteps"] - self.runner.timestep
+        remaining_episodes = None if spec["episodes"] is None else spec["episodes"] - self.runner.episode
+        with open(self.results / "episodes.jsonl", "a") as self.episode_log:
+            if (remaining_steps is None or remaining_steps > 0) and (
+                remaining_episodes is None or remaining_episodes > 0
+            ):
+                LOG.info(
+                    "running %s: %s more timesteps, %s more episodes", spec["name"], remaining_steps, remaining_episodes
+                )
+                self.runner.run(
+                    num_timesteps=remaining_steps,
+                    num_episodes=remaining_episodes,
+                    max_episode_timesteps=spec["max_timesteps_per_episode"],
+                    deterministic=spec["deterministic"],
+                    episode_finished=self.episode_finished,
+                    step_finished=self.step_finished,
+                    resume=self.resume,
+                )
+            outcome = {"pause": "paused", "stop": "stopped"}.get(Signals.request or "", "finished")
+            latest = self.checkpoints.latest()
+            if latest is None or latest["timesteps"] != self.runner.global_timestep:
+                self.save()
+        self.write_progress(outcome, force=True)
+        self.agent.close()
+        self.environments.close()
+        return outcome
+
+
+def _log_tail(path: Path, lines: int = 5) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").strip().splitlines()[-lines:])
+    except OSError:
+        return ""
+
+
+def main(argv: list[str] | None = None) -> int:
+    Signals.install()  # first: a pause that arrives while torch imports must not kill us
+    parser = argparse.ArgumentParser(description="Run one torchforce experiment (started by tfcli).")
+    parser.add_argument("folder", type=Path, help="the experiment's folder (with experiment.json)")
+    parser.add_argument("--project", type=Path, required=True, help="the project root (for the state database)")
+    parser.add_argument("--resume", action="store_true", help="continue from the latest checkpoint")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, stream=sys.stdout, format="%(asctime)s %(levelname)s %(message)s")
+
+    import torch
+
+    from torchforce.client.store import Store
+
+    torch.set_num_threads(1)
+    store = Store(args.project / ".tfcli" / "state.db")
+    name = args.folder.name
+    try:
+        outcome = ExperimentRun(args.folder, args.resume).run()
+    except BaseException as error:  # noqa: BLE001 - every failure is recorded, then re-raised as an exit code
+        LOG.error("the experiment failed:\n%s", traceback.format_exc())
+        message = f"{type(error).__name__}: {error}".strip().splitlines()[0][:500]
+        store.update_experiment(name, status="failed", pid=None, message=message, ended_at=time.time())
+        return 1
+    store.update_experiment(
+        name, status=outcome, pid=None, message=None, ended_at=None if outcome == "paused" else time.time()
+    )
+    LOG.info("experiment %s %s", name, outcome)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
