@@ -13,12 +13,15 @@ setup: $(BIN)/python
 	$(PIP) install -q --upgrade pip
 	$(PIP) install -q -c constraints.txt -e ".[dev]"
 
-# The main job: train PPO on CartPole-v1 with a progress bar, write results and a learning-curve PNG.
+# The main job: tfcli init a demo project, run a PPO CartPole experiment to the end, show results and the plot.
 demo: setup
-	$(BIN)/python -m torchforce.examples.cartpole --out demo
+	bash scripts/demo.sh
 
-test: setup
+lint: setup
 	$(BIN)/ruff check torchforce tests
+	$(BIN)/ruff format --check torchforce tests
+
+test: lint
 	$(BIN)/python -m pytest -n 2 -q
 
 bench: setup

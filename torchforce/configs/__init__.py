@@ -9,7 +9,17 @@ KINDS = ("agents", "networks", "environments", "experiments", "clusters")
 
 
 def folder(kind: str) -> Path:
+    """The folder of the shipped configs of one kind (one of ``KINDS``)."""
+    if kind not in KINDS:
+        from torchforce.spec import unknown_name_error
+
+        raise unknown_name_error("kind", "config kind", kind, KINDS)
     return Path(str(resources.files("torchforce") / "configs" / kind))
+
+
+def names(kind: str) -> list[str]:
+    """The names of the shipped configs of one kind, e.g. ``names("agents")`` -> ``["dqn", ...]``."""
+    return sorted(path.stem for path in folder(kind).glob("*.json"))
 
 
 def shipped(kind: str, name: str) -> Path:
@@ -18,6 +28,5 @@ def shipped(kind: str, name: str) -> Path:
     if not path.is_file():
         from torchforce.spec import unknown_name_error
 
-        known = sorted(p.stem for p in folder(kind).glob("*.json"))
-        raise unknown_name_error(kind, f"shipped {kind[:-1]} config", name, known)
+        raise unknown_name_error(kind, f"shipped {kind[:-1]} config", name, names(kind))
     return path
