@@ -78,10 +78,25 @@ def test_the_whole_journey_through_the_real_command_line(project):
 
 def test_a_paused_and_resumed_run_ends_exactly_as_an_uninterrupted_one(project):
     budget = 16000
-    straight = Experiment(project, name="straight", agent="ppo_cartpole", environment="cartpole",
-                          total_timesteps=budget, num_environments=4, seed=5)  # fmt: skip
-    paused = Experiment(project, name="paused", agent="ppo_cartpole", environment="cartpole",
-                        total_timesteps=budget, num_environments=4, seed=5, saver_frequency="100000t")  # fmt: skip
+    straight = Experiment(
+        project,
+        name="straight",
+        agent="ppo_cartpole",
+        environment="cartpole",
+        total_timesteps=budget,
+        num_environments=4,
+        seed=5,
+    )
+    paused = Experiment(
+        project,
+        name="paused",
+        agent="ppo_cartpole",
+        environment="cartpole",
+        total_timesteps=budget,
+        num_environments=4,
+        seed=5,
+        saver_frequency="100000t",
+    )
     for experiment in (straight, paused):
         experiment.generate_locally()
     straight.start()
@@ -103,8 +118,16 @@ def test_a_paused_and_resumed_run_ends_exactly_as_an_uninterrupted_one(project):
 
 def test_a_killed_worker_shows_as_failed_and_resumes_from_its_last_checkpoint(project):
     period = 2000
-    experiment = Experiment(project, name="crash", agent="ppo_cartpole", environment="cartpole",
-                            total_timesteps=20000, num_environments=4, seed=1, saver_frequency=f"{period}t")  # fmt: skip
+    experiment = Experiment(
+        project,
+        name="crash",
+        agent="ppo_cartpole",
+        environment="cartpole",
+        total_timesteps=20000,
+        num_environments=4,
+        seed=1,
+        saver_frequency=f"{period}t",
+    )
     experiment.generate_locally()
     pid = experiment.start()
     checkpoints = Checkpoints(experiment.results / "checkpoints")
@@ -127,8 +150,15 @@ def test_a_killed_worker_shows_as_failed_and_resumes_from_its_last_checkpoint(pr
 
 
 def test_stop_checkpoints_and_ends_for_good(project):
-    experiment = Experiment(project, name="stopper", agent="ppo_cartpole", environment="cartpole",
-                            total_timesteps=500000, num_environments=2, seed=0)  # fmt: skip
+    experiment = Experiment(
+        project,
+        name="stopper",
+        agent="ppo_cartpole",
+        environment="cartpole",
+        total_timesteps=500000,
+        num_environments=2,
+        seed=0,
+    )
     experiment.generate_locally()
     experiment.start()
     wait_for(progress_at_least(experiment, 1000), what="progress")
