@@ -176,3 +176,18 @@ def test_shipped_experiments_that_run_locally_run_a_few_episodes(project, name):
     assert wait_until_done(experiment) == "finished", experiment.log_tail()
     progress = experiment.progress()
     assert progress["timesteps"] >= 1000 and progress["episodes"] >= 2
+
+
+def test_logs_watch_and_delete(project):
+    root = project.root
+    assert tfcli(root, "experiment", "new", "-n", "small", *PPO, "-t", "400").returncode == 0
+    missing = tfcli(root, "experiment", "logs", "-e", "small")
+    assert missing.returncode == 2 and "has no log yet" in missing.stderr
+    assert tfcli(root, "experiment", "start", "-e", "small").returncode == 0
+    watched = tfcli(root, "experiment", "watch", "-e", "small")
+    assert watched.returncode == 0 and "'small' is finished" in watched.stdout
+    logs = tfcli(root, "experiment", "logs", "-e", "small", "--follow")
+    assert logs.returncode == 0 and "experiment small finished" in logs.stdout
+    deleted = tfcli(root, "experiment", "delete", "-e", "small")
+    assert deleted.returncode == 0
+    assert not (root / "experiments" / "small").exists() and project.store.experiment("small") is None

@@ -36,7 +36,7 @@ class Constant(Environment):
 
 
 def test_registry_names_and_aliases():
-    assert ENVIRONMENTS.names() == ["gym", "minimal", "multi"]
+    assert ENVIRONMENTS.names() == ["gym", "minimal", "multi", "repeat_actions"]
     for alias in ("gymnasium", "openai_gym", "OpenAIGym", "tensorforce.contrib.openai_gym.OpenAIGym"):
         assert ENVIRONMENTS.canonical(alias) == "gym"
     assert ENVIRONMENTS.canonical("multi_state") == "multi"
@@ -196,3 +196,22 @@ def test_multi_state_subset_of_actions():
         env.execute({"int": 1})
     with pytest.raises(SpecError, match="action_types\\[1\\]: unknown value"):
         MultiState(action_types=["int", "boolean"])
+
+
+def test_repeat_actions_sums_rewards_and_stops_at_a_terminal():
+    from torchforce.environments import make
+
+    environment = make(
+        {"type": "repeat_actions", "environment": {"type": "minimal", "episode_length": 5, "seed": 3}, "repeat": 2}
+    )
+    environment.reset()
+    action = 1
+    steps = []
+    for _ in range(3):
+        _, terminal, reward = environment.execute(action)
+        steps.append((terminal, reward))
+    assert [terminal for terminal, _ in steps] == [0, 0, 1]  # 2 + 2 + 1 inner steps: the last repeat ends early
+    inner = make({"type": "minimal", "episode_length": 5, "seed": 3})
+    inner.reset()
+    rewards = [inner.execute(action)[2] for _ in range(5)]
+    assert [reward for _, reward in steps] == [rewards[0] + rewards[1], rewards[2] + rewards[3], rewards[4]]

@@ -6,6 +6,7 @@ import numpy as np
 
 from torchforce.agents import Agent
 from torchforce.environments import Environment
+from torchforce.spec import expect_int
 
 
 def evaluate(
@@ -17,7 +18,10 @@ def evaluate(
     max_episode_timesteps: int | None = None,
 ) -> list[float]:
     """Returns of ``episodes`` episodes acted with ``independent=True``: the agent's counters, memory and
-    training rows are untouched, so evaluation can run in the middle of training."""
+    training rows are untouched, so evaluation can run in the middle of training. An episode ends at a terminal
+    (1 or 2) or after ``max_episode_timesteps`` steps."""
+    episodes = expect_int(episodes, "episodes", minimum=1)
+    max_episode_timesteps = expect_int(max_episode_timesteps, "max_episode_timesteps", minimum=1, allow_none=True)
     returns = []
     for _ in range(episodes):
         state = environment.reset()

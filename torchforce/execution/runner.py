@@ -23,8 +23,20 @@ from torchforce.environments import Environment, VectorEnvironment
 class Runner:
     """Runs ``agent`` in ``environment`` (an Environment, a VectorEnvironment, or a list of Environments).
 
-    ``history`` continues the statistics of an earlier run (``episode_rewards``, ``episode_timesteps``,
-    ``episode_times``).
+    One environment: one ``act`` per step; with ``repeat_actions`` > 1 the action is executed that many times (fewer
+    if the episode ends) and the rewards are summed into one ``observe``. N environments: one batched ``act`` and
+    ``observe`` per step for all rows; finished rows restart at once.
+
+    History: ``episode_rewards``, ``episode_timesteps`` (acts, not repeated environment steps) and ``episode_times``
+    get one entry per finished episode, and ``global_episode``/``global_timestep`` count on from them. An episode
+    finishes with a true terminal (1) or a truncation (2): one by the environment, or one at exactly
+    ``max_episode_timesteps`` steps, which the agent receives as terminal 2 with the episode's final state as
+    ``next_states`` (as 2018 did, a cut episode counts as an episode). An episode interrupted by the end of a run
+    (``num_timesteps`` reached, a falsy ``step_finished``, the agent's ``should_stop``) is not recorded; both paths
+    behave the same. ``history`` (a dict with those three lists, or a ``state_dict()``) continues an earlier run.
+
+    ``episode_finished(runner, worker_id)`` gets ``id_`` as the worker id for one environment and the row index for
+    N environments; the 2018 one-argument form ``episode_finished(runner)`` works too.
     """
 
     def __init__(
@@ -166,15 +178,9 @@ class Runner:
             self.episode_timestep, episode_reward, started = 0, 0.0, time.time()
             while True:
                 action = self.agent.act(state, deterministic=deterministic, independent=testing)
-                reward = 0.0
-                for _ in range(self.repeat_actions):
-                    state, terminal, step_reward = self.environment.execute(action)
-                    reward += step_reward
-                    if terminal:
-                        break
+                state, terminal, reward = self._execute(action)
                 self.episode_timestep += 1
                 self.global_timestep += 1
-                terminal = int(terminal)
                 if not terminal and max_steps is not None and self.episode_timestep >= max_steps:
                     terminal = 2
                 if not testing:
@@ -182,13 +188,31 @@ class Runner:
                 episode_reward += reward
                 if self._bar is not None:
                     self._bar.step(1)
-                if terminal or self._timesteps_done() or self.agent.should_stop():
+                if terminal:  # a true terminal, or a truncation (by the environment or max_episode_timesteps)
+                    self._episode_done(episode_reward, self.episode_timestep, time.time() - started)
+                    if self._episodes_done():
+                        self._stopped = True
+                    if self._stopped:
+                        return
+                if self._step_callback is not None and not self._step_callback(self):
+                    self._stopped = True
+                    return
+                if self._timesteps_done() or self.agent.should_stop():
+                    return  # an episode interrupted here is not recorded
+                if terminal:
                     break
                 if sleep:
                     time.sleep(sleep)
-            if terminal:  # an episode stopped by the timestep limit is not a finished episode
-                self._episode_done(episode_reward, self.episode_timestep, time.time() - started)
-            self._check_limits()
+
+    def _execute(self, action: Any) -> tuple[Any, int, float]:
+        """One act's action executed ``repeat_actions`` times (fewer if the episode ends); the rewards summed."""
+        reward = 0.0
+        for _ in range(self.repeat_actions):
+            state, terminal, step_reward = self.environment.execute(action)
+            reward += step_reward
+            if terminal:
+                break
+        return state, int(terminal), reward
 
     # ------------------------------------------------------------------ N environments as one batch
 
@@ -224,8 +248,8 @@ class Runner:
                 self.episode_timestep = int(lengths[row])
                 self._episode_done(float(returns[row]), int(lengths[row]), now - started[row], worker=int(row))
                 lengths[row], returns[row], started[row] = 0, 0.0, now
-                if self._episodes_done():  # every episode that ended in this step is counted first
-                    self._stopped = True
+                if self._episodes_done():  # exactly num_episodes: later rows that ended in this step are not
+                    self._stopped = True  # recorded (the agent has observed them)
                 if self._stopped:
                     break
             self._rows = {"states": states, "lengths": lengths, "returns": returns, "started": started}
@@ -258,12 +282,6 @@ class Runner:
     def _episodes_done(self) -> bool:
         limit = self._limits[1]
         return limit is not None and self.global_episode >= limit
-
-    def _check_limits(self) -> None:
-        if self._timesteps_done() or self._episodes_done():
-            self._stopped = True
-        if self.agent.should_stop():
-            self._stopped = True
 
 
 def _truncate(env: VectorEnvironment, cut: np.ndarray, terminal, final_states, states):

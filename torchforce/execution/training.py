@@ -15,9 +15,12 @@ from typing import Any, TextIO
 import numpy as np
 
 from torchforce.agents import Agent, create_agent
-from torchforce.environments import make, make_vector
+from torchforce.environments import Environment, make, make_vector
 from torchforce.execution.evaluation import evaluate
 from torchforce.execution.runner import Runner
+from torchforce.spec import expect_int
+
+EPISODE_LOG_KEYS = ("episode", "timesteps", "worker", "return", "length", "wall_time")
 
 
 @dataclass
@@ -41,7 +44,7 @@ class TrainingResult:
 
 def train(
     agent_spec: Any,
-    environment: str | dict,
+    environment: Any,
     *,
     num_environments: int = 8,
     seed: int = 0,
@@ -53,17 +56,35 @@ def train(
     progress: bool = False,
     agent_kwargs: dict[str, Any] | None = None,
 ) -> tuple[Agent, TrainingResult]:
-    """Train a fresh agent; stop at ``num_timesteps`` or when the evaluation mean reaches ``threshold``."""
-    spec = {"type": "gym", "gym_id": environment} if isinstance(environment, str) else environment
-    environments = make_vector(spec, num_environments, seed=seed)
-    evaluation_env = make(spec)
-    evaluation_env.seed(seed + 100_000)
-    agent = create_agent(agent_spec, states=environments.states, actions=environments.actions, seed=seed,
-                         **(agent_kwargs or {}))  # fmt: skip
+    """Train a fresh agent; stop at ``num_timesteps`` or when the evaluation mean reaches ``threshold``.
+
+    ``agent_spec`` is anything ``create_agent`` takes (``agent_kwargs`` add to it, e.g. a network); ``environment``
+    any environment spec (a Gymnasium id, a registry name like ``"minimal"``, a dict, a file). Training runs on
+    ``num_environments`` copies seeded ``seed + i``; evaluation plays ``eval_episodes`` deterministic episodes on a
+    separate copy after the first episode that ends at or past each multiple of ``eval_every`` timesteps.
+    ``episode_log`` gets one JSON line per finished training episode with the keys of ``EPISODE_LOG_KEYS``:
+    ``episode`` (the global count, from 1), ``timesteps`` (global), ``worker`` (the row), ``return``, ``length``
+    and ``wall_time`` (training seconds so far, evaluation excluded).
+    """
+    eval_every = expect_int(eval_every, "eval_every", minimum=1)
+    eval_episodes = expect_int(eval_episodes, "eval_episodes", minimum=1)
+    environments = make_vector(environment, num_environments, seed=seed)
+    evaluation_env: Environment | None = None
+    log: TextIO | None = None
+    try:
+        evaluation_env = make(environment)
+        evaluation_env.seed(seed + 100_000)
+        agent = create_agent(agent_spec, states=environments.states, actions=environments.actions, seed=seed,
+                             **(agent_kwargs or {}))  # fmt: skip
+        log = open(episode_log, "w") if episode_log else None  # noqa: SIM115
+    except BaseException:
+        environments.close()
+        if evaluation_env is not None:
+            evaluation_env.close()
+        raise
     runner = Runner(agent, environments)
     evaluations: list[dict[str, float]] = []
     clock = {"start": time.perf_counter(), "evaluation": 0.0, "next": eval_every}
-    log: TextIO | None = open(episode_log, "w") if episode_log else None  # noqa: SIM115
 
     def train_seconds() -> float:
         return time.perf_counter() - clock["start"] - clock["evaluation"]
@@ -75,7 +96,7 @@ def train(
                                   "wall_time": round(train_seconds(), 4)}) + "\n")  # fmt: skip
         if r.global_timestep < clock["next"]:
             return True
-        clock["next"] += eval_every
+        clock["next"] += eval_every * ((r.global_timestep - clock["next"]) // eval_every + 1)  # the next one ahead
         begin = time.perf_counter()
         returns = evaluate(agent, evaluation_env, episodes=eval_episodes)
         clock["evaluation"] += time.perf_counter() - begin
