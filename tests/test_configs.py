@@ -329,11 +329,7 @@ def _agent_network_pairs() -> list:
     for name in sorted(NETWORK_SETUPS):
         image = name.startswith("cnn")
         for agent in ("dqn",) if name == "mlp2_embedding_network" else ("dqn", "ppo_cnn" if image else "ppo"):
-            marks = []
-            if name == "mlp2_normalized_network":
-                # batch statistics of a single row: the agent acts with its networks in training mode
-                marks = [pytest.mark.xfail(raises=ValueError, strict=False, reason="acting uses train-mode batch norm")]
-            pairs.append(pytest.param(agent, name, id=f"{agent}-{name}", marks=marks))
+            pairs.append(pytest.param(agent, name, id=f"{agent}-{name}"))
     return pairs
 
 

@@ -133,8 +133,39 @@ def test_bad_values_name_their_path():
     with pytest.raises(SpecError, match="update_mode.unit"):
         create_agent({"type": "dqn", "update_mode": {"unit": "episodes", "batch_size": 4}},
                      states=env.states, actions=env.actions, network=MLP)  # fmt: skip
-    with pytest.raises(SpecError, match="actions.action.type: DQN picks actions by argmax over Q-values, so only int actions work"):
+    with pytest.raises(
+        SpecError, match="actions.action.type: DQN picks actions by argmax over Q-values, so only int actions work"
+    ):
         float_env = make("minimal", action_type="float")
         create_agent({"type": "dqn"}, states=float_env.states, actions=float_env.actions, network=MLP)
     with pytest.raises(SpecError, match="agent: agent 'ppo' needs 'network'"):
         create_agent({"type": "ppo"}, states=env.states, actions=env.actions)
+
+
+def test_acting_uses_eval_mode_and_updates_use_training_mode():
+    env = make("minimal", action_type="int")
+    network = [{"type": "dense", "size": 8}, {"type": "dropout", "rate": 0.5}, {"type": "dense", "size": 8}]
+    agent = create_agent({**PPO, "network": network}, states=env.states, actions=env.actions)
+    state = env.reset()
+    probabilities = [agent.act(state, deterministic=True, independent=True) for _ in range(20)]
+    assert len(set(np.asarray(probabilities).tolist())) == 1  # no dropout noise while acting
+    assert not agent.policy.training
+    run_episodes(agent, env, 3)
+    assert agent.updates >= 1
+
+
+def test_independent_episodes_carry_their_own_recurrent_state():
+    from torchforce.execution.evaluation import evaluate
+
+    env = make("minimal", action_type="float")
+    network = [{"type": "dense", "size": 8}, {"type": "internal_lstm", "size": 8}]
+    agent = create_agent({**PPO, "network": network}, states=env.states, actions=env.actions)
+    agent.start_independent_episode()
+    state = env.reset()
+    first = agent.act(state, deterministic=True, independent=True)
+    second = agent.act(state, deterministic=True, independent=True)
+    assert not np.allclose(first, second)  # the same state, but the LSTM state moved on
+    agent.start_independent_episode()
+    assert np.allclose(agent.act(state, deterministic=True, independent=True), first)
+    assert agent.timestep == 0
+    assert len(evaluate(agent, env, episodes=2)) == 2

@@ -7,6 +7,7 @@ bookkeeping), and learns from what ``observe`` tells it. Algorithms subclass ``A
 
 from __future__ import annotations
 
+import copy
 import inspect
 import time
 from dataclasses import dataclass
@@ -21,12 +22,13 @@ from torchforce.agents.checkpoint import find_checkpoint, load_checkpoint, save_
 from torchforce.agents.rows import Batch, Rows, Segments
 from torchforce.agents.update_mode import Schedule, UpdateMode
 from torchforce.core.memories import FieldSpec, build_memory
-from torchforce.core.summaries import Summarizer
+from torchforce.core.summaries import Summarizer, learning_rate
 from torchforce.spec import (
     ActionSpec,
     SpecError,
     StateSpec,
     did_you_mean,
+    expect_bool,
     expect_dict,
     expect_float,
     expect_int,
@@ -121,7 +123,10 @@ class Agent:
         self._acted = False
         self._new_episode = np.zeros(0, dtype=bool)
         self._returns = np.zeros(0, dtype=np.float64)
+        self._lengths = np.zeros(0, dtype=np.int64)
         self._internals: dict[str, torch.Tensor] = {}
+        self._independent: tuple[int, dict[str, torch.Tensor]] | None = None  # (rows, recurrent state)
+        self._training = True  # modules start in training mode; acting switches them to eval mode
         self.processed_states = dict(self.states_spec)
         self.saver = self._saver_spec(saver)
         self.summarizer = Summarizer(summarizer or {}, "summarizer")
@@ -150,12 +155,23 @@ class Agent:
             if key not in SAVER_KEYS:
                 guess = did_you_mean(key, SAVER_KEYS)
                 raise SpecError(f"saver.{key}", "unknown key", hint=f"Did you mean '{guess}'?" if guess else None)
-        if saver.get("directory") is None:
-            return None
-        spec = {"directory": str(saver["directory"]), "basename": saver.get("basename", "model"),
-                "load": saver.get("load", True), "file": saver.get("file")}  # fmt: skip
-        spec["steps"] = expect_int(saver.get("steps"), "saver.steps", minimum=1, allow_none=True)
-        spec["seconds"] = expect_float(saver.get("seconds"), "saver.seconds", minimum=0.0, allow_none=True)
+        basename = saver.get("basename", "model")
+        if not isinstance(basename, str) or not basename or "/" in basename:
+            raise SpecError("saver.basename", "not a file name", got=basename, expected='a name like "model"')
+        file = saver.get("file")
+        if file is not None and not isinstance(file, str):
+            raise SpecError("saver.file", "not a file name", got=file, expected="a checkpoint file name, or null")
+        spec = {
+            "directory": saver.get("directory"),
+            "basename": basename,
+            "file": file,
+            "load": expect_bool(saver.get("load", True), "saver.load"),
+            "steps": expect_int(saver.get("steps"), "saver.steps", minimum=1, allow_none=True),
+            "seconds": expect_float(saver.get("seconds"), "saver.seconds", minimum=0.0, allow_none=True),
+        }
+        if spec["directory"] is None:
+            return None  # 2018: a null directory disables the saver
+        spec["directory"] = str(spec["directory"])
         if spec["steps"] is None and spec["seconds"] is None:
             spec["seconds"] = 600.0
         return spec
@@ -297,6 +313,7 @@ class Agent:
         self._acted = False
         ended = terminal != 0
         self._returns += reward
+        self._lengths += 1
         if self.learning:
             self._observe_rows(terminal, reward, ended, next_states)
         if ended.any():
@@ -305,8 +322,10 @@ class Agent:
             self._new_episode[finished] = True
             if self.summarizer.enabled:
                 for row in finished:
-                    self.summarizer.scalars({"episode/return": self._returns[row]}, self.timestep)
+                    episode = {"episode/return": self._returns[row], "episode/length": self._lengths[row]}
+                    self.summarizer.scalars(episode, self.timestep)
             self._returns[finished] = 0.0
+            self._lengths[finished] = 0
         if self.learning:
             self._maybe_update()
         self._maybe_save()
@@ -365,6 +384,7 @@ class Agent:
         self._num_rows = rows
         self._new_episode = np.ones(rows, dtype=bool)
         self._returns = np.zeros(rows, dtype=np.float64)
+        self._lengths = np.zeros(rows, dtype=np.int64)
         if self.learning:
             if self._segments is not None:
                 self._flush_segments()
@@ -451,18 +471,37 @@ class Agent:
     def _act_independent(self, batch: Batch, rows: int, deterministic: bool) -> dict[str, np.ndarray]:
         """Acting that leaves the training rows alone: their recurrent state is read, never advanced, and a batch
         of another size starts from zero recurrent state. (Stateful preprocessors such as ``sequence`` do advance.)"""
-        if self.learning:
-            batch = self._preprocess(batch)
-            internals = self._internals if rows == self._num_rows else self.policy.network.initial_internals(rows)
-            internals = {k: v.to(self.device) for k, v in internals.items()}
-        else:
-            internals = {}
+        if not self.learning:
+            return self._act_rows(batch, {}, deterministic=deterministic)[0]
+        batch = self._preprocess(batch)
+        if self._independent is not None and self._independent[0] == rows:
+            actions, internals = self._act_rows(batch, self._independent[1], deterministic=deterministic)
+            self._independent = (rows, internals)
+            return actions
+        internals = self._internals if rows == self._num_rows else self.policy.network.initial_internals(rows)
+        internals = {k: v.to(self.device) for k, v in internals.items()}
         return self._act_rows(batch, internals, deterministic=deterministic)[0]
+
+    def start_independent_episode(self, rows: int = 1) -> None:
+        """Give independent acting (evaluation) its own recurrent state, starting from zero: from now on
+        ``act(independent=True)`` on batches of ``rows`` rows carries it from call to call, as an episode needs.
+        Call it at the start of every evaluation episode; the training rows stay untouched."""
+        if self.learning:
+            initial = self.policy.network.initial_internals(rows)
+            self._independent = (rows, {k: v.to(self.device) for k, v in initial.items()})
+
+    def _set_training(self, training: bool) -> None:
+        """Training mode for updates, eval mode for acting (batch normalization and dropout differ)."""
+        if self._training != training:
+            for module in self.trainable_modules().values():
+                module.train(training)
+            self._training = training
 
     def _act_rows(
         self, batch: Batch, internals: dict[str, torch.Tensor], *, deterministic: bool
     ) -> tuple[dict[str, np.ndarray], dict[str, torch.Tensor]]:
         """Actions for the (preprocessed) batch from the policy, then exploration unless deterministic."""
+        self._set_training(False)
         noise = self._add_variable_noise() if self.variable_noise and not deterministic else None
         with torch.inference_mode():
             params, internals, _ = self.policy(self._tensors(batch), internals)
@@ -501,12 +540,31 @@ class Agent:
         if self.on_policy:
             due = min(due, 1)
         for _ in range(due):
-            if self.on_policy and self.update_mode.unit != "episodes":
-                self._flush_segments()
-            info = self._update(self._retrieve())
+            batch = self._next_batch()
+            self._set_training(True)
+            info = self._update(batch)
             self.updates += 1
             if self.summarizer.due(self.timestep):
-                self.summarizer.scalars(info, self.timestep, prefix="update/")
+                self._summarize_update(info, batch)
+
+    def _next_batch(self) -> Transitions:
+        """The batch of the next update; on-policy agents updating on timesteps first write every row's staged
+        segment (cut, terminal 2) to the memory."""
+        if self.on_policy and self.update_mode.unit != "episodes":
+            self._flush_segments()
+        return self._retrieve()
+
+    def _summarize_update(self, info: dict[str, float], batch: Transitions) -> None:
+        """The update's info (losses, entropy...), the learning rate of each optimizer read from the optimizer
+        itself, and the mean (preprocessed) reward of the batch."""
+        scalars = dict(info)
+        rates = {f"learning_rate/{name}": rate for name, optimizer in self.optimizers().items()
+                 if (rate := learning_rate(optimizer)) is not None}  # fmt: skip
+        if rates:
+            scalars.pop("learning_rate", None)  # an agent's own guess; the optimizers' values are the real ones
+            scalars.update(rates)
+        scalars["reward_mean"] = float(batch.reward.float().mean()) if len(batch) else 0.0
+        self.summarizer.scalars(scalars, self.timestep, prefix="update/")
 
     def _retrieve(self) -> Transitions:
         mode = self.update_mode
@@ -584,6 +642,9 @@ class Agent:
         unknown = set(parameters) - set(own)
         if unknown:
             raise KeyError(f"unknown parameters {sorted(unknown)[:5]}")
+        for name, value in parameters.items():
+            if tuple(value.shape) != tuple(own[name].shape):
+                raise ValueError(f"parameter {name} has shape {tuple(own[name].shape)}, got {tuple(value.shape)}")
         with torch.no_grad():
             for name, value in parameters.items():
                 own[name].copy_(value)
@@ -599,13 +660,17 @@ class Agent:
         The optimizers' own state (e.g. Adam moments) does advance, as each worker keeps its own.
         """
         before = self.get_parameters()
-        self._update(self._retrieve())
+        self._set_training(True)
+        self._update(self._next_batch())
         after = self.get_parameters()
         self.set_parameters(before)
         return {name: after[name] - before[name] for name in before}
 
     def apply_update(self, deltas: dict[str, torch.Tensor]) -> None:
         own = self._named_parameters()
+        unknown = set(deltas) - set(own)
+        if unknown:
+            raise KeyError(f"unknown parameters {sorted(unknown)[:5]}")
         with torch.no_grad():
             for name, delta in deltas.items():
                 own[name].add_(delta.to(own[name].device))
@@ -616,15 +681,19 @@ class Agent:
     def _state(self) -> dict[str, Any]:
         """Everything needed to continue exactly where the agent is (subclasses extend it)."""
         state: dict[str, Any] = {
+            "agent": self.name,
             "counters": {"timestep": self.timestep, "episode": self.episode, "updates": self.updates},
             "rows": {
                 "num_rows": self._num_rows,
                 "acted": self._acted,
                 "new_episode": self._new_episode.copy(),
                 "returns": self._returns.copy(),
+                "lengths": self._lengths.copy(),
             },  # fmt: skip
-            "rng": {"torch": torch.get_rng_state(), "numpy": self.rng.bit_generator.state},
+            "rng": {"torch": torch.get_rng_state(), "numpy": copy.deepcopy(self.rng.bit_generator.state)},
         }
+        if self.device.type == "cuda":  # sampling on the GPU draws from the device's generator
+            state["rng"]["cuda"] = torch.cuda.get_rng_state(self.device)
         if self.learning:
             state["modules"] = {name: module.state_dict() for name, module in self.trainable_modules().items()}
             state["optimizers"] = {name: optimizer.state_dict() for name, optimizer in self.optimizers().items()}
@@ -642,24 +711,24 @@ class Agent:
         return state
 
     def _load_state(self, state: dict[str, Any]) -> None:
+        saved = state.get("agent", self.name)
+        if saved != self.name:
+            raise ValueError(f"the checkpoint is of a '{saved}' agent; it cannot be restored into a '{self.name}' one")
+        if self.learning:  # first what fails on a checkpoint of another spec (shapes, capacities), before changes
+            for name, module in self.trainable_modules().items():
+                module.load_state_dict(_tensors_in(state["modules"][name]))
+            for name, optimizer in self.optimizers().items():
+                optimizer.load_state_dict(_tensors_in(state["optimizers"][name]))
+            self.memory.load_state_dict(state["memory"])
         counters = state["counters"]
         self.timestep, self.episode, self.updates = counters["timestep"], counters["episode"], counters["updates"]
-        rows = state["rows"]
-        self._num_rows = 0
-        if rows["num_rows"]:
-            self._resize(int(rows["num_rows"]))
-        self._acted = bool(rows["acted"])
-        self._new_episode = np.array(rows["new_episode"], dtype=bool)
-        self._returns = np.array(rows["returns"], dtype=np.float64)
+        self._load_rows(state["rows"])
         torch.set_rng_state(torch.as_tensor(state["rng"]["torch"], dtype=torch.uint8))
+        if "cuda" in state["rng"] and self.device.type == "cuda":
+            torch.cuda.set_rng_state(torch.as_tensor(state["rng"]["cuda"], dtype=torch.uint8), self.device)
         self.rng.bit_generator.state = state["rng"]["numpy"]
         if not self.learning:
             return
-        for name, module in self.trainable_modules().items():
-            module.load_state_dict(_tensors_in(state["modules"][name]))
-        for name, optimizer in self.optimizers().items():
-            optimizer.load_state_dict(_tensors_in(state["optimizers"][name]))
-        self.memory.load_state_dict(state["memory"])
         self.schedule.load_state_dict(state["schedule"])
         self._completed = dict(state["completed"])
         for name, stack in self.preprocessing.items():
@@ -673,6 +742,20 @@ class Agent:
             self._rows.load_state_dict(state["open"])
         if state["segments"] is not None:
             self._segments.load_state_dict(state["segments"])
+
+    def _load_rows(self, rows: dict[str, Any]) -> None:
+        """The per-row bookkeeping of a checkpoint. Whatever this agent had open or staged is dropped (not flushed
+        into the memory, which the checkpoint replaces), also when the checkpoint has no rows yet."""
+        self._acted = False
+        self._num_rows = 0
+        if self.learning:
+            self._rows, self._segments, self._internals = None, None, {}
+        if rows["num_rows"]:
+            self._resize(int(rows["num_rows"]))
+        self._acted = bool(rows["acted"])
+        self._new_episode = np.array(rows["new_episode"], dtype=bool)
+        self._returns = np.array(rows["returns"], dtype=np.float64)
+        self._lengths = np.array(rows.get("lengths", np.zeros(len(self._returns))), dtype=np.int64)
 
     def optimizers(self) -> dict[str, Any]:
         """The agent's optimizers by name (subclasses list theirs), saved with the model."""
@@ -692,13 +775,15 @@ class Agent:
         return str(path)
 
     def restore_model(self, directory: str | Path | None = None, file: str | None = None) -> None:
-        """Restore a checkpoint: ``file`` in ``directory``, or the latest one there."""
+        """Restore a checkpoint: ``file`` in ``directory``, or the latest one there. Without a directory, ``file``
+        is relative to the saver's directory, or else a path of its own."""
         directory = directory if directory is not None else (self.saver or {}).get("directory")
         if directory is None and file is None:
             raise ValueError("restore_model() needs a directory or a file")
-        path = find_checkpoint(directory or Path(file).parent, file)
+        path = find_checkpoint(directory if directory is not None else ".", file)
         payload = load_checkpoint(path)
         self._load_state(payload)
+        self._last_save = (self.timestep, time.monotonic())  # the saver's steps/seconds count from here
 
     def _maybe_save(self) -> None:
         if self.saver is None or self._acted:

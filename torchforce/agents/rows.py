@@ -41,7 +41,7 @@ class Rows:
         return batch
 
     def state_dict(self) -> dict[str, Any]:
-        return {"record": dict(self.record), "waiting": self.waiting.copy()}
+        return {"record": {name: values.copy() for name, values in self.record.items()}, "waiting": self.waiting.copy()}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.record = {name: np.array(values) for name, values in state["record"].items()}
@@ -90,7 +90,7 @@ class Segments:
         return segment
 
     def state_dict(self) -> dict[str, Any]:
-        return {"buffer": dict(self.buffer), "lengths": self.lengths.copy()}
+        return {"buffer": {name: values.copy() for name, values in self.buffer.items()}, "lengths": self.lengths.copy()}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.buffer = {name: np.array(values) for name, values in state["buffer"].items()}

@@ -16,11 +16,42 @@ LABELS = (
 )  # fmt: skip
 
 
+def label_of(name: str) -> str:
+    """The 2018 label a scalar belongs to: ``episode/...`` -> episode, ``.../learning_rate...`` -> learning_rate,
+    ``...entropy...`` -> entropy, ``...reward...`` -> rewards; every other update statistic (losses, KL, TD
+    error, clip fraction) -> losses."""
+    if name.startswith("episode/"):
+        return "episode"
+    for key, label in (("learning_rate", "learning_rate"), ("entropy", "entropy"), ("reward", "rewards")):
+        if key in name:
+            return label
+    return "losses"
+
+
+def learning_rate(optimizer: Any) -> float | None:
+    """The current learning rate of a torchforce optimizer: a ``torch.optim`` optimizer's first param group, an
+    optimizer's own ``learning_rate``, or that of the optimizer a meta optimizer wraps; None if it has none
+    (e.g. a target-network synchronization)."""
+    for _ in range(16):  # meta optimizers nest a few levels deep at most
+        torch_optimizer = getattr(optimizer, "torch_optimizer", None)
+        if torch_optimizer is not None and torch_optimizer.param_groups:
+            return float(torch_optimizer.param_groups[0]["lr"])
+        rate = getattr(optimizer, "learning_rate", None)
+        if isinstance(rate, (int, float)) and not isinstance(rate, bool):
+            return float(rate)
+        optimizer = getattr(optimizer, "optimizer", None)
+        if optimizer is None:
+            return None
+    return None
+
+
 class Summarizer:
     """Writes scalars to TensorBoard event files, at most every ``steps`` timesteps or ``seconds`` seconds.
 
-    Episode returns and lengths are always written; update scalars (losses, entropy, learning rates) are written
-    at the configured frequency. An empty ``labels`` list means everything.
+    Episode returns and lengths are always written, at every episode end; update scalars (losses, entropy,
+    learning rates, the batch's mean reward) at the configured frequency. ``labels`` selects update scalars by
+    2018 label (``losses`` or ``total-loss``, ``entropy``, ``learning_rate``, ``rewards``); an empty list means
+    all of them, and labels without a meaning here (``graph``, ``variables``...) select nothing.
     """
 
     def __init__(self, spec: Any, path: str = "summarizer") -> None:
@@ -34,6 +65,8 @@ class Summarizer:
         self.seconds = expect_float(spec.get("seconds"), f"{path}.seconds", minimum=0.0, allow_none=True)
         flush = expect_float(spec.get("flush", 10), f"{path}.flush", minimum=0.0)
         labels = spec.get("labels") or []
+        if not isinstance(labels, (list, tuple)):
+            raise SpecError(f"{path}.labels", "not a list", got=labels, expected='a list like ["losses", "entropy"]')
         for index, label in enumerate(labels):
             if label not in LABELS:
                 guess = did_you_mean(label, LABELS)
@@ -67,13 +100,19 @@ class Summarizer:
         return True
 
     def wants(self, label: str) -> bool:
-        return not self.labels or label in self.labels or (label == "losses" and "total-loss" in self.labels)
+        """Whether scalars of ``label`` are written; episode returns and lengths always are."""
+        if label == "episode" or not self.labels:
+            return True
+        aliases = {"losses": "total-loss", "rewards": "inputs"}  # 2018: inputs = states, actions and rewards
+        return label in self.labels or aliases.get(label) in self.labels
 
     def scalars(self, values: dict[str, float], timestep: int, prefix: str = "") -> None:
+        """Write ``values`` (as ``prefix + name``) at ``timestep``, those whose label is wanted."""
         if self.writer is None:
             return
         for name, value in values.items():
-            self.writer.add_scalar(prefix + name, float(value), timestep)
+            if self.wants(label_of(prefix + name)):
+                self.writer.add_scalar(prefix + name, float(value), timestep)
 
     def close(self) -> None:
         if self.writer is not None:

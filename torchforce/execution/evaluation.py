@@ -25,6 +25,7 @@ def evaluate(
     returns = []
     for _ in range(episodes):
         state = environment.reset()
+        agent.start_independent_episode()  # recurrent policies carry their own state through the episode
         total, steps = 0.0, 0
         while True:
             action = agent.act(state, deterministic=deterministic, independent=True)
