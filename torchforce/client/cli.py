@@ -132,7 +132,17 @@ def build_parser() -> Parser:
     compare.add_argument("--json", action="store_true", help="machine-readable output")
     remove = experiment.add_parser("delete", help="remove an experiment that is not running, with its results")
     remove.add_argument("-e", "--experiment", required=True)
+    _add_debug_everywhere(parser)
     return parser
+
+
+def _add_debug_everywhere(parser: argparse.ArgumentParser) -> None:
+    """Accept ``--debug`` after the command too (``tfcli experiment new ... --debug``), not only before it."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for child in dict.fromkeys(action.choices.values()):
+                child.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help="show tracebacks")
+                _add_debug_everywhere(child)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -10,7 +10,7 @@ import re
 from typing import Any
 
 from torchforce.client.errors import ClientError
-from torchforce.spec import SpecError, did_you_mean, expect_choice, expect_int, load_file
+from torchforce.spec import SpecError, did_you_mean, expect_choice, expect_dict, expect_int, load_file
 
 GPU_TYPES = ("nvidia-tesla-t4", "nvidia-l4", "nvidia-tesla-a100", "nvidia-h100-80gb")
 LEGACY_GPU_TYPES = ("nvidia-tesla-k80", "nvidia-tesla-p100")  # the 2018 names; retired on GKE
@@ -30,6 +30,17 @@ KEYS = (
 NAME = re.compile(r"[a-z]([a-z0-9-]{0,38}[a-z0-9])?")
 
 
+def _check_keys(values: dict[str, Any]) -> None:
+    for key in values:
+        if key not in KEYS:
+            guess = did_you_mean(key, KEYS)
+            raise SpecError(
+                f"cluster.{key}",
+                "unknown cluster field",
+                hint=f"Did you mean '{guess}'?" if guess else "Known: " + ", ".join(KEYS) + ".",
+            )
+
+
 class Cluster:
     """``Cluster(file=..., name=..., num_nodes=3, machine_type=... | cpus_per_node + memory_per_node, ...)``.
 
@@ -37,15 +48,17 @@ class Cluster:
     """
 
     def __init__(self, **kwargs: Any) -> None:
-        for key in kwargs:
-            if key not in KEYS:
-                guess = did_you_mean(key, KEYS)
-                raise SpecError(
-                    f"cluster.{key}",
-                    "unknown cluster field",
-                    hint=f"Did you mean '{guess}'?" if guess else "Known: " + ", ".join(KEYS) + ".",
-                )
-        values = dict(load_file(kwargs["file"])) if kwargs.get("file") else {}
+        _check_keys(kwargs)
+        values: dict[str, Any] = {}
+        if kwargs.get("file"):
+            try:
+                values = dict(expect_dict(load_file(kwargs["file"]), "cluster"))
+            except SpecError as error:
+                raise error.with_file(str(kwargs["file"])) from None
+            try:
+                _check_keys({key: value for key, value in values.items() if key != "file"})
+            except SpecError as error:
+                raise error.with_file(str(kwargs["file"])) from None
         values.update({key: value for key, value in kwargs.items() if key != "file" and value is not None})
         values.pop("type", None)
         self.file = kwargs.get("file")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 import time
 from collections.abc import Callable
@@ -14,6 +15,8 @@ from torchforce.client.errors import ClientError
 from torchforce.client.experiment import Experiment
 from torchforce.client.project import Project
 from torchforce.client.report import read_episodes, summarize
+from torchforce.client.store import ExperimentRecord
+from torchforce.spec import SpecError, load_file
 
 Handler = Callable[[argparse.Namespace], int | None]
 HANDLERS: dict[tuple[str, str | None], Handler] = {}
@@ -112,8 +115,12 @@ def experiment_new(args: argparse.Namespace) -> None:
         "seed": args.seed,
         "description": args.description,
     }
-    experiment = Experiment(project, file=args.file, **fields)
-    folder = experiment.generate_locally()
+    try:
+        experiment = Experiment(project, file=args.file, **fields)
+        folder = experiment.generate_locally()
+    except SpecError as error:
+        flags = {key for key, value in fields.items() if value is not None}
+        raise _in_file(error, project, args.file, flags) from None
     spec = experiment.spec
     print(
         f"Created experiment '{experiment.name}' in {relative(folder)}: {_agent_name(spec)} on "
@@ -124,6 +131,22 @@ def experiment_new(args: argparse.Namespace) -> None:
         print(f"Started it (worker PID {pid}). Follow it with: tfcli experiment watch -e {experiment.name}")
     else:
         print(f"Start it with: tfcli experiment start -e {experiment.name}")
+
+
+def _in_file(error: SpecError, project: Project, file: str | None, flags: set[str]) -> SpecError:
+    """``error`` naming the experiment file when the field it is about came from that file (not from a flag, nor
+    from a config the file names: such errors name that config's file already)."""
+    if file is None or error.file or not error.path.startswith("experiment."):
+        return error
+    field = re.split(r"[.\[]", error.path.removeprefix("experiment."), maxsplit=1)[0]
+    try:
+        path = project.find_config(file, "experiments", "experiment.file")
+        written = load_file(path)
+    except SpecError:
+        return error
+    if isinstance(written, dict) and field in written and field not in flags:
+        return error.with_file(relative(path))
+    return error
 
 
 def _agent_name(spec: dict) -> str:
@@ -162,10 +185,44 @@ def _status_row(experiment: Experiment) -> dict[str, Any]:
     }
 
 
+def _broken_row(record: ExperimentRecord, project: Project, error: Exception) -> dict[str, Any]:
+    """A list row for an experiment whose folder or spec file is missing or damaged."""
+    spec_file = relative(project.experiment_folder(record.name) / "experiment.json")
+    problem = "missing" if isinstance(error, ClientError) else f"unreadable ({type(error).__name__}: {error})"
+    return {
+        "name": record.name,
+        "agent": None,
+        "environment": None,
+        "run_mode": None,
+        "num_workers": None,
+        "num_environments": None,
+        "cluster": record.cluster or "local",
+        "status": record.status,
+        "pid": record.pid,
+        "timesteps": 0,
+        "episodes": 0,
+        "total_timesteps": None,
+        "progress": None,
+        "mean_return_100": None,
+        "steps_per_second": None,
+        "message": f"{spec_file} is {problem}",
+    }
+
+
 @command("experiment", "list")
 def experiment_list(args: argparse.Namespace) -> None:
     project = Project.find()
-    rows = [_status_row(Experiment.load(project, record.name)) for record in project.store.experiments()]
+    rows = []
+    for record in project.store.experiments():
+        try:
+            experiment = Experiment.load(project, record.name)
+        except (ClientError, OSError, ValueError) as error:
+            staging = list(project.experiments_folder.glob(f".{record.name}.*"))
+            if staging and not project.experiment_folder(record.name).exists():
+                continue  # a concurrent 'experiment new' is creating it right now
+            rows.append(_broken_row(record, project, error))
+            continue
+        rows.append(_status_row(experiment))
     if args.json:
         print_json(rows)
         return

@@ -49,6 +49,8 @@ class Experiment:
             path = self.project.find_config(str(file), "experiments", "experiment.file")
             raw = dict(expect_dict(load_file(path), "experiment"))
             self.file = str(path)
+        if kwargs.get("total_timesteps") is not None:
+            raw.pop("timesteps", None)  # a flag overrides the file's 2018 'timesteps' too
         raw.update({key: value for key, value in kwargs.items() if value is not None})
         self.raw = raw
         self.spec: dict[str, Any] | None = None
@@ -83,7 +85,7 @@ class Experiment:
         experiment = cls.__new__(cls)
         experiment.project = project
         experiment.file = str(folder / "experiment.json")
-        experiment.spec = json.loads((folder / "experiment.json").read_text())
+        experiment.spec = dict(expect_dict(load_file(folder / "experiment.json"), "experiment"))
         experiment.raw = dict(experiment.spec)
         return experiment
 
@@ -115,17 +117,17 @@ class Experiment:
             os.umask(umask)
             os.chmod(staging, 0o777 & ~umask)  # mkdtemp makes it private; an experiment folder is not
             write_json_atomically(staging / "experiment.json", spec)
+            try:  # the folder first: once the row exists, every reader finds the folder too
+                os.rename(staging, folder)
+            except OSError:
+                raise ClientError(f"experiment '{self.name}' already exists ({folder})") from None
             try:
                 store.add_experiment(self.name, cluster=(spec.get("cluster") or {}).get("name"))
-            except Exception as error:
+            except BaseException as error:
+                shutil.rmtree(folder, ignore_errors=True)
                 if "UNIQUE" in str(error):
                     raise ClientError(f"experiment '{self.name}' already exists") from None
                 raise
-            try:
-                os.rename(staging, folder)
-            except OSError:
-                store.remove_experiment(self.name)
-                raise ClientError(f"experiment '{self.name}' already exists ({folder})") from None
         finally:
             shutil.rmtree(staging, ignore_errors=True)
         self.spec = spec
@@ -218,7 +220,9 @@ class Experiment:
             if not self.has_checkpoint():
                 raise ClientError(
                     f"experiment '{self.name}' has no checkpoint to resume from",
-                    hint=f"Start it afresh with 'tfcli experiment start -e {self.name} --fresh'.",
+                    hint=f"Start it without --resume: 'tfcli experiment start -e {self.name}'."
+                    if record.status == "new"
+                    else f"Start it afresh with 'tfcli experiment start -e {self.name} --fresh'.",
                 )
         elif record.status != "new" and not fresh:
             raise ClientError(

@@ -19,6 +19,7 @@ from torchforce.client.errors import ClientError
 from torchforce.client.store import Store
 from torchforce.configs import KINDS, folder
 from torchforce.spec import SpecError, did_you_mean, load_file
+from torchforce.spec.errors import describe
 
 MARKER = ".tfcli"
 SETTINGS = "project.json"
@@ -40,6 +41,23 @@ def write_json_atomically(path: Path, data: Any) -> None:
         raise
 
 
+def read_settings(path: Path) -> dict[str, Any]:
+    """The project settings in ``path``; a damaged file is a ClientError saying how to repair it."""
+    try:
+        settings = load_file(path)
+    except SpecError as error:
+        raise ClientError(
+            f"the project settings {path} are damaged: {error.message}",
+            hint="Fix the file, or run 'tfcli init --force' there to write new settings (configs are kept).",
+        ) from None
+    if not isinstance(settings, dict):
+        raise ClientError(
+            f"the project settings {path} are damaged: expected a JSON object, got {describe(settings)}",
+            hint="Fix the file, or run 'tfcli init --force' there to write new settings (configs are kept).",
+        )
+    return settings
+
+
 class Project:
     """The project rooted at ``root`` (which must already be initialised; see ``Project.init``)."""
 
@@ -48,7 +66,7 @@ class Project:
         settings = self.root / MARKER / SETTINGS
         if not settings.is_file():
             raise ClientError(f"{self.root} is not a tfcli project", hint="Run 'tfcli init' there first.")
-        self.settings: dict[str, Any] = json.loads(settings.read_text())
+        self.settings: dict[str, Any] = read_settings(settings)
         self._store: Store | None = None
 
     # ------------------------------------------------------------------ finding and creating
@@ -76,7 +94,20 @@ class Project:
         """
         root = Path(root).resolve()
         settings_path = root / MARKER / SETTINGS
-        existing = json.loads(settings_path.read_text()) if settings_path.is_file() else None
+        existing = None
+        if settings_path.is_file() and not force:
+            existing = read_settings(settings_path)
+        elif settings_path.is_file():  # --force also repairs damaged settings
+            try:
+                existing = read_settings(settings_path)
+            except ClientError:
+                existing = {}
+        if existing is not None and not force and (name or remote_project_id):
+            # before anything is written: a refused init leaves the project as it was
+            raise ClientError(
+                f"{root} is already a project named '{existing.get('name')}'",
+                hint="Use --force to change its name or remote project id.",
+            )
         written = []
         for kind in KINDS:
             source, target = folder(kind), root / "configs" / kind
@@ -98,11 +129,6 @@ class Project:
                 "created_at": (existing or {}).get("created_at") or time.strftime("%Y-%m-%dT%H:%M:%S"),
             }
             write_json_atomically(settings_path, settings)
-        elif name or remote_project_id:
-            raise ClientError(
-                f"{root} is already a project named '{existing.get('name')}'",
-                hint="Use --force to change its name or remote project id.",
-            )
         project = cls(root)
         project.store  # create the database now  # noqa: B018
         return project, written
@@ -135,21 +161,32 @@ class Project:
     def find_config(self, value: str, kind: str, path: str) -> Path:
         """The file ``value`` names: an existing path (relative to the current folder or the project), else
         ``configs/<kind>/<name>[.json]``. Unknown names are a SpecError listing the known ones."""
+        what = f"{kind[:-1]} config"
+        expected = f"a file, or a name in configs/{kind}/"
+        if not value.strip():
+            raise SpecError(path, f"an empty {what} name", got=value, expected=expected)
         candidate = Path(value).expanduser()
+        folders = []
         for base in (Path.cwd(), self.root):
             full = candidate if candidate.is_absolute() else base / candidate
             if full.is_file():
                 return full
+            folders += [full] if full.is_dir() else []
         bare = candidate.name if candidate.suffix in CONFIG_SUFFIXES else candidate.name + ".json"
         target = self.root / "configs" / kind / bare
         if target.is_file():
             return target
+        if folders:
+            raise SpecError(path, f"'{value}' is a folder, not a file", expected=expected)
         known = self.config_names(kind)
         guess = did_you_mean(Path(bare).stem, known)
+        looks_like_a_path = candidate.is_absolute() or len(candidate.parts) > 1
         raise SpecError(
             path,
-            f"no {kind[:-1]} config named '{value}'",
-            expected=f"a file, or a name in configs/{kind}/",
+            f"file not found: '{value}', nor a {what} '{bare}' in configs/{kind}/"
+            if looks_like_a_path
+            else f"no {what} named '{value}'",
+            expected=None if looks_like_a_path else expected,
             hint=("Known: " + ", ".join(known) + "." if known else f"configs/{kind}/ is empty.")
             + (f" Did you mean '{guess}'?" if guess else ""),
         )

@@ -21,9 +21,14 @@ from torchforce.spec import (
     expect_int,
     parse_frequency,
 )
+from torchforce.spec.errors import describe
 
-NAME_PATTERN = re.compile(r"[a-z0-9]([a-z0-9_-]{0,38}[a-z0-9])?")
-NAME_RULE = "1-40 lower-case letters, digits, '-' or '_', starting and ending with a letter or digit"
+# A name is a folder name and, with "_" as "-", the start of Kubernetes names (Jobs and Services "NAME-worker-0"):
+# Services need a DNS-1035 label, so a letter first; 40 characters leave room for the suffixes within 63.
+NAME_PATTERN = re.compile(r"[a-z]([a-z0-9_-]{0,38}[a-z0-9])?")
+NAME_RULE = "1-40 lower-case letters, digits, '-' or '_', starting with a letter and ending with a letter or digit"
+# Device names that Windows will not accept as folder names.
+RESERVED_NAMES = frozenset({"con", "prn", "aux", "nul", *(f"{port}{i}" for port in ("com", "lpt") for i in range(10))})
 RUN_MODES = ("single", "multi-threaded", "distributed")
 VECTORIZATION = ("sync", "subprocess")
 LEGACY_RUN_MODES = {"multi_threaded": "multi-threaded", "threaded": "multi-threaded"}
@@ -56,9 +61,15 @@ CONFIG_KINDS = {"environment": "environments", "agent": "agents", "network": "ne
 
 def check_name(name: Any, path: str = "experiment.name") -> str:
     """Experiment names become folder names and (with ``_`` as ``-``) Kubernetes resource names."""
+    if isinstance(name, str) and name in RESERVED_NAMES:
+        raise SpecError(
+            path, "not a valid experiment name: Windows reserves it for a device", got=name, hint=f"Try '{name}-1'."
+        )
     if not isinstance(name, str) or not NAME_PATTERN.fullmatch(name):
         suggestion = re.sub(r"[^a-z0-9_-]+", "-", str(name).lower()).strip("-_")[:40].strip("-_")
-        hint = f"Try '{suggestion}'." if suggestion and NAME_PATTERN.fullmatch(suggestion) else None
+        if suggestion and not suggestion[0].isalpha():
+            suggestion = f"exp-{suggestion}"[:40].strip("-_")
+        hint = f"Try '{suggestion}'." if NAME_PATTERN.fullmatch(suggestion) and suggestion != name else None
         raise SpecError(path, "not a valid experiment name", got=name, expected=NAME_RULE, hint=hint)
     return name
 
@@ -70,7 +81,7 @@ def _check_keys(raw: dict[str, Any]) -> None:
             raise SpecError(
                 f"experiment.{key}",
                 "unknown experiment field",
-                hint=f"Did you mean '{guess}'?" if guess else "Known: " + ", ".join(sorted(DEFAULTS)) + ".",
+                hint=f"Did you mean '{guess}'?" if guess else "Known: " + ", ".join(sorted({"name", *DEFAULTS})) + ".",
             )
     if raw.get("type", "experiment") != "experiment":
         raise SpecError("experiment.type", "not an experiment spec", got=raw.get("type"), expected='"experiment"')
@@ -94,11 +105,14 @@ def resolve_experiment(project: Project, raw: dict[str, Any], *, build: bool = T
         if raw.get("total_timesteps") is not None and raw["total_timesteps"] != raw["timesteps"]:
             raise SpecError(
                 "experiment.timesteps",
-                "given together with a different total_timesteps",
+                f"the 2018 name of total_timesteps, given together with a different total_timesteps "
+                f"({describe(raw['total_timesteps'])})",
                 got=raw["timesteps"],
                 hint="Give one of them.",
             )
         raw["total_timesteps"] = raw.pop("timesteps")
+        if raw["total_timesteps"] is not None:  # an error in it names the field as written
+            expect_int(raw["total_timesteps"], "experiment.timesteps", minimum=1)
     spec: dict[str, Any] = {"type": "experiment", "name": check_name(raw.get("name"))}
     for key, default in DEFAULTS.items():
         spec[key] = raw.get(key, default) if raw.get(key) is not None else default
@@ -170,7 +184,8 @@ def resolve_experiment(project: Project, raw: dict[str, Any], *, build: bool = T
     if spec["cluster"] is not None:
         from torchforce.client.cluster import Cluster
 
-        spec["cluster"] = Cluster(**expect_dict(spec["cluster"], "experiment.cluster")).spec()
+        cluster = expect_dict(spec["cluster"], "experiment.cluster")
+        spec["cluster"] = _prefixed("cluster", sources, lambda: Cluster(**cluster).spec())
     spec["sources"] = sources
     if build:
         check_buildable(spec)
@@ -188,7 +203,8 @@ def check_buildable(spec: dict[str, Any]) -> None:
     from torchforce.agents import create_agent
     from torchforce.environments import make
 
-    environment = _prefixed("experiment.environment", make, spec["environment"])
+    sources = spec.get("sources") or {}
+    environment = _prefixed("environment", sources, lambda: make(spec["environment"]))
     try:
         kwargs: dict[str, Any] = {"states": environment.states, "actions": environment.actions}
         if spec["network"] is not None:
@@ -199,7 +215,7 @@ def check_buildable(spec: dict[str, Any]) -> None:
                     hint="Give the network in one place: drop -M/network or the agent's 'network'.",
                 )
             kwargs["network"] = spec["network"]
-        agent = _prefixed("experiment", create_agent, worker_agent_spec(spec), **kwargs)
+        agent = _prefixed("agent", sources, lambda: create_agent(worker_agent_spec(spec), **kwargs))
         agent.close()
     finally:
         environment.close()
@@ -217,11 +233,22 @@ def worker_agent_spec(spec: dict[str, Any], *, summaries: str | None = None) -> 
     return agent
 
 
-def _prefixed(prefix: str, function: Any, *args: Any, **kwargs: Any) -> Any:
+def _prefixed(field: str, sources: dict[str, str | None], build: Any) -> Any:
+    """``build()``, with a SpecError's path placed in the experiment (``environment.gym_id`` ->
+    ``experiment.environment.gym_id``, ``num_nodes`` -> ``experiment.cluster.num_nodes``) and naming the config
+    file that part came from."""
     try:
-        return function(*args, **kwargs)
+        return build()
     except SpecError as error:
-        path = error.path if error.path.startswith(prefix) else f"{prefix}.{error.path}" if error.path else prefix
+        path = error.path
+        head = re.split(r"[.\[]", path, maxsplit=1)[0]
+        if head == "experiment":
+            pass
+        elif head in CONFIG_KINDS:
+            path = f"experiment.{path}"
+        else:
+            path = f"experiment.{field}" + (f".{path}" if path and not path.startswith("[") else path)
+        source = sources.get(head if head in CONFIG_KINDS else field)
         raise SpecError(
-            path, error.message, got=error.got, expected=error.expected, hint=error.hint, file=error.file
+            path, error.message, got=error.got, expected=error.expected, hint=error.hint, file=error.file or source
         ) from None

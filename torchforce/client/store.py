@@ -15,6 +15,8 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
+from torchforce.client.errors import ClientError
+
 STATUSES = ("new", "running", "paused", "stopped", "finished", "failed")
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS experiments (
@@ -61,8 +63,17 @@ class Store:
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
-        with self._connect() as connection:
-            connection.executescript(SCHEMA)
+        try:
+            connection = self._connect()
+            try:
+                connection.executescript(SCHEMA)
+            finally:
+                connection.close()
+        except sqlite3.DatabaseError as error:
+            raise ClientError(
+                f"the state database {self.path} cannot be used: {error}",
+                hint="If it is damaged, move it away; 'tfcli init' makes a new, empty one.",
+            ) from None
 
     def _connect(self) -> sqlite3.Connection:
         connection = sqlite3.connect(self.path, timeout=30.0, isolation_level=None)
@@ -80,7 +91,8 @@ class Store:
             yield connection
             connection.execute("COMMIT")
         except BaseException:
-            connection.execute("ROLLBACK")
+            if connection.in_transaction:  # not when BEGIN itself failed: that error is the one to see
+                connection.execute("ROLLBACK")
             raise
         finally:
             connection.close()
@@ -90,6 +102,17 @@ class Store:
     def add_experiment(self, name: str, *, backend: str = "local", cluster: str | None = None) -> ExperimentRecord:
         now = time.time()
         with self.transaction() as connection:
+            # Kubernetes names write "_" as "-", so "my_run" and "my-run" would share their Jobs and Services.
+            clash = connection.execute(
+                "SELECT name FROM experiments WHERE replace(name, '_', '-') = replace(?, '_', '-') AND name != ?",
+                (name, name),
+            ).fetchone()
+            if clash is not None:
+                raise ClientError(
+                    f"experiment name '{name}' clashes with the existing '{clash[0]}': both are "
+                    f"'{name.replace('_', '-')}' in Kubernetes resource names",
+                    hint="Pick another name.",
+                )
             connection.execute(
                 "INSERT INTO experiments (name, status, backend, cluster, created_at, updated_at) "
                 "VALUES (?, 'new', ?, ?, ?, ?)",

@@ -1,0 +1,519 @@
+"""Bad input to tfcli: each gets one clear message (a line, maybe a hint line), exit code 2, and no change on disk.
+
+"No change" is checked on a snapshot of the whole project tree (paths and bytes; SQLite's -wal/-shm side files
+left out) and of the state database's rows, taken before and after every bad call. Most calls go through
+``cli.main`` in this process; a representative set runs the real ``tfcli`` as a subprocess.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+
+from tests.client.conftest import tfcli
+from torchforce.client import ClientError, Experiment, Project
+from torchforce.client.cli import main
+from torchforce.client.store import Store
+
+EXISTING = "alpha_run"
+CHEAP = ["-A", "ppo_cartpole", "-E", "cartpole", "-t", "1000"]
+
+
+# ---------------------------------------------------------------------------------------------- helpers
+
+
+def snapshot(root: Path) -> tuple[dict[str, bytes | None], list[tuple] | None]:
+    """Every path under ``root`` with its bytes (None for folders), and the state database's rows."""
+    files = {
+        str(path.relative_to(root)): path.read_bytes() if path.is_file() else None
+        for path in sorted(root.rglob("*"))
+        if not path.name.endswith(("-wal", "-shm"))
+    }
+    database = root / ".tfcli" / "state.db"
+    rows = None
+    if database.is_file():
+        try:
+            rows = [dataclasses.astuple(record) for record in Store(database).experiments()]
+        except ClientError:
+            rows = None  # a damaged database: its bytes are compared above
+    return files, rows
+
+
+def assert_clear_message(stderr: str) -> None:
+    """One line saying what is wrong (``tfcli: ...``), at most one indented hint line, never a traceback."""
+    assert "Traceback" not in stderr, stderr
+    lines = stderr.rstrip("\n").split("\n")
+    assert lines[0].startswith("tfcli: ") and len(lines[0]) > len("tfcli: ") + 10, stderr
+    assert len(lines) <= 2, stderr
+    if len(lines) == 2:
+        assert lines[1].startswith("  ") and lines[1].strip(), stderr
+
+
+def bad(root: Path, capsys: pytest.CaptureFixture, *argv: str) -> str:
+    """Run ``tfcli argv`` in this process; check exit code 2, the message's form and that nothing changed."""
+    before = snapshot(root)
+    try:
+        code = main(list(argv))
+    except SystemExit as exit:  # argparse's own usage errors
+        code = exit.code
+    out, err = capsys.readouterr()
+    assert code == 2, (out, err)
+    assert out == ""
+    assert_clear_message(err)
+    assert snapshot(root) == before, f"tfcli {' '.join(argv)} changed the project"
+    return err
+
+
+def bad_subprocess(root: Path, *argv: str) -> str:
+    before = snapshot(root)
+    result = tfcli(root, *argv)
+    assert result.returncode == 2, (result.stdout, result.stderr)
+    assert result.stdout == ""
+    assert_clear_message(result.stderr)
+    assert snapshot(root) == before, f"tfcli {' '.join(argv)} changed the project"
+    return result.stderr
+
+
+@contextmanager
+def fake_worker() -> Iterator[int]:
+    """A live process that the local backend takes for a worker (its command line names the worker module)."""
+    process = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", "torchforce.client.worker"])
+    try:
+        yield process.pid
+    finally:
+        process.kill()
+        process.wait()
+
+
+def set_status(root: Path, name: str, **values) -> None:
+    assert Project(root).store.update_experiment(name, **values)
+
+
+# ---------------------------------------------------------------------------------------------- projects
+
+
+@pytest.fixture(scope="module")
+def template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A project with one experiment (built once), copied afresh for every test."""
+    root = tmp_path_factory.mktemp("template") / "project"
+    root.mkdir()
+    with pytest.MonkeyPatch.context() as patch:
+        patch.chdir(root)
+        project, _ = Project.init(root)
+        Experiment(
+            project, name=EXISTING, agent="ppo_cartpole", environment="cartpole", total_timesteps=1000
+        ).generate_locally()
+    return root
+
+
+@pytest.fixture
+def root(template: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    copy = tmp_path / "project"
+    shutil.copytree(template, copy, ignore=shutil.ignore_patterns("*-wal", "*-shm"))
+    monkeypatch.chdir(copy)
+    return copy
+
+
+@pytest.fixture(scope="module")
+def cli_project(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A project made by the real ``tfcli init``, with one experiment; for the subprocess tests."""
+    root = tmp_path_factory.mktemp("cli") / "project"
+    root.mkdir()
+    assert tfcli(root, "init").returncode == 0
+    project = Project(root)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.chdir(root)
+        Experiment(
+            project, name=EXISTING, agent="ppo_cartpole", environment="cartpole", total_timesteps=1000
+        ).generate_locally()
+    return root
+
+
+# -------------------------------------------------------------------------------------------- missing, malformed files
+
+
+def write(path: Path, text: str | bytes) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(text if isinstance(text, bytes) else text.encode())
+    return path
+
+
+@pytest.mark.parametrize(
+    ("file", "content", "expected"),
+    [
+        ("missing.json", None, ["experiment.file: no experiment config named 'missing.json'", "Known: cartpole_dqn"]),
+        ("sub/missing.json", None, ["experiment.file: file not found: 'sub/missing.json'"]),
+        ("truncated.json", '{"name": "x", "agent": ', ["malformed JSON at line 1, column 24", "truncated.json"]),
+        ("trailing.json", '{"name": "x",}', ["malformed JSON at line 1, column 14", "trailing.json"]),
+        ("broken.yaml", "name: [x\n", ["malformed YAML at line 2", "broken.yaml"]),
+        ("list.json", "[1, 2]", ["experiment: not a dict; expected a JSON object, got [1, 2]"]),
+        ("binary.json", b"\xff\xfe{}", ["not UTF-8 text: byte 0xff at offset 0", "binary.json"]),
+        ("empty.json", "", ["malformed JSON at line 1, column 1", "empty.json"]),
+    ],
+)
+def test_a_missing_or_malformed_experiment_file(root, capsys, file, content, expected):
+    if content is not None:
+        write(root / file, content)
+    err = bad(root, capsys, "experiment", "new", "-f", file)
+    for part in expected:
+        assert part in err
+
+
+def test_a_folder_given_as_a_file(root, capsys):
+    (root / "specs.json").mkdir()
+    err = bad(root, capsys, "experiment", "new", "-f", "specs.json")
+    assert (
+        "experiment.file: 'specs.json' is a folder, not a file; expected a file, or a name in configs/experiments/"
+        in err
+    )
+
+
+def test_a_malformed_config_that_an_experiment_names(root, capsys):
+    write(root / "configs" / "agents" / "mine.json", '{"type": "ppo",')
+    err = bad(root, capsys, "experiment", "new", "-n", "fresh", "-A", "mine", "-E", "cartpole")
+    assert err.startswith("tfcli: experiment.agent: malformed JSON at line 1, column 16")
+    assert "configs/agents/mine.json" in err
+
+
+def test_a_damaged_project_settings_file(root, capsys):
+    write(root / ".tfcli" / "project.json", '{"name": ')
+    err = bad(root, capsys, "experiment", "list")
+    assert "project settings" in err and "project.json are damaged: malformed JSON" in err
+    assert "tfcli init --force" in err
+
+
+def test_a_damaged_state_database(root, capsys):
+    write(root / ".tfcli" / "state.db", b"this is not a database, it was overwritten" * 100)
+    err = bad(root, capsys, "experiment", "list")
+    assert "the state database" in err and "state.db cannot be used: file is not a database" in err
+
+
+def test_no_project_here(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    err = bad(tmp_path, capsys, "experiment", "list")
+    assert "no tfcli project here" in err and "Run 'tfcli init'" in err
+    assert list(tmp_path.iterdir()) == []
+
+
+# ---------------------------------------------------------------------------------------------- unknown config names
+
+
+@pytest.mark.parametrize(
+    ("flags", "expected", "guess"),
+    [
+        (
+            ["-A", "ppo_cartpol", "-E", "cartpole"],
+            "experiment.agent: no agent config named 'ppo_cartpol'",
+            "ppo_cartpole",
+        ),
+        (
+            ["-A", "ppo_cartpole", "-E", "cartpol"],
+            "experiment.environment: no environment config named 'cartpol'",
+            "cartpole",
+        ),
+        (
+            ["-A", "ppo", "-E", "cartpole", "-M", "mlp2_netwrk"],
+            "experiment.network: no network config named",
+            "mlp2_network",
+        ),
+        (
+            ["-A", "ppo_cartpole", "-E", "cartpole", "-C", "small_clustr"],
+            "experiment.cluster: no cluster config",
+            "small_cluster",
+        ),
+        (["-f", "cartpole_pp"], "experiment.file: no experiment config named 'cartpole_pp'", "cartpole_ppo"),
+        (
+            ["-A", "configs/agents/ppo_cartpol.json", "-E", "cartpole"],
+            "file not found: 'configs/agents/ppo_cartpol.json'",
+            "ppo_cartpole",
+        ),
+        (["-A", "", "-E", "cartpole"], "experiment.agent: an empty agent config name", None),
+    ],
+)
+def test_an_unknown_config_name(root, capsys, flags, expected, guess):
+    err = bad(root, capsys, "experiment", "new", "-n", "fresh", *flags)
+    assert expected in err
+    if guess:
+        assert f"Did you mean '{guess}'?" in err
+
+
+def test_an_unknown_config_name_inside_an_experiment_file_names_the_file(root, capsys):
+    write(root / "mine.json", json.dumps({"name": "mine", "agent": "ppo_cartpol", "environment": "cartpole"}))
+    err = bad(root, capsys, "experiment", "new", "-f", "mine.json")
+    assert "experiment.agent: no agent config named 'ppo_cartpol'" in err and "(in mine.json)" in err
+    assert "Did you mean 'ppo_cartpole'?" in err
+
+
+def test_an_unknown_cluster_config(root, capsys):
+    err = bad(root, capsys, "cluster", "create", "-f", "smal_cluster", "--dry-run")
+    assert "cluster: no cluster config named 'smal_cluster'" in err and "Did you mean 'small_cluster'?" in err
+
+
+def test_an_unknown_gym_id_names_the_field_once(root, capsys):
+    write(root / "configs" / "environments" / "typo.json", '{"type": "gym", "gym_id": "CartPol-v1"}')
+    err = bad(root, capsys, "experiment", "new", "-n", "fresh", "-A", "ppo_cartpole", "-E", "typo")
+    assert "tfcli: experiment.environment.gym_id: unknown Gymnasium id 'CartPol-v1'" in err
+    assert "configs/environments/typo.json" in err and "Did you mean 'CartPole-v1'?" in err
+
+
+# ---------------------------------------------------------------------------------------------- experiment names
+
+
+@pytest.mark.parametrize(
+    ("name", "hint"),
+    [
+        ("MyRun", "Try 'myrun'."),
+        ("my run", "Try 'my-run'."),
+        ("../escape", "Try 'escape'."),
+        ("a/b", "Try 'a-b'."),
+        (".hidden", "Try 'hidden'."),
+        ("a.b", "Try 'a-b'."),
+        ("-lead", "Try 'lead'."),
+        ("trail_", "Try 'trail'."),
+        ("1st", "Try 'exp-1st'."),
+        ("x" * 41, None),
+        ("", None),
+        ("ünïcode", None),
+    ],
+)
+def test_an_invalid_experiment_name(root, capsys, name, hint):
+    err = bad(root, capsys, "experiment", "new", f"--name={name}", *CHEAP)
+    assert err.startswith("tfcli: experiment.name: not a valid experiment name; expected 1-40 lower-case letters")
+    assert f"got {json.dumps(name)}" in err
+    if hint:
+        assert hint in err
+
+
+def test_a_name_windows_reserves(root, capsys):
+    err = bad(root, capsys, "experiment", "new", "-n", "con", *CHEAP)
+    assert "experiment.name: not a valid experiment name: Windows reserves it for a device" in err
+
+
+def test_a_name_from_a_file_that_is_not_a_string(root, capsys):
+    write(root / "numbered.json", json.dumps({"name": 5, "agent": "ppo_cartpole", "environment": "cartpole"}))
+    err = bad(root, capsys, "experiment", "new", "-f", "numbered.json")
+    assert "experiment.name: not a valid experiment name" in err and "got 5 (in numbered.json)" in err
+
+
+def test_a_name_that_is_taken(root, capsys):
+    err = bad(root, capsys, "experiment", "new", "-n", EXISTING, *CHEAP)
+    assert f"experiment '{EXISTING}' already exists" in err
+
+
+def test_a_name_that_is_the_same_as_another_in_kubernetes(root, capsys):
+    clash = EXISTING.replace("_", "-")
+    err = bad(root, capsys, "experiment", "new", "-n", clash, *CHEAP)
+    assert f"experiment name '{clash}' clashes with the existing '{EXISTING}'" in err
+    assert list((root / "experiments").iterdir()) == [root / "experiments" / EXISTING]  # no staging folder left
+
+
+# ---------------------------------------------------------------------------------------------- spec fields
+
+
+@pytest.mark.parametrize(
+    ("fields", "expected"),
+    [
+        (
+            {"totl_timesteps": 5},
+            ["experiment.totl_timesteps: unknown experiment field", "Did you mean 'total_timesteps'?"],
+        ),
+        ({"saver_frequncy": "10e"}, ["experiment.saver_frequncy: unknown experiment field", "'saver_frequency'?"]),
+        ({"summary_frequency": "10e"}, ["experiment.summary_frequency: summaries are written by time or by timesteps"]),
+        ({"saver_frequency": "10m"}, ["experiment.saver_frequency: not a frequency", "write '600s'"]),
+        ({"saver_frequency": "0t"}, ["experiment.saver_frequency: out of range"]),
+        ({"timesteps": "lots"}, ['experiment.timesteps: not an integer; expected an integer >= 1, got "lots"']),
+        (
+            {"timesteps": 10, "total_timesteps": 20},
+            [
+                "experiment.timesteps: the 2018 name of total_timesteps, given together with a different",
+                "total_timesteps (20); got 10",
+            ],
+        ),
+        ({"run_mode": "singel"}, ["experiment.run_mode: unknown value", "Did you mean 'single'?"]),
+        ({"deterministic": "yes"}, ['experiment.deterministic: not a boolean; expected true or false, got "yes"']),
+        ({"type": "agent"}, ['experiment.type: not an experiment spec; expected "experiment", got "agent"']),
+        ({"cluster": {"name": "c", "num_nodez": 2}}, ["experiment.cluster.num_nodez: unknown cluster field"]),
+        ({"environment": 5}, ["experiment.environment: not a dict"]),
+    ],
+)
+def test_a_bad_field_in_an_experiment_file(root, capsys, fields, expected):
+    write(
+        root / "spec.json", json.dumps({"name": "fresh", "agent": "ppo_cartpole", "environment": "cartpole", **fields})
+    )
+    err = bad(root, capsys, "experiment", "new", "-f", "spec.json")
+    for part in expected:
+        assert part in err
+    assert "(in spec.json)" in err
+
+
+@pytest.mark.parametrize(
+    ("flags", "expected"),
+    [
+        (["-t", "0"], "experiment.total_timesteps: out of range; expected an integer >= 1, got 0."),
+        (["-N", "0"], "experiment.num_environments: out of range; expected an integer >= 1, got 0."),
+        (["-R", "distributed"], "experiment.num_parameter_servers: the distributed run mode needs a parameter server"),
+        (["-t", "many"], "tfcli: error: argument -t/--total-timesteps: invalid int value: 'many'"),
+        (["-R", "threads"], "tfcli: error: argument -R/--run-mode: invalid choice: 'threads'"),
+    ],
+)
+def test_a_bad_flag(root, capsys, flags, expected):
+    err = bad(root, capsys, "experiment", "new", "-n", "fresh", *CHEAP, *flags)
+    assert expected in err
+    assert "(in " not in err  # flags are not a file
+
+
+def test_a_missing_name_or_agent(root, capsys):
+    assert "experiment.name: an experiment needs a name" in bad(root, capsys, "experiment", "new", *CHEAP)
+    err = bad(root, capsys, "experiment", "new", "-n", "fresh", "-E", "cartpole")
+    assert "experiment.agent: an experiment needs an agent" in err and "-A/--agent" in err
+
+
+# ---------------------------------------------------------------------------------------------- unknown experiments
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["experiment", "start", "-e"],
+        ["experiment", "start", "--resume", "-e"],
+        ["experiment", "pause", "-e"],
+        ["experiment", "stop", "-e"],
+        ["experiment", "download", "-e"],
+        ["experiment", "show", "-e"],
+        ["experiment", "logs", "-e"],
+        ["experiment", "watch", "-e"],
+        ["experiment", "plot", "-e"],
+        ["experiment", "compare"],
+        ["experiment", "delete", "-e"],
+    ],
+)
+def test_an_unknown_experiment(root, capsys, argv):
+    err = bad(root, capsys, *argv, "alpha_rn")
+    assert f"tfcli: no experiment named 'alpha_rn' in project '{Project(root).name}'" in err
+    assert f"Did you mean '{EXISTING}'?" in err
+
+
+def test_an_unknown_experiment_among_known_ones(root, capsys):
+    assert "no experiment named 'beta'" in bad(root, capsys, "experiment", "compare", EXISTING, "beta")
+
+
+# ---------------------------------------------------------------------------------------------- wrong states
+
+
+def test_starting_a_running_experiment(root, capsys):
+    with fake_worker() as pid:
+        set_status(root, EXISTING, status="running", pid=pid)
+        for argv in (["start"], ["start", "--resume"], ["start", "--fresh"], ["delete"]):
+            err = bad(root, capsys, "experiment", *argv, "-e", EXISTING)
+            assert f"experiment '{EXISTING}' is" in err and "running" in err
+        err = bad(root, capsys, "experiment", "start", "-e", EXISTING)
+        assert f"experiment '{EXISTING}' is already running (PID {pid})" in err
+        assert f"tfcli experiment pause -e {EXISTING}" in err
+
+
+@pytest.mark.parametrize("status", ["paused", "new", "failed", "stopped"])
+def test_resuming_an_experiment_with_no_checkpoint(root, capsys, status):
+    if status != "new":
+        set_status(root, EXISTING, status=status)
+    err = bad(root, capsys, "experiment", "start", "-e", EXISTING, "--resume")
+    assert f"experiment '{EXISTING}' has no checkpoint to resume from" in err
+
+
+def test_resuming_a_finished_experiment(root, capsys):
+    set_status(root, EXISTING, status="finished")
+    assert "has finished; there is nothing to resume" in bad(root, capsys, "experiment", "start", "-R", "-e", EXISTING)
+
+
+@pytest.mark.parametrize(
+    ("argv", "expected"),
+    [
+        (["start", "--resume", "--fresh"], "--resume and --fresh contradict each other"),
+        (["start", "-c", "small_cluster"], "running on a cluster is not available yet"),
+        (["pause"], f"experiment '{EXISTING}' is not running (status: new)"),
+        (["download"], f"experiment '{EXISTING}' has no results yet"),
+        (["logs"], f"experiment '{EXISTING}' has no log yet"),
+        (["plot"], f"no finished episodes yet in {EXISTING}"),
+    ],
+)
+def test_a_command_that_does_not_fit_the_state(root, capsys, argv, expected):
+    assert expected in bad(root, capsys, "experiment", *argv, "-e", EXISTING)
+
+
+def test_starting_again_without_resume_or_fresh(root, capsys):
+    set_status(root, EXISTING, status="paused")
+    err = bad(root, capsys, "experiment", "start", "-e", EXISTING)
+    assert "has already run (status: paused)" in err and "--resume" in err and "--fresh" in err
+
+
+def test_a_run_mode_the_local_backend_lacks(root, capsys):
+    spec = json.loads((root / "experiments" / EXISTING / "experiment.json").read_text())
+    write(root / "experiments" / EXISTING / "experiment.json", json.dumps({**spec, "run_mode": "distributed"}))
+    err = bad(root, capsys, "experiment", "start", "-e", EXISTING)
+    assert "run mode 'distributed' is not available yet on the local backend" in err
+
+
+def test_init_refuses_to_rename_without_force_and_writes_nothing(root, capsys):
+    (root / "configs" / "agents" / "dqn.json").unlink()  # init would put it back: it must not, when it refuses
+    err = bad(root, capsys, "init", "-n", "other")
+    assert "is already a project named 'project'" in err and "--force" in err
+
+
+def test_usage_errors(root, capsys):
+    assert "the following arguments are required: -e/--experiment" in bad(root, capsys, "experiment", "start")
+    assert "invalid choice: 'strat'" in bad(root, capsys, "experiment", "strat", "-e", EXISTING)
+    assert "unrecognized arguments: --bogus" in bad(root, capsys, "experiment", "list", "--bogus")
+
+
+# ---------------------------------------------------------------------------------------------- the real command line
+
+
+def test_bad_input_through_the_real_command_line(cli_project):
+    root = cli_project
+    write(root / "truncated.json", '{"name": "x", ')
+    err = bad_subprocess(root, "experiment", "new", "-f", "truncated.json")
+    assert "malformed JSON at line 1, column 15" in err and "truncated.json" in err
+    err = bad_subprocess(root, "experiment", "new", "-n", "fresh", "-A", "ppo_cartpol", "-E", "cartpole")
+    assert "experiment.agent: no agent config named 'ppo_cartpol'" in err and "Did you mean 'ppo_cartpole'?" in err
+    err = bad_subprocess(root, "experiment", "new", "-n", "Fresh Run", *CHEAP)
+    assert "experiment.name: not a valid experiment name" in err and "Try 'fresh-run'." in err
+    err = bad_subprocess(root, "experiment", "show", "-e", "alpha")
+    assert "no experiment named 'alpha'" in err and f"Did you mean '{EXISTING}'?" in err
+    err = bad_subprocess(root, "experiment", "start", "-e", EXISTING, "--resume")
+    assert "has no checkpoint to resume from" in err
+    with fake_worker() as pid:
+        set_status(root, EXISTING, status="running", pid=pid)
+        try:
+            err = bad_subprocess(root, "experiment", "start", "-e", EXISTING)
+            assert f"is already running (PID {pid})" in err
+        finally:
+            set_status(root, EXISTING, status="new", pid=None)
+
+
+def test_debug_shows_the_traceback_before_or_after_the_command(cli_project):
+    plain = tfcli(cli_project, "experiment", "show", "-e", "nope")
+    assert plain.returncode == 2 and "Traceback" not in plain.stderr
+    for argv in (["--debug", "experiment", "show", "-e", "nope"], ["experiment", "show", "-e", "nope", "--debug"]):
+        debug = tfcli(cli_project, *argv)
+        assert debug.returncode == 2 and "Traceback (most recent call last)" in debug.stderr
+        assert debug.stderr.rstrip().endswith("Known: alpha_run.")
+
+
+def test_an_unexpected_failure_is_one_line_with_exit_code_1(root, capsys, monkeypatch):
+    from torchforce.client import commands
+
+    def broken(args):
+        raise RuntimeError("disk on fire")
+
+    monkeypatch.setitem(commands.HANDLERS, ("experiment", "list"), broken)
+    assert main(["experiment", "list"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("tfcli: unexpected error: RuntimeError: disk on fire") and "Traceback" not in err
+    assert "--debug" in err

@@ -1,0 +1,381 @@
+"""Projects (init, finding them, config lookup), experiment specs (2018 files, frequencies, names, unknown fields)
+and the command line's help."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+import pytest
+
+from tests.client.conftest import tfcli
+from torchforce.client import ClientError, Project
+from torchforce.client.cli import build_parser, main
+from torchforce.client.spec import check_name, resolve_experiment
+from torchforce.configs import KINDS, folder, names
+from torchforce.spec import SpecError, load_file
+
+SHIPPED = {kind: sorted(p.name for p in folder(kind).glob("*") if p.suffix in (".json", ".yaml")) for kind in KINDS}
+
+
+def minimal(**fields) -> dict:
+    return {"name": "spec-test", "agent": "ppo_cartpole", "environment": "cartpole", **fields}
+
+
+def resolve(project: Project, **fields) -> dict:
+    return resolve_experiment(project, minimal(**fields), build=False)
+
+
+# ---------------------------------------------------------------------------------------------- init
+
+
+def test_init_makes_a_project(tmp_path):
+    result = tfcli(tmp_path, "init", "-n", "demo")
+    assert result.returncode == 0, result.stderr
+    assert f"{sum(len(files) for files in SHIPPED.values())} default config files written" in result.stdout
+    settings = json.loads((tmp_path / ".tfcli" / "project.json").read_text())
+    assert settings["name"] == "demo" and settings["cloud_provider"] == "google" and settings["created_at"]
+    assert (tmp_path / ".tfcli" / "state.db").is_file() and Project(tmp_path).store.experiments() == []
+    assert [p.name for p in (tmp_path / "experiments").iterdir()] == []
+    for kind, files in SHIPPED.items():
+        assert sorted(p.name for p in (tmp_path / "configs" / kind).iterdir()) == files
+        for file in files:
+            assert (tmp_path / "configs" / kind / file).read_bytes() == (folder(kind) / file).read_bytes()
+
+
+def test_rerunning_init_never_overwrites_a_users_configs(tmp_path):
+    Project.init(tmp_path, name="mine")
+    settings = (tmp_path / ".tfcli" / "project.json").read_bytes()
+    edited = tmp_path / "configs" / "agents" / "ppo_cartpole.json"
+    edited.write_text('{"type": "ppo", "my": "edit"}\n')
+    own = tmp_path / "configs" / "networks" / "own.yaml"
+    own.write_text("- {type: dense, size: 8}\n")
+    removed = tmp_path / "configs" / "environments" / "pendulum.json"
+    removed.unlink()
+
+    again = tfcli(tmp_path, "init")
+    assert again.returncode == 0, again.stderr
+    assert "1 default config files written (existing ones kept)" in again.stdout
+    assert edited.read_text() == '{"type": "ppo", "my": "edit"}\n'
+    assert own.read_text() == "- {type: dense, size: 8}\n"
+    assert removed.read_bytes() == (folder("environments") / "pendulum.json").read_bytes()  # a missing one returns
+    assert (tmp_path / ".tfcli" / "project.json").read_bytes() == settings
+
+    forced = tfcli(tmp_path, "init", "--force", "-n", "renamed")
+    assert forced.returncode == 0, forced.stderr
+    assert edited.read_bytes() == (folder("agents") / "ppo_cartpole.json").read_bytes()
+    assert own.is_file()  # not one of ours: even --force keeps it
+    renamed = json.loads((tmp_path / ".tfcli" / "project.json").read_text())
+    assert renamed["name"] == "renamed" and renamed["created_at"] == json.loads(settings)["created_at"]
+
+
+def test_init_with_force_repairs_damaged_settings(tmp_path):
+    Project.init(tmp_path, name="fixme")
+    (tmp_path / ".tfcli" / "project.json").write_text("{")
+    with pytest.raises(ClientError, match="damaged"):
+        Project(tmp_path)
+    project, _ = Project.init(tmp_path, force=True)
+    assert project.name == tmp_path.name
+
+
+# ---------------------------------------------------------------------------------------------- finding the project
+
+
+def test_every_command_finds_the_project_by_walking_up(tmp_path, monkeypatch, capsys):
+    root = tmp_path / "project"
+    root.mkdir()
+    Project.init(root)
+    deep = root / "notes" / "2024" / "january"
+    deep.mkdir(parents=True)
+    assert Project.find(deep).root == root.resolve()
+
+    listed = tfcli(deep, "experiment", "list", "--json")
+    assert listed.returncode == 0 and json.loads(listed.stdout) == []
+    monkeypatch.chdir(deep)
+    argv = ["experiment", "new", "-n", "from-deep", "-A", "configs/agents/ppo_cartpole.json", "-E", "cartpole"]
+    assert main([*argv, "-t", "1000"]) == 0  # a path relative to the project root works from a subfolder too
+    assert "Created experiment 'from-deep'" in capsys.readouterr().out
+    assert (root / "experiments" / "from-deep" / "experiment.json").is_file()
+    assert not (deep / "experiments").exists()
+    assert main(["experiment", "show", "-e", "from-deep", "--json"]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    assert shown["status"] == "new" and shown["spec"]["sources"]["agent"] == "configs/agents/ppo_cartpole.json"
+
+
+def test_outside_any_project(tmp_path):
+    with pytest.raises(ClientError, match="no tfcli project here"):
+        Project.find(tmp_path)
+    result = tfcli(tmp_path, "experiment", "list")
+    assert result.returncode == 2 and result.stderr.startswith("tfcli: no tfcli project here")
+    assert list(tmp_path.iterdir()) == []
+
+
+# ---------------------------------------------------------------------------------------------- config lookup
+
+
+@pytest.mark.parametrize(
+    ("value", "kind", "found"),
+    [
+        ("ppo_cartpole", "agents", "configs/agents/ppo_cartpole.json"),
+        ("ppo_cartpole.json", "agents", "configs/agents/ppo_cartpole.json"),
+        ("configs/agents/ppo_cartpole.json", "agents", "configs/agents/ppo_cartpole.json"),
+        ("cnn_dqn_network", "networks", "configs/networks/cnn_dqn_network.json"),
+        ("cartpole", "environments", "configs/environments/cartpole.json"),
+        ("small_cluster.json", "clusters", "configs/clusters/small_cluster.json"),
+        ("simple_a3c", "experiments", "configs/experiments/simple_a3c.json"),
+        ("own", "networks", "configs/networks/own.json"),
+        ("own.yaml", "networks", "configs/networks/own.yaml"),
+        ("elsewhere/cartpole.json", "environments", "elsewhere/cartpole.json"),
+    ],
+)
+def test_config_lookup(project, value, kind, found):
+    (project.root / "configs" / "networks" / "own.json").write_text('[{"type": "dense", "size": 4}]')
+    (project.root / "configs" / "networks" / "own.yaml").write_text("- {type: dense, size: 8}\n")
+    (project.root / "elsewhere").mkdir()
+    (project.root / "elsewhere" / "cartpole.json").write_text('{"type": "gym", "gym_id": "CartPole-v1"}')
+    assert project.find_config(value, kind, "experiment.x") == project.root / found
+
+
+def test_an_existing_file_wins_over_a_name_in_configs(project, tmp_path, monkeypatch):
+    local = project.root / "cartpole.json"
+    local.write_text('{"type": "gym", "gym_id": "CartPole-v1", "max_episode_timesteps": 50}')
+    assert project.find_config("cartpole.json", "environments", "e") == local
+    assert project.find_config("cartpole", "environments", "e") == project.root / "configs/environments/cartpole.json"
+    outside = tmp_path / "outside.json"
+    outside.write_text('{"type": "gym", "gym_id": "Pendulum-v1"}')
+    data, source = project.load_config(str(outside), "environments", "experiment.environment")
+    assert data["gym_id"] == "Pendulum-v1" and source == str(outside)
+    data, source = project.load_config({"type": "gym", "gym_id": "CartPole-v1"}, "environments", "e")
+    assert source is None  # inline values pass through
+
+
+def test_a_folder_named_like_a_config_does_not_hide_the_config(project):
+    (project.root / "cartpole").mkdir()
+    assert project.find_config("cartpole", "environments", "e") == project.root / "configs/environments/cartpole.json"
+
+
+def test_shipped_config_names():
+    assert "ppo_cartpole" in names("agents") and "simple_a3c" in names("experiments")
+
+
+# ---------------------------------------------------------------------------------------------- 2018 experiment files
+
+
+def test_the_2018_simple_a3c_file_loads(project):
+    raw = load_file(project.root / "configs" / "experiments" / "simple_a3c.json")
+    assert raw["timesteps"] == 1000000 and raw["agent"] == "dqn_visual.json"
+    spec = resolve_experiment(project, raw, build=False)
+    assert spec["total_timesteps"] == 1000000 and "timesteps" not in spec
+    assert spec["episodes"] == 1000 and spec["max_timesteps_per_episode"] == 1000 and spec["repeat_actions"] == 4
+    assert spec["agent"]["type"] == "dqn_agent" and spec["agent"]["memory"]["capacity"] == 10000
+    assert spec["network"] == load_file(project.root / "configs" / "networks" / "cnn_dqn_network.json")
+    assert spec["sources"] == {
+        "environment": None,  # inline
+        "agent": "configs/agents/dqn_visual.json",
+        "network": "configs/networks/cnn_dqn_network.json",
+        "cluster": "configs/clusters/small_cluster.json",
+    }
+    assert spec["cluster"]["name"] == "small-cluster" and spec["cluster"]["num_nodes"] == 3
+    assert (spec["run_mode"], spec["num_workers"], spec["num_parameter_servers"]) == ("distributed", 3, 1)
+    assert (spec["saver_frequency"], spec["summary_frequency"]) == ("600s", "600s")
+    assert spec["debug_logging"] is True and spec["deterministic"] is False
+
+
+def test_the_verbatim_2018_file_with_bare_second_frequencies_loads(project):
+    raw = {
+        "type": "experiment",
+        "name": "simple_a3c",
+        "description": "Simple A3C Example Experiment on an openAI gym Environment (Space Invaders)",
+        "environment": {"type": "tensorforce.contrib.openai_gym.OpenAIGym", "gym_id": "SpaceInvaders-v0"},
+        "agent": "dqn_visual.json",
+        "network": "configs/networks/cnn_dqn_network.json",
+        "repeat_actions": 4,
+        "episodes": 1000,
+        "timesteps": 1000000,
+        "max_timesteps_per_episode": 1000,
+        "deterministic": False,
+        "run_mode": "distributed",
+        "num_workers": 3,
+        "num_parameter_servers": 1,
+        "cluster": "small_cluster.json",
+        "debug_logging": True,
+        "saver_frequency": 600,
+        "summary_frequency": 600,
+    }
+    spec = resolve_experiment(project, raw, build=False)
+    assert (spec["saver_frequency"], spec["summary_frequency"]) == ("600s", "600s")
+    assert spec["environment"]["gym_id"] == "SpaceInvaders-v0" and spec["total_timesteps"] == 1000000
+
+
+def test_the_2018_file_builds_into_an_experiment(project, capsys):
+    pytest.importorskip("ale_py")
+    assert main(["experiment", "new", "-f", "simple_a3c"]) == 0
+    assert "Created experiment 'simple_a3c'" in capsys.readouterr().out
+    stored = json.loads((project.root / "experiments" / "simple_a3c" / "experiment.json").read_text())
+    assert stored["total_timesteps"] == 1000000 and stored["network"][0]["type"] == "conv2d"
+
+
+def test_flags_override_the_file(project):
+    from torchforce.client import Experiment
+
+    experiment = Experiment(project, file="cartpole_ppo", name="shorter", total_timesteps=500, seed=7)
+    spec = resolve_experiment(project, experiment.raw, build=False)
+    assert (spec["name"], spec["total_timesteps"], spec["seed"], spec["num_environments"]) == ("shorter", 500, 7, 8)
+
+
+def test_a_cluster_file_is_checked_like_a_cluster_config(tmp_path):
+    from torchforce.client import Cluster
+
+    typo = tmp_path / "typo.json"
+    typo.write_text('{"name": "c", "num_nodez": 3}')
+    with pytest.raises(SpecError) as error:
+        Cluster(file=str(typo))
+    assert str(error.value) == f"cluster.num_nodez: unknown cluster field (in {typo}).\n  Did you mean 'num_nodes'?"
+    assert Cluster(file=str(folder("clusters") / "small_cluster.json"), num_nodes=5).spec()["num_nodes"] == 5
+
+
+# ---------------------------------------------------------------------------------------------- frequencies
+
+
+@pytest.mark.parametrize(
+    ("value", "normalised"),
+    [("600s", "600s"), ("100e", "100e"), ("5000t", "5000t"), (600, "600s"), ("600", "600s"), (1.0e3, "1000s")],
+)
+def test_saver_frequencies(project, value, normalised):
+    assert resolve(project, saver_frequency=value)["saver_frequency"] == normalised
+
+
+@pytest.mark.parametrize(("value", "normalised"), [("120s", "120s"), ("1000t", "1000t"), (60, "60s")])
+def test_summary_frequencies(project, value, normalised):
+    assert resolve(project, summary_frequency=value)["summary_frequency"] == normalised
+
+
+def test_summaries_are_not_written_by_episode(project):
+    with pytest.raises(SpecError) as error:
+        resolve(project, summary_frequency="100e")
+    assert error.value.path == "experiment.summary_frequency"
+    assert "summaries are written by time or by timesteps" in str(error.value) and "'1000t'" in str(error.value)
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        ("10m", "There is no 'm' unit; write '600s'."),
+        ("2h", "write '7200s'"),
+        ("600S", "Write '600s'."),
+        ("0t", "out of range"),
+        ("-5s", "not a frequency"),
+        ("5 s", "not a frequency"),
+        ("fast", "not a frequency"),
+        (1.5, "not a frequency"),
+        (True, "not a frequency"),
+        ([600], "not a frequency"),
+    ],
+)
+def test_bad_frequencies(project, value, message):
+    with pytest.raises(SpecError) as error:
+        resolve(project, saver_frequency=value)
+    assert error.value.path == "experiment.saver_frequency" and message in str(error.value)
+
+
+def test_default_frequencies_follow_the_run_mode(project):
+    single = resolve(project)
+    assert (single["saver_frequency"], single["summary_frequency"]) == ("100e", "1000t")
+    distributed = resolve(project, run_mode="distributed", num_parameter_servers=1)
+    assert (distributed["saver_frequency"], distributed["summary_frequency"]) == ("600s", "120s")
+
+
+# ---------------------------------------------------------------------------------------------- fields and names
+
+
+@pytest.mark.parametrize(
+    ("field", "guess"),
+    [
+        ("totl_timesteps", "total_timesteps"),
+        ("timestep", "timesteps"),
+        ("num_worker", "num_workers"),
+        ("agnet", "agent"),
+        ("enviroment", "environment"),
+        ("saver_frequncy", "saver_frequency"),
+    ],
+)
+def test_unknown_fields_get_a_did_you_mean(project, field, guess):
+    with pytest.raises(SpecError) as error:
+        resolve(project, **{field: 1})
+    assert error.value.path == f"experiment.{field}"
+    assert str(error.value) == f"experiment.{field}: unknown experiment field.\n  Did you mean '{guess}'?"
+
+
+def test_an_unknown_field_with_no_near_name_lists_the_known_ones(project):
+    with pytest.raises(SpecError) as error:
+        resolve(project, zzz=1)
+    assert "Known: agent, cluster, debug_logging," in str(error.value) and "name," in str(error.value)
+
+
+@pytest.mark.parametrize("name", ["a", "cartpole-ppo", "run_1", "a1-b2_c3", "x" * 40, "dqn-2018"])
+def test_valid_names(name):
+    assert check_name(name) == name
+
+
+@pytest.mark.parametrize(
+    "name", ["A", "1st", "-a", "a-", "a_", "_a", "a b", "a/b", "a.b", "..", ".", "", "x" * 41, "é", None, 7, "nul"]
+)
+def test_invalid_names(name):
+    with pytest.raises(SpecError) as error:
+        check_name(name)
+    assert error.value.path == "experiment.name"
+
+
+def test_the_name_limit_leaves_room_for_kubernetes_suffixes():
+    longest = "x" * 40
+    assert len(f"{longest}-parameter-server-99") <= 63  # a DNS label, as Kubernetes Jobs and Services need
+
+
+# ---------------------------------------------------------------------------------------------- help
+
+
+def all_commands() -> list[list[str]]:
+    """Every command path of the parser: [], ["init"], ["experiment"], ["experiment", "new"], ..."""
+    found: list[list[str]] = []
+
+    def walk(parser: argparse.ArgumentParser, path: list[str]) -> None:
+        found.append(path)
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for name, child in action.choices.items():
+                    walk(child, [*path, name])
+
+    walk(build_parser(), [])
+    return found
+
+
+@pytest.mark.parametrize("command", all_commands(), ids=lambda command: " ".join(command) or "tfcli")
+def test_help_works_on_every_command(command, capsys):
+    with pytest.raises(SystemExit) as exit:
+        main([*command, "--help"])
+    assert exit.value.code == 0
+    out = capsys.readouterr().out
+    assert out.startswith("usage: tfcli" + "".join(f" {part}" for part in command))
+
+
+def test_every_command_is_handled():
+    from torchforce.client.commands import HANDLERS
+
+    leaves = {tuple(c) for c in all_commands() if c and (c[0] == "init" or len(c) == 2)}
+    assert leaves == {key if key[1] is not None else (key[0],) for key in HANDLERS}
+
+
+@pytest.mark.parametrize("argv", [[], ["experiment"], ["cluster"]])
+def test_no_command_prints_help_and_exits_2(argv, capsys):
+    assert main(argv) == 2
+    out = capsys.readouterr().out
+    assert out.startswith("usage: tfcli") and "COMMAND" in out
+
+
+def test_help_and_usage_through_the_real_command_line(tmp_path):
+    bare = tfcli(tmp_path, timeout=60)
+    assert bare.returncode == 2 and bare.stdout.startswith("usage: tfcli") and "tfcli init" in bare.stdout
+    helped = tfcli(tmp_path, "experiment", "new", "--help")
+    assert helped.returncode == 0 and "--total-timesteps" in helped.stdout and helped.stderr == ""
+    version = tfcli(tmp_path, "--version")
+    assert version.returncode == 0 and version.stdout.startswith("tfcli (torchforce) ")
