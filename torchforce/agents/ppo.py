@@ -19,6 +19,7 @@ import torch
 
 from torchforce.agents.agent import Agent, Transitions, group
 from torchforce.core.baselines import EMBEDDING, build_baseline, embedding_states
+from torchforce.core.memories.latest import Latest
 from torchforce.core.optimizers import build_optimizer
 from torchforce.core.returns import discounted_returns, gae
 from torchforce.spec import SpecError, expect_bool, expect_choice, expect_float, expect_int
@@ -75,11 +76,11 @@ class PPOAgent(Agent):
             default_update_mode={"unit": "episodes", "batch_size": 10},
             default_memory={"type": "latest", "capacity": _default_capacity(update_mode)},
         )  # fmt: skip
-        memory_type = memory.get("type") if isinstance(memory, dict) else memory
-        if self.update_mode.unit == "timesteps" and memory_type not in (None, "latest"):
-            raise SpecError(
-                "memory.type", "PPO with update_mode.unit 'timesteps' needs a 'latest' memory", got=memory_type
-            )
+        if self.update_mode.unit == "timesteps" and not isinstance(self.memory, Latest):
+            # a replay memory would hand out random, old timesteps: PPO needs the latest contiguous ones
+            raise SpecError("memory.type", "PPO updating on timesteps learns from the most recent ones",
+                            got=memory.get("type") if isinstance(memory, dict) else memory, expected='"latest"',
+                            hint='Use {"type": "latest"}, or update_mode.unit "episodes".')  # fmt: skip
         self.discount = expect_float(discount, "discount", minimum=0.0, maximum=1.0)
         self.entropy_regularization = expect_float(
             entropy_regularization, "entropy_regularization", minimum=0.0, allow_none=True
@@ -88,9 +89,10 @@ class PPOAgent(Agent):
         self.clipping = expect_float(
             likelihood_ratio_clipping, "likelihood_ratio_clipping", minimum=0.0, allow_none=True
         )
-        self.subsampling_fraction = expect_float(
-            subsampling_fraction, "subsampling_fraction", minimum=1e-9, maximum=1.0
-        )
+        self.subsampling_fraction = expect_float(subsampling_fraction, "subsampling_fraction")
+        if not 0.0 < self.subsampling_fraction <= 1.0:
+            raise SpecError("subsampling_fraction", "out of range", got=subsampling_fraction,
+                            expected="a number in (0, 1]")  # fmt: skip
         self.optimization_steps = expect_int(optimization_steps, "optimization_steps", minimum=1)
         self.epochs = expect_int(epochs, "epochs", minimum=1, allow_none=True)
         self.minibatch_size = expect_int(minibatch_size, "minibatch_size", minimum=1, allow_none=True)
@@ -115,8 +117,11 @@ class PPOAgent(Agent):
                 list(self.baseline.parameters()),
                 path="baseline_optimizer",
             )
-        elif baseline is not None or gae_lambda is not None:
-            raise SpecError("baseline_mode", "baseline and gae_lambda need a baseline_mode", got=None,
+        elif baseline is not None or gae_lambda is not None or baseline_optimizer is not None:
+            given = [key for key, value in (("baseline", baseline), ("baseline_optimizer", baseline_optimizer),
+                                            ("gae_lambda", gae_lambda)) if value is not None]  # fmt: skip
+            verb = "needs" if len(given) == 1 else "need"
+            raise SpecError("baseline_mode", f"{' and '.join(given)} {verb} a baseline_mode", got=None,
                             expected='"states" or "network"')  # fmt: skip
         self._remember(locals())
         self._load_on_start()
@@ -140,28 +145,14 @@ class PPOAgent(Agent):
         return self.baseline(states)
 
     def _update(self, batch: Transitions) -> dict[str, float]:
-        reward, terminal = batch.reward.cpu().numpy(), batch.terminal.cpu().numpy()
+        advantages, returns = self._advantages(batch)
         with torch.no_grad():
-            # advantages (GAE, or returns minus the baseline, or plain returns)
-            if self.baseline is None:
-                returns = discounted_returns(reward, terminal, self.discount)
-                advantages = returns
-            else:
-                values = self._values(batch.states, batch.internals).cpu().numpy()
-                next_values = self._values(batch.next_states, batch.internals).cpu().numpy()
-                if self.gae_lambda is None:
-                    returns = discounted_returns(reward, terminal, self.discount, next_values)
-                    advantages = returns - values
-                else:
-                    advantages = gae(reward, values, next_values, terminal, self.discount, self.gae_lambda)
-                    returns = advantages + values
             # pi_old: the policy that collected the batch
             params, _, _ = self.policy(batch.states, batch.internals)
             old_log_prob = self.policy.log_prob(params, batch.actions)
-
         data = batch.flat()
-        data["advantages"] = torch.as_tensor(np.asarray(advantages, dtype=np.float32), device=self.device)
-        data["returns"] = torch.as_tensor(np.asarray(returns, dtype=np.float32), device=self.device)
+        data["advantages"] = torch.as_tensor(advantages, device=self.device)
+        data["returns"] = torch.as_tensor(returns, device=self.device)
         data["old_log_prob"] = old_log_prob
         for indices in self._minibatches(len(batch)):
             minibatch = {key: value[indices] for key, value in data.items()}
@@ -169,6 +160,31 @@ class PPOAgent(Agent):
             if self.baseline is not None:
                 self.baseline_optimizer.step(self._baseline_loss, minibatch)
         return self._statistics(data)
+
+    def _advantages(self, batch: Transitions) -> tuple[np.ndarray, np.ndarray]:
+        """Advantages and the baseline's regression targets (returns): GAE with ``gae_lambda``, else returns
+        minus the baseline, or the plain returns without a baseline; normalized if ``normalize_advantages``."""
+        reward, terminal = batch.reward.cpu().numpy(), batch.terminal.cpu().numpy()
+        if self.update_mode.unit == "sequences":  # windows follow each other but need not be contiguous: cut each
+            terminal = terminal.copy()
+            ends = terminal[self.update_mode.length - 1 :: self.update_mode.length]
+            ends[ends == 0] = 2
+        if self.baseline is None:
+            returns = discounted_returns(reward, terminal, self.discount)
+            advantages = returns
+        else:
+            with torch.no_grad():
+                values = self._values(batch.states, batch.internals).cpu().numpy()
+                next_values = self._values(batch.next_states, batch.internals).cpu().numpy()
+            if self.gae_lambda is None:
+                returns = discounted_returns(reward, terminal, self.discount, next_values)
+                advantages = returns - values
+            else:
+                advantages = gae(reward, values, next_values, terminal, self.discount, self.gae_lambda)
+                returns = advantages + values
+        if self.normalize_advantages and len(advantages) > 1:
+            advantages = (advantages - advantages.mean()) / (advantages.std(ddof=1) + 1e-8)
+        return advantages.astype(np.float32), returns.astype(np.float32)
 
     def _minibatches(self, size: int):
         if self.epochs is not None:
@@ -190,8 +206,6 @@ class PPOAgent(Agent):
         states, internals, actions = self._split(batch)
         params, _, _ = self.policy(states, internals)
         advantages = batch["advantages"]
-        if self.normalize_advantages and len(advantages) > 1:
-            advantages = (advantages - advantages.mean()) / (advantages.std() + 1e-8)
         # clipped surrogate
         ratio = torch.exp(self.policy.log_prob(params, actions) - batch["old_log_prob"])
         surrogate = ratio * advantages
@@ -220,10 +234,7 @@ class PPOAgent(Agent):
                 "policy_loss": float(self._policy_loss(data)),
                 "entropy": float(self.policy.entropy(params).mean()),
                 "approx_kl": float(((log_ratio.exp() - 1) - log_ratio).mean()),
-                "learning_rate": float(self.optimizer.learning_rate)
-                if hasattr(self.optimizer, "learning_rate")
-                else 0.0,
-            }
+            }  # learning rates: the summarizer reads them from the optimizers
             if self.clipping is not None:
                 info["clip_fraction"] = float(((log_ratio.exp() - 1).abs() > self.clipping).float().mean())
             if self.baseline is not None:
@@ -232,11 +243,16 @@ class PPOAgent(Agent):
 
 
 def _default_capacity(update_mode: dict | None) -> int:
-    """Room for one batch with margin: 1000 steps per episode for episode batches, four batches of timesteps."""
+    """Room for one batch with margin: 1000 steps per episode for episode batches; for timesteps and sequences, four
+    times what is staged before an update (a batch, its windows' extra rows, the frequency, the first update), and at
+    least 1024 rows, so that batched acting over many environments fits too."""
     mode = update_mode if isinstance(update_mode, dict) else {}
     batch_size, frequency = mode.get("batch_size", 10), mode.get("frequency", mode.get("batch_size", 10))
-    if not all(isinstance(value, int) and value > 0 for value in (batch_size, frequency)):
+    length, first_update = mode.get("length", 8), mode.get("first_update", 0)
+    if not all(isinstance(value, int) and value >= 0 for value in (batch_size, frequency, length, first_update)):
         return 10_000  # the update_mode check reports the bad value
-    if mode.get("unit", "episodes") == "episodes":
+    unit = mode.get("unit", "episodes")
+    if unit == "episodes":
         return max(batch_size * 1000, 10_000)
-    return 4 * max(batch_size, frequency)
+    window = batch_size + length - 1 if unit == "sequences" else batch_size
+    return max(4 * max(window, frequency, first_update), 1024)

@@ -13,7 +13,7 @@ from torch import nn
 
 from torchforce.core.named import NamedModules
 from torchforce.core.networks import build_network
-from torchforce.spec import Registry, SpecError, StateSpec, expect_int, unknown_name_error
+from torchforce.spec import Registry, SpecError, StateSpec, expect_dict, expect_int, unknown_name_error
 
 EMBEDDING = "embedding"
 
@@ -34,21 +34,25 @@ class Baseline(nn.Module):
         return self.network.regularization_loss()
 
 
+def _sizes(sizes: Any, path: str) -> list[int]:
+    """A list of layer sizes, each an integer >= 1."""
+    if not isinstance(sizes, (list, tuple)):
+        raise SpecError(path, "not a list of layer sizes", got=sizes, expected="a list like [32, 32]")
+    return [expect_int(size, f"{path}[{i}]", minimum=1) for i, size in enumerate(sizes)]
+
+
 def mlp(*, states: dict[str, StateSpec], sizes: list[int]) -> Baseline:
-    layers = [{"type": "dense", "size": expect_int(size, f"sizes[{i}]", minimum=1)} for i, size in enumerate(sizes)]
+    layers = [{"type": "dense", "size": size} for size in _sizes(sizes, "sizes")]
     return Baseline(states=states, network=layers)
 
 
 def cnn(*, states: dict[str, StateSpec], conv_sizes: list[int], dense_sizes: list[int]) -> Baseline:
     layers: list[dict[str, Any]] = [
-        {"type": "conv2d", "size": expect_int(size, f"conv_sizes[{i}]", minimum=1), "window": 5 if i == 0 else 3}
-        for i, size in enumerate(conv_sizes)
+        {"type": "conv2d", "size": size, "window": 5 if i == 0 else 3}
+        for i, size in enumerate(_sizes(conv_sizes, "conv_sizes"))
     ]
     layers.append({"type": "flatten"})
-    layers += [
-        {"type": "dense", "size": expect_int(size, f"dense_sizes[{i}]", minimum=1)}
-        for i, size in enumerate(dense_sizes)
-    ]
+    layers += [{"type": "dense", "size": size} for size in _sizes(dense_sizes, "dense_sizes")]
     return Baseline(states=states, network=layers)
 
 
@@ -61,6 +65,10 @@ class Aggregated(nn.Module):
 
     def __init__(self, *, states: dict[str, StateSpec], baselines: dict[str, Any]) -> None:
         super().__init__()
+        baselines = expect_dict(baselines, "baselines")
+        if not baselines:
+            raise SpecError("baselines", "needs a baseline for at least one state", got=baselines,
+                            expected=f"a dict keyed by state names ({', '.join(states)})")  # fmt: skip
         for name in baselines:
             if name not in states:
                 raise unknown_name_error(f"baselines.{name}", "state", name, states)

@@ -68,14 +68,6 @@ def _flatten(x: Tensor) -> Tensor:
     return x.reshape(x.shape[0], -1)
 
 
-def _device(module: nn.Module) -> torch.device:
-    for tensor in module.parameters():
-        return tensor.device
-    for tensor in module.buffers():
-        return tensor.device
-    return torch.device("cpu")
-
-
 class Network(nn.Module):
     """What agents use: ``forward(states, internals) -> (embedding [B, output_size], next internals)``.
 
@@ -88,15 +80,19 @@ class Network(nn.Module):
         super().__init__()
         self.output_size: int = 0
         self.internals: dict[str, tuple[int, ...]] = {}
+        # a zero that moves with the network: its device without walking the parameters on every act and loss
+        self.register_buffer("_zero", torch.zeros(()), persistent=False)
 
     def initial_internals(self, batch_size: int) -> dict[str, Tensor]:
         """Zero recurrent state for ``batch_size`` rows, on the network's device."""
-        device = _device(self)
+        if not self.internals:
+            return {}
+        device = self._zero.device
         return {name: torch.zeros((batch_size, *shape), device=device) for name, shape in self.internals.items()}
 
     def regularization_loss(self) -> Tensor:
         """The sum of the layers' l1/l2 penalties (a zero tensor when there are none)."""
-        return torch.zeros((), device=_device(self))
+        return self._zero.clone()
 
     def forward(
         self, states: dict[str, Tensor], internals: dict[str, Tensor] | None = None

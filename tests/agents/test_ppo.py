@@ -1,0 +1,378 @@
+"""PPOAgent options against hand computations: the clipped surrogate, entropy bonus, advantages (returns, baseline,
+GAE, normalization, sequence windows), both optimization styles, baseline kinds and modes, update units, the info
+of an update, and the spec errors."""
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from torchforce.agents import create_agent
+from torchforce.agents.agent import Transitions
+from torchforce.core.returns import gae
+from torchforce.environments import make
+from torchforce.spec import SpecError
+
+ENV = make("minimal", action_type="int")
+NETWORK = [{"type": "dense", "size": 8}]
+BASELINE = {"baseline_mode": "states", "baseline": {"type": "mlp", "sizes": [8]}}
+
+
+def ppo(env=ENV, **options):
+    spec = {"type": "ppo", "network": NETWORK, "update_mode": {"unit": "episodes", "batch_size": 2}, "seed": 0}
+    return create_agent({**spec, **options}, states=env.states, actions=env.actions)
+
+
+def run(agent, env, episodes, seed=0):
+    env.seed(seed)
+    for _ in range(episodes):
+        state = env.reset()
+        while True:
+            state, terminal, reward = env.execute(agent.act(state))
+            agent.observe(terminal=terminal, reward=reward)
+            if terminal:
+                break
+
+
+def transitions(rewards, terminals, states=None):
+    """A hand-made batch on the minimal environment (one float state, one int action)."""
+    size = len(rewards)
+    states = torch.linspace(-1.0, 1.0, size) if states is None else torch.tensor(states, dtype=torch.float32)
+    return Transitions(
+        states={"state": states.view(size, 1)},
+        internals={},
+        actions={"action": torch.arange(size) % 2},
+        reward=torch.tensor(rewards, dtype=torch.float32),
+        terminal=torch.tensor(terminals, dtype=torch.int8),
+        next_states={"state": states.flip(0).view(size, 1)},
+    )
+
+
+def recording(agent):
+    """Record every update's batch and info."""
+    update, log = agent._update, []
+
+    def record(batch):
+        info = update(batch)
+        log.append((batch, info))
+        return info
+
+    agent._update = record
+    return log
+
+
+# ---------------------------------------------------------------- the clipped surrogate
+
+RATIOS = [1.5, 0.5, 1.5, 0.5, 1.1]
+ADVANTAGES = [1.0, 1.0, -1.0, -1.0, 2.0]
+
+
+def surrogate_batch(agent, ratios=RATIOS, advantages=ADVANTAGES):
+    """A minibatch whose probability ratios pi/pi_old are exactly ``ratios``."""
+    data = transitions([0.0] * len(ratios), [0] * (len(ratios) - 1) + [1]).flat()
+    with torch.no_grad():
+        params, _, _ = agent.policy({"state": data["states/state"]}, {})
+        log_prob = agent.policy.log_prob(params, {"action": data["actions/action"]})
+    data["old_log_prob"] = log_prob - torch.log(torch.tensor(ratios))
+    data["advantages"] = torch.tensor(advantages)
+    return data, params
+
+
+@pytest.mark.parametrize(
+    "clipping, expected",
+    [
+        # min(r A, clip(r, 0.8, 1.2) A) = [1.2, 0.5, -1.5, -0.8, 2.2] (the 2018 bound 1/1.2 would give -0.833 in row 3)
+        (0.2, -(1.2 + 0.5 - 1.5 - 0.8 + 2.2) / 5),
+        (None, -(1.5 + 0.5 - 1.5 - 0.5 + 2.2) / 5),  # no clipping: -mean(r A)
+    ],
+)
+def test_clipped_surrogate_by_hand(clipping, expected):
+    agent = ppo(likelihood_ratio_clipping=clipping)
+    data, _ = surrogate_batch(agent)
+    assert agent._policy_loss(data).item() == pytest.approx(expected, rel=1e-5)
+
+
+def test_entropy_regularization_subtracts_the_mean_entropy():
+    plain, regularized = ppo(), ppo(entropy_regularization=0.1)
+    data, params = surrogate_batch(plain)
+    entropy = plain.policy.entropy(params).mean().item()
+    assert entropy > 0.5  # near log 2 for a fresh policy over two actions
+    difference = regularized._policy_loss(data).item() - plain._policy_loss(data).item()
+    assert difference == pytest.approx(-0.1 * entropy, rel=1e-5)
+
+
+# ---------------------------------------------------------------- advantages
+
+
+def constant_baseline(agent, value):
+    with torch.no_grad():
+        agent.baseline.value.weight.zero_()
+        agent.baseline.value.bias.fill_(value)
+
+
+GAMMA, LAMBDA = 0.9, 0.8
+
+
+@pytest.mark.parametrize(
+    "options, terminals, advantages, returns",
+    [
+        # no baseline: discounted returns 1 + .9 + .81, 1 + .9, 1
+        ({}, [0, 0, 1], [2.71, 1.9, 1.0], [2.71, 1.9, 1.0]),
+        # baseline V = 0.5, no GAE: returns bootstrap at a cut (terminal 2), advantages = returns - V
+        (BASELINE, [0, 0, 1], [2.21, 1.4, 0.5], [2.71, 1.9, 1.0]),
+        (BASELINE, [0, 0, 2], [2.5745, 1.805, 0.95], [3.0745, 2.305, 1.45]),
+        # GAE: delta = r + .9 * V' * [terminal != 1] - V = [.95, .95, .5]; A_t = delta_t + .72 A_{t+1}
+        ({**BASELINE, "gae_lambda": LAMBDA}, [0, 0, 1], [0.95 + 0.72 * 1.31, 1.31, 0.5], [2.3932, 1.81, 1.0]),
+        ({**BASELINE, "gae_lambda": LAMBDA}, [0, 0, 2], [0.95 + 0.72 * 1.634, 1.634, 0.95], [2.62648, 2.134, 1.45]),
+    ],
+)
+def test_advantages_by_hand(options, terminals, advantages, returns):
+    agent = ppo(discount=GAMMA, **options)
+    if agent.baseline is not None:
+        constant_baseline(agent, 0.5)
+    got_advantages, got_returns = agent._advantages(transitions([1.0, 1.0, 1.0], terminals))
+    assert got_advantages.tolist() == pytest.approx(advantages, abs=1e-5)
+    assert got_returns.tolist() == pytest.approx(returns, abs=1e-5)
+
+
+def test_gae_advantages_equal_the_returns_function_with_a_learned_baseline():
+    agent = ppo(discount=GAMMA, gae_lambda=LAMBDA, **BASELINE)
+    batch = transitions([1.0, 0.0, -1.0, 2.0, 0.5, 1.0], [0, 0, 1, 0, 0, 2])
+    with torch.no_grad():
+        values = agent.baseline(batch.states).numpy()
+        next_values = agent.baseline(batch.next_states).numpy()
+    assert not np.allclose(values, values[0])
+    expected = gae(batch.reward.numpy(), values, next_values, batch.terminal.numpy(), GAMMA, LAMBDA)
+    advantages, returns = agent._advantages(batch)
+    assert advantages == pytest.approx(expected, abs=1e-6)
+    assert returns == pytest.approx(expected + values, abs=1e-6)
+
+
+def test_normalized_advantages_have_mean_zero_and_unit_std_and_leave_returns_alone():
+    batch = transitions([1.0, 0.0, -1.0, 2.0, 0.5, 1.0], [0, 0, 1, 0, 0, 1])
+    raw_advantages, raw_returns = ppo()._advantages(batch)
+    advantages, returns = ppo(normalize_advantages=True)._advantages(batch)
+    assert advantages == pytest.approx((raw_advantages - raw_advantages.mean()) / raw_advantages.std(ddof=1), abs=1e-6)
+    assert returns == pytest.approx(raw_returns)
+
+
+def test_normalized_advantages_center_the_surrogate():
+    # at ratio 1 the surrogate is the mean advantage: normalized, it is 0
+    agent = ppo(normalize_advantages=True)
+    batch = transitions([1.0, 2.0, 3.0, 4.0], [0, 0, 0, 1])
+    advantages, returns = agent._advantages(batch)
+    with torch.no_grad():
+        params, _, _ = agent.policy(batch.states, batch.internals)
+        old_log_prob = agent.policy.log_prob(params, batch.actions)
+    data = {**batch.flat(), "advantages": torch.as_tensor(advantages), "returns": torch.as_tensor(returns),
+            "old_log_prob": old_log_prob}  # fmt: skip
+    assert agent._policy_loss(data).item() == pytest.approx(0.0, abs=1e-6)
+    info = agent._statistics(data)
+    assert info["approx_kl"] == pytest.approx(0.0, abs=1e-7)
+    assert info["clip_fraction"] == 0.0
+
+
+def test_sequence_windows_are_cut_at_their_ends():
+    # two windows of length 3 from one episode: returns must not run from the first window into the second
+    agent = ppo(discount=0.5, update_mode={"unit": "sequences", "batch_size": 2, "length": 3})
+    _, returns = agent._advantages(transitions([1.0] * 6, [0] * 6))
+    assert returns.tolist() == [1.75, 1.5, 1.0, 1.75, 1.5, 1.0]
+
+
+# ---------------------------------------------------------------- optimization
+
+
+def count_steps(agent):
+    sizes = {"policy": [], "baseline": []}
+    rows = []
+    for name, optimizer in (("policy", agent.optimizer), ("baseline", getattr(agent, "baseline_optimizer", None))):
+        if optimizer is None:
+            continue
+        step = optimizer.step
+
+        def counted(loss_fn, minibatch, _step=step, _name=name, **kwargs):
+            sizes[_name].append(len(minibatch["reward"]))
+            if _name == "policy":
+                rows.append(minibatch["states/state"].view(-1))
+            return _step(loss_fn, minibatch, **kwargs)
+
+        optimizer.step = counted
+    return sizes, rows
+
+
+def test_2018_style_runs_optimization_steps_on_subsamples():
+    agent = ppo(subsampling_fraction=0.25, optimization_steps=7, **BASELINE)
+    sizes, _ = count_steps(agent)
+    log = recording(agent)
+    run(agent, ENV, 2)
+    ((batch, _),) = log
+    assert len(batch) == 20  # two episodes of 10 steps
+    assert sizes == {"policy": [5] * 7, "baseline": [5] * 7}
+
+
+@pytest.mark.parametrize("minibatch_size, expected", [(8, [8, 8, 4] * 3), (None, [20] * 3)])
+def test_epochs_pass_over_shuffled_minibatches(minibatch_size, expected):
+    agent = ppo(epochs=3, minibatch_size=minibatch_size, **BASELINE)
+    sizes, rows = count_steps(agent)
+    log = recording(agent)
+    run(agent, ENV, 2)
+    ((batch, _),) = log
+    assert sizes == {"policy": expected, "baseline": expected}
+    steps_per_epoch = len(expected) // 3
+    for epoch in range(3):  # each epoch sees every row exactly once
+        seen = torch.cat(rows[epoch * steps_per_epoch : (epoch + 1) * steps_per_epoch])
+        assert torch.equal(seen.sort().values, batch.states["state"].view(-1).sort().values)
+
+
+def test_update_info_has_the_policy_loss_entropy_and_baseline_loss():
+    agent = ppo(entropy_regularization=0.01, **BASELINE)
+    log = recording(agent)
+    run(agent, ENV, 2)
+    ((batch, info),) = log
+    assert {"policy_loss", "entropy", "approx_kl", "clip_fraction", "baseline_loss"} <= set(info)
+    with torch.no_grad():
+        params, _, _ = agent.policy(batch.states, batch.internals)
+        assert info["entropy"] == pytest.approx(agent.policy.entropy(params).mean().item(), rel=1e-5)
+    assert 0.0 < info["entropy"] <= math.log(2) + 1e-6
+    assert all(np.isfinite(value) for value in info.values())
+
+
+# ---------------------------------------------------------------- baselines
+
+
+def test_network_mode_baseline_reads_the_detached_policy_embedding():
+    agent = ppo(baseline_mode="network", baseline={"type": "mlp", "sizes": [4]})
+    assert agent.baseline.network.dense0.weight.shape == (4, 8)  # the embedding of the dense-8 policy network
+    batch = transitions([1.0, 0.0, 1.0], [0, 0, 1])
+    data = {**batch.flat(), "returns": torch.tensor([1.0, 2.0, 3.0])}
+    loss = agent._baseline_loss(data)
+    gradients = torch.autograd.grad(loss, list(agent.policy.parameters()), allow_unused=True)
+    assert all(gradient is None for gradient in gradients)  # the baseline never trains the policy
+    log = recording(agent)
+    run(agent, ENV, 2)
+    assert len(log) == 1 and np.isfinite(log[0][1]["baseline_loss"])
+
+
+MULTI = make("multi", action_types=["int"])
+MULTI_NETWORK = [
+    [{"type": "input", "names": "int"}, {"type": "embedding", "indices": 3, "size": 4},
+     {"type": "output", "name": "int_embedding"}],
+    [{"type": "input", "names": ["float", "int_embedding"]}, {"type": "dense", "size": 8}],
+]  # fmt: skip
+INT_BASELINE = {"type": "custom", "network": [{"type": "embedding", "indices": 3, "size": 4}]}
+
+
+@pytest.mark.parametrize(
+    "baseline, multi",
+    [
+        ({"type": "mlp", "sizes": [8, 8]}, False),
+        ({"type": "custom", "network": [{"type": "dense", "size": 8}, {"type": "dense", "size": 4}]}, False),
+        ([{"type": "dense", "size": 8}], False),  # a bare layer list is a custom baseline
+        ({"type": "aggregated", "baselines": {"float": {"type": "mlp", "sizes": [8]}, "int": INT_BASELINE}}, True),
+        ({"float": {"type": "mlp", "sizes": [8]}, "int": INT_BASELINE}, True),  # 2018: keyed by state names
+    ],
+)
+def test_baseline_kinds_train(baseline, multi):
+    env, network = (MULTI, MULTI_NETWORK) if multi else (ENV, NETWORK)
+    agent = ppo(env=env, network=network, baseline_mode="states", baseline=baseline, gae_lambda=0.95)
+    if multi:
+        assert set(agent.baseline.parts) == {"float", "int"}
+    before = {name: p.detach().clone() for name, p in agent.baseline.named_parameters()}
+    log = recording(agent)
+    run(agent, env, 2)
+    assert len(log) == 1 and np.isfinite(log[0][1]["baseline_loss"])
+    unchanged = [name for name, p in agent.baseline.named_parameters() if torch.equal(before[name], p)]
+    assert not unchanged, f"the baseline optimizer did not move {unchanged}"
+
+
+# ---------------------------------------------------------------- update modes
+
+
+@pytest.mark.parametrize(
+    "update_mode, rows",
+    [
+        ({"unit": "episodes", "batch_size": 2}, 20),
+        ({"unit": "timesteps", "batch_size": 8, "frequency": 8}, 8),
+        ({"unit": "sequences", "batch_size": 3, "length": 4, "frequency": 5}, 12),
+    ],
+)
+def test_update_units_run(update_mode, rows):
+    agent = ppo(update_mode=update_mode, gae_lambda=0.95, **BASELINE)
+    log = recording(agent)
+    run(agent, ENV, 3)
+    assert log and all(len(batch) == rows for batch, _ in log)
+    assert all(np.isfinite(info["policy_loss"]) for _, info in log)
+    if update_mode["unit"] != "episodes":  # a segment cut for the update bootstraps: it ends with terminal 2
+        assert any(2 in batch.terminal.tolist() for batch, _ in log)
+
+
+@pytest.mark.parametrize(
+    "update_mode",
+    [
+        {"unit": "sequences", "batch_size": 1, "length": 8, "frequency": 1},  # 8 rows for one window
+        {"unit": "timesteps", "batch_size": 4, "first_update": 25},  # 28 rows staged before the first update
+    ],
+)
+def test_default_memory_holds_what_is_staged_before_an_update(update_mode):
+    agent = ppo(update_mode=update_mode, optimization_steps=2)
+    run(agent, ENV, 3)
+    assert agent.updates > 0
+
+
+# ---------------------------------------------------------------- spec errors
+
+
+@pytest.mark.parametrize(
+    "options, message",
+    [
+        ({"update_mode": {"unit": "timesteps", "batch_size": 8}, "memory": {"type": "replay", "capacity": 100}},
+         'memory.type: PPO updating on timesteps learns from the most recent ones; expected "latest", got "replay".\n'
+         '  Use {"type": "latest"}, or update_mode.unit "episodes".'),
+        ({"subsampling_fraction": 0.0}, "subsampling_fraction: out of range; expected a number in (0, 1], got 0.0."),
+        ({"subsampling_fraction": 1.5}, "subsampling_fraction: out of range; expected a number in (0, 1], got 1.5."),
+        ({"optimization_steps": 0}, "optimization_steps: out of range; expected an integer >= 1, got 0."),
+        ({"epochs": 0}, "epochs: out of range; expected an integer >= 1, got 0."),
+        ({"epochs": 2, "minibatch_size": 0}, "minibatch_size: out of range; expected an integer >= 1, got 0."),
+        ({"minibatch_size": 8}, "minibatch_size: goes with 'epochs'.\n  Set epochs too, or use subsampling_fraction."),
+        ({"discount": 1.5}, "discount: out of range; expected a number in [0.0, 1.0], got 1.5."),
+        ({"entropy_regularization": -1},
+         "entropy_regularization: out of range; expected a number in [0.0, inf], got -1."),
+        ({"gae_lambda": 1.5, **BASELINE}, "gae_lambda: out of range; expected a number in [0.0, 1.0], got 1.5."),
+        ({"likelihood_ratio_clipping": -0.2},
+         "likelihood_ratio_clipping: out of range; expected a number in [0.0, inf], got -0.2."),
+        ({"normalize_advantages": 1}, "normalize_advantages: not a boolean; expected true or false, got 1."),
+        ({"step_optimizer": {"type": "adamm"}}, 'step_optimizer.type: unknown optimizer "adamm".'),
+        ({"baseline_mode": "state", "baseline": {"type": "mlp", "sizes": [8]}},
+         "baseline_mode: unknown value; expected one of 'states', 'network', got \"state\".\n  Did you mean 'states'?"),
+        ({"baseline": {"type": "mlp", "sizes": [8]}},
+         'baseline_mode: baseline needs a baseline_mode; expected "states" or "network", got null.'),
+        ({"gae_lambda": 0.9},
+         'baseline_mode: gae_lambda needs a baseline_mode; expected "states" or "network", got null.'),
+        ({"baseline": [{"type": "dense", "size": 8}], "baseline_optimizer": {"type": "adam"}},
+         "baseline_mode: baseline and baseline_optimizer need a baseline_mode; "
+         'expected "states" or "network", got null.'),
+        ({"baseline_mode": "states"},
+         'baseline: a baseline_mode needs a baseline spec.\n  For example {"type": "mlp", "sizes": [64, 64]}.'),
+        ({"baseline_mode": "states", "baseline": {"type": "mlpp"}}, 'baseline.type: unknown baseline "mlpp".'),
+        ({"baseline_mode": "states", "baseline": {"type": "mlp"}},
+         """baseline: baseline 'mlp' needs 'sizes'; got {"type": "mlp"}."""),
+        ({"baseline_mode": "states", "baseline": {"type": "mlp", "sizes": 32}},
+         "baseline.sizes: not a list of layer sizes; expected a list like [32, 32], got 32."),
+        ({"baseline_mode": "states", "baseline": {"type": "mlp", "sizes": [8, 0]}},
+         "baseline.sizes[1]: out of range; expected an integer >= 1, got 0."),
+        ({"baseline_mode": "states", "baseline": {"type": "aggregated", "baselines": {}}},
+         "baseline.baselines: needs a baseline for at least one state; expected a dict keyed by state names (state), "
+         "got {}."),
+        ({"baseline_mode": "states", "baseline": {"type": "aggregated", "baselines": [8]}},
+         "baseline.baselines: not a dict; expected a JSON object, got [8]."),
+        ({"baseline_mode": "states", "baseline": {"type": "aggregated", "baselines": {"position": [8]}}},
+         'baseline.baselines.position: unknown state "position".'),
+        ({"baseline_mode": "states", "baseline_optimizer": {"type": "adamm"}, "baseline": [{"type": "dense"}]},
+         'baseline_optimizer.type: unknown optimizer "adamm".'),
+    ],
+)  # fmt: skip
+def test_spec_errors(options, message):
+    with pytest.raises(SpecError) as error:
+        ppo(**options)
+    assert str(error.value).startswith("agent." + message)
