@@ -106,6 +106,24 @@ def test_wrapper_matches_torch_optim(spec, torch_class, torch_kwargs):
     assert all(parameter.grad is None for parameter in parameters)
 
 
+def test_adam_state_and_skipped_parameters_match_torch_fused_adam():
+    """Adam calls the fused kernel itself: its state (step counts, moments) is torch's own, and a parameter without
+    a gradient is left alone, moments and step count included, as torch.optim.Adam leaves it."""
+    parameters, batch = make_problem()
+    unused = torch.nn.Parameter(torch.ones(4))
+    expected = clone_parameters([*parameters, unused])
+    optimizer = build_optimizer({"type": "adam", "learning_rate": 0.01, "clip_grad_norm": 0.5}, [*parameters, unused])
+    reference = torch.optim.Adam(expected, lr=0.01, fused=True)
+    for _ in range(4):
+        optimizer.step(regression_loss(parameters), batch)
+        reference.zero_grad(set_to_none=True)
+        regression_loss(expected[:2])(batch, None).backward()
+        torch.nn.utils.clip_grad_norm_(expected[:2], 0.5)
+        reference.step()
+    assert_same([*parameters, unused], expected)
+    assert_state_equal(optimizer.state_dict()["torch"], reference.state_dict())
+
+
 def test_clip_grad_norm_clips_the_global_gradient_norm():
     parameters, batch = make_problem()
     before = [parameter.detach().clone() for parameter in parameters]
