@@ -18,8 +18,8 @@ demo: setup
 	bash scripts/demo.sh
 
 lint: setup
-	$(BIN)/ruff check torchforce tests
-	$(BIN)/ruff format --check torchforce tests
+	$(BIN)/ruff check torchforce tests bench
+	$(BIN)/ruff format --check torchforce tests bench
 
 test: lint
 	$(BIN)/python -m pytest -n 2 -q

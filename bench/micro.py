@@ -1,0 +1,307 @@
+"""Micro figures: ``act()`` latency (one state, a batch of 16), ``observe()`` cost, and environment steps per second
+of collection with 1, 8 and 16 CartPole-v1 copies, for torchforce, Stable-Baselines3 and Gymnasium itself.
+
+Agents are built from torchforce's shipped tuned CartPole configs and from the zoo's SB3 models, with learning
+updates switched off (an update schedule longer than the measurement), so the figures are acting and recording
+costs alone. Every figure is one JSON-able record (see ``run``).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import time
+import warnings
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import gymnasium
+import numpy as np
+
+ENV_ID = "CartPole-v1"
+SPEC = {"type": "gym", "gym_id": ENV_ID}
+ENVIRONMENT_COUNTS = (1, 8, 16)
+NEVER = 10**9  # an update schedule no measurement reaches
+
+
+Sampler = Callable[[int], dict[str, np.ndarray]]  # n -> {name: n call durations in microseconds}
+
+
+def timed(call: Callable[[], Any], between: Callable[[], Any] | None = None) -> Callable[[int], np.ndarray]:
+    """Durations of ``n`` calls of ``call`` in microseconds; ``between`` runs untimed after each call."""
+
+    def sample(n: int) -> np.ndarray:
+        samples = np.empty(n)
+        clock = time.perf_counter_ns
+        for i in range(n):
+            begin = clock()
+            call()
+            samples[i] = clock() - begin
+            if between is not None:
+                between()
+        return samples / 1_000.0
+
+    return sample
+
+
+def interleaved(samplers: dict[str, Sampler], calls: int, rounds: int = 5, warmup: int = 200) -> dict[str, dict]:
+    """Median, p95 and mean per measured call, sampled in ``rounds`` alternating rounds of ``calls / rounds``
+    calls per library, so a noisy phase of a shared machine falls on every library alike."""
+    for sampler in samplers.values():
+        sampler(warmup)
+    collected: dict[str, list[np.ndarray]] = {}
+    for _ in range(rounds):
+        for sampler in samplers.values():
+            for name, samples in sampler(calls // rounds).items():
+                collected.setdefault(name, []).append(samples)
+    stats = {}
+    for name, parts in collected.items():
+        samples = np.concatenate(parts)
+        stats[name] = {"median_us": float(np.median(samples)), "p95_us": float(np.percentile(samples, 95)),
+                       "mean_us": float(samples.mean()), "calls": len(samples)}  # fmt: skip
+    return stats
+
+
+# ---------------------------------------------------------------------------------------------- agents
+
+
+def torchforce_agent(algorithm: str, seed: int = 0) -> Any:
+    """An agent from the shipped tuned config whose updates never come due."""
+    from torchforce.agents import create_agent
+    from torchforce.configs import shipped
+    from torchforce.environments import make
+
+    spec = json.loads(shipped("agents", f"{algorithm}_cartpole").read_text())
+    if algorithm == "ppo":
+        spec["update_mode"] = {"unit": "timesteps", "batch_size": NEVER, "frequency": NEVER}
+    else:
+        spec["update_mode"] = {**spec["update_mode"], "first_update": NEVER}
+    environment = make(SPEC)
+    agent = create_agent(spec, states=environment.states, actions=environment.actions, seed=seed)
+    environment.close()
+    return agent
+
+
+def sb3_model(algorithm: str, n_envs: int = 1, mode: str = "sync", n_steps: int = 32) -> Any:
+    from sb3_runs import DQN_ZOO, dqn_model, ppo_model
+    from stable_baselines3 import PPO
+    from stable_baselines3.common.env_util import make_vec_env
+    from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv
+
+    vector = SubprocVecEnv if mode == "subprocess" else DummyVecEnv
+    env = make_vec_env(ENV_ID, n_envs=n_envs, seed=0, vec_env_cls=vector)
+    if algorithm == "dqn":
+        return dqn_model(env, 0, DQN_ZOO["n_timesteps"])
+    if n_steps == 32:
+        return ppo_model(env, 0, 100_000)
+    return PPO("MlpPolicy", env, n_steps=n_steps, batch_size=n_steps * n_envs, seed=0, device="cpu")
+
+
+def states(count: int | None, seed: int = 0) -> np.ndarray:
+    """CartPole states from random play: one state, or a batch [count, 4]."""
+    env = gymnasium.make(ENV_ID)
+    observation, _ = env.reset(seed=seed)
+    rows = []
+    for _ in range(count or 1):
+        rows.append(observation)
+        observation, _, terminated, truncated, _ = env.step(env.action_space.sample())
+        if terminated or truncated:
+            observation, _ = env.reset()
+    env.close()
+    return np.stack(rows).astype(np.float32) if count else rows[0].astype(np.float32)
+
+
+def act_latencies(calls: int) -> Iterator[dict]:
+    """Deterministic inference on one state and on 16: torchforce ``act(independent=True)``, SB3 ``predict``."""
+    for algorithm in ("ppo", "dqn"):
+        agent = torchforce_agent(algorithm)
+        model = sb3_model(algorithm)
+        for batch in (1, 16):
+            x = states(None if batch == 1 else batch)
+            act = timed(functools.partial(agent.act, x, deterministic=True, independent=True))
+            predict = timed(functools.partial(model.predict, x, deterministic=True))
+            stats = interleaved({"torchforce": lambda n, act=act: {"torchforce": act(n)},
+                                 "sb3": lambda n, predict=predict: {"sb3": predict(n)}}, calls)  # fmt: skip
+            for library in ("torchforce", "sb3"):
+                yield {"figure": "act", "library": library, "agent": algorithm, "batch": batch, **stats[library]}
+        model.get_env().close()
+
+
+def recording_costs(calls: int) -> Iterator[dict]:
+    """The training-time path for one environment: torchforce ``act`` (recording) and ``observe``; SB3's
+    collection forward pass (``policy(obs)``, as in ``collect_rollouts``) and its buffer ``add``."""
+    x = states(None)
+    for algorithm in ("ppo", "dqn"):
+        agent = torchforce_agent(algorithm)
+        model = sb3_model(algorithm)
+        forward, add = timed(_collection_forward(model, x[None])), timed(_buffer_add(model, x[None]))
+        samplers = {
+            "torchforce": _act_observe_sampler(agent, x),
+            "sb3": lambda n, forward=forward, add=add: {"sb3/act_recording": forward(n), "sb3/observe": add(n)},
+        }
+        stats = interleaved(samplers, calls)
+        for name, values in stats.items():
+            library, figure = name.split("/")
+            yield {"figure": figure, "library": library, "agent": algorithm, "batch": 1, **values}
+        model.get_env().close()
+
+
+def _act_observe_sampler(agent: Any, state: np.ndarray) -> Sampler:
+    """Alternating ``act`` (recording) and ``observe`` calls, each timed; an episode ends every 100 steps."""
+    clock = time.perf_counter_ns
+
+    def sample(n: int) -> dict[str, np.ndarray]:
+        acting, observing = np.empty(n), np.empty(n)
+        for i in range(n):
+            begin = clock()
+            agent.act(state)
+            middle = clock()
+            agent.observe(terminal=int(agent.timestep % 100 == 0), reward=1.0)
+            acting[i], observing[i] = middle - begin, clock() - middle
+        return {"torchforce/act_recording": acting / 1_000.0, "torchforce/observe": observing / 1_000.0}
+
+    return sample
+
+
+def _collection_forward(model: Any, batch: np.ndarray) -> Callable[[], Any]:
+    """What SB3's collection loop runs per step to act: PPO's ``policy(obs)`` (actions, values, log-probabilities),
+    DQN's ``predict`` (epsilon-greedy)."""
+    import torch
+    from stable_baselines3.common.utils import obs_as_tensor
+
+    if not hasattr(model, "rollout_buffer"):
+        return functools.partial(model.predict, batch, deterministic=False)
+
+    def forward() -> Any:
+        with torch.no_grad():
+            output = model.policy(obs_as_tensor(batch, model.device))
+        return output[0].cpu().numpy()
+
+    return forward
+
+
+def _buffer_add(model: Any, batch: np.ndarray) -> Callable[[], None]:
+    """One SB3 buffer ``add`` per call, as its collection loop does (the rollout buffer restarts when full)."""
+    import torch
+
+    action, reward, done = np.zeros((1, 1), dtype=np.int64), np.ones(1, dtype=np.float32), np.zeros(1)
+    if hasattr(model, "rollout_buffer"):
+        buffer = model.rollout_buffer
+        value, log_prob = torch.zeros(1), torch.zeros(1)
+
+        def add() -> None:
+            if buffer.full:
+                buffer.reset()
+            buffer.add(batch, action, reward, done, value, log_prob)
+
+        return add
+    return lambda: model.replay_buffer.add(batch, batch, action, reward, done, [{}])
+
+
+# ---------------------------------------------------------------------------------------------- collection
+
+
+Stepper = tuple[Callable[[int], Any], Callable[[], Any]]  # (run n environment steps, close)
+
+
+def collection_rates(steps: int, repeats: int) -> Iterator[dict]:
+    """Environment steps per second, the median of ``repeats`` timed runs of ``steps`` steps. For each number of
+    environments and mode, the libraries take turns run by run, so a noisy phase falls on every library alike."""
+    loop, close = _gymnasium_loop()
+    yield {"figure": "collection", "library": "gymnasium", "what": "random actions", "mode": "loop", "envs": 1,
+           **_rates({"loop": loop}, steps, repeats)["loop"]}  # fmt: skip
+    close()
+    for mode in ("sync", "subprocess"):
+        for count in ENVIRONMENT_COUNTS:
+            steppers = {("gymnasium", "random actions"): _gymnasium_vector(mode, count),
+                        ("torchforce", "runner + ppo"): _runner("ppo", mode, count),
+                        ("sb3", "collect_rollouts (ppo)"): _sb3_collection(mode, count, steps)}  # fmt: skip
+            if mode == "sync":
+                steppers["torchforce", "runner + random"] = _runner("random", mode, count)
+            rates = _rates({key: run for key, (run, _) in steppers.items()}, steps, repeats)
+            for (library, what), (_, close) in steppers.items():
+                close()
+                yield {"figure": "collection", "library": library, "what": what, "mode": mode, "envs": count,
+                       **rates[library, what]}  # fmt: skip
+
+
+def _rates(runs: dict[Any, Callable[[int], Any]], steps: int, repeats: int) -> dict[Any, dict]:
+    measured: dict[Any, list[float]] = {key: [] for key in runs}
+    for _ in range(repeats):
+        for key, run in runs.items():
+            begin = time.perf_counter()
+            run(steps)
+            measured[key].append(steps / (time.perf_counter() - begin))
+    return {key: {"steps_per_second": float(np.median(values)), "steps": steps, "repeats": repeats}
+            for key, values in measured.items()}  # fmt: skip
+
+
+def _gymnasium_loop() -> Stepper:
+    """One Gymnasium environment stepping random actions in a bare loop."""
+    env = gymnasium.make(ENV_ID)
+    env.reset(seed=0)
+    env.action_space.seed(0)
+
+    def loop(n: int) -> None:
+        for _ in range(n):
+            _, _, terminated, truncated, _ = env.step(env.action_space.sample())
+            if terminated or truncated:
+                env.reset()
+
+    return loop, env.close
+
+
+def _gymnasium_vector(mode: str, count: int) -> Stepper:
+    """Gymnasium's SyncVectorEnv (sync) or AsyncVectorEnv (subprocess) stepping random actions."""
+    vector = gymnasium.vector.SyncVectorEnv if mode == "sync" else gymnasium.vector.AsyncVectorEnv
+    envs = vector([lambda: gymnasium.make(ENV_ID)] * count)
+    envs.reset(seed=0)
+    envs.action_space.seed(0)
+
+    def step(n: int) -> None:
+        for _ in range(n // count):
+            envs.step(envs.action_space.sample())
+
+    return step, envs.close
+
+
+def _runner(agent_name: str, mode: str, count: int) -> Stepper:
+    """The torchforce Runner with the PPO agent acting and recording (updates off), or with the random agent."""
+    from torchforce.agents import create_agent
+    from torchforce.environments import make_vector
+    from torchforce.execution.runner import Runner
+
+    environments = make_vector(SPEC, count, mode=mode, seed=0)
+    if agent_name == "ppo":
+        agent = torchforce_agent("ppo")
+    else:
+        agent = create_agent("random", states=environments.states, actions=environments.actions, seed=0)
+    runner = Runner(agent, environments)
+    runner.run(num_timesteps=64 * count)  # warm up
+    return (lambda n: runner.run(num_timesteps=n)), environments.close
+
+
+def _sb3_collection(mode: str, count: int, steps: int) -> Stepper:
+    """SB3 PPO's ``collect_rollouts`` (policy forward, env step, rollout buffer) on DummyVecEnv/SubprocVecEnv."""
+    model = sb3_model("ppo", count, mode, n_steps=max(1, steps // count))
+    _, callback = model._setup_learn(10**9, None)
+    callback.on_training_start(locals(), globals())
+    model.collect_rollouts(model.env, callback, model.rollout_buffer, n_rollout_steps=64)  # warm up
+
+    def collect(n: int) -> None:
+        model.collect_rollouts(model.env, callback, model.rollout_buffer, n_rollout_steps=n // count)
+
+    return collect, model.env.close
+
+
+def run(*, quick: bool) -> Iterator[dict]:
+    """Every micro figure, one record at a time."""
+    import torch
+
+    torch.set_num_threads(1)
+    # SB3 advises a batch size dividing n_steps * n_envs; the latency models never train, so the advice is moot
+    warnings.filterwarnings("ignore", message="You have specified a mini-batch size")
+    calls, steps, repeats = (1_000, 4_000, 1) if quick else (5_000, 20_000, 3)
+    yield from act_latencies(calls)
+    yield from recording_costs(calls)
+    yield from collection_rates(steps, repeats)

@@ -1,0 +1,131 @@
+"""torchforce against Stable-Baselines3 on CartPole-v1: micro figures and learning figures, one command.
+
+    make bench                          # everything (about 20-40 minutes), updates bench/README.md
+    make bench BENCH_ARGS=--quick       # a few minutes: shorter micro loops, one seed
+    python bench/run.py --only micro    # one part; --seeds 5, --out DIR
+
+Raw records go to ``<out>/<run id>.jsonl`` (one JSON object a line, comparable across runs) with the episode logs
+beside them; the report (tables, ratios, learning-curve PNGs) is written from those records. A full run (all parts,
+not --quick) also rewrites the results section of bench/README.md and its plots under bench/report/.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import time
+from importlib import metadata
+from pathlib import Path
+from typing import Any, TextIO
+
+HERE = Path(__file__).resolve().parent
+ALGORITHMS = ("ppo", "dqn")
+LIBRARIES = ("torchforce", "sb3")
+
+
+def machine() -> dict[str, Any]:
+    import os
+
+    cpu = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo") as handle:
+            cpu = next(line.split(":", 1)[1].strip() for line in handle if line.startswith("model name"))
+    except (OSError, StopIteration):
+        pass
+    versions = {name: metadata.version(name) for name in ("torchforce", "torch", "stable_baselines3", "gymnasium",
+                                                          "numpy")}  # fmt: skip
+    return {"cpu": cpu, "cores": os.cpu_count(), "python": platform.python_version(), "system": platform.platform(),
+            "versions": versions, "torch_threads": 1}  # fmt: skip
+
+
+class Records:
+    """Appends records to the run's JSON-lines file and keeps them for the report."""
+
+    def __init__(self, path: Path, run_id: str) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.path, self.run_id = path, run_id
+        self.handle: TextIO = open(path, "w")  # noqa: SIM115
+        self.all: list[dict[str, Any]] = []
+
+    def add(self, kind: str, record: dict[str, Any]) -> None:
+        record = {"run": self.run_id, "kind": kind, **record}
+        self.all.append(record)
+        self.handle.write(json.dumps(record) + "\n")
+        self.handle.flush()
+
+    def close(self) -> None:
+        self.handle.close()
+
+
+def run_micro(records: Records, quick: bool) -> None:
+    import micro
+
+    for record in micro.run(quick=quick):
+        records.add("micro", record)
+        shown = {key: round(value, 1) if isinstance(value, float) else value for key, value in record.items()}
+        print("  micro", json.dumps(shown), flush=True)
+
+
+def run_learning(records: Records, seeds: list[int], cap: int, eval_every: int, logs: Path) -> None:
+    """Every (seed, algorithm) pair runs both libraries back to back, alternating which goes first, so slow phases
+    of a shared machine hit both."""
+    from learning import run_in_subprocess
+
+    logs.mkdir(parents=True, exist_ok=True)
+    for index, seed in enumerate(seeds):
+        for algorithm in ALGORITHMS:
+            order = LIBRARIES if index % 2 == 0 else LIBRARIES[::-1]
+            for library in order:
+                log = logs / f"{library}-{algorithm}-seed{seed}.jsonl"
+                result = run_in_subprocess(library, algorithm, seed=seed, cap=cap, eval_every=eval_every,
+                                           episode_log=log)  # fmt: skip
+                records.add("learning", {"library": library, "algorithm": algorithm, "seed": seed, "cap": cap,
+                                         "eval_every": eval_every, "episode_log": str(log), **result})  # fmt: skip
+                print(f"  learning {library:10s} {algorithm} seed {seed}: steps to 475 "
+                      f"{result['timesteps_to_threshold']}, train s {_round(result['seconds_to_threshold'])}, "
+                      f"eval s {result['evaluation_seconds']:.1f}, peak RSS {result['peak_rss_mb']:.0f} MB",
+                      flush=True)  # fmt: skip
+
+
+def _round(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description="torchforce vs Stable-Baselines3 benchmarks on CartPole-v1")
+    parser.add_argument("--quick", action="store_true", help="short micro loops and one seed (a few minutes)")
+    parser.add_argument("--seeds", type=int, help="number of seeds of the learning runs (default 10; --quick: 1)")
+    parser.add_argument("--only", choices=("micro", "learning"), help="run one part only")
+    parser.add_argument("--cap", type=int, default=100_000, help="environment steps per learning run at most")
+    parser.add_argument("--eval-every", type=int, default=2_500, help="steps between evaluations")
+    parser.add_argument("--out", type=Path, default=HERE / "results", help="directory of the raw results")
+    arguments = parser.parse_args()
+    seeds = list(range(arguments.seeds or (1 if arguments.quick else 10)))
+
+    run_id = time.strftime("%Y%m%d-%H%M%S")
+    records = Records(arguments.out / f"{run_id}.jsonl", run_id)
+    records.add("meta", {"date": time.strftime("%Y-%m-%d %H:%M"), "machine": machine(), "quick": arguments.quick,
+                         "seeds": seeds, "only": arguments.only})  # fmt: skip
+    started = time.perf_counter()
+    try:
+        if arguments.only in (None, "micro"):
+            print("micro figures", flush=True)
+            run_micro(records, arguments.quick)
+        if arguments.only in (None, "learning"):
+            print(f"learning figures: seeds {seeds}, cap {arguments.cap}", flush=True)
+            run_learning(records, seeds, arguments.cap, arguments.eval_every, arguments.out / run_id)
+    finally:
+        records.close()
+
+    import report
+
+    full = arguments.only is None and not arguments.quick
+    plots = HERE / "report" if full else arguments.out / run_id
+    text = report.write(records.all, plots=plots, readme=HERE / "README.md" if full else None)
+    print(text)
+    print(f"raw results: {records.path}  ({time.perf_counter() - started:.0f} s)")
+
+
+if __name__ == "__main__":
+    main()
