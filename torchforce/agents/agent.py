@@ -22,6 +22,7 @@ from torchforce.agents.checkpoint import find_checkpoint, load_checkpoint, save_
 from torchforce.agents.rows import Batch, Rows, Segments
 from torchforce.agents.update_mode import Schedule, UpdateMode
 from torchforce.core.memories import FieldSpec, build_memory
+from torchforce.core.modes import follows_training_mode
 from torchforce.core.summaries import Summarizer, learning_rate
 from torchforce.spec import (
     ActionSpec,
@@ -127,6 +128,7 @@ class Agent:
         self._internals: dict[str, torch.Tensor] = {}
         self._independent: tuple[int, dict[str, torch.Tensor]] | None = None  # (rows, recurrent state)
         self._training = True  # modules start in training mode; acting switches them to eval mode
+        self._follows_mode: bool | None = None  # whether any module computes differently in the two modes
         self.processed_states = dict(self.states_spec)
         self.saver = self._saver_spec(saver)
         self.summarizer = Summarizer(summarizer or {}, "summarizer")
@@ -491,11 +493,16 @@ class Agent:
             self._independent = (rows, {k: v.to(self.device) for k, v in initial.items()})
 
     def _set_training(self, training: bool) -> None:
-        """Training mode for updates, eval mode for acting (batch normalization and dropout differ)."""
-        if self._training != training:
+        """Training mode for updates, eval mode for acting (batch normalization and dropout differ). Modules that
+        compute the same in both modes are left alone: switching walks every submodule, on every act and update."""
+        if self._training == training:
+            return
+        self._training = training
+        if self._follows_mode is None:
+            self._follows_mode = follows_training_mode(*self.trainable_modules().values())
+        if self._follows_mode:
             for module in self.trainable_modules().values():
                 module.train(training)
-            self._training = training
 
     def _act_rows(
         self, batch: Batch, internals: dict[str, torch.Tensor], *, deterministic: bool
@@ -504,8 +511,8 @@ class Agent:
         self._set_training(False)
         noise = self._add_variable_noise() if self.variable_noise and not deterministic else None
         with torch.inference_mode():
-            params, internals, _ = self.policy(self._tensors(batch), internals)
-            sampled = self.policy.sample(params, deterministic=self._act_deterministically(deterministic))
+            sampled, internals = self.policy.act(self._tensors(batch), internals,
+                                                 self._act_deterministically(deterministic))  # fmt: skip
         if noise is not None:
             self._remove_variable_noise(noise)
         actions = {name: values.cpu().numpy() for name, values in sampled.items()}

@@ -361,6 +361,8 @@ class Embedding(Layer):
 class Dropout(Layer):
     """Zero each value with probability ``rate`` (and scale the rest by 1 / (1 - rate)) in training mode only."""
 
+    uses_training_mode = True
+
     def __init__(self, *, incoming: Value, path: str, rate: float = 0.0) -> None:
         super().__init__(incoming=incoming, path=path)
         self.rate = expect_float(rate, f"{path}.rate", minimum=0.0, maximum=0.999)

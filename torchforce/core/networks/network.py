@@ -147,7 +147,8 @@ class LayeredNetwork(Network):
         self._state = next(iter(states)) if len(states) == 1 else None
         self._copy_named = any(kind in (OUTPUT, EMIT) for kind, _, _ in self._steps)
         plain = self._state is not None and all(kind == LAYER for kind, _, _ in self._steps)
-        self._sequence = [step for _, step, _ in self._steps] if plain else None
+        # a plain chain calls each layer's forward directly (Module.__call__ costs as much as a small layer's math)
+        self._sequence = [getattr(step, "forward", step) for _, step, _ in self._steps] if plain else None
 
     def _add(self, spec: Any, path: str, current: Value | None, named: dict[str, Value], counters: Counter) -> Value:
         """Build one layer for the input ``current``, register it and its step; return what it outputs."""

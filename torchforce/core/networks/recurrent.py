@@ -46,6 +46,7 @@ class Lstm(Layer):
         expect_rank(incoming, 2, path, "lstm", "[timesteps, features]")
         size = expect_int(size, f"{path}.size", minimum=1)
         self.dropout = _dropout_rate(dropout, f"{path}.dropout")
+        self.uses_training_mode = bool(self.dropout)
         self.return_final_state = expect_bool(return_final_state, f"{path}.return_final_state")
         self.lstm = nn.LSTM(incoming.shape[1], size, batch_first=True)
         _forget_bias(self.lstm.bias_ih_l0, self.lstm.bias_hh_l0, size, 1.0)
@@ -77,6 +78,7 @@ class InternalLstm(Layer):
         size = expect_int(size, f"{path}.size", minimum=1)
         args = check_options(lstmcell_args, f"{path}.lstmcell_args", ("forget_bias",))
         self.dropout = _dropout_rate(dropout, f"{path}.dropout")
+        self.uses_training_mode = bool(self.dropout)
         self.cell = nn.LSTMCell(incoming.shape[0], size)
         _forget_bias(
             self.cell.bias_ih,

@@ -25,6 +25,8 @@ from torchforce.spec.errors import describe, did_you_mean, unknown_name_error
 class BatchNormalization(Layer):
     """Batch normalization over the last (channels) axis, with TF's defaults and momentum convention."""
 
+    uses_training_mode = True  # batch statistics in training, the running ones in eval
+
     def __init__(
         self,
         *,
