@@ -39,6 +39,7 @@ class Policy(nn.Module):
                 for name, action in actions.items()
             }
         )
+        self._heads = tuple(self.heads.items())  # a plain tuple: acting skips the container's lookups
 
     def forward(
         self, states: dict[str, torch.Tensor], internals: dict[str, torch.Tensor]
@@ -46,6 +47,16 @@ class Policy(nn.Module):
         embedding, next_internals = self.network(states, internals)
         params = {name: head(embedding) for name, head in self.heads.items()}
         return params, next_internals, embedding
+
+    def act(
+        self, states: dict[str, torch.Tensor], internals: dict[str, torch.Tensor], deterministic: bool
+    ) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
+        """Actions and next internals: acting's hot path. It calls ``forward`` of the network and the heads
+        directly, since ``Module.__call__`` costs a few microseconds each, as much as the math of a small MLP on
+        one state; so forward hooks registered on them do not run when acting (they do in updates)."""
+        embedding, next_internals = self.network.forward(states, internals)
+        actions = {name: head.sample(head.forward(embedding), deterministic) for name, head in self._heads}
+        return actions, next_internals
 
     def sample(self, params: Params, deterministic: bool) -> dict[str, torch.Tensor]:
         return {name: head.sample(params[name], deterministic) for name, head in self.heads.items()}
