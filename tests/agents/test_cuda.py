@@ -1,0 +1,93 @@
+"""Agents on a GPU (``device="cuda"``): modules and optimizer state live on the device, memories stay in numpy,
+checkpoints move between devices, and the fused Adam path gives torch's own results there. Skipped without CUDA
+(CI has none; these run on a lent GPU machine)."""
+
+import numpy as np
+import pytest
+import torch
+
+from torchforce.agents import create_agent
+from torchforce.core.optimizers import build_optimizer
+from torchforce.environments import make
+from torchforce.execution.training import train
+
+pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU")
+
+MLP = [{"type": "dense", "size": 16}]
+PPO = {"type": "ppo", "network": MLP, "update_mode": {"unit": "episodes", "batch_size": 2}, "epochs": 2,
+       "baseline_mode": "states", "baseline": {"type": "mlp", "sizes": [16]}, "gae_lambda": 0.95}  # fmt: skip
+DQN = {"type": "dqn", "network": MLP, "update_mode": {"unit": "timesteps", "batch_size": 8, "frequency": 2},
+       "memory": {"type": "prioritized_replay", "capacity": 256}, "target_sync_frequency": 10, "double_q_model": True,
+       "actions_exploration": {"type": "epsilon_decay", "timesteps": 100}}  # fmt: skip
+
+
+def run_episodes(agent, env, episodes):
+    for _ in range(episodes):
+        state, terminal = env.reset(), 0
+        while not terminal:
+            action = agent.act(state)
+            state, terminal, reward = env.execute(action)
+            agent.observe(terminal, reward)
+
+
+@pytest.mark.parametrize("spec, action_type", [(PPO, "int"), (PPO, "float"), (PPO, "bool"), (DQN, "int")])
+def test_agents_act_and_learn_on_the_gpu(spec, action_type):
+    env = make("minimal", action_type=action_type)
+    agent = create_agent(spec, states=env.states, actions=env.actions, device="cuda", seed=0)
+    run_episodes(agent, env, 12)
+    assert agent.updates > 0
+    assert all(parameter.is_cuda for module in agent.trainable_modules().values() for parameter in module.parameters())
+    action = agent.act(env.reset(), deterministic=True, independent=True)
+    assert isinstance(action, (np.ndarray, np.generic, int, float, bool))
+
+
+@pytest.mark.parametrize("spec", [PPO, DQN])
+def test_a_gpu_checkpoint_restores_on_the_cpu_and_back(tmp_path, spec):
+    env = make("minimal", action_type="int")
+    on_gpu = create_agent(spec, states=env.states, actions=env.actions, device="cuda", seed=1)
+    run_episodes(on_gpu, env, 8)
+    on_gpu.save_model(tmp_path / "gpu")
+    states = [env.reset() for _ in range(10)]
+    expected = [on_gpu.act(state, deterministic=True, independent=True) for state in states]
+
+    on_cpu = create_agent(spec, states=env.states, actions=env.actions, device="cpu")
+    on_cpu.restore_model(tmp_path / "gpu")
+    assert (on_cpu.timestep, on_cpu.episode, on_cpu.updates) == (on_gpu.timestep, on_gpu.episode, on_gpu.updates)
+    assert [on_cpu.act(state, deterministic=True, independent=True) for state in states] == expected
+    on_cpu.save_model(tmp_path / "cpu")
+
+    back = create_agent(spec, states=env.states, actions=env.actions, device="cuda")
+    back.restore_model(tmp_path / "cpu")
+    for name, value in on_gpu.get_parameters().items():
+        assert torch.equal(back.get_parameters()[name], value)
+    run_episodes(back, env, 2)  # optimizer state restored onto the device: updates keep working
+
+
+def test_fused_adam_on_the_gpu_matches_torch():
+    generator = torch.Generator().manual_seed(0)
+    parameters = [torch.nn.Parameter(torch.randn(5, 3, generator=generator).cuda()),
+                  torch.nn.Parameter(torch.randn(3, generator=generator).cuda())]  # fmt: skip
+    expected = [torch.nn.Parameter(p.detach().clone()) for p in parameters]
+    x, y = torch.randn(32, 5, generator=generator).cuda(), torch.randn(32, 3, generator=generator).cuda()
+
+    def loss_fn(batch, reference, weights=parameters):
+        return ((batch["x"] @ weights[0] + weights[1] - batch["y"]) ** 2).mean()
+
+    optimizer = build_optimizer({"type": "adam", "learning_rate": 0.01}, parameters)
+    reference = torch.optim.Adam(expected, lr=0.01, fused=True)
+    for _ in range(5):
+        optimizer.step(loss_fn, {"x": x, "y": y})
+        reference.zero_grad()
+        loss_fn({"x": x, "y": y}, None, expected).backward()
+        reference.step()
+    for actual, wanted in zip(parameters, expected, strict=True):
+        torch.testing.assert_close(actual, wanted)
+
+
+def test_ppo_learns_cartpole_on_the_gpu():
+    from torchforce.configs import shipped
+
+    _, result = train(str(shipped("agents", "ppo_cartpole")), "CartPole-v1", num_environments=8, seed=0,
+                      num_timesteps=100_000, threshold=475.0, eval_every=2_500,
+                      agent_kwargs={"device": "cuda"})  # fmt: skip
+    assert result.solved, result.evaluations[-3:]
