@@ -226,6 +226,33 @@ def test_testing_mode_does_not_learn():
 
 
 @pytest.mark.parametrize("vectorized", [False, True])
+def test_testing_runs_carry_recurrent_state_through_each_episode(vectorized, monkeypatch):
+    """Testing acts independently; a recurrent policy still needs its state carried from step to step and
+    started over (row by row, when vectorized) at each new episode, as evaluate() does."""
+    if vectorized:
+        env = VectorEnvironment([make("minimal", episode_length=3, seed=0), make("minimal", episode_length=5, seed=1)])
+    else:
+        env = make("minimal", episode_length=4, seed=0)
+    network = [{"type": "dense", "size": 8}, {"type": "internal_lstm", "size": 4}]
+    agent = ppo_agent(env, network=network)
+    seen = []  # per act: which rows got a zero recurrent state
+    original = agent.policy.act
+
+    def act(states, internals, deterministic):
+        (state,) = internals.values()
+        seen.append(state.flatten(1).abs().sum(1).eq(0).tolist())
+        return original(states, internals, deterministic)
+
+    monkeypatch.setattr(agent.policy, "act", act)
+    Runner(agent, env).run(num_timesteps=16 if vectorized else 12, testing=True)
+    if not vectorized:  # episodes of 4 steps: zero state at the first step of each
+        assert seen == [[True], [False], [False], [False]] * 3
+    else:  # rows restart after 3 and 5 steps
+        fresh = [[t % 3 == 0, t % 5 == 0] for t in range(8)]
+        assert seen == fresh
+
+
+@pytest.mark.parametrize("vectorized", [False, True])
 def test_testing_and_deterministic_runs_leave_the_agent_as_it_was(vectorized):
     env = VectorEnvironment([make("minimal", seed=i) for i in range(3)]) if vectorized else make("minimal", seed=0)
     agent = Recorder(ppo_agent(env))

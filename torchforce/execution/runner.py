@@ -175,6 +175,8 @@ class Runner:
         while not self._stopped:
             state = self.environment.reset()
             self.agent.reset()
+            if testing:  # recurrent policies carry their own state through an episode acted independently
+                self.agent.start_independent_episode()
             self.episode_timestep, episode_reward, started = 0, 0.0, time.time()
             while True:
                 action = self.agent.act(state, deterministic=deterministic, independent=testing)
@@ -227,6 +229,8 @@ class Runner:
         else:  # resume the episodes in progress
             states, lengths, returns = self._rows["states"], self._rows["lengths"], self._rows["returns"]
             started = time.time() - self._rows["ages"]
+        if testing:
+            self.agent.start_independent_episode(count)
         while not self._stopped:
             actions = self.agent.act(states, deterministic=deterministic, independent=testing)
             step = env.execute(actions)
@@ -237,9 +241,7 @@ class Runner:
                 cut = (lengths >= max_steps) & (terminal == 0)
                 if cut.any():
                     terminal, final_states, states = _truncate(env, cut, terminal, final_states, states)
-            if not testing:
-                self.agent.observe(terminal=terminal, reward=step.reward,
-                                   next_states=final_states if (terminal == 2).any() else None)  # fmt: skip
+            self._tell_agent(terminal, step.reward, final_states, testing)
             self.global_timestep += count
             if self._bar is not None:
                 self._bar.step(count)
@@ -262,6 +264,15 @@ class Runner:
                 return
             if sleep:
                 time.sleep(sleep)
+
+    def _tell_agent(self, terminal: np.ndarray, reward: np.ndarray, final_states: Any, testing: bool) -> None:
+        """What the agent learns of a vectorized step: it observes it, or, testing, the rows that ended start
+        their independent recurrent state over."""
+        if not testing:
+            self.agent.observe(terminal=terminal, reward=reward,
+                               next_states=final_states if (terminal == 2).any() else None)  # fmt: skip
+        elif terminal.any():
+            self.agent.start_independent_episode(len(terminal), restart=np.flatnonzero(terminal))
 
     # ------------------------------------------------------------------ bookkeeping
 
