@@ -60,6 +60,48 @@ def test_named_states_and_actions_return_dicts():
     run_episodes(agent, env, 2)
 
 
+def test_named_states_are_checked_against_their_specs():
+    env = make("multi")
+    network = [[{"type": "input", "names": "float"}, {"type": "dense", "size": 4}]]
+    agent = create_agent({**PPO, "network": network}, states=env.states, actions=env.actions)
+    state = env.reset()
+    wrong = dict(state, float=np.zeros(7, dtype=np.float32))
+    with pytest.raises(ValueError, match=r"state 'float' has shape \(7,\), expected"):
+        agent.act(wrong)
+    batched = {name: np.stack([value, value]) for name, value in state.items()}
+    mixed = dict(batched, float=state["float"])
+    with pytest.raises(ValueError, match="states disagree on batching: 'float'"):
+        agent.act(mixed)
+    uneven = dict(batched, float=np.stack([state["float"]] * 3))
+    with pytest.raises(ValueError, match="states disagree on batching: 'float' has shape \\(3, "):
+        agent.act(uneven)
+    assert len(agent.act(batched)) == len(env.actions)
+
+
+def test_the_0_3_5_integer_batched_observe_names_batching_capacity():
+    env = make("minimal")
+    with pytest.raises(
+        SpecError,
+        match=r"(?s)agent.batched_observe: is true or false since 0.4; expected true or false, got 1000\."
+        r".*now 'batching_capacity': 1000",
+    ):
+        create_agent({**PPO, "batched_observe": 1000}, states=env.states, actions=env.actions)
+
+
+def test_stop_asks_the_runner_to_end_the_run():
+    from torchforce.execution import Runner
+
+    env = make("minimal", action_type="int")
+    agent = create_agent(PPO, states=env.states, actions=env.actions)
+    assert not agent.should_stop()
+    runner = Runner(agent, env)
+    runner.run(num_timesteps=100, step_finished=lambda r: r.timestep != 7 or r.agent.stop() or True)
+    assert runner.timestep == 7 and agent.should_stop()
+    agent.stop(False)
+    runner.run(num_timesteps=5)
+    assert runner.timestep == 12
+
+
 def test_batched_act_keeps_one_episode_per_row():
     env = make("minimal", action_type="int")
     agent = create_agent(PPO, states=env.states, actions=env.actions)

@@ -2,6 +2,8 @@
 Huber losses, prioritized replay's weights and priorities, target-network syncs, epsilon exploration, a dueling
 network, and the spec errors."""
 
+import warnings
+
 import numpy as np
 import pytest
 import torch
@@ -170,6 +172,22 @@ def test_a_time_limit_stores_the_final_state_to_bootstrap_from():
         float(state): (int(terminal), float(following)) for state, terminal, following in zip(*columns, strict=True)
     }
     assert rows == {0.5: (0, 0.25), 0.25: (2, -0.75)}
+
+
+def test_a_time_limit_without_next_states_warns_once_and_stands_in_the_acted_state():
+    agent = dqn(memory={"type": "replay", "capacity": 10}, update_mode={"unit": "timesteps", "batch_size": 8})
+    with pytest.warns(UserWarning, match="terminal 2 .* without next_states.* Pass next_states="):
+        agent.act(np.array([0.25], dtype=np.float32))
+        agent.observe(terminal=2, reward=2.0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # once per agent
+        agent.act(np.array([0.5], dtype=np.float32))
+        agent.observe(terminal=2, reward=2.0)
+    stored = agent.memory.retrieve_timesteps(8)
+    assert set(zip(stored["states/state"][:, 0], stored["next_states/state"][:, 0], strict=True)) == {
+        (0.25, 0.25),
+        (0.5, 0.5),
+    }
 
 
 def test_hard_target_sync_at_the_sync_frequency():

@@ -63,7 +63,8 @@ def create_agent(spec: Any, **kwargs: Any) -> Agent:
                 raise SpecError(
                     f"agent.{key}",
                     f"'{key}' is the 0.3.5 name; use '{LEGACY_KEYS[key]}'",
-                    hint="See the 0.4 format in README.md.",
+                    hint="The shipped configs (torchforce/configs/agents/, copied into configs/agents/ by "
+                    "'tfcli init') show the 0.4 format.",
                 )
         for key in kwargs:
             if key in data and key != "type":

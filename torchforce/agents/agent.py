@@ -10,6 +10,7 @@ from __future__ import annotations
 import copy
 import inspect
 import time
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
@@ -107,6 +108,10 @@ class Agent:
     ) -> None:
         self.states_spec, self.single_state = normalize_states(states)
         self.actions_spec, self.single_action = normalize_actions(actions)
+        if not isinstance(batched_observe, bool):  # 0.3.5's integer is 0.4's batching_capacity
+            raise SpecError("batched_observe", "is true or false since 0.4", got=batched_observe,
+                            expected="true or false", hint=f"The 0.3.5 number is now 'batching_capacity': "
+                            f"{batched_observe}.")  # fmt: skip
         self.batched_observe = batched_observe  # accepted for 2018 configs: observe is always cheap now
         self.batching_capacity = expect_int(batching_capacity, "batching_capacity", minimum=1)
         self.scope = scope or self.name
@@ -129,6 +134,7 @@ class Agent:
         self._independent: tuple[int, dict[str, torch.Tensor]] | None = None  # (rows, recurrent state)
         self._training = True  # modules start in training mode; acting switches them to eval mode
         self._follows_mode: bool | None = None  # whether any module computes differently in the two modes
+        self._warned_truncation = False
         self.processed_states = dict(self.states_spec)
         self.saver = self._saver_spec(saver)
         self.summarizer = Summarizer(summarizer or {}, "summarizer")
@@ -333,7 +339,12 @@ class Agent:
         self._maybe_save()
 
     def should_stop(self) -> bool:
+        """Whether ``stop()`` was asked for: runners end their run after the current step."""
         return self._stop
+
+    def stop(self, requested: bool = True) -> None:
+        """Ask whoever drives the agent to stop (``should_stop()`` turns True); ``stop(False)`` takes it back."""
+        self._stop = bool(requested)
 
     def close(self) -> None:
         """Save a final checkpoint if a saver directory is set, and close the summary writer."""
@@ -356,11 +367,18 @@ class Agent:
         missing = set(self.states_spec) - set(states)
         if missing:
             raise ValueError(f"states is missing {sorted(missing)}")
-        batch, batched = {}, None
+        batch, batched, rows = {}, None, None
         for name, spec in self.states_spec.items():
             array = np.asarray(states[name], dtype=STATE_DTYPES[spec.type])
             is_batched = array.ndim == len(spec.shape) + 1
-            batched = is_batched if batched is None else batched
+            if array.shape[int(is_batched) :] != spec.shape:
+                raise ValueError(
+                    f"state '{name}' has shape {array.shape}, expected {spec.shape} or (batch, *{spec.shape})"
+                )
+            if batched is not None and (is_batched != batched or (is_batched and array.shape[0] != rows)):
+                raise ValueError(f"states disagree on batching: '{name}' has shape {array.shape}, the first state "
+                                 f"{'a batch of ' + str(rows) if batched else 'no batch dimension'}")  # fmt: skip
+            batched, rows = is_batched, array.shape[0] if is_batched else 1
             batch[name] = array if is_batched else array[None]
         return batch, bool(batched)
 
@@ -432,6 +450,14 @@ class Agent:
             rows = np.flatnonzero(ended)
             finals = {name: record[f"states/{name}"][rows] for name in self.processed_states}
             truncated = rows[terminal[rows] == 2]
+            if len(truncated) and next_states is None and not self._warned_truncation:
+                self._warned_truncation = True
+                warnings.warn(
+                    "observe() got terminal 2 (a time-limit truncation) without next_states, so the state the agent "
+                    "acted on stands in for the next state that learning targets bootstrap from. Pass "
+                    "next_states=<the state execute() returned> (the Runner does).",
+                    stacklevel=3,
+                )
             if len(truncated) and next_states is not None:
                 given, _ = self._as_batch(next_states)
                 if next(iter(given.values())).shape[0] != self._num_rows:
@@ -484,13 +510,21 @@ class Agent:
         internals = {k: v.to(self.device) for k, v in internals.items()}
         return self._act_rows(batch, internals, deterministic=deterministic)[0]
 
-    def start_independent_episode(self, rows: int = 1) -> None:
+    def start_independent_episode(self, rows: int = 1, *, restart: Any = None) -> None:
         """Give independent acting (evaluation) its own recurrent state, starting from zero: from now on
         ``act(independent=True)`` on batches of ``rows`` rows carries it from call to call, as an episode needs.
-        Call it at the start of every evaluation episode; the training rows stay untouched."""
-        if self.learning:
-            initial = self.policy.network.initial_internals(rows)
-            self._independent = (rows, {k: v.to(self.device) for k, v in initial.items()})
+        Call it at the start of every evaluation episode; the training rows stay untouched. ``restart`` (row
+        indices) starts over only those rows of the current independent state, for batches whose episodes end
+        row by row."""
+        if not self.learning:
+            return
+        if restart is not None and self._independent is not None and self._independent[0] == rows:
+            index = torch.as_tensor(np.asarray(restart, dtype=np.int64), device=self.device)
+            internals = {k: v.clone().index_fill_(0, index, 0.0) for k, v in self._independent[1].items()}
+            self._independent = (rows, internals)
+            return
+        initial = self.policy.network.initial_internals(rows)
+        self._independent = (rows, {k: v.to(self.device) for k, v in initial.items()})
 
     def _set_training(self, training: bool) -> None:
         """Training mode for updates, eval mode for acting (batch normalization and dropout differ). Modules that
