@@ -9,8 +9,8 @@ import pytest
 import torch
 
 from torchforce.agents import create_agent
-from torchforce.agents.agent import Transitions
 from torchforce.agents.dqn import td_targets
+from torchforce.agents.transitions import Transitions
 from torchforce.environments import make
 from torchforce.spec import SpecError
 

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from torchforce.agents import create_agent
-from torchforce.agents.agent import Transitions
+from torchforce.agents.transitions import Transitions
 from torchforce.core.returns import gae
 from torchforce.environments import make
 from torchforce.spec import SpecError

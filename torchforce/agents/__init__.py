@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from torchforce.agents.agent import Agent, Transitions
+from torchforce.agents.agent import Agent
+from torchforce.agents.transitions import Transitions
 from torchforce.spec import Registry, SpecError, load_spec
 
 AGENTS = Registry(

@@ -7,11 +7,9 @@ bookkeeping), and learns from what ``observe`` tells it. Algorithms subclass ``A
 
 from __future__ import annotations
 
-import copy
 import inspect
 import time
 import warnings
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -20,70 +18,14 @@ import torch
 from torch import nn
 
 from torchforce.agents.checkpoint import find_checkpoint, load_checkpoint, save_checkpoint
-from torchforce.agents.rows import Batch, Rows, Segments
+from torchforce.agents.rows import STATE_DTYPES, Batch, Rows, Segments, as_batch, as_output, experience_batch, per_row
+from torchforce.agents.state import agent_state, jsonable, load_agent_state, saver_spec
+from torchforce.agents.transitions import Transitions
 from torchforce.agents.update_mode import Schedule, UpdateMode
 from torchforce.core.memories import FieldSpec, build_memory
 from torchforce.core.modes import follows_training_mode
 from torchforce.core.summaries import Summarizer, learning_rate
-from torchforce.spec import (
-    ActionSpec,
-    SpecError,
-    StateSpec,
-    did_you_mean,
-    expect_bool,
-    expect_dict,
-    expect_float,
-    expect_int,
-    normalize_actions,
-    normalize_states,
-)
-
-STATE_DTYPES = {"float": np.float32, "int": np.int64, "bool": np.bool_}
-SAVER_KEYS = ("directory", "file", "seconds", "steps", "load", "basename")
-
-
-@dataclass
-class Transitions:
-    """A retrieved batch as tensors, with named fields."""
-
-    states: dict[str, torch.Tensor]
-    internals: dict[str, torch.Tensor]
-    actions: dict[str, torch.Tensor]
-    reward: torch.Tensor
-    terminal: torch.Tensor
-    next_states: dict[str, torch.Tensor]
-    weights: torch.Tensor | None = None
-    indices: np.ndarray | None = None
-
-    def __len__(self) -> int:
-        return int(self.reward.shape[0])
-
-    def flat(self) -> dict[str, torch.Tensor]:
-        """One flat dict of tensors with the same leading size, as optimizers take it (``states/<name>``...)."""
-        data: dict[str, torch.Tensor] = {"reward": self.reward, "terminal": self.terminal}
-        for prefix in ("states", "internals", "actions", "next_states"):
-            data.update({f"{prefix}/{name}": value for name, value in getattr(self, prefix).items()})
-        if self.weights is not None:
-            data["weights"] = self.weights
-        return data
-
-
-def group(data: dict[str, torch.Tensor], prefix: str) -> dict[str, torch.Tensor]:
-    """The entries of a flat batch under ``prefix/``, keyed by name."""
-    start = len(prefix) + 1
-    return {key[start:]: value for key, value in data.items() if key.startswith(prefix + "/")}
-
-
-def _jsonable(value: Any) -> Any:
-    if isinstance(value, (StateSpec, ActionSpec)):
-        return value.to_dict()
-    if isinstance(value, dict):
-        return {str(k): _jsonable(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_jsonable(v) for v in value]
-    if value is None or isinstance(value, (bool, int, float, str)):
-        return value
-    return repr(value)
+from torchforce.spec import SpecError, expect_float, expect_int, normalize_actions, normalize_states
 
 
 class Agent:
@@ -136,7 +78,7 @@ class Agent:
         self._follows_mode: bool | None = None  # whether any module computes differently in the two modes
         self._warned_truncation = False
         self.processed_states = dict(self.states_spec)
-        self.saver = self._saver_spec(saver)
+        self.saver = saver_spec(saver)
         self.summarizer = Summarizer(summarizer or {}, "summarizer")
         self._last_save = (0, time.monotonic())
 
@@ -154,36 +96,6 @@ class Agent:
             raise SpecError("device", "CUDA is not available on this machine", got=device, hint='Use "cpu".')
         return resolved
 
-    @staticmethod
-    def _saver_spec(saver: dict | None) -> dict[str, Any] | None:
-        if saver is None:
-            return None
-        saver = expect_dict(saver, "saver")
-        for key in saver:
-            if key not in SAVER_KEYS:
-                guess = did_you_mean(key, SAVER_KEYS)
-                raise SpecError(f"saver.{key}", "unknown key", hint=f"Did you mean '{guess}'?" if guess else None)
-        basename = saver.get("basename", "model")
-        if not isinstance(basename, str) or not basename or "/" in basename:
-            raise SpecError("saver.basename", "not a file name", got=basename, expected='a name like "model"')
-        file = saver.get("file")
-        if file is not None and not isinstance(file, str):
-            raise SpecError("saver.file", "not a file name", got=file, expected="a checkpoint file name, or null")
-        spec = {
-            "directory": saver.get("directory"),
-            "basename": basename,
-            "file": file,
-            "load": expect_bool(saver.get("load", True), "saver.load"),
-            "steps": expect_int(saver.get("steps"), "saver.steps", minimum=1, allow_none=True),
-            "seconds": expect_float(saver.get("seconds"), "saver.seconds", minimum=0.0, allow_none=True),
-        }
-        if spec["directory"] is None:
-            return None  # 2018: a null directory disables the saver
-        spec["directory"] = str(spec["directory"])
-        if spec["steps"] is None and spec["seconds"] is None:
-            spec["seconds"] = 600.0
-        return spec
-
     def _remember(self, arguments: dict[str, Any]) -> None:
         """Record the resolved spec (every constructor argument, defaults included) for checkpoints."""
         signature = inspect.signature(type(self).__init__)
@@ -191,9 +103,9 @@ class Agent:
         for key, parameter in signature.parameters.items():
             if key in ("self", "states", "actions") or parameter.kind is inspect.Parameter.VAR_KEYWORD:
                 continue
-            spec[key] = _jsonable(arguments.get(key, parameter.default))
-        spec["states"] = _jsonable(self.states_spec)
-        spec["actions"] = _jsonable(self.actions_spec)
+            spec[key] = jsonable(arguments.get(key, parameter.default))
+        spec["states"] = jsonable(self.states_spec)
+        spec["actions"] = jsonable(self.actions_spec)
         self.spec = spec
 
     def _setup_learning(
@@ -354,48 +266,14 @@ class Agent:
 
     # ------------------------------------------------------------------ rows and transitions
 
-    def _as_batch(self, states: Any) -> tuple[dict[str, np.ndarray], bool]:
-        if self.single_state:
-            ((name, spec),) = self.states_spec.items()
-            array = np.asarray(states, dtype=STATE_DTYPES[spec.type])
-            batched = array.ndim == len(spec.shape) + 1
-            if not batched and array.shape != spec.shape:
-                raise ValueError(f"state has shape {array.shape}, expected {spec.shape} or (batch, *{spec.shape})")
-            return {name: array if batched else array[None]}, batched
-        if not isinstance(states, dict):
-            raise TypeError(f"this agent has named states {sorted(self.states_spec)}: pass a dict of arrays")
-        missing = set(self.states_spec) - set(states)
-        if missing:
-            raise ValueError(f"states is missing {sorted(missing)}")
-        batch, batched, rows = {}, None, None
-        for name, spec in self.states_spec.items():
-            array = np.asarray(states[name], dtype=STATE_DTYPES[spec.type])
-            is_batched = array.ndim == len(spec.shape) + 1
-            if array.shape[int(is_batched) :] != spec.shape:
-                raise ValueError(
-                    f"state '{name}' has shape {array.shape}, expected {spec.shape} or (batch, *{spec.shape})"
-                )
-            if batched is not None and (is_batched != batched or (is_batched and array.shape[0] != rows)):
-                raise ValueError(f"states disagree on batching: '{name}' has shape {array.shape}, the first state "
-                                 f"{'a batch of ' + str(rows) if batched else 'no batch dimension'}")  # fmt: skip
-            batched, rows = is_batched, array.shape[0] if is_batched else 1
-            batch[name] = array if is_batched else array[None]
-        return batch, bool(batched)
+    def _as_batch(self, states: Any) -> tuple[Batch, bool]:
+        return as_batch(states, self.states_spec, self.single_state)
 
-    def _as_output(self, actions: dict[str, np.ndarray], batched: bool) -> Any:
-        if not batched:
-            actions = {name: values[0] for name, values in actions.items()}
-        if self.single_action:
-            return next(iter(actions.values()))
-        return actions
+    def _as_output(self, actions: Batch, batched: bool) -> Any:
+        return as_output(actions, batched, self.single_action)
 
     def _per_row(self, value: Any, dtype: type, name: str) -> np.ndarray:
-        array = np.asarray(value).astype(dtype).reshape(-1)
-        if array.shape[0] == 1 and self._num_rows > 1:
-            raise ValueError(f"{name}: {self._num_rows} rows acted, so observe needs {self._num_rows} values")
-        if array.shape[0] != self._num_rows:
-            raise ValueError(f"{name}: expected {self._num_rows} values (one per row), got {array.shape[0]}")
-        return array
+        return per_row(value, dtype, name, self._num_rows)
 
     def _resize(self, rows: int) -> None:
         """A new number of parallel rows: every row starts a new episode."""
@@ -618,21 +496,7 @@ class Agent:
         return self._transitions(data)
 
     def _transitions(self, data: Batch) -> Transitions:
-        def group(prefix: str) -> dict[str, torch.Tensor]:
-            return {key[len(prefix):]: torch.from_numpy(np.ascontiguousarray(v)).to(self.device)
-                    for key, v in data.items() if key.startswith(prefix)}  # fmt: skip
-
-        weights = data.get("weights")
-        return Transitions(
-            states=group("states/"),
-            internals=group("internals/"),
-            actions=group("actions/"),
-            reward=torch.from_numpy(data["reward"]).to(self.device),
-            terminal=torch.from_numpy(data["terminal"]).to(self.device),
-            next_states=group("next_states/"),
-            weights=None if weights is None else torch.from_numpy(weights).to(self.device),
-            indices=data.get("indices"),
-        )
+        return Transitions.from_numpy(data, self.device)
 
     def _update(self, batch: Transitions) -> dict[str, float]:
         raise NotImplementedError(f"{type(self).__name__} does not learn")
@@ -641,31 +505,23 @@ class Agent:
 
     def import_experience(self, experiences: Any) -> None:
         """Put recorded experience into the memory: a list of dicts, or a dict of lists, with ``states``,
-        ``actions``, ``terminal``, ``reward`` (and ``internals`` for recurrent networks). The next state of a step
-        is the following step's state within its episode."""
+        ``actions``, ``terminal``, ``reward`` (and ``internals`` for recurrent networks), in order, episode after
+        episode. A step's next state is the following step's state within its episode; a step that ends one
+        (terminal 1 or 2), and the last step if the experience ends mid-episode (stored as terminal 2), have none
+        and stand in their own state. States pass through ``states_preprocessing`` as one batch."""
         if not self.learning:
             raise RuntimeError(f"{self.name} agents have no memory to import experience into")
-        if isinstance(experiences, dict):
-            count = len(experiences["reward"])
-            experiences = [{key: experiences[key][i] for key in experiences} for i in range(count)]
-        if not experiences:
+        batch = experience_batch(experiences, self._as_batch, self.actions_spec, self.single_action,
+                                 self.policy.network.internals)  # fmt: skip
+        if batch is None:
             return
-        states = [self._as_batch(e["states"])[0] for e in experiences]
-        batch: Batch = {}
-        for name in self.processed_states:
-            current = np.concatenate([s[name] for s in states])
-            following = np.concatenate([current[1:], current[-1:]])
-            batch[f"states/{name}"], batch[f"next_states/{name}"] = current, following
-        for name, action in self.actions_spec.items():
-            values = [e["actions"] if self.single_action else e["actions"][name] for e in experiences]
-            batch[f"actions/{name}"] = np.asarray(values, dtype=STATE_DTYPES[action.type]).reshape((-1,) + action.shape)
-        for name, shape in self.policy.network.internals.items():
-            values = [e.get("internals", {}).get(name, np.zeros(shape)) for e in experiences]
-            batch[f"internals/{name}"] = np.asarray(values, dtype=np.float32)
-        batch["terminal"] = np.asarray([int(e["terminal"]) for e in experiences], dtype=np.int8)
-        batch["reward"] = np.asarray([e["reward"] for e in experiences], dtype=np.float32)
-        if batch["terminal"][-1] == 0:
-            batch["terminal"][-1] = 2
+        names = list(self.processed_states)
+        processed = self._preprocess({name: batch.pop(f"states/{name}") for name in names})
+        terminal = batch["terminal"]
+        for name in names:
+            following = np.concatenate([processed[name][1:], processed[name][-1:]])
+            following[terminal != 0] = processed[name][terminal != 0]  # no next state across an episode's end
+            batch[f"states/{name}"], batch[f"next_states/{name}"] = processed[name], following
         self.memory.store(batch)
 
     def trainable_modules(self) -> dict[str, nn.Module]:
@@ -720,83 +576,11 @@ class Agent:
     # ------------------------------------------------------------------ saving and restoring
 
     def _state(self) -> dict[str, Any]:
-        """Everything needed to continue exactly where the agent is (subclasses extend it)."""
-        state: dict[str, Any] = {
-            "agent": self.name,
-            "counters": {"timestep": self.timestep, "episode": self.episode, "updates": self.updates},
-            "rows": {
-                "num_rows": self._num_rows,
-                "acted": self._acted,
-                "new_episode": self._new_episode.copy(),
-                "returns": self._returns.copy(),
-                "lengths": self._lengths.copy(),
-            },  # fmt: skip
-            "rng": {"torch": torch.get_rng_state(), "numpy": copy.deepcopy(self.rng.bit_generator.state)},
-        }
-        if self.device.type == "cuda":  # sampling on the GPU draws from the device's generator
-            state["rng"]["cuda"] = torch.cuda.get_rng_state(self.device)
-        if self.learning:
-            state["modules"] = {name: module.state_dict() for name, module in self.trainable_modules().items()}
-            state["optimizers"] = {name: optimizer.state_dict() for name, optimizer in self.optimizers().items()}
-            state["memory"] = self.memory.state_dict()
-            state["schedule"] = self.schedule.state_dict()
-            state["completed"] = dict(self._completed)
-            state["preprocessing"] = {name: stack.state_dict() for name, stack in self.preprocessing.items()}
-            if self.reward_preprocessing is not None:
-                state["reward_preprocessing"] = self.reward_preprocessing.state_dict()
-            state["explorations"] = {name: e.state_dict() for name, e in self.explorations.items()
-                                     if hasattr(e, "state_dict")}  # fmt: skip
-            state["internals"] = {name: value.cpu() for name, value in self._internals.items()}
-            state["open"] = None if self._rows is None else self._rows.state_dict()
-            state["segments"] = None if self._segments is None else self._segments.state_dict()
-        return state
+        """Everything needed to continue exactly where the agent is (subclasses may extend it)."""
+        return agent_state(self)
 
     def _load_state(self, state: dict[str, Any]) -> None:
-        saved = state.get("agent", self.name)
-        if saved != self.name:
-            raise ValueError(f"the checkpoint is of a '{saved}' agent; it cannot be restored into a '{self.name}' one")
-        if self.learning:  # first what fails on a checkpoint of another spec (shapes, capacities), before changes
-            for name, module in self.trainable_modules().items():
-                module.load_state_dict(_tensors_in(state["modules"][name]))
-            for name, optimizer in self.optimizers().items():
-                optimizer.load_state_dict(_tensors_in(state["optimizers"][name]))
-            self.memory.load_state_dict(state["memory"])
-        counters = state["counters"]
-        self.timestep, self.episode, self.updates = counters["timestep"], counters["episode"], counters["updates"]
-        self._load_rows(state["rows"])
-        torch.set_rng_state(torch.as_tensor(state["rng"]["torch"], dtype=torch.uint8))
-        if "cuda" in state["rng"] and self.device.type == "cuda":
-            torch.cuda.set_rng_state(torch.as_tensor(state["rng"]["cuda"], dtype=torch.uint8), self.device)
-        self.rng.bit_generator.state = state["rng"]["numpy"]
-        if not self.learning:
-            return
-        self.schedule.load_state_dict(state["schedule"])
-        self._completed = dict(state["completed"])
-        for name, stack in self.preprocessing.items():
-            stack.load_state_dict(state["preprocessing"][name])
-        if self.reward_preprocessing is not None:
-            self.reward_preprocessing.load_state_dict(state["reward_preprocessing"])
-        for name, values in state["explorations"].items():
-            self.explorations[name].load_state_dict(values)
-        self._internals = {name: torch.as_tensor(v).to(self.device) for name, v in state["internals"].items()}
-        if state["open"] is not None:
-            self._rows.load_state_dict(state["open"])
-        if state["segments"] is not None:
-            self._segments.load_state_dict(state["segments"])
-
-    def _load_rows(self, rows: dict[str, Any]) -> None:
-        """The per-row bookkeeping of a checkpoint. Whatever this agent had open or staged is dropped (not flushed
-        into the memory, which the checkpoint replaces), also when the checkpoint has no rows yet."""
-        self._acted = False
-        self._num_rows = 0
-        if self.learning:
-            self._rows, self._segments, self._internals = None, None, {}
-        if rows["num_rows"]:
-            self._resize(int(rows["num_rows"]))
-        self._acted = bool(rows["acted"])
-        self._new_episode = np.array(rows["new_episode"], dtype=bool)
-        self._returns = np.array(rows["returns"], dtype=np.float64)
-        self._lengths = np.array(rows.get("lengths", np.zeros(len(self._returns))), dtype=np.int64)
+        load_agent_state(self, state)
 
     def optimizers(self) -> dict[str, Any]:
         """The agent's optimizers by name (subclasses list theirs), saved with the model."""
@@ -846,14 +630,3 @@ class Agent:
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(timestep={self.timestep}, episode={self.episode}, updates={self.updates})"
-
-
-def _tensors_in(tree: Any) -> Any:
-    """Optimizer/module state dicts come back from checkpoints with numpy arrays where tensors were packed."""
-    if isinstance(tree, np.ndarray):
-        return torch.from_numpy(tree)
-    if isinstance(tree, dict):
-        return {key: _tensors_in(value) for key, value in tree.items()}
-    if isinstance(tree, list):
-        return [_tensors_in(value) for value in tree]
-    return tree

@@ -16,7 +16,8 @@ from typing import Any
 
 import torch
 
-from torchforce.agents.agent import Agent, Transitions, group
+from torchforce.agents.agent import Agent
+from torchforce.agents.transitions import Transitions, group
 from torchforce.core.losses import huber, l2
 from torchforce.core.optimizers import Synchronization, build_optimizer
 from torchforce.spec import SpecError, expect_bool, expect_float, expect_int

@@ -17,7 +17,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from torchforce.agents.agent import Agent, Transitions, group
+from torchforce.agents.agent import Agent
+from torchforce.agents.transitions import Transitions, group
 from torchforce.core.baselines import EMBEDDING, build_baseline, embedding_states
 from torchforce.core.memories.latest import Latest
 from torchforce.core.optimizers import build_optimizer

@@ -1,0 +1,61 @@
+"""A batch retrieved from a memory, as tensors with named fields: what an agent's update works on."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+
+@dataclass
+class Transitions:
+    """A retrieved batch as tensors: states, internals, actions and next states keyed by name, and for
+    prioritized replay the importance-sampling weights and the storage indices."""
+
+    states: dict[str, torch.Tensor]
+    internals: dict[str, torch.Tensor]
+    actions: dict[str, torch.Tensor]
+    reward: torch.Tensor
+    terminal: torch.Tensor
+    next_states: dict[str, torch.Tensor]
+    weights: torch.Tensor | None = None
+    indices: np.ndarray | None = None
+
+    @classmethod
+    def from_numpy(cls, data: dict[str, np.ndarray], device: torch.device) -> Transitions:
+        """A memory's retrieval (flat ``states/<name>``... arrays) on ``device``."""
+
+        def tensors(prefix: str) -> dict[str, torch.Tensor]:
+            return {key[len(prefix) :]: torch.from_numpy(np.ascontiguousarray(values)).to(device)
+                    for key, values in data.items() if key.startswith(prefix)}  # fmt: skip
+
+        weights = data.get("weights")
+        return cls(
+            states=tensors("states/"),
+            internals=tensors("internals/"),
+            actions=tensors("actions/"),
+            reward=torch.from_numpy(data["reward"]).to(device),
+            terminal=torch.from_numpy(data["terminal"]).to(device),
+            next_states=tensors("next_states/"),
+            weights=None if weights is None else torch.from_numpy(weights).to(device),
+            indices=data.get("indices"),
+        )
+
+    def __len__(self) -> int:
+        return int(self.reward.shape[0])
+
+    def flat(self) -> dict[str, torch.Tensor]:
+        """One flat dict of tensors with the same leading size, as optimizers take it (``states/<name>``...)."""
+        data: dict[str, torch.Tensor] = {"reward": self.reward, "terminal": self.terminal}
+        for prefix in ("states", "internals", "actions", "next_states"):
+            data.update({f"{prefix}/{name}": value for name, value in getattr(self, prefix).items()})
+        if self.weights is not None:
+            data["weights"] = self.weights
+        return data
+
+
+def group(data: dict[str, torch.Tensor], prefix: str) -> dict[str, torch.Tensor]:
+    """The entries of a flat batch under ``prefix/``, keyed by name."""
+    start = len(prefix) + 1
+    return {key[start:]: value for key, value in data.items() if key.startswith(prefix + "/")}
