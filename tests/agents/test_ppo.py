@@ -376,3 +376,19 @@ def test_spec_errors(options, message):
     with pytest.raises(SpecError) as error:
         ppo(**options)
     assert str(error.value).startswith("agent." + message)
+
+
+@pytest.mark.parametrize("unit", ["episodes", "timesteps"])
+def test_reset_mid_episode_ends_it_instead_of_merging_it_into_the_next(unit):
+    agent = ppo(update_mode={"unit": unit, "batch_size": 50})
+    for t, x in enumerate([0.0, 0.1, 0.2, 0.3, 0.4, 0.5]):
+        if t == 3:
+            agent.reset()  # the episode of 0.0-0.2 is abandoned; 0.2 never got its next state
+        agent.act(np.array([x], dtype=np.float32))
+        agent.observe(terminal=1 if t == 5 else 0, reward=float(t))
+    agent._flush_segments()
+    stored = agent.memory.retrieve_timesteps(10)
+    np.testing.assert_allclose(stored["states/state"][:, 0], [0.0, 0.1, 0.3, 0.4, 0.5])
+    np.testing.assert_allclose(stored["next_states/state"][:, 0], [0.1, 0.2, 0.4, 0.5, 0.5])
+    assert stored["terminal"].tolist() == [0, 2, 0, 0, 1]
+    assert stored["reward"].tolist() == [0.0, 1.0, 3.0, 4.0, 5.0]

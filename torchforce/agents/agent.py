@@ -180,12 +180,16 @@ class Agent:
         return create_agent(spec, **(kwargs or {}))
 
     def reset(self) -> None:
-        """Start a new episode in every row: recurrent state, preprocessors and explorations start over."""
+        """Start a new episode in every row: recurrent state, preprocessors and explorations start over. An episode
+        left unfinished ends here: its last step, whose next state never came, is dropped, and what an on-policy
+        agent had staged of it is written to the memory as a segment cut before that step (terminal 2)."""
         self._acted = False
         if self._num_rows:
             self._new_episode[:] = True
             if self.learning and self._rows is not None:
                 self._rows.waiting[:] = False
+                if self._segments is not None:
+                    self._flush_segments()
 
     def act(self, states: Any, deterministic: bool = False, independent: bool = False) -> Any:
         """Actions for one state, or for a batch of states (one row per parallel environment).
