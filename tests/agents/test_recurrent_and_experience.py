@@ -1,0 +1,266 @@
+"""Agents with a recurrent policy (``internal_lstm``): the LSTM state is carried from act to act within an episode,
+starts over at zeros after a terminal and after ``reset()`` (per row in a batch), and a checkpoint taken mid-episode
+continues exactly. Then ``import_experience``: the exact memory rows it writes, for a replay and a latest memory.
+
+The expected recurrent state of every step is computed from the agent's own network: one step of it on the state
+acted on, from the previous step's state (zeros at an episode start). Runs are driven by a fixed stream of states
+(see test_checkpoint.py); runs that are compared are done one after the other, since torch's global RNG is part of
+an agent's state.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+
+from torchforce.agents import create_agent
+from torchforce.environments import make
+
+RNN = [{"type": "dense", "size": 8}, {"type": "internal_lstm", "size": 8}]
+LSTM = "internal_lstm0"  # the network internal of the first internal_lstm layer: (c, h), shape (2, 8) per row
+SPECS = {
+    "ppo": {"type": "ppo", "network": RNN, "update_mode": {"unit": "episodes", "batch_size": 2},
+            "optimization_steps": 3, "seed": 1},
+    "dqn": {"type": "dqn", "network": RNN, "update_mode": {"unit": "timesteps", "batch_size": 4, "frequency": 2},
+            "memory": {"type": "replay", "capacity": 64}, "target_sync_frequency": 6, "seed": 2},
+}  # fmt: skip
+STATES = np.random.default_rng(0).uniform(-1.0, 1.0, (64, 2, 1)).astype(np.float32)
+LENGTH = 5  # episode length of the stream
+
+
+def build(name: str, action_type: str = "int", **changes: Any):
+    env = make("minimal", action_type=action_type)
+    return create_agent({**SPECS[name], **changes}, states=env.states, actions=env.actions)
+
+
+def zeros(rows: int) -> torch.Tensor:
+    return torch.zeros(rows, 2, 8)
+
+
+def lstm_step(agent, states: np.ndarray, internal: torch.Tensor) -> torch.Tensor:
+    """The recurrent state the agent's network makes of ``states`` [rows, 1] from ``internal`` [rows, 2, 8]."""
+    with torch.no_grad():
+        _, internals = agent.policy.network({"state": torch.from_numpy(states)}, {LSTM: internal})
+    return internals[LSTM]
+
+
+def rewards(actions: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """The minimal environment's scoring: int actions earn 1 for ``x > 0``, float actions ``1 - |a - x|``."""
+    if actions.dtype.kind == "f":
+        return np.maximum(0.0, 1.0 - np.abs(actions - x)).astype(np.float32)
+    return (actions == (x > 0)).astype(np.float32)
+
+
+def step(agent, t: int, *, deterministic: bool = False) -> np.ndarray:
+    """Step ``t`` of the stream with one row: act, then observe; episodes last ``LENGTH`` steps."""
+    state = STATES[t, 0]
+    action = np.asarray(agent.act(state, deterministic=deterministic))
+    agent.observe(terminal=int((t + 1) % LENGTH == 0), reward=float(rewards(action.reshape(1), state)[0]))
+    return action
+
+
+def drive(agent, start: int, stop: int) -> None:
+    for t in range(start, stop):
+        step(agent, t)
+
+
+# ---------------------------------------------------------------------------------------------- recurrent state
+
+
+@pytest.mark.parametrize("name", ["ppo", "dqn"])
+def test_recurrent_state_is_carried_within_an_episode_and_restarts_after_a_terminal(name):
+    agent = build(name)
+    internal, before = zeros(1), []
+    for t in range(2 * LENGTH):
+        before.append(internal)
+        agent.act(STATES[t, 0])
+        expected = lstm_step(agent, STATES[t, :1], internal)
+        assert torch.equal(agent._internals[LSTM], expected), f"step {t}"
+        assert not torch.equal(expected, internal)  # every step moves the state on
+        terminal = (t + 1) % LENGTH == 0
+        agent.observe(terminal=int(terminal), reward=0.0)
+        internal = zeros(1) if terminal else expected
+    assert agent.episode == 2 and agent.updates > 0
+    # each stored step holds the recurrent state the agent acted from: zeros at the start of both episodes
+    stored = agent.memory.state_dict()["data"][f"internals/{LSTM}"][: len(agent.memory)]
+    assert len(agent.memory) == 2 * LENGTH
+    np.testing.assert_array_equal(stored, torch.cat(before).numpy())
+    assert not stored[[0, LENGTH]].any() and stored[1:LENGTH].all() and stored[LENGTH + 1 :].all()
+
+
+@pytest.mark.parametrize("name", ["ppo", "dqn"])
+def test_the_same_state_acts_differently_after_another_history(name):
+    no_updates = {**SPECS[name]["update_mode"], "batch_size": 50}
+    agent = build(name, "float" if name == "ppo" else "int", update_mode=no_updates)
+    shared = STATES[2, 0]
+    outcomes = []
+    for first in (STATES[0, 0], STATES[1, 0]):
+        agent.reset()
+        agent.act(first)
+        agent.observe(terminal=0, reward=0.0)
+        action = agent.act(shared, deterministic=True)
+        agent.observe(terminal=0, reward=0.0)
+        outcomes.append((np.asarray(action), agent._internals[LSTM].clone()))
+    assert agent.updates == 0
+    (first_action, first_internal), (second_action, second_internal) = outcomes
+    assert not torch.equal(first_internal, second_internal)
+    if name == "ppo":  # a float action (the Gaussian's mean) shows the difference too
+        assert first_action != second_action
+
+
+@pytest.mark.parametrize("name", ["ppo", "dqn"])
+@pytest.mark.parametrize("rows", [1, 2])
+def test_reset_starts_every_row_from_zeros(name, rows):
+    agent = build(name)
+    for t in range(3):
+        agent.act(STATES[t, :rows])
+        agent.observe(terminal=np.zeros(rows, dtype=np.int8), reward=np.zeros(rows))
+    assert agent._internals[LSTM].abs().sum() > 0
+    agent.reset()
+    agent.act(STATES[3, :rows])
+    assert torch.equal(agent._internals[LSTM], lstm_step(agent, STATES[3, :rows], zeros(rows)))
+
+
+@pytest.mark.parametrize("name", ["ppo", "dqn"])
+def test_a_terminal_in_one_row_restarts_only_that_row(name):
+    agent = build(name)
+    internal = zeros(2)
+    for t in range(12):
+        if t == 5:  # row 0 ended at step 4 (row 1 goes on until step 5): only row 0 starts from zeros
+            assert not internal[0].any() and internal[1].all()
+        agent.act(STATES[t])
+        expected = lstm_step(agent, STATES[t], internal)
+        assert torch.equal(agent._internals[LSTM], expected), f"step {t}"
+        terminal = np.array([(t + 1) % 5 == 0, (t + 1) % 3 == 0], dtype=np.int8)  # row 0: steps 4, 9; row 1: 2, 5...
+        agent.observe(terminal=terminal, reward=np.zeros(2))
+        internal = expected.clone()
+        internal[torch.from_numpy(terminal != 0)] = 0.0
+    assert agent.episode == 2 + 4
+
+
+# ---------------------------------------------------------------------------------------------- checkpoints
+
+
+def assert_parameters_equal(a, b) -> None:
+    pa, pb = a.get_parameters(), b.get_parameters()
+    assert set(pa) == set(pb)
+    for name in pa:
+        assert torch.equal(pa[name], pb[name]), f"parameter {name} differs"
+
+
+@pytest.mark.parametrize(("name", "action_type"), [("ppo", "float"), ("ppo", "int"), ("dqn", "int")])
+def test_checkpoint_mid_episode_continues_the_recurrent_state(name, action_type, tmp_path):
+    agent = build(name, action_type)
+    drive(agent, 0, 23)  # step 23 is the fourth of its episode: the LSTM state is three steps in
+    saved_updates = agent.updates
+    assert saved_updates > 0
+    saved_internal = agent._internals[LSTM].clone()
+    assert saved_internal.abs().sum() > 0
+    agent.save_model(tmp_path)
+    expected_actions = [step(agent, t, deterministic=True) for t in (23, 24)]  # the rest of the episode
+    drive(agent, 25, 45)
+    assert agent.updates > saved_updates
+
+    restored = build(name, action_type)
+    restored.restore_model(tmp_path)
+    assert torch.equal(restored._internals[LSTM], saved_internal)
+    actions = [step(restored, t, deterministic=True) for t in (23, 24)]
+    np.testing.assert_array_equal(actions, expected_actions)
+    drive(restored, 25, 45)
+    assert (restored.timestep, restored.episode, restored.updates) == (agent.timestep, agent.episode, agent.updates)
+    assert torch.equal(restored._internals[LSTM], agent._internals[LSTM])
+    assert_parameters_equal(agent, restored)
+
+    if action_type == "float":  # the restored state matters: from zeros the same network acts otherwise
+        fresh = build(name, action_type)
+        fresh.restore_model(tmp_path)
+        fresh.start_independent_episode()
+        assert fresh.act(STATES[23, 0], deterministic=True, independent=True) != expected_actions[0]
+
+
+# ---------------------------------------------------------------------------------------------- import_experience
+
+# two episodes: three steps ending in a terminal, then two steps of one that was not over when it was recorded
+EXPERIENCE = [
+    {"states": [0.5], "actions": 1, "terminal": 0, "reward": 1.0},
+    {"states": [-0.25], "actions": 0, "terminal": False, "reward": 0.5},
+    {"states": [0.75], "actions": 1, "terminal": True, "reward": -1.0},
+    {"states": [-1.0], "actions": 0, "terminal": 0, "reward": 2.0},
+    {"states": [0.125], "actions": 1, "terminal": 0, "reward": 0.0},
+]
+EXPECTED = {
+    "states/state": np.array([[0.5], [-0.25], [0.75], [-1.0], [0.125]], dtype=np.float32),
+    # the following state within the episode; a step that ends one, and the open last step, stand in their own
+    "next_states/state": np.array([[-0.25], [0.75], [0.75], [0.125], [0.125]], dtype=np.float32),
+    "actions/action": np.array([1, 0, 1, 0, 1], dtype=np.int64),
+    "reward": np.array([1.0, 0.5, -1.0, 2.0, 0.0], dtype=np.float32),
+    "terminal": np.array([0, 0, 1, 0, 2], dtype=np.int8),  # the open end is stored as a truncation
+}
+MLP_SPECS = {
+    "dqn": {"type": "dqn", "network": [{"type": "dense", "size": 4}], "memory": {"type": "replay", "capacity": 16}},
+    "ppo": {"type": "ppo", "network": [{"type": "dense", "size": 4}]},
+}
+FORMS = {
+    "list of dicts": EXPERIENCE,
+    "dict of lists": {key: [step[key] for step in EXPERIENCE] for key in EXPERIENCE[0]},
+    "dict of arrays": {
+        "states": np.array([step["states"] for step in EXPERIENCE], dtype=np.float32),
+        "actions": np.array([step["actions"] for step in EXPERIENCE]),
+        "terminal": np.array([int(step["terminal"]) for step in EXPERIENCE]),
+        "reward": np.array([step["reward"] for step in EXPERIENCE]),
+    },
+}
+
+
+def stored(agent) -> dict[str, np.ndarray]:
+    """The memory's rows, oldest first (nothing has wrapped around in these tests)."""
+    return {name: data[: len(agent.memory)] for name, data in agent.memory.state_dict()["data"].items()}
+
+
+@pytest.mark.parametrize("form", list(FORMS))
+@pytest.mark.parametrize(("name", "memory"), [("dqn", "Replay"), ("ppo", "Latest")])
+def test_import_experience_writes_exact_rows(name, memory, form):
+    env = make("minimal", action_type="int")
+    agent = create_agent(MLP_SPECS[name], states=env.states, actions=env.actions)
+    assert type(agent.memory).__name__ == memory
+    agent.import_experience(FORMS[form])
+    rows = stored(agent)
+    assert set(rows) == set(EXPECTED)
+    for field, expected in EXPECTED.items():
+        assert rows[field].dtype == expected.dtype, field
+        np.testing.assert_array_equal(rows[field], expected, err_msg=field)
+    assert agent.memory.num_episodes == 2  # the truncated tail counts as an episode
+    assert (agent.timestep, agent.episode, agent.updates) == (0, 0, 0)  # importing is not acting
+
+
+def test_import_experience_appends_after_what_is_stored():
+    env = make("minimal", action_type="int")
+    agent = create_agent(MLP_SPECS["dqn"], states=env.states, actions=env.actions)
+    agent.import_experience(EXPERIENCE[:3])
+    agent.import_experience(EXPERIENCE[3:])
+    for field, expected in EXPECTED.items():
+        np.testing.assert_array_equal(stored(agent)[field], expected, err_msg=field)
+    agent.import_experience([])  # nothing to import: nothing changes
+    agent.import_experience({"states": [], "actions": [], "terminal": [], "reward": []})
+    assert len(agent.memory) == len(EXPERIENCE)
+
+
+def test_import_experience_with_recurrent_internals():
+    agent = build("dqn")
+    internal = np.arange(16, dtype=np.float32).reshape(2, 8) / 16
+    experience = [dict(EXPERIENCE[0], internals={LSTM: internal}), EXPERIENCE[1]]
+    agent.import_experience(experience)
+    rows = stored(agent)
+    np.testing.assert_array_equal(rows[f"internals/{LSTM}"], np.stack([internal, np.zeros((2, 8), np.float32)]))
+    np.testing.assert_array_equal(rows["terminal"], [0, 2])
+
+
+@pytest.mark.parametrize("spec", [{"type": "random"}, {"type": "constant", "action_values": 1}])
+def test_import_experience_into_an_agent_that_does_not_learn(spec):
+    env = make("minimal", action_type="int")
+    agent = create_agent(spec, states=env.states, actions=env.actions)
+    with pytest.raises(RuntimeError, match=f"^{spec['type']} agents have no memory to import experience into$"):
+        agent.import_experience(EXPERIENCE)
