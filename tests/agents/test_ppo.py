@@ -201,14 +201,14 @@ def count_steps(agent):
     return sizes, rows
 
 
-def test_2018_style_runs_optimization_steps_on_subsamples():
+def test_2018_style_runs_optimization_steps_on_subsamples_and_the_baseline_once_on_the_batch():
     agent = ppo(subsampling_fraction=0.25, optimization_steps=7, **BASELINE)
     sizes, _ = count_steps(agent)
     log = recording(agent)
     run(agent, ENV, 2)
     ((batch, _),) = log
     assert len(batch) == 20  # two episodes of 10 steps
-    assert sizes == {"policy": [5] * 7, "baseline": [5] * 7}
+    assert sizes == {"policy": [5] * 7, "baseline": [20]}  # as 2018's pg_model: the baseline optimizer once
 
 
 @pytest.mark.parametrize("minibatch_size, expected", [(8, [8, 8, 4] * 3), (None, [20] * 3)])

@@ -376,6 +376,8 @@ class Agent:
     # ------------------------------------------------------------------ acting and updating
 
     def _tensors(self, batch: Batch) -> dict[str, torch.Tensor]:
+        if self.device.type == "cpu":  # shares the arrays' memory; .to() would cost a call per state on every act
+            return {name: torch.from_numpy(values) for name, values in batch.items()}
         return {name: torch.from_numpy(values).to(self.device) for name, values in batch.items()}
 
     def _act_independent(self, batch: Batch, rows: int, deterministic: bool) -> dict[str, np.ndarray]:
@@ -431,7 +433,10 @@ class Agent:
                                                  self._act_deterministically(deterministic))  # fmt: skip
         if noise is not None:
             self._remove_variable_noise(noise)
-        actions = {name: values.cpu().numpy() for name, values in sampled.items()}
+        if self.device.type == "cpu":
+            actions = {name: values.numpy() for name, values in sampled.items()}
+        else:
+            actions = {name: values.cpu().numpy() for name, values in sampled.items()}
         if not deterministic and self.explorations:
             from torchforce.core.explorations import explore
 

@@ -158,8 +158,10 @@ class PPOAgent(Agent):
         for indices in self._minibatches(len(batch)):
             minibatch = {key: value[indices] for key, value in data.items()}
             self.optimizer.step(self._policy_loss, minibatch)
-            if self.baseline is not None:
+            if self.baseline is not None and self.epochs is not None:  # epochs: the value loss per minibatch
                 self.baseline_optimizer.step(self._baseline_loss, minibatch)
+        if self.baseline is not None and self.epochs is None:  # 2018: the baseline's optimizer once, on the batch
+            self.baseline_optimizer.step(self._baseline_loss, data)
         return self._statistics(data)
 
     def _advantages(self, batch: Transitions) -> tuple[np.ndarray, np.ndarray]:
