@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from torchforce.core.losses import huber, l2
-from torchforce.core.returns import discounted_returns, gae, n_step_returns
+from torchforce.core.returns import advantages, cut_windows, discounted_returns, gae, n_step_returns
 
 # one batch with every case: an episode end (1) at t=1, a time-limit cut (2) at t=3, an open last row (0)
 REWARDS = np.array([1.0, 2.0, 3.0, 4.0, 5.0, 6.0], dtype=np.float32)
@@ -95,3 +95,39 @@ def test_huber_and_l2():
     )
     with pytest.raises(ValueError, match="threshold must be positive"):
         huber(delta, 0.0)
+
+
+VALUES = np.array([1.0, 2.0, 3.0, 4.0, 5.0, 6.0], dtype=np.float32)
+
+
+def test_advantages_without_a_baseline_are_the_zero_bootstrapped_returns():
+    estimates, returns = advantages(REWARDS, TERMINALS, discount=0.5)
+    np.testing.assert_array_equal(estimates, [2.0, 2.0, 5.0, 4.0, 8.0, 6.0])
+    np.testing.assert_array_equal(returns, estimates)
+
+
+def test_advantages_with_a_baseline_are_bootstrapped_returns_minus_values():
+    # the returns of test_discounted_returns_restart_at_terminals_and_bootstrap_at_cuts, minus VALUES
+    estimates, returns = advantages(REWARDS, TERMINALS, VALUES, NEXT_VALUES, discount=0.5)
+    np.testing.assert_array_equal(returns, [2.0, 2.0, 15.0, 24.0, 23.0, 36.0])
+    np.testing.assert_array_equal(estimates, [1.0, 0.0, 12.0, 20.0, 18.0, 30.0])
+
+
+def test_gae_advantages_and_lambda_returns():
+    # gamma .5, lambda .5: deltas r + .5 * next_value * [t != 1] - value = [5, 0, 15, 20, 25, 30]
+    # A5 = 30; A4 = 25 + .25*30 = 32.5; A3 = 20 (cut); A2 = 15 + .25*20 = 20; A1 = 0; A0 = 5 + .25*0 = 5
+    estimates, returns = advantages(REWARDS, TERMINALS, VALUES, NEXT_VALUES, discount=0.5, gae_lambda=0.5)
+    np.testing.assert_array_equal(estimates, [5.0, 0.0, 20.0, 20.0, 32.5, 30.0])
+    np.testing.assert_array_equal(returns, [6.0, 2.0, 23.0, 24.0, 37.5, 36.0])
+
+
+def test_normalized_advantages_have_mean_zero_and_unit_std_and_returns_stay():
+    estimates, returns = advantages(REWARDS, TERMINALS, VALUES, NEXT_VALUES, discount=0.5, normalize=True)
+    raw = np.array([1.0, 0.0, 12.0, 20.0, 18.0, 30.0])
+    np.testing.assert_allclose(estimates, (raw - raw.mean()) / raw.std(ddof=1), rtol=1e-6)
+    np.testing.assert_array_equal(returns, [2.0, 2.0, 15.0, 24.0, 23.0, 36.0])
+
+
+def test_cut_windows_marks_each_windows_open_end():
+    np.testing.assert_array_equal(cut_windows([0, 0, 0, 1, 0, 0, 0, 0, 0], 3), [0, 0, 2, 1, 0, 2, 0, 0, 2])
+    assert cut_windows(np.array([0, 1]), 2).tolist() == [0, 1]

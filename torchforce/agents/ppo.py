@@ -19,13 +19,11 @@ import torch
 
 from torchforce.agents.agent import Agent
 from torchforce.agents.transitions import Transitions, group
-from torchforce.core.baselines import EMBEDDING, build_baseline, embedding_states
+from torchforce.core.baselines import EMBEDDING, build_pg_baseline
 from torchforce.core.memories.latest import Latest
 from torchforce.core.optimizers import build_optimizer
-from torchforce.core.returns import discounted_returns, gae
-from torchforce.spec import SpecError, expect_bool, expect_choice, expect_float, expect_int
-
-DEFAULT_BASELINE_OPTIMIZER = {"type": "adam", "learning_rate": 1e-3}
+from torchforce.core.returns import advantages, cut_windows
+from torchforce.spec import SpecError, expect_bool, expect_float, expect_int
 
 
 class PPOAgent(Agent):
@@ -102,28 +100,10 @@ class PPOAgent(Agent):
         self.normalize_advantages = expect_bool(normalize_advantages, "normalize_advantages")
         self.optimizer = build_optimizer(step_optimizer or {"type": "adam", "learning_rate": 1e-3},
                                          list(self.policy.parameters()), path="step_optimizer")  # fmt: skip
-        self.baseline_mode = (
-            None if baseline_mode is None else expect_choice(baseline_mode, "baseline_mode", ("states", "network"))
-        )
-        self.baseline = None
-        if self.baseline_mode is not None:
-            inputs = (
-                self.processed_states
-                if self.baseline_mode == "states"
-                else embedding_states(self.policy.network.output_size)
-            )
-            self.baseline = build_baseline(baseline, inputs, path="baseline").to(self.device)
-            self.baseline_optimizer = build_optimizer(
-                baseline_optimizer or DEFAULT_BASELINE_OPTIMIZER,
-                list(self.baseline.parameters()),
-                path="baseline_optimizer",
-            )
-        elif baseline is not None or gae_lambda is not None or baseline_optimizer is not None:
-            given = [key for key, value in (("baseline", baseline), ("baseline_optimizer", baseline_optimizer),
-                                            ("gae_lambda", gae_lambda)) if value is not None]  # fmt: skip
-            verb = "needs" if len(given) == 1 else "need"
-            raise SpecError("baseline_mode", f"{' and '.join(given)} {verb} a baseline_mode", got=None,
-                            expected='"states" or "network"')  # fmt: skip
+        self.baseline_mode, self.baseline, self.baseline_optimizer = build_pg_baseline(
+            baseline_mode, baseline, baseline_optimizer, gae_lambda, states=self.processed_states,
+            embedding_size=self.policy.network.output_size, device=self.device,
+        )  # fmt: skip
         self._remember(locals())
         self._load_on_start()
 
@@ -165,29 +145,17 @@ class PPOAgent(Agent):
         return self._statistics(data)
 
     def _advantages(self, batch: Transitions) -> tuple[np.ndarray, np.ndarray]:
-        """Advantages and the baseline's regression targets (returns): GAE with ``gae_lambda``, else returns
-        minus the baseline, or the plain returns without a baseline; normalized if ``normalize_advantages``."""
+        """Advantages and the baseline's regression targets (see ``core.returns.advantages``)."""
         reward, terminal = batch.reward.cpu().numpy(), batch.terminal.cpu().numpy()
-        if self.update_mode.unit == "sequences":  # windows follow each other but need not be contiguous: cut each
-            terminal = terminal.copy()
-            ends = terminal[self.update_mode.length - 1 :: self.update_mode.length]
-            ends[ends == 0] = 2
-        if self.baseline is None:
-            returns = discounted_returns(reward, terminal, self.discount)
-            advantages = returns
-        else:
+        if self.update_mode.unit == "sequences":
+            terminal = cut_windows(terminal, self.update_mode.length)
+        values = next_values = None
+        if self.baseline is not None:
             with torch.no_grad():
                 values = self._values(batch.states, batch.internals).cpu().numpy()
                 next_values = self._values(batch.next_states, batch.internals).cpu().numpy()
-            if self.gae_lambda is None:
-                returns = discounted_returns(reward, terminal, self.discount, next_values)
-                advantages = returns - values
-            else:
-                advantages = gae(reward, values, next_values, terminal, self.discount, self.gae_lambda)
-                returns = advantages + values
-        if self.normalize_advantages and len(advantages) > 1:
-            advantages = (advantages - advantages.mean()) / (advantages.std(ddof=1) + 1e-8)
-        return advantages.astype(np.float32), returns.astype(np.float32)
+        return advantages(reward, terminal, values, next_values, discount=self.discount, gae_lambda=self.gae_lambda,
+                          normalize=self.normalize_advantages)  # fmt: skip
 
     def _minibatches(self, size: int):
         if self.epochs is not None:

@@ -13,9 +13,10 @@ from torch import nn
 
 from torchforce.core.named import NamedModules
 from torchforce.core.networks import build_network
-from torchforce.spec import Registry, SpecError, StateSpec, expect_dict, expect_int, unknown_name_error
+from torchforce.spec import Registry, SpecError, StateSpec, expect_choice, expect_dict, expect_int, unknown_name_error
 
 EMBEDDING = "embedding"
+DEFAULT_BASELINE_OPTIMIZER = {"type": "adam", "learning_rate": 1e-3}
 
 
 class Baseline(nn.Module):
@@ -116,3 +117,35 @@ def build_baseline(spec: Any, states: dict[str, StateSpec], *, path: str = "base
 def embedding_states(size: int) -> dict[str, StateSpec]:
     """The states a "network"-mode baseline sees: the policy embedding."""
     return {EMBEDDING: StateSpec(EMBEDDING, (size,), "float")}
+
+
+def build_pg_baseline(
+    mode: Any,
+    spec: Any,
+    optimizer: Any,
+    gae_lambda: Any,
+    *,
+    states: dict[str, StateSpec],
+    embedding_size: int,
+    device: torch.device,
+) -> tuple[str | None, nn.Module | None, Any]:
+    """A policy-gradient agent's ``baseline_mode``, ``baseline`` and ``baseline_optimizer`` (reference §1.10):
+    ``(mode, baseline module, its optimizer)``, or ``(None, None, None)`` without a mode. The baseline sees the
+    (preprocessed) ``states``, or the policy network's embedding in "network" mode. Without a mode, giving a
+    baseline, its optimizer or ``gae_lambda`` is an error: none of them would do anything."""
+    from torchforce.core.optimizers import build_optimizer
+
+    if mode is None:
+        given = [key for key, value in (("baseline", spec), ("baseline_optimizer", optimizer),
+                                        ("gae_lambda", gae_lambda)) if value is not None]  # fmt: skip
+        if given:
+            verb = "needs" if len(given) == 1 else "need"
+            raise SpecError("baseline_mode", f"{' and '.join(given)} {verb} a baseline_mode", got=None,
+                            expected='"states" or "network"')  # fmt: skip
+        return None, None, None
+    mode = expect_choice(mode, "baseline_mode", ("states", "network"))
+    inputs = states if mode == "states" else embedding_states(embedding_size)
+    baseline = build_baseline(spec, inputs, path="baseline").to(device)
+    baseline_optimizer = build_optimizer(optimizer or DEFAULT_BASELINE_OPTIMIZER, list(baseline.parameters()),
+                                         path="baseline_optimizer")  # fmt: skip
+    return mode, baseline, baseline_optimizer

@@ -124,3 +124,45 @@ def n_step_returns(
         open_[starts] &= ~ends
         scale *= discount
     return returns.astype(np.float32)
+
+
+def advantages(
+    rewards: np.ndarray,
+    terminals: np.ndarray,
+    values: np.ndarray | None = None,
+    next_values: np.ndarray | None = None,
+    *,
+    discount: float,
+    gae_lambda: float | None = None,
+    normalize: bool = False,
+) -> tuple[np.ndarray, np.ndarray]:
+    """The advantage estimates of the policy-gradient agents and the targets their baseline regresses on
+    (reference §6, "PG base"), as ``(advantages, returns)``:
+
+    - without a baseline (``values`` None): the discounted returns (bootstrapped with 0), for both;
+    - with a baseline and no ``gae_lambda``: returns bootstrapped with ``next_values``, advantages ``returns − values``;
+    - with ``gae_lambda``: ``gae(...)``, and the λ-returns ``advantages + values``.
+
+    ``normalize`` scales the advantages to mean 0 and standard deviation 1 over the batch; returns stay as they are.
+    """
+    if values is None:
+        returns = discounted_returns(rewards, terminals, discount)
+        estimates = returns
+    elif gae_lambda is None:
+        returns = discounted_returns(rewards, terminals, discount, next_values)
+        estimates = returns - np.asarray(values, dtype=np.float32)
+    else:
+        estimates = gae(rewards, values, next_values, terminals, discount, gae_lambda)
+        returns = estimates + np.asarray(values, dtype=np.float32)
+    if normalize and len(estimates) > 1:
+        estimates = (estimates - estimates.mean()) / (estimates.std(ddof=1) + 1e-8)
+    return estimates.astype(np.float32), returns.astype(np.float32)
+
+
+def cut_windows(terminals: np.ndarray, length: int) -> np.ndarray:
+    """Terminal codes of consecutive windows of ``length`` rows (sequences sampled from a memory), each window's
+    last row made a cut (2) unless it ends an episode there: windows need not follow one another."""
+    codes = np.array(terminals, dtype=np.int8)
+    ends = codes[length - 1 :: length]
+    ends[ends == 0] = 2
+    return codes
