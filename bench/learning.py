@@ -20,8 +20,15 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 THRESHOLD = 475.0
 EVAL_EPISODES = 20
-# torchforce's shipped tuned configs and their numbers of environments (SB3's come from the zoo, see sb3_runs.py)
-TORCHFORCE_CONFIGS = {"ppo": ("ppo_cartpole", 8), "dqn": ("dqn_cartpole", 1)}
+
+
+def shipped_setup(algorithm: str) -> tuple[str, int]:
+    """torchforce's shipped tuned agent config for CartPole and its number of environments, as the shipped
+    experiment ``cartpole_<algorithm>`` names them (SB3's settings come from the zoo, see sb3_runs.py)."""
+    from torchforce.configs import shipped
+
+    experiment = json.loads(shipped("experiments", f"cartpole_{algorithm}").read_text())
+    return experiment["agent"], experiment["num_environments"]
 
 
 def train_torchforce(algorithm: str, *, seed: int, num_timesteps: int, eval_every: int,
@@ -29,7 +36,7 @@ def train_torchforce(algorithm: str, *, seed: int, num_timesteps: int, eval_ever
     from torchforce.configs import shipped
     from torchforce.execution.training import train
 
-    config, environments = TORCHFORCE_CONFIGS[algorithm]
+    config, environments = shipped_setup(algorithm)
     _, result = train(str(shipped("agents", config)), "CartPole-v1", num_environments=environments, seed=seed,
                       num_timesteps=num_timesteps, threshold=THRESHOLD, eval_every=eval_every,
                       eval_episodes=EVAL_EPISODES, episode_log=episode_log)  # fmt: skip
