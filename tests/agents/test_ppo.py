@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from torchforce.agents import create_agent
+from torchforce.agents.policy_gradient import statistics, with_advantages
 from torchforce.agents.transitions import Transitions
 from torchforce.core.returns import gae
 from torchforce.environments import make
@@ -114,6 +115,11 @@ def constant_baseline(agent, value):
 GAMMA, LAMBDA = 0.9, 0.8
 
 
+def advantages_of(agent, batch):
+    data = with_advantages(agent, batch)
+    return data["advantages"].numpy(), data["returns"].numpy()
+
+
 @pytest.mark.parametrize(
     "options, terminals, advantages, returns",
     [
@@ -131,7 +137,7 @@ def test_advantages_by_hand(options, terminals, advantages, returns):
     agent = ppo(discount=GAMMA, **options)
     if agent.baseline is not None:
         constant_baseline(agent, 0.5)
-    got_advantages, got_returns = agent._advantages(transitions([1.0, 1.0, 1.0], terminals))
+    got_advantages, got_returns = advantages_of(agent, transitions([1.0, 1.0, 1.0], terminals))
     assert got_advantages.tolist() == pytest.approx(advantages, abs=1e-5)
     assert got_returns.tolist() == pytest.approx(returns, abs=1e-5)
 
@@ -144,15 +150,15 @@ def test_gae_advantages_equal_the_returns_function_with_a_learned_baseline():
         next_values = agent.baseline(batch.next_states).numpy()
     assert not np.allclose(values, values[0])
     expected = gae(batch.reward.numpy(), values, next_values, batch.terminal.numpy(), GAMMA, LAMBDA)
-    advantages, returns = agent._advantages(batch)
+    advantages, returns = advantages_of(agent, batch)
     assert advantages == pytest.approx(expected, abs=1e-6)
     assert returns == pytest.approx(expected + values, abs=1e-6)
 
 
 def test_normalized_advantages_have_mean_zero_and_unit_std_and_leave_returns_alone():
     batch = transitions([1.0, 0.0, -1.0, 2.0, 0.5, 1.0], [0, 0, 1, 0, 0, 1])
-    raw_advantages, raw_returns = ppo()._advantages(batch)
-    advantages, returns = ppo(normalize_advantages=True)._advantages(batch)
+    raw_advantages, raw_returns = advantages_of(ppo(), batch)
+    advantages, returns = advantages_of(ppo(normalize_advantages=True), batch)
     assert advantages == pytest.approx((raw_advantages - raw_advantages.mean()) / raw_advantages.std(ddof=1), abs=1e-6)
     assert returns == pytest.approx(raw_returns)
 
@@ -160,15 +166,9 @@ def test_normalized_advantages_have_mean_zero_and_unit_std_and_leave_returns_alo
 def test_normalized_advantages_center_the_surrogate():
     # at ratio 1 the surrogate is the mean advantage: normalized, it is 0
     agent = ppo(normalize_advantages=True)
-    batch = transitions([1.0, 2.0, 3.0, 4.0], [0, 0, 0, 1])
-    advantages, returns = agent._advantages(batch)
-    with torch.no_grad():
-        params, _, _ = agent.policy(batch.states, batch.internals)
-        old_log_prob = agent.policy.log_prob(params, batch.actions)
-    data = {**batch.flat(), "advantages": torch.as_tensor(advantages), "returns": torch.as_tensor(returns),
-            "old_log_prob": old_log_prob}  # fmt: skip
+    data = with_advantages(agent, transitions([1.0, 2.0, 3.0, 4.0], [0, 0, 0, 1]))
     assert agent._policy_loss(data).item() == pytest.approx(0.0, abs=1e-6)
-    info = agent._statistics(data)
+    info = statistics(agent, data, agent.clipping)
     assert info["approx_kl"] == pytest.approx(0.0, abs=1e-7)
     assert info["clip_fraction"] == 0.0
 
@@ -176,7 +176,7 @@ def test_normalized_advantages_center_the_surrogate():
 def test_sequence_windows_are_cut_at_their_ends():
     # two windows of length 3 from one episode: returns must not run from the first window into the second
     agent = ppo(discount=0.5, update_mode={"unit": "sequences", "batch_size": 2, "length": 3})
-    _, returns = agent._advantages(transitions([1.0] * 6, [0] * 6))
+    _, returns = advantages_of(agent, transitions([1.0] * 6, [0] * 6))
     assert returns.tolist() == [1.75, 1.5, 1.0, 1.75, 1.5, 1.0]
 
 

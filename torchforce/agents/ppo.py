@@ -14,15 +14,20 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
 import torch
 
 from torchforce.agents.agent import Agent
-from torchforce.agents.transitions import Transitions, group
-from torchforce.core.baselines import EMBEDDING, build_pg_baseline
+from torchforce.agents.policy_gradient import (
+    baseline_loss,
+    default_capacity,
+    statistics,
+    surrogate_loss,
+    with_advantages,
+)
+from torchforce.agents.transitions import Transitions
+from torchforce.core.baselines import build_pg_baseline
 from torchforce.core.memories.latest import Latest
 from torchforce.core.optimizers import build_optimizer
-from torchforce.core.returns import advantages, cut_windows
 from torchforce.spec import SpecError, expect_bool, expect_float, expect_int
 
 
@@ -73,7 +78,7 @@ class PPOAgent(Agent):
             actions_exploration=actions_exploration, reward_preprocessing=reward_preprocessing,
             distributions=distributions, variable_noise=variable_noise, on_policy=True,
             default_update_mode={"unit": "episodes", "batch_size": 10},
-            default_memory={"type": "latest", "capacity": _default_capacity(update_mode)},
+            default_memory={"type": "latest", "capacity": default_capacity(update_mode)},
         )  # fmt: skip
         if self.update_mode.unit == "timesteps" and not isinstance(self.memory, Latest):
             # a replay memory would hand out random, old timesteps: PPO needs the latest contiguous ones
@@ -119,22 +124,8 @@ class PPOAgent(Agent):
             optimizers["baseline_optimizer"] = self.baseline_optimizer
         return optimizers
 
-    def _values(self, states: dict[str, torch.Tensor], internals: dict[str, torch.Tensor]) -> torch.Tensor:
-        if self.baseline_mode == "network":
-            embedding, _ = self.policy.network(states, internals)
-            return self.baseline({EMBEDDING: embedding.detach()})
-        return self.baseline(states)
-
     def _update(self, batch: Transitions) -> dict[str, float]:
-        advantages, returns = self._advantages(batch)
-        with torch.no_grad():
-            # pi_old: the policy that collected the batch
-            params, _, _ = self.policy(batch.states, batch.internals)
-            old_log_prob = self.policy.log_prob(params, batch.actions)
-        data = batch.flat()
-        data["advantages"] = torch.as_tensor(advantages, device=self.device)
-        data["returns"] = torch.as_tensor(returns, device=self.device)
-        data["old_log_prob"] = old_log_prob
+        data = with_advantages(self, batch)
         for indices in self._minibatches(len(batch)):
             minibatch = {key: value[indices] for key, value in data.items()}
             self.optimizer.step(self._policy_loss, minibatch)
@@ -142,20 +133,8 @@ class PPOAgent(Agent):
                 self.baseline_optimizer.step(self._baseline_loss, minibatch)
         if self.baseline is not None and self.epochs is None:  # 2018: the baseline's optimizer once, on the batch
             self.baseline_optimizer.step(self._baseline_loss, data)
-        return self._statistics(data)
-
-    def _advantages(self, batch: Transitions) -> tuple[np.ndarray, np.ndarray]:
-        """Advantages and the baseline's regression targets (see ``core.returns.advantages``)."""
-        reward, terminal = batch.reward.cpu().numpy(), batch.terminal.cpu().numpy()
-        if self.update_mode.unit == "sequences":
-            terminal = cut_windows(terminal, self.update_mode.length)
-        values = next_values = None
-        if self.baseline is not None:
-            with torch.no_grad():
-                values = self._values(batch.states, batch.internals).cpu().numpy()
-                next_values = self._values(batch.next_states, batch.internals).cpu().numpy()
-        return advantages(reward, terminal, values, next_values, discount=self.discount, gae_lambda=self.gae_lambda,
-                          normalize=self.normalize_advantages)  # fmt: skip
+        with torch.no_grad():
+            return {"policy_loss": float(self._policy_loss(data)), **statistics(self, data, self.clipping)}
 
     def _minibatches(self, size: int):
         if self.epochs is not None:
@@ -169,61 +148,9 @@ class PPOAgent(Agent):
             for _ in range(self.optimization_steps):
                 yield torch.randint(size, (count,), device=self.device)
 
-    @staticmethod
-    def _split(batch: dict[str, torch.Tensor]) -> tuple[dict, dict, dict]:
-        return group(batch, "states"), group(batch, "internals"), group(batch, "actions")
+    def _policy_loss(self, data: dict[str, torch.Tensor], reference: Any = None) -> torch.Tensor:
+        # the clipped surrogate, eq. (7)
+        return surrogate_loss(self, data, self.clipping)
 
-    def _policy_loss(self, batch: dict[str, torch.Tensor], reference: Any = None) -> torch.Tensor:
-        states, internals, actions = self._split(batch)
-        params, _, _ = self.policy(states, internals)
-        advantages = batch["advantages"]
-        # clipped surrogate
-        ratio = torch.exp(self.policy.log_prob(params, actions) - batch["old_log_prob"])
-        surrogate = ratio * advantages
-        if self.clipping is not None:
-            clipped = torch.clamp(ratio, 1.0 - self.clipping, 1.0 + self.clipping) * advantages
-            surrogate = torch.min(surrogate, clipped)
-        loss = -surrogate.mean() + self.policy.regularization_loss()
-        # entropy bonus
-        if self.entropy_regularization:
-            loss = loss - self.entropy_regularization * self.policy.entropy(params).mean()
-        return loss
-
-    def _baseline_loss(self, batch: dict[str, torch.Tensor], reference: Any = None) -> torch.Tensor:
-        states, internals, _ = self._split(batch)
-        return (
-            0.5 * (self._values(states, internals) - batch["returns"]).pow(2).mean()
-            + self.baseline.regularization_loss()
-        )
-
-    def _statistics(self, data: dict[str, torch.Tensor]) -> dict[str, float]:
-        with torch.no_grad():
-            states, internals, actions = self._split(data)
-            params, _, _ = self.policy(states, internals)
-            log_ratio = self.policy.log_prob(params, actions) - data["old_log_prob"]
-            info = {
-                "policy_loss": float(self._policy_loss(data)),
-                "entropy": float(self.policy.entropy(params).mean()),
-                "approx_kl": float(((log_ratio.exp() - 1) - log_ratio).mean()),
-            }  # learning rates: the summarizer reads them from the optimizers
-            if self.clipping is not None:
-                info["clip_fraction"] = float(((log_ratio.exp() - 1).abs() > self.clipping).float().mean())
-            if self.baseline is not None:
-                info["baseline_loss"] = float(self._baseline_loss(data))
-        return info
-
-
-def _default_capacity(update_mode: dict | None) -> int:
-    """Room for one batch with margin: 1000 steps per episode for episode batches; for timesteps and sequences, four
-    times what is staged before an update (a batch, its windows' extra rows, the frequency, the first update), and at
-    least 1024 rows, so that batched acting over many environments fits too."""
-    mode = update_mode if isinstance(update_mode, dict) else {}
-    batch_size, frequency = mode.get("batch_size", 10), mode.get("frequency", mode.get("batch_size", 10))
-    length, first_update = mode.get("length", 8), mode.get("first_update", 0)
-    if not all(isinstance(value, int) and value >= 0 for value in (batch_size, frequency, length, first_update)):
-        return 10_000  # the update_mode check reports the bad value
-    unit = mode.get("unit", "episodes")
-    if unit == "episodes":
-        return max(batch_size * 1000, 10_000)
-    window = batch_size + length - 1 if unit == "sequences" else batch_size
-    return max(4 * max(window, frequency, first_update), 1024)
+    def _baseline_loss(self, data: dict[str, torch.Tensor], reference: Any = None) -> torch.Tensor:
+        return baseline_loss(self, data)
