@@ -1,4 +1,5 @@
-"""The Agent API of seed 003 on small built-in environments: act/observe forms, batches, counters, errors."""
+"""The Agent API of seed 003 on small built-in environments: act/observe forms, batches, counters, errors, and the
+memory's capacity against what the update_mode needs."""
 
 import numpy as np
 import pytest
@@ -211,3 +212,52 @@ def test_independent_episodes_carry_their_own_recurrent_state():
     assert np.allclose(agent.act(state, deterministic=True, independent=True), first)
     assert agent.timestep == 0
     assert len(evaluate(agent, env, episodes=2)) == 2
+
+
+# ---------------------------------------------------------------------------------------------- memory and update_mode
+
+
+@pytest.mark.parametrize("memory", ["replay", {"type": "replay"}])
+def test_a_bare_memory_name_gets_the_default_capacity(memory):
+    env = make("minimal", action_type="int")
+    spec = {"type": "dqn", "network": MLP, "update_mode": {"batch_size": 8}, "memory": memory}
+    agent = create_agent(spec, states=env.states, actions=env.actions)
+    assert type(agent.memory).__name__ == "Replay" and agent.memory.capacity == 8000  # 1000 batches
+
+
+def test_a_memory_that_fits_episodes_of_only_a_few_steps_warns():
+    env = make("minimal", action_type="int")
+    spec = {**PPO, "memory": {"type": "latest", "capacity": 50}, "update_mode": {"unit": "episodes", "batch_size": 10}}
+    with pytest.warns(UserWarning) as caught:
+        create_agent(spec, states=env.states, actions=env.actions)
+    assert [str(w.message) for w in caught] == [
+        "memory.capacity: 50 timesteps hold the 10 episodes an update reads (update_mode batch_size) only while "
+        "they average at most 5 timesteps; with longer episodes every update fails. memory.capacity counts "
+        "timesteps, not episodes."
+    ]
+
+
+def test_an_on_policy_memory_smaller_than_the_first_update_warns():
+    env = make("minimal", action_type="int")
+    update_mode = {"unit": "timesteps", "batch_size": 10, "first_update": 100}
+    spec = {**PPO, "memory": {"type": "latest", "capacity": 50}, "update_mode": update_mode}
+    with pytest.warns(UserWarning) as caught:
+        create_agent(spec, states=env.states, actions=env.actions)
+    assert [str(w.message) for w in caught] == [
+        "memory.capacity: an on-policy agent writes the 100 timesteps of its first update (update_mode "
+        "batch_size/first_update, rounded up to frequency 10) to memory at once; with one environment they do not "
+        "fit in 50 and that update fails. Raise memory.capacity to 100."
+    ]
+
+
+def test_an_episode_longer_than_the_memory_names_the_capacity_when_it_is_stored():
+    env = make("minimal", action_type="int", episode_length=12)
+    spec = {**PPO, "memory": {"type": "latest", "capacity": 10}, "update_mode": {"unit": "episodes", "batch_size": 1}}
+    agent = create_agent(spec, states=env.states, actions=env.actions)  # 10 rows for 1 episode: no warning
+    with pytest.raises(SpecError) as caught:
+        run_episodes(agent, env, 1)
+    assert str(caught.value) == (
+        "memory.capacity: cannot store 12 rows at once in a memory of capacity 10.\n"
+        "  An on-policy agent stores each finished episode whole (update_mode unit 'episodes'), or everything since "
+        "its last update (update_mode.frequency): raise memory.capacity above that."
+    )

@@ -1,6 +1,8 @@
 """Agents with a recurrent policy (``internal_lstm``): the LSTM state is carried from act to act within an episode,
 starts over at zeros after a terminal and after ``reset()`` (per row in a batch), and a checkpoint taken mid-episode
-continues exactly. Then ``import_experience``: the exact memory rows it writes, for a replay and a latest memory.
+continues exactly. Then ``import_experience``: the exact memory rows it writes, for a replay and a latest memory,
+every step it refuses (with the step and key named), and a ``sequence`` preprocessor stacking each imported
+episode's frames from its start.
 
 The expected recurrent state of every step is computed from the agent's own network: one step of it on the state
 acted on, from the previous step's state (zeros at an episode start). Runs are driven by a fixed stream of states
@@ -18,6 +20,7 @@ import torch
 
 from torchforce.agents import create_agent
 from torchforce.environments import make
+from torchforce.spec import SpecError
 
 RNN = [{"type": "dense", "size": 8}, {"type": "internal_lstm", "size": 8}]
 LSTM = "internal_lstm0"  # the network internal of the first internal_lstm layer: (c, h), shape (2, 8) per row
@@ -200,7 +203,12 @@ EXPECTED = {
     "terminal": np.array([0, 0, 1, 0, 2], dtype=np.int8),  # the open end is stored as a truncation
 }
 MLP_SPECS = {
-    "dqn": {"type": "dqn", "network": [{"type": "dense", "size": 4}], "memory": {"type": "replay", "capacity": 16}},
+    "dqn": {
+        "type": "dqn",
+        "network": [{"type": "dense", "size": 4}],
+        "memory": {"type": "replay", "capacity": 16},
+        "update_mode": {"batch_size": 8},
+    },
     "ppo": {"type": "ppo", "network": [{"type": "dense", "size": 4}]},
 }
 FORMS = {
@@ -264,3 +272,121 @@ def test_import_experience_into_an_agent_that_does_not_learn(spec):
     agent = create_agent(spec, states=env.states, actions=env.actions)
     with pytest.raises(RuntimeError, match=f"^{spec['type']} agents have no memory to import experience into$"):
         agent.import_experience(EXPERIENCE)
+
+
+def without(step: dict, key: str) -> dict:
+    return {k: v for k, v in step.items() if k != key}
+
+
+STEP = EXPERIENCE[0]
+
+
+@pytest.mark.parametrize(
+    ("experience", "text"),
+    [
+        ([STEP, dict(STEP, actions=7)],  # once stored as it was
+         "experiences[1].actions: out of range; expected an integer in [0, 1], got 7."),
+        ([STEP, dict(STEP, actions=0.5)],
+         "experiences[1].actions: not an integer; expected an integer in [0, 1], got 0.5."),
+        ([dict(STEP, actions=True)],
+         "experiences[0].actions: not an integer; expected an integer in [0, 1], got true."),
+        ([STEP, dict(STEP, terminal=5)],  # observe rejects it; so does the import now
+         "experiences[1].terminal: not a terminal; expected 0/false, 1/true or 2 (truncated), got 5."),
+        ([STEP, dict(STEP, terminal="yes")],
+         'experiences[1].terminal: not a terminal; expected 0/false, 1/true or 2 (truncated), got "yes".'),
+        ([STEP, without(STEP, "reward")],  # once a bare KeyError
+         "experiences[1]: step 1 needs 'reward'; got a step with keys states, actions, terminal."),
+        ([dict(STEP, reward=float("nan"))], "experiences[0].reward: not a reward; expected a finite number, got NaN."),
+        ([dict(STEP, reward="1")], 'experiences[0].reward: not a reward; expected a finite number, got "1".'),
+        ([dict(STEP, rewards=1.0)], "experiences[0].rewards: unknown key for a step.\n  Did you mean 'reward'?"),
+        ([STEP, 3], 'experiences[1]: not a step; expected a dict like {"states": ..., "actions": ..., "terminal": 0, '
+                    '"reward": 1.0}, got 3.'),
+        (3, 'experiences: not a list of steps or a dict of lists; expected a list of dicts like {"states": ..., '
+            '"actions": ..., "terminal": 0, "reward": 1.0}, got 3.'),
+        ([dict(STEP, states=[0.1, 0.2])],
+         "experiences[0].states: not a state of this agent: state has shape (2,), expected (1,) or (batch, *(1,))."),
+        ([dict(STEP, states=[[0.1], [0.2]])],
+         "experiences[0].states: holds a batch of states; a step has one state; got 2 rows."),
+        ([dict(STEP, internals={"lstm": np.zeros(2)})],
+         "experiences[0].internals.lstm: unknown internal.\n  Known: none (the network is not recurrent)."),
+        ({"states": [[0.5]], "actions": [1], "terminal": [0]},
+         "experiences: needs 'reward'; expected a dict of lists with states, actions, terminal, reward, got a dict "
+         "with keys states, actions, terminal."),
+        ({"states": [[0.5]], "actions": [1], "terminal": [0], "reward": [1.0, 2.0]},
+         "experiences.states: has 1 step and 'reward' has 2."),
+        ({"states": np.zeros((2, 1)), "actions": np.array([1, 3]), "terminal": [0, 1], "reward": [0.0, 1.0]},
+         "experiences.actions[1]: out of range; expected an integer in [0, 1], got 3."),
+    ],
+)  # fmt: skip
+def test_import_experience_checks_every_step(experience, text):
+    env = make("minimal", action_type="int")
+    agent = create_agent(MLP_SPECS["dqn"], states=env.states, actions=env.actions)
+    with pytest.raises(SpecError) as caught:
+        agent.import_experience(experience)
+    assert str(caught.value) == text
+    assert len(agent.memory) == 0  # nothing of a bad import is stored
+
+
+@pytest.mark.parametrize(
+    ("action_type", "value", "text"),
+    [
+        ("bounded", 1.5, "experiences[1].actions: out of range; expected a number in [-1.0, 1.0], got 1.5."),
+        ("float", float("inf"), "experiences[1].actions: not a finite number; expected a finite number, got Infinity."),
+        ("bool", 1, "experiences[1].actions: not a boolean; expected true or false, got 1."),
+    ],
+)  # fmt: skip
+def test_import_experience_checks_float_and_bool_actions(action_type, value, text):
+    env = make("minimal", action_type=action_type)
+    agent = create_agent(MLP_SPECS["ppo"], states=env.states, actions=env.actions)
+    good = True if action_type == "bool" else 0.5
+    with pytest.raises(SpecError) as caught:
+        agent.import_experience([dict(STEP, actions=good), dict(STEP, actions=value)])
+    assert str(caught.value) == text
+
+
+def test_import_experience_names_a_missing_action_of_named_actions():
+    env = make("multi")
+    agent = create_agent(MLP_SPECS["ppo"], states={"float": env.states["float"]}, actions=env.actions)
+    states = {"float": np.zeros(2)}
+    step = {"states": states, "actions": {"int": 0, "bool": True, "float": 0.0}, "terminal": 0, "reward": 0.0}
+    with pytest.raises(SpecError) as caught:
+        agent.import_experience([step])
+    assert str(caught.value) == (
+        'experiences[0].actions: needs a value for action \'bounded\'; got {"int": 0, "bool": true, "float": 0.0}.'
+    )
+
+
+def test_import_experience_larger_than_the_memory():
+    env = make("minimal", action_type="int")
+    agent = create_agent(MLP_SPECS["dqn"], states=env.states, actions=env.actions)  # capacity 16
+    with pytest.raises(SpecError) as caught:
+        agent.import_experience(EXPERIENCE * 4)
+    assert (
+        str(caught.value)
+        == "experiences: 20 steps do not fit in the memory at once.\n  Import at most memory.capacity (16) steps."
+    )
+
+
+def test_import_experience_runs_a_sequence_preprocessor_episode_by_episode():
+    """Frames stack within each episode, from its start, as acting would stack them; the agent's own preprocessor
+    (mid-episode here) is left as it was."""
+    env = make("minimal", action_type="int")
+    spec = {**MLP_SPECS["dqn"], "states_preprocessing": {"type": "sequence", "length": 3}}
+    agent = create_agent(spec, states=env.states, actions=env.actions)
+    agent.act([0.3])
+    agent.observe(terminal=0, reward=1.0)
+    live = agent.preprocessing["state"].state_dict()
+    agent.import_experience(EXPERIENCE)
+    rows = stored(agent)
+    a, b, c, d, e = (step["states"][0] for step in EXPERIENCE)  # episodes a b c | d e
+    np.testing.assert_array_equal(
+        rows["states/state"], np.array([[a, a, a], [a, a, b], [a, b, c], [d, d, d], [d, d, e]], dtype=np.float32)
+    )
+    np.testing.assert_array_equal(
+        rows["next_states/state"],
+        np.array([[a, a, b], [a, b, c], [a, b, c], [d, d, e], [d, d, e]], dtype=np.float32),
+    )
+    np.testing.assert_array_equal(rows["terminal"], [0, 0, 1, 0, 2])
+    after = agent.preprocessing["state"].state_dict()
+    for key, value in live["0"].items():
+        np.testing.assert_array_equal(after["0"][key], value, err_msg=key)

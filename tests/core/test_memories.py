@@ -5,7 +5,7 @@ import re
 import numpy as np
 import pytest
 
-from torchforce.core.memories import MEMORIES, FieldSpec, Memory, build_memory
+from torchforce.core.memories import MEMORIES, FieldSpec, Memory, build_memory, with_capacity
 from torchforce.core.memories.latest import Latest
 from torchforce.core.memories.prioritized import PrioritizedReplay
 from torchforce.core.memories.replay import Replay
@@ -431,6 +431,52 @@ def test_store_errors():
     with pytest.raises(ValueError, match="memory.store expects a dict of arrays, got list"):
         memory.store([rows([0])])
     assert len(memory) == 0
+
+
+@pytest.mark.parametrize("kind", ["latest", "replay", "prioritized_replay"])
+def test_a_batch_larger_than_the_memory_names_the_capacity(kind):
+    with pytest.raises(SpecError) as caught:
+        make(kind, 3).store(rows(range(4)))
+    assert caught.value.path == "memory.capacity"
+    assert str(caught.value) == (
+        "memory.capacity: cannot store 4 rows at once in a memory of capacity 3.\n"
+        "  An on-policy agent stores each finished episode whole (update_mode unit 'episodes'), or everything "
+        "since its last update (update_mode.frequency): raise memory.capacity above that."
+    )
+
+
+@pytest.mark.parametrize("kind", ["latest", "replay"])
+def test_too_few_episodes_in_a_full_memory_blames_the_capacity(kind):
+    memory = episodes_memory(kind)  # full: 10 rows, 3 complete episodes
+    with pytest.raises(SpecError) as caught:
+        memory.retrieve_episodes(4)
+    assert str(caught.value) == (
+        "memory.capacity: cannot retrieve 4 complete episodes: the memory holds 10 rows, 3 complete episodes, "
+        "capacity 10.\n  The memory is full, so its episodes are too long for 4 of them to fit: raise "
+        "memory.capacity (it counts timesteps, not episodes), or lower update_mode.batch_size."
+    )
+    roomy = episodes_memory(kind, capacity=20)  # not full: more episodes may still come, so no blame
+    with pytest.raises(ValueError) as caught:
+        roomy.retrieve_episodes(4)
+    assert not isinstance(caught.value, SpecError)
+    assert str(caught.value) == (
+        "cannot retrieve 4 complete episodes: the memory holds 10 rows, 3 complete episodes, capacity 20."
+    )
+
+
+@pytest.mark.parametrize(
+    ("spec", "expected"),
+    [
+        ("replay", {"type": "replay", "capacity": 7}),  # a bare name gets the default like {"type": "replay"}
+        ({"type": "latest"}, {"type": "latest", "capacity": 7}),
+        ({"type": "latest", "capacity": 3}, {"type": "latest", "capacity": 3}),
+        ("replay_bufer", "replay_bufer"),  # unknown: left for build_memory to report with a did-you-mean
+        ("my.module:Memory", "my.module:Memory"),
+        (Replay, Replay),
+    ],
+)
+def test_with_capacity_fills_in_a_default(spec, expected):
+    assert with_capacity(spec, 7) == expected
 
 
 @pytest.mark.parametrize("kind", ["latest", "replay", "prioritized_replay"])

@@ -673,7 +673,9 @@ def test_user_class_errors(user_module):
     assert "network.hiden: unknown argument" in error_text({"type": "user_networks:MyNet", "hiden": 3})
     assert "module 'user_networks' has no attribute 'MyNte'" in error_text("user_networks:MyNte")
     user_module.NotAModule = dict
-    assert "is not a network class" in error_text("user_networks:NotAModule")
+    assert error_text("user_networks:NotAModule") == (
+        "network: not a network class; expected a torch.nn.Module subclass, got the class dict."
+    )
 
 
 def test_errors_in_files_name_the_file(tmp_path):

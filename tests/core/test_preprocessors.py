@@ -43,6 +43,16 @@ def test_registry_names():
     ]
 
 
+def test_only_sequence_keeps_per_episode_state():
+    """What import_experience asks to decide whether steps can be preprocessed as one batch."""
+    stacks = build_preprocessing(
+        {"position": [{"type": "running_standardize"}, {"type": "sequence", "length": 2}], "count": ["flatten"]},
+        STATES,
+    )
+    assert stacks["position"].keeps_episode_state and not stacks["count"].keeps_episode_state
+    assert [name for name in PREPROCESSORS.names() if PREPROCESSORS.get(name).keeps_episode_state] == ["sequence"]
+
+
 def test_sequence_repeats_the_first_frame_then_shifts():
     sequence = Sequence(length=3, add_rank=True)
     assert sequence.processed_shape((2,)) == (2, 3)

@@ -14,12 +14,13 @@ from pathlib import Path
 from typing import Any
 
 import gymnasium
+import numpy as np
 import pytest
 import torch
 from gymnasium import spaces
 from torch import nn
 
-from torchforce.agents import create_agent
+from torchforce.agents import AGENTS, create_agent
 from torchforce.core.distributions import build_distribution
 from torchforce.core.explorations import build_explorations
 from torchforce.core.networks import build_network
@@ -29,11 +30,16 @@ from torchforce.environments import Environment, Gym, Minimal, VectorEnvironment
 from torchforce.spec import ActionSpec, SpecError, StateSpec
 
 MLP = [{"type": "dense", "size": 4}]
+LEGACY_HINT = (
+    "The shipped configs (torchforce/configs/agents/, copied into configs/agents/ by 'tfcli init') show the 0.4 format."
+)
 ENVS = {
     "int": make("minimal", action_type="int"),
     "bounded": make("minimal", action_type="bounded"),
     "multi": make("multi"),
 }
+
+KNOWN_AGENTS = ", ".join(AGENTS.names())
 
 
 def message(call: Any, *args: Any, **kwargs: Any) -> str:
@@ -68,6 +74,14 @@ def builds_a_number() -> float:
     return 0.1
 
 
+def builds_a_tensor(*, incoming: Any, path: str) -> torch.Tensor:
+    return torch.zeros(1)
+
+
+def builds_a_float(parameters: list) -> float:
+    return 0.1
+
+
 def builds_a_function() -> Any:
     return abs
 
@@ -86,7 +100,7 @@ def builds_a_torch_optimizer(parameters: list) -> torch.optim.Optimizer:
         ("int", ["ppo"], {}, 'agent: not an agent spec; expected a dict like {"type": "ppo", ...}, got ["ppo"].'),
         ("int", {"type": "ppo", "network": MLP}, {"network": MLP},
          "agent.network: given both in the spec and as an argument.\n  Give it once."),
-        ("int", {"network": MLP}, {}, "agent: an agent spec needs 'type'.\n  Known: constant, dqn, ppo, random."),
+        ("int", {"network": MLP}, {}, "agent: an agent spec needs 'type'.\n  Known: " + KNOWN_AGENTS + "."),
         ("int", {"type": "random", "device": "gpu"}, {},
          'agent.device: not a torch device; expected "cpu" or "cuda", got "gpu".'),
         ("int", {"type": "random", "device": 3}, {},
@@ -107,12 +121,63 @@ def builds_a_torch_optimizer(parameters: list) -> torch.optim.Optimizer:
          "agent.action_values.action: out of range; expected a number in [-1.0, 1.0], got 1.5."),
         ("int", {"type": "constant", "action_values": {"action": 1, "fire": 0}}, {},
          'agent.action_values.fire: unknown action "fire".\n  Known: action.'),
+        ("int", {"type": "constant", "action_values": "left"}, {},
+         'agent.action_values.action: not an integer; expected an integer in [0, 1], got "left".'),
+        ("int", {"type": "constant", "action_values": [0, 1]}, {},
+         "agent.action_values.action: action 'action' is a scalar; expected an integer in [0, 1], got [0, 1]."),
+        ("int", {"type": "constant", "action_values": None}, {},
+         "agent.action_values.action: not an integer; expected an integer in [0, 1], got null."),
+        ("int", {"type": "constant", "action_values": 0.5}, {},  # once silently truncated to 0
+         "agent.action_values.action: not an integer; expected an integer in [0, 1], got 0.5."),
+        ("int", {"type": "constant", "action_values": True}, {},
+         "agent.action_values.action: not an integer; expected an integer in [0, 1], got true."),
+        ("multi", {"type": "constant", "action_values": {"bool": 1, "bounded": 0.0, "float": 0.0, "int": 0}}, {},
+         "agent.action_values.bool: not a boolean; expected true or false, got 1."),
+        ("multi", {"type": "constant", "action_values": {"bool": True, "bounded": 0.0, "float": "x", "int": 0}}, {},
+         'agent.action_values.float: not a finite number; expected a finite number, got "x".'),
+        ("multi", {"type": "constant", "action_values": {"bool": True, "bounded": 0.0, "float": float("nan"),
+                                                         "int": 0}}, {},
+         "agent.action_values.float: not a finite number; expected a finite number, got NaN."),
+        ("int", {"type": "ppo", "network": MLP, "seed": -1}, {},
+         "agent.seed: out of range; expected an integer >= 0, got -1."),
+        ("int", {"type": "random", "seed": "x"}, {},
+         'agent.seed: not an integer; expected an integer >= 0, got "x".'),
         ("int", {"type": "ppo", "network": MLP, "update_mode": {"unit": "episodes"}}, {},
          "agent.update_mode: needs 'batch_size'; got {\"unit\": \"episodes\"}."),
         ("int", {"type": "ppo", "network": MLP, "update_mode": {"batch_size": 2, "frequncy": 2}}, {},
          "agent.update_mode.frequncy: unknown key.\n  Did you mean 'frequency'?"),
         ("int", {"type": "dqn", "network": MLP, "update_mode": {"batch_size": 2, "colour": 2}}, {},
          "agent.update_mode.colour: unknown key."),
+        ("int", {"type": "ppo", "network": MLP, "update_mode": {"batch_size": 2, "repeat_update": 2}}, {},
+         "agent.update_mode.repeat_update: 'repeat_update' is a 0.3.5 key and is gone in 0.4.\n"
+         "  Repeat the optimization with PPO's optimization_steps, or with a multi_step optimizer: "
+         '{"type": "multi_step", "num_steps": N, "optimizer": {...}}. ' + LEGACY_HINT),
+        ("int", {"type": "ppo", "network": MLP, "update_mode": {"batch_size": 2, "update_frequency": 2}}, {},
+         "agent.update_mode.update_frequency: 'update_frequency' is the 0.3.5 name; use 'frequency'.\n  "
+         + LEGACY_HINT),
+        ("int", {"type": "dqn", "network": MLP, "update_mode": {"batch_size": 2, "keep_last_timestep": True}}, {},
+         "agent.update_mode.keep_last_timestep: 'keep_last_timestep' is a 0.3.5 key and is gone in 0.4.\n"
+         "  Remove it: every stored timestep keeps its next state, so there is no last timestep to hold back. "
+         + LEGACY_HINT),
+        ("int", {"type": "ppo", "network": MLP, "memory": {"type": "latest", "capacity": 4},
+                 "update_mode": {"unit": "timesteps", "batch_size": 8}}, {},
+         "agent.memory.capacity: too small for one update, which reads batch_size 8 timesteps (update_mode unit "
+         "'timesteps'); expected at least 8, got 4.\n"
+         "  Raise memory.capacity (it counts timesteps), or lower update_mode.batch_size."),
+        ("int", {"type": "ppo", "network": MLP, "memory": {"type": "latest", "capacity": 10},
+                 "update_mode": {"unit": "sequences", "batch_size": 4, "length": 8}}, {},
+         "agent.memory.capacity: too small for one update, which reads batch_size 4 sequences of length 8, "
+         "4 + 8 - 1 rows (update_mode unit 'sequences'); expected at least 11, got 10.\n"
+         "  Raise memory.capacity (it counts timesteps), or lower update_mode.batch_size."),
+        ("int", {"type": "ppo", "network": MLP, "memory": {"type": "latest", "capacity": 5},
+                 "update_mode": {"unit": "episodes", "batch_size": 10}}, {},
+         "agent.memory.capacity: too small for one update, which reads batch_size 10 complete episodes, each at "
+         "least one timestep (update_mode unit 'episodes'); expected at least 10, got 5.\n"
+         "  Raise memory.capacity (it counts timesteps), or lower update_mode.batch_size."),
+        ("int", {"type": "dqn", "network": MLP, "memory": {"type": "replay", "capacity": 16}}, {},
+         "agent.memory.capacity: too small for one update, which reads batch_size 32 timesteps (update_mode unit "
+         "'timesteps'); expected at least 32, got 16.\n"
+         "  Raise memory.capacity (it counts timesteps), or lower update_mode.batch_size."),
         ("int", {"type": "ppo", "network": MLP, "distributions": {"actoin": "categorical"}}, {},
          "agent.distributions.actoin: unknown action \"actoin\".\n  Known: action. Did you mean 'action'?"),
     ],
@@ -130,7 +195,7 @@ def test_agent_spec_errors_name_the_file(tmp_path: Path) -> None:
     )
     file.write_text('{"network": [{"type": "dense", "size": 4}]}')
     assert message(create_agent, file, states=ENVS["int"].states, actions=ENVS["int"].actions) == (
-        f"agent: an agent spec needs 'type' (in {file}).\n  Known: constant, dqn, ppo, random."
+        f"agent: an agent spec needs 'type' (in {file}).\n  Known: {KNOWN_AGENTS}."
     )
 
 
@@ -160,11 +225,38 @@ def test_cuda_device_without_cuda(device: str, monkeypatch: pytest.MonkeyPatch) 
          "environment.visualize: give either visualize or render_mode, not both."),
         ("multi", {"action_types": "int"}, 'environment.action_types: not a list of action types; got "int".'),
         ("multi", {"action_types": []}, "environment.action_types: not a list of action types; got []."),
+        ("CartPole-v1", {"render_mode": 3},
+         'environment.render_mode: not a render mode; expected a mode name like "rgb_array" or "human", or null, '
+         "got 3."),
+        ("CartPole-v1", {"seed": "x"}, 'environment.seed: not an integer; expected an integer >= 0, got "x".'),
+        ("CartPole-v1", {"seed": -1}, "environment.seed: out of range; expected an integer >= 0, got -1."),
+        ("CartPole-v1", {"monitor": 3},
+         "environment.monitor: not a directory; expected a directory path, or null, got 3."),
+        ("CartPole-v1", {"monitor": ""},
+         'environment.monitor: not a directory; expected a directory path, or null, got "".'),
+        ("CartPole-v1", {"monitor": "never-made", "monitor_safe": "yes"},
+         'environment.monitor_safe: not a boolean; expected true or false, got "yes".'),
+        ("CartPole-v1", {"monitor": "never-made", "monitor_video": -1},
+         "environment.monitor_video: out of range; expected an integer >= 0, got -1."),
+        ("CartPole-v1", {"visualize": "no"}, 'environment.visualize: not a boolean; expected true or false, got "no".'),
     ],
 )  # fmt: skip
 def test_environment_errors(spec: Any, kwargs: dict, text: str) -> None:
     assert message(make, spec, **kwargs) == text
     assert not Path("never-made").exists()
+
+
+def test_gym_arguments_are_checked_before_gymnasium_sees_them() -> None:
+    assert message(Gym, "CartPole-v1", render_mode=3) == (
+        'environment.render_mode: not a render mode; expected a mode name like "rgb_array" or "human", or null, got 3.'
+    )
+    env = Gym("CartPole-v1")
+    try:
+        assert message(env.seed, "x") == 'seed: not an integer; expected an integer >= 0, got "x".'
+        assert env.seed(np.int64(3)) == 3 and type(env.seed(np.int64(3))) is int  # Gymnasium takes Python ints only
+        env.reset()
+    finally:
+        env.close()
 
 
 def test_ready_gymnasium_environment_takes_no_arguments() -> None:
@@ -235,7 +327,10 @@ class Locked(Minimal):
         (lambda: VectorEnvironment([Minimal()], num_environments=2),
          r"num_environments: does not match the environments given; got 2\."),
         (lambda: VectorEnvironment(factory=lambda: 3, num_environments=2),
-         r"factory: returned an? int, not an Environment\."),
+         r"factory: returned an int, not an Environment\."),
+        (lambda: VectorEnvironment(factory=lambda: gymnasium.make("CartPole-v1"), num_environments=2),
+         r"factory: returned a gymnasium\.wrappers\.TimeLimit, not an Environment\.\n"
+         r"  Wrap a Gymnasium environment in torchforce\.environments\.Gym\(env\)\."),
         (lambda: VectorEnvironment([Locked()], mode="subprocess"),
          r"environments: cannot be sent to a worker process: cannot pickle '_thread\.lock' object\.\n"
          r"  Pass a factory that builds the environment inside the worker \(make_vector does this\)\."),
@@ -293,13 +388,36 @@ def test_vector_errors(build: Any, pattern: str) -> None:
          'network: not a layer list; expected a list like [{"type": "dense", "size": 32}], got 3.'),
         ([{"type": "torch.nn:Linear"}], None, "network[0].type: Linear is not a layer; expected a subclass of Layer."),
         ([{"type": f"{__name__}:builds_a_string"}], None,
-         f"network[0].type: '{__name__}:builds_a_string' did not build a Layer; got \"str\"."),
+         f"network[0].type: '{__name__}:builds_a_string' did not build a Layer; got \"dense\"."),
+        ([{"type": f"{__name__}:builds_a_tensor"}], None,
+         f"network[0].type: '{__name__}:builds_a_tensor' did not build a Layer; got an instance of torch.Tensor."),
+        ([{"type": f"{__name__}:builds_a_number"}], None,
+         f"network[0].type: '{__name__}:builds_a_number' cannot be built here: its constructor takes no 'incoming', "
+         "'path'.\n  torchforce passes 'incoming' and 'path' to every layer; accept them as keyword arguments."),
         ({"type": f"{__name__}:NoStatesArgument"}, None,
          "network.type: network 'NoStatesArgument' cannot be built: its constructor takes no 'states'."),
+        (f"{__name__}:NoStatesArgument", None,  # a string spec has no 'type' key to point at
+         "network: network 'NoStatesArgument' cannot be built: its constructor takes no 'states'."),
+        (f"{__name__}:builds_a_number", None,
+         f"network: not a network class; expected a torch.nn.Module subclass, got the function {__name__}."
+         "builds_a_number."),
+        ({"type": f"{__name__}:builds_a_number"}, None,
+         f"network.type: not a network class; expected a torch.nn.Module subclass, got the function {__name__}."
+         "builds_a_number."),
         ([{"type": "internal_lstm", "size": 2, "lstmcell_args": {"use_peepholes": True}}], None,
          "network[0].lstmcell_args.use_peepholes: unknown key.\n  Accepted: forget_bias."),
-        ([{"type": "tf_layer", "layer": "batch_normalization"}], {"shape": ()},
-         "network[0].axis: only the last (channels) axis of a non-scalar input is supported; got -1."),
+        ([{"type": "tf_layer", "layer": "batch_normalization"}], {"shape": ()},  # no axis given: no axis blamed
+         "network[0]: batch_normalization normalizes over the last (channels) axis; this input is a scalar per "
+         'sample.\n  Give the input a channels axis first, e.g. states_preprocessing {"type": "expand_dims", '
+         '"axis": -1}.'),
+        ([{"type": "tf_layer", "layer": "batch_normalization", "axis": 0}], {"shape": [3, 2]},
+         "network[0].axis: only the last (channels) axis is supported; got 0."),
+        ([{"type": "tf_layer", "layer": 3}], None,
+         'network[0].layer: not a tf_layer name; expected a tf.layers name like "dense", got 3.\n'
+         "  Known: average_pooling2d, batch_normalization, conv1d, conv2d, dense, dropout, flatten, max_pooling2d."),
+        ([{"type": "tf_layer", "layer": ["dense"]}], None,
+         'network[0].layer: not a tf_layer name; expected a tf.layers name like "dense", got ["dense"].\n'
+         "  Known: average_pooling2d, batch_normalization, conv1d, conv2d, dense, dropout, flatten, max_pooling2d."),
         ([{"type": "tf_layer", "layer": "dense", "units": 3, "unit": 3}], None,
          "network[0].unit: unknown argument for tf_layer 'dense'.\n  Did you mean 'units'?"),
         ([{"type": "tf_layer", "layer": "flatten", "units": 3}], None,
@@ -313,9 +431,9 @@ def test_network_errors(spec: Any, states: Any, text: str) -> None:
 
 
 def test_network_internals_must_be_a_dict() -> None:
-    text = message(build_network, f"{__name__}:InternalsNotADict", {"shape": 4})
-    assert text.startswith("network: the network InternalsNotADict has internals that are not a dict; got ")
-    assert "('h', (2,))" in text
+    assert message(build_network, f"{__name__}:InternalsNotADict", {"shape": 4}) == (
+        'network: the network InternalsNotADict has internals that are not a dict; got [["h", [2]]].'
+    )
 
 
 # -- explorations, preprocessors, distributions ---------------------------------------------------------------------
@@ -328,9 +446,11 @@ FLOAT = ActionSpec("force", "float", ())
     ("spec", "actions", "pattern"),
     [
         (f"{__name__}:builds_a_number", {"move": INT},
-         r"actions_exploration: not an Exploration; expected a subclass of Exploration, got .*0\.1.*"),
+         r"actions_exploration: not an Exploration; expected a subclass of Exploration, got 0\.1\."),
         ({"move": f"{__name__}:builds_a_number"}, {"move": INT},
-         r"actions_exploration\.move: not an Exploration; expected a subclass of Exploration, got .*0\.1.*"),
+         r"actions_exploration\.move: not an Exploration; expected a subclass of Exploration, got 0\.1\."),
+        (f"{__name__}:builds_a_function", {"move": INT},
+         r"actions_exploration: not an Exploration; expected a subclass of Exploration, got the function abs\."),
         ({"type": "epsilon_anneal"}, {"force": FLOAT},
          r"actions_exploration: this exploration fits none of the actions: epsilon_anneal replaces actions by "
          r"uniform random ones, which needs bounds, and float action 'force' has no min_value/max_value \(use "
@@ -349,9 +469,9 @@ def test_exploration_errors(spec: Any, actions: dict, pattern: str) -> None:
 @pytest.mark.parametrize("spec", [f"{__name__}:builds_a_function", {"state": f"{__name__}:builds_a_function"}])
 def test_preprocessor_factory_that_builds_no_preprocessor(spec: Any) -> None:
     path = "states_preprocessing" if isinstance(spec, str) else "states_preprocessing.state"
-    text = message(build_preprocessing, spec, {"state": StateSpec("state", (4,), "float")})
-    assert text.startswith(f"{path}: not a Preprocessor; expected a subclass of Preprocessor, got ")
-    assert "abs" in text
+    assert message(build_preprocessing, spec, {"state": StateSpec("state", (4,), "float")}) == (
+        f"{path}: not a Preprocessor; expected a subclass of Preprocessor, got the function abs."
+    )
 
 
 @pytest.mark.parametrize(
@@ -388,7 +508,16 @@ def test_categorical_probabilities_must_be_a_list(probabilities: Any, text: str)
         ({"type": "momentum", "learning_rate": 0.1, "momentum": 0.0, "use_nesterov": True},
          r"optimizer\.momentum: Nesterov momentum needs momentum > 0; got 0\.0\."),
         (f"{__name__}:builds_a_torch_optimizer",
-         r"optimizer: not an optimizer; expected a torchforce Optimizer subclass, got .*SGD.*"),
+         r"optimizer: not an optimizer; expected a torchforce Optimizer subclass, got an instance of "
+         r"torch\.optim\.SGD\.\n  A torch\.optim optimizer cannot be used as it is; torchforce wraps these by name: "
+         r"adadelta, adagrad, adam, gradient_descent, momentum, nadam, rmsprop "
+         r"\(e\.g\. \{\"type\": \"adam\", \"learning_rate\": 0\.001\}\)\."),
+        (f"{__name__}:builds_a_float",
+         r"optimizer: not an optimizer; expected a torchforce Optimizer subclass, got 0\.1\."),
+        (f"{__name__}:builds_a_number",
+         r"optimizer: optimizer '[\w.]+:builds_a_number' cannot be built here: it cannot be called with the "
+         r"parameters \(too many positional arguments\)\.\n"
+         r"  torchforce passes the list of parameters as the first argument to every optimizer\."),
     ],
 )  # fmt: skip
 def test_optimizer_errors(spec: Any, pattern: str) -> None:

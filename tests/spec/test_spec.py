@@ -17,6 +17,7 @@ import pytest
 
 import torchforce.spec
 from torchforce.spec import SpecError, did_you_mean, unknown_name_error
+from torchforce.spec.errors import indefinite, type_name, what_it_is
 
 # -- rendering -----------------------------------------------------------------------------------------------------
 
@@ -107,6 +108,50 @@ def test_render_shows_what_json_cannot_as_python_and_shortens_long_values() -> N
     assert rendered.startswith("x: bad; got [0, 1, 2, ")
     assert rendered.endswith("...")  # shortened, and no extra full stop after the ellipsis
     assert len(rendered) == len("x: bad; got ") + 120
+
+
+def test_render_shows_numpy_values_as_plain_numbers_and_lists() -> None:
+    import numpy as np
+
+    assert str(SpecError("x", "bad", got=np.int64(3))) == "x: bad; got 3."
+    assert str(SpecError("x", "bad", got=np.float32(0.5))) == "x: bad; got 0.5."
+    assert str(SpecError("x", "bad", got=np.array([1, 2]))) == "x: bad; got [1, 2]."
+
+
+class Gadget:
+    def __repr__(self) -> str:
+        return "Gadget(\n  a long,\n  multi-line repr)"
+
+
+@pytest.mark.parametrize(
+    ("value", "text"),
+    [
+        (0.1, "x: bad; got 0.1."),  # a plain value shows itself, unquoted
+        ("dense", 'x: bad; got "dense".'),
+        (None, "x: bad; got null."),
+        (Gadget(), f"x: bad; got an instance of {__name__}.Gadget."),  # never the repr of an object
+        (Gadget, f"x: bad; got the class {__name__}.Gadget."),
+        (abs, "x: bad; got the function abs."),
+        (Path, "x: bad; got the class pathlib.Path."),
+        (Path("a"), "x: bad; got an instance of pathlib.PosixPath."),
+    ],
+)
+def test_what_it_is_names_objects_by_their_type(value: object, text: str) -> None:
+    assert str(SpecError("x", "bad", got=what_it_is(value))) == text
+
+
+def test_type_name_uses_the_shortest_public_module() -> None:
+    import collections
+
+    assert type_name(int) == "int"
+    assert type_name(collections.OrderedDict) == "collections.OrderedDict"
+    assert type_name(Gadget) == f"{__name__}.Gadget"
+    assert [indefinite(word) for word in ("int", "dict", "Environment", "array")] == [
+        "an int",
+        "a dict",
+        "an Environment",
+        "an array",
+    ]
 
 
 def test_spec_error_is_a_value_error_with_its_fields() -> None:
@@ -241,6 +286,7 @@ def test_public_names() -> None:
         "SpecError",
         "StateSpec",
         "check_kwargs",
+        "check_provided",
         "did_you_mean",
         "expect_bool",
         "expect_choice",

@@ -21,8 +21,8 @@ from torchforce.agents.checkpoint import find_checkpoint, load_checkpoint, save_
 from torchforce.agents.rows import STATE_DTYPES, Batch, Rows, Segments, as_batch, as_output, experience_batch, per_row
 from torchforce.agents.state import agent_state, jsonable, load_agent_state, saver_spec
 from torchforce.agents.transitions import Transitions
-from torchforce.agents.update_mode import Schedule, UpdateMode
-from torchforce.core.memories import FieldSpec, build_memory
+from torchforce.agents.update_mode import Schedule, UpdateMode, check_capacity
+from torchforce.core.memories import FieldSpec, build_memory, with_capacity
 from torchforce.core.modes import follows_training_mode
 from torchforce.core.summaries import Summarizer, learning_rate
 from torchforce.spec import SpecError, expect_float, expect_int, normalize_actions, normalize_states
@@ -59,7 +59,7 @@ class Agent:
         self.scope = scope or self.name
         self.device = self._device(device)
         self.execution = execution
-        self.seed = expect_int(seed, "seed", allow_none=True)
+        self.seed = expect_int(seed, "seed", minimum=0, allow_none=True)  # numpy and torch take no negative seeds
         if self.seed is not None:
             torch.manual_seed(self.seed)
         self.rng = np.random.default_rng(self.seed)
@@ -149,10 +149,9 @@ class Agent:
         self.schedule = Schedule(self.update_mode)
         self.on_policy = on_policy
         self.fields = self._fields()
-        memory_spec = default_memory if memory is None else memory
-        if isinstance(memory_spec, dict) and "capacity" not in memory_spec:
-            memory_spec = {**memory_spec, "capacity": default_memory["capacity"]}
+        memory_spec = with_capacity(default_memory if memory is None else memory, default_memory["capacity"])
         self.memory = build_memory(memory_spec, self.fields, rng=self.rng.spawn(1)[0], path="memory")
+        check_capacity(self.update_mode, self.memory.capacity, on_policy=on_policy)
         self._completed = {"timesteps": 0, "episodes": 0}
         self._rows: Rows | None = None
         self._segments: Segments | None = None
@@ -517,20 +516,18 @@ class Agent:
         ``actions``, ``terminal``, ``reward`` (and ``internals`` for recurrent networks), in order, episode after
         episode. A step's next state is the following step's state within its episode; a step that ends one
         (terminal 1 or 2), and the last step if the experience ends mid-episode (stored as terminal 2), have none
-        and stand in their own state. States pass through ``states_preprocessing`` as one batch."""
+        and stand in their own state. Every step is checked as act/observe would check it (a SpecError names the
+        step and the key). States pass through ``states_preprocessing``: as one batch, or, with a ``sequence``
+        step, episode by episode through a copy of the agent's preprocessors (see ``rows.experience_states``)."""
         if not self.learning:
             raise RuntimeError(f"{self.name} agents have no memory to import experience into")
         batch = experience_batch(experiences, self._as_batch, self.actions_spec, self.single_action,
-                                 self.policy.network.internals)  # fmt: skip
+                                 self.policy.network.internals, self.preprocessing, self._preprocess)  # fmt: skip
         if batch is None:
             return
-        names = list(self.processed_states)
-        processed = self._preprocess({name: batch.pop(f"states/{name}") for name in names})
-        terminal = batch["terminal"]
-        for name in names:
-            following = np.concatenate([processed[name][1:], processed[name][-1:]])
-            following[terminal != 0] = processed[name][terminal != 0]  # no next state across an episode's end
-            batch[f"states/{name}"], batch[f"next_states/{name}"] = processed[name], following
+        if len(batch["terminal"]) > self.memory.capacity:
+            raise SpecError("experiences", f"{len(batch['terminal'])} steps do not fit in the memory at once",
+                            hint=f"Import at most memory.capacity ({self.memory.capacity}) steps.")  # fmt: skip
         self.memory.store(batch)
 
     def trainable_modules(self) -> dict[str, nn.Module]:

@@ -7,7 +7,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from torchforce.agents.agent import STATE_DTYPES, Agent, Batch
+from torchforce.agents.agent import Agent, Batch
+from torchforce.agents.rows import action_value
 from torchforce.spec import SpecError, expect_dict, unknown_name_error
 
 
@@ -40,14 +41,7 @@ class ConstantAgent(Agent):
         for name, action in self.actions_spec.items():
             if name not in action_values:
                 raise SpecError("action_values", f"needs a value for action '{name}'", got=action_values)
-            value = np.broadcast_to(np.asarray(action_values[name], dtype=STATE_DTYPES[action.type]), action.shape)
-            if action.type == "int" and not (0 <= value.min() and value.max() < action.num_actions):
-                raise SpecError(f"action_values.{name}", "out of range", got=action_values[name],
-                                expected=f"an integer in [0, {action.num_actions - 1}]")  # fmt: skip
-            if action.bounded and not (action.min_value <= value.min() and value.max() <= action.max_value):
-                raise SpecError(f"action_values.{name}", "out of range", got=action_values[name],
-                                expected=f"a number in [{action.min_value}, {action.max_value}]")  # fmt: skip
-            self.values[name] = value
+            self.values[name] = action_value(action_values[name], action, f"action_values.{name}")
         for name in action_values:
             if name not in self.actions_spec:
                 raise unknown_name_error(f"action_values.{name}", "action", name, self.actions_spec)

@@ -6,6 +6,7 @@ of rows, so the schedule keeps a "next update at" threshold instead and reports 
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 from typing import Any
 
@@ -13,6 +14,22 @@ from torchforce.spec import SpecError, did_you_mean, expect_choice, expect_dict,
 
 UNITS = ("timesteps", "episodes", "sequences")
 KEYS = ("unit", "batch_size", "frequency", "length", "first_update")
+# 0.3.5 agent keys that belong to updating, found inside update_mode: what became of each in 0.4 (reference §1.2).
+LEGACY_KEYS = {
+    "update_frequency": ("'update_frequency' is the 0.3.5 name; use 'frequency'", None),
+    "repeat_update": (
+        "'repeat_update' is a 0.3.5 key and is gone in 0.4",
+        "Repeat the optimization with PPO's optimization_steps, or with a multi_step optimizer: "
+        '{"type": "multi_step", "num_steps": N, "optimizer": {...}}.',
+    ),
+    "keep_last_timestep": (
+        "'keep_last_timestep' is a 0.3.5 key and is gone in 0.4",
+        "Remove it: every stored timestep keeps its next state, so there is no last timestep to hold back.",
+    ),
+}
+LEGACY_HINT = (
+    "The shipped configs (torchforce/configs/agents/, copied into configs/agents/ by 'tfcli init') show the 0.4 format."
+)
 
 
 @dataclass(frozen=True)
@@ -27,6 +44,9 @@ class UpdateMode:
     def from_spec(cls, spec: Any, default: dict[str, Any], path: str = "update_mode") -> UpdateMode:
         merged = dict(default if spec is None else expect_dict(spec, path))
         for key in merged:
+            if key in LEGACY_KEYS:
+                message, hint = LEGACY_KEYS[key]
+                raise SpecError(f"{path}.{key}", message, hint=f"{hint} {LEGACY_HINT}" if hint else LEGACY_HINT)
             if key not in KEYS:
                 guess = did_you_mean(key, KEYS)
                 raise SpecError(f"{path}.{key}", "unknown key", hint=f"Did you mean '{guess}'?" if guess else None)
@@ -47,6 +67,60 @@ class UpdateMode:
             "length": self.length,
             "first_update": self.first_update,
         }
+
+
+#: with episode updates, a capacity below this many timesteps per episode of a batch gets a warning
+EPISODE_ROOM = 10
+
+
+def check_capacity(mode: UpdateMode, capacity: int, *, on_policy: bool, path: str = "memory.capacity") -> None:
+    """A memory too small for the updates is an error when the agent is built, not at its first update.
+
+    - ``timesteps``: an update reads ``batch_size`` rows; ``sequences``: ``batch_size`` windows of ``length`` rows,
+      which overlap (the newest start at consecutive rows), so ``batch_size + length - 1`` rows. Less is an error.
+    - ``episodes``: an update reads ``batch_size`` complete episodes, of a length unknown here. Each has at least
+      one timestep, so a capacity below ``batch_size`` is an error; below ``EPISODE_ROOM * batch_size`` (room for
+      episodes of fewer than 10 timesteps on average; a bandit's one-step episodes fit) it is a warning, as longer
+      episodes make every update fail. It also catches a capacity meant as a number of episodes.
+    - On-policy agents write what they staged since the last update to the memory at once: with one environment,
+      the first update's rows (``first_update`` or the batch, rounded up to a multiple of ``frequency``). A capacity
+      below that is a warning, since with several environments each writes only its share.
+    """
+    unit, batch_size = mode.unit, mode.batch_size
+    if unit == "episodes":
+        reads = f"batch_size {batch_size} complete episodes, each at least one timestep"
+        needed = batch_size
+    elif unit == "sequences":
+        reads = f"batch_size {batch_size} sequences of length {mode.length}, {batch_size} + {mode.length} - 1 rows"
+        needed = batch_size + mode.length - 1
+    else:
+        reads = f"batch_size {batch_size} timesteps"
+        needed = batch_size
+    if capacity < needed:
+        raise SpecError(
+            path,
+            f"too small for one update, which reads {reads} (update_mode unit '{unit}')",
+            got=capacity,
+            expected=f"at least {needed}",
+            hint="Raise memory.capacity (it counts timesteps), or lower update_mode.batch_size.",
+        )
+    if unit == "episodes" and capacity < EPISODE_ROOM * batch_size:
+        warnings.warn(
+            f"{path}: {capacity} timesteps hold the {batch_size} episodes an update reads (update_mode batch_size) "
+            f"only while they average at most {capacity / batch_size:g} timesteps; with longer episodes every "
+            "update fails. memory.capacity counts timesteps, not episodes.",
+            UserWarning,
+            stacklevel=4,
+        )
+    staged = Schedule(mode).next_at
+    if on_policy and unit != "episodes" and capacity < staged:
+        warnings.warn(
+            f"{path}: an on-policy agent writes the {staged} timesteps of its first update (update_mode "
+            f"batch_size/first_update, rounded up to frequency {mode.frequency}) to memory at once; with one "
+            f"environment they do not fit in {capacity} and that update fails. Raise memory.capacity to {staged}.",
+            UserWarning,
+            stacklevel=4,
+        )
 
 
 class Schedule:

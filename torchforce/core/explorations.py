@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 
 from torchforce.spec import ActionSpec, Registry, SpecError, expect_float, expect_int, unknown_name_error
+from torchforce.spec.errors import what_it_is
 
 EXPLORATIONS = Registry(
     "exploration",
@@ -236,7 +237,7 @@ def build_explorations(
 def _create(spec: Any, path: str) -> Exploration:
     exploration = EXPLORATIONS.create(spec, path, base=Exploration)
     if not isinstance(exploration, Exploration):
-        raise SpecError(path, "not an Exploration", got=repr(exploration), expected="a subclass of Exploration")
+        raise SpecError(path, "not an Exploration", got=what_it_is(exploration), expected="a subclass of Exploration")
     return exploration
 
 

@@ -10,7 +10,7 @@ from torch import nn
 from torchforce.core.distributions import build_distribution
 from torchforce.core.named import NamedModules
 from torchforce.core.networks import Network
-from torchforce.spec import ActionSpec, SpecError, expect_dict, unknown_name_error
+from torchforce.spec import ActionSpec, expect_dict, unknown_name_error
 
 Params = dict[str, tuple[torch.Tensor, ...]]
 
@@ -75,14 +75,3 @@ class Policy(nn.Module):
 
     def regularization_loss(self) -> torch.Tensor:
         return self.network.regularization_loss()
-
-
-def require_action_types(actions: dict[str, ActionSpec], allowed: tuple[str, ...], agent: str) -> None:
-    """Agents that only handle some action types say so up front."""
-    for name, action in actions.items():
-        if action.type not in allowed:
-            raise SpecError(
-                f"actions.{name}.type",
-                f"{agent} handles only {' and '.join(allowed)} actions",
-                got=action.type,
-            )

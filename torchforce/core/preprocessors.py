@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from torchforce.spec import SpecError, StateSpec, expect_bool, expect_float, expect_int, unknown_name_error
+from torchforce.spec.errors import what_it_is
 from torchforce.spec.registry import Registry
 
 PREPROCESSORS = Registry(
@@ -64,6 +65,9 @@ class Preprocessor:
 
     #: whether the output is float32 (values computed), rather than the input dtype (values moved or clipped)
     produces_float = True
+    #: whether a row's output depends on the earlier steps of its episode (``sequence``): such a step must see each
+    #: episode from its start, in order, one row per episode
+    keeps_episode_state = False
 
     def processed_shape(self, shape: tuple[int, ...]) -> tuple[int, ...]:
         return tuple(shape)
@@ -106,6 +110,7 @@ class Sequence(Preprocessor):
     """
 
     produces_float = False
+    keeps_episode_state = True
 
     def __init__(self, *, length: int = 2, add_rank: bool = False) -> None:
         self.length = expect_int(length, "length", minimum=1)
@@ -410,6 +415,11 @@ class PreprocessorStack:
         for preprocessor in self.preprocessors:
             preprocessor.reset(rows)
 
+    @property
+    def keeps_episode_state(self) -> bool:
+        """Whether a step keeps per-episode state (``sequence``; see ``Preprocessor.keeps_episode_state``)."""
+        return any(preprocessor.keeps_episode_state for preprocessor in self.preprocessors)
+
     def state_dict(self) -> dict[str, Any]:
         return {str(index): preprocessor.state_dict() for index, preprocessor in enumerate(self.preprocessors)}
 
@@ -460,7 +470,7 @@ def _create(entry: Any, spec: StateSpec, path: str) -> Preprocessor:
     else:
         preprocessor = PREPROCESSORS.create(entry, path, base=Preprocessor)
     if not isinstance(preprocessor, Preprocessor):
-        raise SpecError(path, "not a Preprocessor", got=repr(preprocessor), expected="a subclass of Preprocessor")
+        raise SpecError(path, "not a Preprocessor", got=what_it_is(preprocessor), expected="a subclass of Preprocessor")
     return preprocessor
 
 

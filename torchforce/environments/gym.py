@@ -28,7 +28,7 @@ from typing import Any
 
 from torchforce.environments.environment import Environment
 from torchforce.environments.spaces import actions_from_space, states_from_space
-from torchforce.spec import SpecError, did_you_mean, expect_int
+from torchforce.spec import SpecError, did_you_mean, expect_bool, expect_int
 from torchforce.spec.errors import describe
 
 # Keyword arguments of gymnasium.make itself (the others go to the environment's constructor).
@@ -167,6 +167,44 @@ def _make(gym_id: str, max_episode_timesteps: int | None, gym_kwargs: dict[str, 
         raise _kwarg_error(gym_id, gym_kwargs, error, path) from None
 
 
+def _seed(seed: Any, path: str) -> int | None:
+    """A seed as Gymnasium takes it: an integer >= 0, or None."""
+    return expect_int(seed, path, minimum=0, allow_none=True)
+
+
+def _check_options(
+    path: str, visualize: Any, monitor: Any, monitor_safe: Any, monitor_video: Any, gym_kwargs: dict[str, Any]
+) -> tuple[bool, int]:
+    """Check the 2018 options and set ``render_mode`` in ``gym_kwargs`` from them; returns the checked
+    ``monitor_safe`` and ``monitor_video``."""
+    visualize = expect_bool(visualize, f"{path}.visualize")
+    monitor_safe = expect_bool(monitor_safe, f"{path}.monitor_safe")
+    monitor_video = expect_int(monitor_video, f"{path}.monitor_video", minimum=0)
+    if monitor is not None and (not isinstance(monitor, (str, os.PathLike)) or not str(monitor)):
+        raise SpecError(f"{path}.monitor", "not a directory", got=monitor, expected="a directory path, or null")
+    render_mode = gym_kwargs.get("render_mode")
+    if render_mode is not None and (not isinstance(render_mode, str) or not render_mode):
+        raise SpecError(f"{path}.render_mode", "not a render mode", got=render_mode,
+                        expected='a mode name like "rgb_array" or "human", or null')  # fmt: skip
+    if monitor_video and monitor is None:
+        raise SpecError(f"{path}.monitor_video", "needs monitor, the directory the videos go to")
+    if visualize:
+        if monitor_video:
+            raise SpecError(f"{path}.visualize", "a window and monitor_video exclude each other")
+        if "render_mode" in gym_kwargs:
+            raise SpecError(f"{path}.visualize", "give either visualize or render_mode, not both")
+        if not _has_display():
+            raise SpecError(
+                f"{path}.visualize",
+                "visualize=true needs a display and none was found (DISPLAY is not set)",
+                hint="Record videos instead with monitor=DIR and monitor_video=N.",
+            )
+        gym_kwargs["render_mode"] = "human"
+    if monitor_video and gym_kwargs.get("render_mode") is None:
+        gym_kwargs["render_mode"] = "rgb_array"
+    return monitor_safe, monitor_video
+
+
 def _has_display() -> bool:
     return sys.platform in ("darwin", "win32") or bool(os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY"))
 
@@ -206,22 +244,8 @@ class Gym(Environment):
         max_episode_timesteps = expect_int(
             max_episode_timesteps, f"{path}.max_episode_timesteps", minimum=1, allow_none=True
         )
-        if monitor_video and monitor is None:
-            raise SpecError(f"{path}.monitor_video", "needs monitor, the directory the videos go to")
-        if visualize:
-            if monitor_video:
-                raise SpecError(f"{path}.visualize", "a window and monitor_video exclude each other")
-            if "render_mode" in gym_kwargs:
-                raise SpecError(f"{path}.visualize", "give either visualize or render_mode, not both")
-            if not _has_display():
-                raise SpecError(
-                    f"{path}.visualize",
-                    "visualize=true needs a display and none was found (DISPLAY is not set)",
-                    hint="Record videos instead with monitor=DIR and monitor_video=N.",
-                )
-            gym_kwargs["render_mode"] = "human"
-        if monitor_video and gym_kwargs.get("render_mode") is None:
-            gym_kwargs["render_mode"] = "rgb_array"
+        seed = _seed(seed, f"{path}.seed")
+        monitor_safe, monitor_video = _check_options(path, visualize, monitor, monitor_safe, monitor_video, gym_kwargs)
         if isinstance(gym_id, gymnasium.Env):
             if gym_kwargs:
                 raise SpecError(path, "a ready Gymnasium environment takes no constructor arguments", got=gym_kwargs)
@@ -262,6 +286,7 @@ class Gym(Environment):
 
     def seed(self, seed: int | None) -> int | None:
         """The next ``reset`` calls ``reset(seed=seed)``; the action space is seeded too."""
+        seed = _seed(seed, "seed")
         self._next_seed = seed
         if seed is not None:
             self.gym.action_space.seed(seed)

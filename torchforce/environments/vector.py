@@ -32,6 +32,7 @@ import numpy as np
 
 from torchforce.environments.environment import Environment
 from torchforce.spec import SpecError, expect_choice, expect_int, normalize_actions, normalize_states
+from torchforce.spec.errors import indefinite, type_name
 
 DTYPES = {"float": np.float32, "int": np.int64, "bool": np.bool_}
 
@@ -150,7 +151,12 @@ def _build(factory: Callable[[], Environment], count: int) -> list[Environment]:
     environments = [factory() for _ in range(count)]
     for environment in environments:
         if not isinstance(environment, Environment):
-            raise SpecError("factory", f"returned a {type(environment).__name__}, not an Environment")
+            gymnasium_env = hasattr(environment, "action_space") and hasattr(environment, "step")
+            raise SpecError(
+                "factory",
+                f"returned {indefinite(type_name(type(environment)))}, not an Environment",
+                hint="Wrap a Gymnasium environment in torchforce.environments.Gym(env)." if gymnasium_env else None,
+            )
     return environments
 
 

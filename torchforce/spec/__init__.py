@@ -4,7 +4,7 @@ from torchforce.spec.checks import expect_bool, expect_choice, expect_dict, expe
 from torchforce.spec.errors import SpecError, did_you_mean, unknown_name_error
 from torchforce.spec.frequency import Frequency, parse_frequency
 from torchforce.spec.load import load_file, load_spec
-from torchforce.spec.registry import Registry, check_kwargs, import_path
+from torchforce.spec.registry import Registry, check_kwargs, check_provided, import_path
 from torchforce.spec.spaces import ActionSpec, StateSpec, normalize_actions, normalize_states
 
 __all__ = [
@@ -14,6 +14,7 @@ __all__ = [
     "SpecError",
     "StateSpec",
     "check_kwargs",
+    "check_provided",
     "did_you_mean",
     "expect_bool",
     "expect_choice",

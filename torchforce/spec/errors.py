@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import difflib
+import inspect
 import json
+import sys
 from collections.abc import Iterable
 from typing import Any
 
@@ -14,8 +16,50 @@ def did_you_mean(word: str, candidates: Iterable[str]) -> str | None:
     return matches[0] if matches else None
 
 
+class Words(str):
+    """Text for ``got`` that is shown as written rather than as a JSON string: ``got an instance of torch.optim.SGD``,
+    not ``got "SGD (...)"``."""
+
+
+def type_name(kind: type) -> str:
+    """A class's name as it is imported: ``torch.optim.SGD`` (not ``torch.optim.sgd.SGD``), builtins bare (``int``)."""
+    module, name = getattr(kind, "__module__", None) or "", getattr(kind, "__qualname__", None) or str(kind)
+    if module in ("", "builtins"):
+        return name
+    parts = module.split(".")
+    for end in range(1, len(parts)):
+        parent = sys.modules.get(".".join(parts[:end]))
+        if parent is not None and getattr(parent, getattr(kind, "__name__", ""), None) is kind:
+            return f"{'.'.join(parts[:end])}.{name}"
+    return f"{module}.{name}"
+
+
+def indefinite(noun: str) -> str:
+    """``noun`` with its indefinite article: ``an int``, ``a dict``."""
+    return f"{'an' if noun[:1].lower() in 'aeiou' else 'a'} {noun}"
+
+
+def what_it_is(value: Any) -> Any:
+    """``value`` as ``got`` for a place that needed an object of some kind: plain JSON values stay themselves
+    (``0.1``); a class or function is named (``the class torch.optim.SGD``, ``the function abs``); any other object
+    is named by its type (``an instance of torch.optim.SGD``), since its repr may be long, multi-line, or an
+    address."""
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if inspect.isclass(value):
+        return Words(f"the class {type_name(value)}")
+    if inspect.isroutine(value):
+        return Words(f"the function {type_name(value)}")
+    return Words(f"an instance of {type_name(type(value))}")
+
+
 def describe(value: Any, limit: int = 120) -> str:
-    """A short, JSON-like rendering of a value for an error message (Python's repr for what JSON cannot show)."""
+    """A short, JSON-like rendering of a value for an error message (Python's repr for what JSON cannot show);
+    ``Words`` are shown as they are."""
+    if isinstance(value, Words):
+        return str(value)
+    if type(value).__module__ == "numpy" and hasattr(value, "tolist"):  # np.int64(3) -> 3, arrays -> lists
+        value = value.tolist()
     try:
         text = json.dumps(value)
     except (TypeError, ValueError):

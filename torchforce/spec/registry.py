@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import importlib
 import inspect
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from torchforce.spec.errors import SpecError, did_you_mean, unknown_name_error
@@ -215,7 +215,7 @@ class Registry:
         what = f"{self.kind} '{name}'"
         got = dict(spec) if isinstance(spec, Mapping) else ...
         check_kwargs(target, kwargs, path, provided=tuple(provided), what=what, got=got)
-        _check_provided(target, provided, type_path, what, self.kind)
+        check_provided(target, provided, type_path, what, self.kind)
         try:
             return target(**provided, **kwargs)
         except SpecError as error:
@@ -224,8 +224,9 @@ class Registry:
             raise
 
 
-def _check_provided(target: Any, provided: Mapping[str, Any], path: str, what: str, kind: str) -> None:
+def check_provided(target: Any, provided: Iterable[str], path: str, what: str, kind: str) -> None:
     """A (user) constructor that cannot take what torchforce passes to every component of its kind is a SpecError."""
+    provided = tuple(provided)
     try:
         parameters = inspect.signature(target).parameters
     except (TypeError, ValueError):

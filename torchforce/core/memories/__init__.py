@@ -2,7 +2,8 @@
 
 ``latest`` returns the most recent rows in order (on-policy agents), ``replay`` samples uniformly and
 ``prioritized_replay`` samples by priority with importance-sampling weights (off-policy agents). Spec keys:
-``type``, ``capacity`` (required), ``include_next_states`` and, for ``prioritized_replay``,
+``type``, ``capacity`` (required; an agent fills in its default where a spec, or a bare name like ``"replay"``,
+gives none: ``with_capacity``), ``include_next_states`` and, for ``prioritized_replay``,
 ``prioritization_weight``, ``prioritization_constant``, ``importance_sampling_weight`` and ``buffer_size``.
 """
 
@@ -26,6 +27,17 @@ MEMORIES = Registry(
 )
 
 
+def with_capacity(spec: Any, capacity: int) -> Any:
+    """``spec`` with ``capacity`` filled in where it gives none (an agent's default): a dict without the key, or a
+    bare memory name (``"replay"`` means ``{"type": "replay"}``). Other forms (a ready Memory, a class, a
+    ``"package.module:Class"`` path) are left as they are."""
+    if isinstance(spec, str) and MEMORIES.canonical(spec) is not None:
+        spec = {"type": spec}
+    if isinstance(spec, Mapping) and "capacity" not in spec:
+        spec = {**spec, "capacity": capacity}
+    return spec
+
+
 def build_memory(
     spec: Any,
     fields: Mapping[str, FieldSpec],
@@ -38,4 +50,4 @@ def build_memory(
     return MEMORIES.create(spec, path, base=Memory, default=default, fields=fields, rng=rng)
 
 
-__all__ = ["MEMORIES", "FieldSpec", "Memory", "build_memory"]
+__all__ = ["MEMORIES", "FieldSpec", "Memory", "build_memory", "with_capacity"]

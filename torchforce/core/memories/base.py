@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from torchforce.spec import expect_bool, expect_int
+from torchforce.spec import SpecError, expect_bool, expect_int
 
 REQUIRED_FIELDS = {"terminal": np.dtype(np.int8), "reward": np.dtype(np.float32)}
 RESERVED_NAMES = ("indices", "weights")  # keys that retrievals add to the fields
@@ -188,7 +188,12 @@ class Memory:
                 )
             arrays[name] = array
         if n > self._capacity:
-            raise ValueError(f"memory.store: cannot store {n} rows at once in a memory of capacity {self._capacity}.")
+            raise SpecError(
+                "memory.capacity",
+                f"cannot store {n} rows at once in a memory of capacity {self._capacity}",
+                hint="An on-policy agent stores each finished episode whole (update_mode unit 'episodes'), or "
+                "everything since its last update (update_mode.frequency): raise memory.capacity above that.",
+            )
         return arrays, n
 
     # positions and episodes
@@ -232,6 +237,19 @@ class Memory:
 
     def _describe(self) -> str:
         return f"{self._size} rows, {self.num_episodes} complete episodes, capacity {self._capacity}"
+
+    def _episodes_error(self, n: int) -> ValueError:
+        """Too few complete episodes for a retrieval of ``n``; a full memory will never hold more, so then it is
+        the capacity that is wrong (for the episodes' length)."""
+        message = f"cannot retrieve {n} complete episodes: the memory holds {self._describe()}"
+        if self._size < self._capacity:
+            return ValueError(message + ".")
+        return SpecError(
+            "memory.capacity",
+            message,
+            hint=f"The memory is full, so its episodes are too long for {n} of them to fit: raise memory.capacity "
+            "(it counts timesteps, not episodes), or lower update_mode.batch_size.",
+        )
 
     def _require_rows(self, request: str) -> None:
         if self._size == 0:

@@ -25,7 +25,7 @@ class Latest(Memory):
         n = request_count(n, "retrieve_episodes: n")
         starts, ends = self._episode_bounds()
         if n > len(starts):
-            raise ValueError(f"cannot retrieve {n} complete episodes: the memory holds {self._describe()}.")
+            raise self._episodes_error(n)
         first, last = starts[-n], ends[-1]
         return self._gather(self._storage_indices(np.arange(first, last + 1)))
 

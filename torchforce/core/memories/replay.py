@@ -25,7 +25,7 @@ class Replay(Memory):
         n = request_count(n, "retrieve_episodes: n")
         starts, ends = self._episode_bounds()
         if n > len(starts):
-            raise ValueError(f"cannot retrieve {n} complete episodes: the memory holds {self._describe()}.")
+            raise self._episodes_error(n)
         chosen = self.rng.choice(len(starts), size=n, replace=False)
         offsets = ranges(starts[chosen], ends[chosen] - starts[chosen] + 1)
         return self._gather(self._storage_indices(offsets))

@@ -25,11 +25,13 @@ from torchforce.spec import (
     SpecError,
     StateSpec,
     check_kwargs,
+    check_provided,
     import_path,
     load_spec,
     normalize_states,
     unknown_name_error,
 )
+from torchforce.spec.errors import what_it_is
 
 LAYERS = Registry(
     "layer",
@@ -171,9 +173,11 @@ class LayeredNetwork(Network):
         if "named" in inspect.signature(target).parameters:
             provided["named"] = dict(named)
         check_kwargs(target, kwargs, path, provided=tuple(provided), what=f"layer '{type_name}'", got=dict(spec))
+        check_provided(target, provided, f"{path}.type", f"layer '{type_name}'" if type_name != "layer" else repr(kind),
+                       "layer")  # fmt: skip
         layer = target(**provided, **kwargs)
         if not isinstance(layer, Layer):
-            raise SpecError(f"{path}.type", f"{kind!r} did not build a Layer", got=type(layer).__qualname__)
+            raise SpecError(f"{path}.type", f"{kind!r} did not build a Layer", got=what_it_is(layer))
         name = f"{type_name}{counters[type_name]}"
         counters[type_name] += 1
         self.add_module(name, layer)
@@ -247,7 +251,7 @@ class ModuleNetwork(Network):
         self.output_size = _checked_output_size(module, name, path)
         internals = getattr(module, "internals", None) or {}
         if not isinstance(internals, Mapping):
-            raise SpecError(path, f"the network {name} has internals that are not a dict", got=repr(internals))
+            raise SpecError(path, f"the network {name} has internals that are not a dict", got=internals)
         self.internals = {key: tuple(shape) for key, shape in internals.items()}
         self.module = module
 
@@ -287,11 +291,14 @@ def shipped_networks() -> list[str]:
     return sorted(file.stem for file in NETWORK_CONFIGS.glob("*.json"))
 
 
-def _user_network(target: Any, kwargs: dict[str, Any], states: dict[str, StateSpec], path: str) -> Network:
-    """A network from a user's nn.Module class, constructed as ``Class(states=states, **kwargs)``."""
-    type_path = f"{path}.type"
+def _user_network(
+    target: Any, kwargs: dict[str, Any], states: dict[str, StateSpec], path: str, type_path: str | None = None
+) -> Network:
+    """A network from a user's nn.Module class, constructed as ``Class(states=states, **kwargs)``. ``type_path`` is
+    where the class was named: ``network.type`` in a dict spec, ``network`` itself for a string or a class."""
+    type_path = type_path or path
     if not (inspect.isclass(target) and issubclass(target, nn.Module)):
-        raise SpecError(type_path, f"{target!r} is not a network class", expected="a torch.nn.Module subclass")
+        raise SpecError(type_path, "not a network class", got=what_it_is(target), expected="a torch.nn.Module subclass")
     what = f"network '{target.__qualname__}'"
     check_kwargs(target, kwargs, path, provided=("states",), what=what)
     if "states" not in inspect.signature(target).parameters:
@@ -330,7 +337,7 @@ def _from_dict(spec: Mapping[str, Any], states: dict[str, StateSpec], path: str)
     if isinstance(kind, str) and ":" not in kind and "." not in kind:
         raise unknown_name_error(f"{path}.type", "layer or network class", kind, LAYERS.names())
     target = kind if inspect.isclass(kind) else import_path(kind, f"{path}.type")
-    return _user_network(target, kwargs, states, path)
+    return _user_network(target, kwargs, states, path, f"{path}.type")
 
 
 def _normalized_states(states: Any, path: str) -> dict[str, StateSpec]:

@@ -40,10 +40,15 @@ class BatchNormalization(Layer):
     ) -> None:
         super().__init__(incoming=incoming, path=path)
         rank = incoming.rank
-        if rank == 0 or expect_int(axis, f"{path}.axis") not in (-1, rank):
+        if rank == 0:
             raise SpecError(
-                f"{path}.axis", "only the last (channels) axis of a non-scalar input is supported", got=axis
+                path,
+                "batch_normalization normalizes over the last (channels) axis; this input is a scalar per sample",
+                hint='Give the input a channels axis first, e.g. states_preprocessing {"type": "expand_dims", '
+                '"axis": -1}.',
             )
+        if expect_int(axis, f"{path}.axis") not in (-1, rank):
+            raise SpecError(f"{path}.axis", "only the last (channels) axis is supported", got=axis)
         features = incoming.shape[-1]
         # TF's moving average keeps `momentum` of the old value; torch's momentum is the weight of the new batch
         self.momentum = 1.0 - expect_float(momentum, f"{path}.momentum", minimum=0.0, maximum=1.0)
@@ -113,6 +118,14 @@ UNSUPPORTED = (
 
 
 def _mapping(layer: Any, path: str) -> _Mapping:
+    if not isinstance(layer, str):
+        raise SpecError(
+            f"{path}.layer",
+            "not a tf_layer name",
+            got=layer,
+            expected='a tf.layers name like "dense"',
+            hint="Known: " + ", ".join(sorted(TF_LAYERS)) + ".",
+        )
     if layer in TF_LAYERS:
         return TF_LAYERS[layer]
     if layer in UNSUPPORTED:
@@ -122,9 +135,7 @@ def _mapping(layer: Any, path: str) -> _Mapping:
             hint="Supported: " + ", ".join(sorted(TF_LAYERS)) + ". For others, write a layer class and name it "
             "by 'package.module:Class'.",
         )
-    raise unknown_name_error(
-        f"{path}.layer", "tf_layer", layer if isinstance(layer, str) else describe(layer), TF_LAYERS
-    )
+    raise unknown_name_error(f"{path}.layer", "tf_layer", layer, TF_LAYERS)
 
 
 def tf_layer(*, incoming: Value, path: str, layer: str, **kwargs: Any) -> Layer:

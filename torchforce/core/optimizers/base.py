@@ -26,6 +26,7 @@ import torch
 from torch import Tensor
 
 from torchforce.spec import Registry, SpecError, check_kwargs, expect_float
+from torchforce.spec.errors import what_it_is
 
 Batch = Mapping[str, Any]
 Reference = Any
@@ -212,13 +213,43 @@ def build_optimizer(spec: Any, parameters: list[torch.nn.Parameter], *, path: st
             hint='For example {"type": "multi_step", "optimizer": {"type": "adam", "learning_rate": 0.001}}.',
         )
     check_kwargs(target, kwargs, path, provided=("parameters",), what=f"optimizer '{name}'")
+    _check_takes_parameters(target, kwargs, type_path, f"optimizer '{name}'")
     try:
         optimizer = target(parameters, **kwargs)
     except SpecError as error:
         raise error.under(path) from None
     if not isinstance(optimizer, Optimizer):
-        raise SpecError(path, "not an optimizer", got=repr(optimizer), expected="a torchforce Optimizer subclass")
+        raise SpecError(
+            path,
+            "not an optimizer",
+            got=what_it_is(optimizer),
+            expected="a torchforce Optimizer subclass",
+            hint=_torch_optimizer_hint() if isinstance(optimizer, torch.optim.Optimizer) else None,
+        )
     return optimizer
+
+
+def _check_takes_parameters(target: Any, kwargs: dict[str, Any], path: str, what: str) -> None:
+    """A (user) optimizer that cannot be called as ``target(parameters, **kwargs)`` is a SpecError."""
+    try:
+        inspect.signature(target).bind([], **kwargs)
+    except ValueError:  # no signature to read: the call itself will tell
+        return
+    except TypeError as error:
+        raise SpecError(
+            path,
+            f"{what} cannot be built here: it cannot be called with the parameters ({error})",
+            hint="torchforce passes the list of parameters as the first argument to every optimizer.",
+        ) from None
+
+
+def _torch_optimizer_hint() -> str:
+    names = [name for name, target in OPTIMIZERS.table.items() if ".torch_optimizers:" in target]
+    return (
+        "A torch.optim optimizer cannot be used as it is; torchforce wraps these by name: "
+        + ", ".join(sorted(names))
+        + ' (e.g. {"type": "adam", "learning_rate": 0.001}).'
+    )
 
 
 # -- helpers shared by the optimizers ---------------------------------------------------------------------------
