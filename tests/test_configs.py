@@ -115,6 +115,10 @@ AGENT_SETUPS = {
     "ppo": (minimal, "mlp2_network"),
     "ppo_cartpole": (minimal, None),
     "ppo_cnn": (lambda seed: Frames((24, 24, 3), seed=seed), "cnn2x2_network"),
+    "trpo": (minimal, "mlp2_network"),
+    "vpg": (minimal, "mlp2_network"),
+    "vpg_nobaseline": (minimal, "mlp2_network"),
+    "vpg_visual": (lambda seed: Frames((40, 40, 3), seed=seed), "cnn2x2_network"),  # resized to 64x64x3
 }
 # the states each network config is for, and its output size
 NETWORK_SETUPS = {
@@ -172,7 +176,7 @@ def run_until_update(agent, environments: VectorEnvironment, limit: int) -> int:
 def test_the_2018_examples_of_every_existing_agent_are_shipped():
     shipped_agents = set(names("agents"))
     expected = {name for name, agent in EXAMPLES_2018.items() if AGENTS.canonical(agent) is not None}
-    assert expected == {"dqn", "dqn_visual", "dqn_ue4", "ppo", "ppo_cnn"}
+    assert expected == {"dqn", "dqn_visual", "dqn_ue4", "ppo", "ppo_cnn", "trpo", "vpg", "vpg_nobaseline", "vpg_visual"}
     assert expected | TUNED <= shipped_agents
     assert set(AGENT_SETUPS) == shipped_agents, "a new agent config needs an entry in AGENT_SETUPS"
     assert set(shipped_networks()) == NETWORKS_2018 == set(NETWORK_SETUPS) == set(names("networks"))
@@ -243,7 +247,33 @@ def test_the_2018_examples_keep_their_2018_form():
     }  # fmt: skip
     assert visual["saver"] == SAVER_2018 and visual["execution"] == EXECUTION_2018
     # 2018 example configs never name a network: it is given separately (-n mlp2_network.json)
-    for name in ("dqn", "dqn_visual", "dqn_ue4", "ppo", "ppo_cnn"):
+    # vpg: reference §1.2 ({episodes, 20, 20}, latest 5000, adam 2e-2, the ppo baseline); without a baseline;
+    # visual = a cnn baseline and 64x64 images
+    vpg = load("vpg")
+    assert {key: vpg[key] for key in ("type", "update_mode", "memory", "optimizer", "baseline_mode", "baseline")} == {
+        "type": "vpg_agent",
+        "update_mode": {"unit": "episodes", "batch_size": 20, "frequency": 20},
+        "memory": {"type": "latest", "include_next_states": False, "capacity": 5000},
+        "optimizer": {"type": "adam", "learning_rate": 0.02},
+        "baseline_mode": "states",
+        "baseline": {"type": "mlp", "sizes": [32, 32]},
+    }
+    assert vpg["baseline_optimizer"] == ppo["baseline_optimizer"] and vpg["saver"] == SAVER_2018
+    assert load("vpg_nobaseline") == {**vpg, "baseline_mode": None, "baseline": None, "baseline_optimizer": None}
+    assert load("vpg_visual") == {
+        **vpg,
+        "baseline": {"type": "cnn", "conv_sizes": [16, 16], "dense_sizes": [128]},
+        "states_preprocessing": [{"type": "image_resize", "width": 64, "height": 64}],
+    }
+    # trpo: {episodes, 20, 20}, latest 5000, learning_rate (the KL bound) 1e-2, everything else null
+    assert {key: value for key, value in load("trpo").items() if key not in ("saver", "summarizer", "execution")} == {
+        "type": "trpo_agent", "update_mode": {"unit": "episodes", "batch_size": 20, "frequency": 20},
+        "memory": {"type": "latest", "include_next_states": False, "capacity": 5000}, "learning_rate": 0.01,
+        "discount": 0.99, "entropy_regularization": None, "gae_lambda": None, "likelihood_ratio_clipping": None,
+        "baseline_mode": None, "baseline": None, "baseline_optimizer": None,
+    }  # fmt: skip
+    names_2018 = ("dqn", "dqn_visual", "dqn_ue4", "ppo", "ppo_cnn", "trpo", "vpg", "vpg_nobaseline", "vpg_visual")
+    for name in names_2018:
         assert "network" not in load(name), name
 
 

@@ -58,6 +58,18 @@ CASES = {
         "int",
         {**PPO, "states_preprocessing": [{"type": "sequence", "length": 3}, {"type": "running_standardize"}]},
     ),
+    "vpg-float-gae": (
+        "float",
+        {"type": "vpg", "network": MLP, "update_mode": {"unit": "episodes", "batch_size": 2}, "seed": 5,
+         "baseline_mode": "network", "baseline": {"type": "mlp", "sizes": [8]}, "gae_lambda": 0.9,
+         "states_preprocessing": {"type": "running_standardize"}},
+    ),  # fmt: skip
+    "trpo-gae": (
+        "int",
+        {"type": "trpo", "network": MLP, "update_mode": {"unit": "episodes", "batch_size": 2}, "seed": 6,
+         "learning_rate": 0.01, "baseline_mode": "states", "baseline": {"type": "mlp", "sizes": [8]},
+         "gae_lambda": 0.9},
+    ),  # fmt: skip
     "dqn-replay": ("int", DQN),
     "dqn-prioritized-preprocessed": (
         "int",
@@ -185,6 +197,8 @@ def test_checkpoint_with_parallel_rows(case, tmp_path):
         ("ppo-timesteps-epsilon", 2, 23),
         ("ppo-float-noise", 1, 23),
         ("ppo-sequence", 2, 23),
+        ("vpg-float-gae", 2, 23),
+        ("trpo-gae", 1, 23),
         ("dqn-replay", 1, 20),
         ("dqn-replay", 1, 23),
         ("dqn-prioritized-preprocessed", 1, 23),

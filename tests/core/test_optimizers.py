@@ -475,6 +475,22 @@ def test_optimized_step_undoes_a_step_that_never_improves():
     assert info["ls_scale"] == 0.0 and info["ls_iterations"] == 10
 
 
+def test_optimized_step_with_a_kl_bound_rejects_fractions_outside_it():
+    # gradient descent from 1 with step 1.5 lands at -0.5 (loss .125 < .5: accepted without a bound). The "KL" here is
+    # the squared distance from the start, 2.25 for the full step: a bound of 1.0 rejects it and half of it (0.5625)
+    # is accepted.
+    point = torch.nn.Parameter(torch.ones(1))
+    spec = {"type": "optimized_step", "ls_max_kl": 1.0, "optimizer": {"type": "gradient_descent", "learning_rate": 1.5}}
+    optimizer = build_optimizer(spec, [point])
+    info = optimizer.step(lambda b, r: 0.5 * (point**2).sum(), {}, reference_fn=lambda b: point.detach().clone(),
+                          kl_fn=lambda b, start: ((point - start) ** 2).sum())  # fmt: skip
+    assert info["ls_scale"] == 0.5 and torch.allclose(point.detach(), torch.tensor([0.25]))
+    unbounded = torch.nn.Parameter(torch.ones(1))
+    spec.pop("ls_max_kl")
+    build_optimizer(spec, [unbounded]).step(lambda b, r: 0.5 * (unbounded**2).sum(), {})
+    assert torch.allclose(unbounded.detach(), torch.tensor([-0.5]))
+
+
 def test_line_search_uses_the_estimated_improvement():
     # the loss falls by half the predicted amount at every fraction: never accepted at ratio 0.9,
     # accepted at once at ratio 0.4; without acceptance the best fraction (the full step) is kept

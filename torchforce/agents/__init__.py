@@ -15,12 +15,16 @@ AGENTS = Registry(
         "random": "torchforce.agents.random:RandomAgent",
         "dqn": "torchforce.agents.dqn:DQNAgent",
         "ppo": "torchforce.agents.ppo:PPOAgent",
+        "vpg": "torchforce.agents.vpg:VPGAgent",
+        "trpo": "torchforce.agents.trpo:TRPOAgent",
     },
     aliases={
         "constant_agent": "constant",
         "random_agent": "random",
         "dqn_agent": "dqn",
         "ppo_agent": "ppo",
+        "vpg_agent": "vpg",
+        "trpo_agent": "trpo",
     },
 )
 

@@ -7,6 +7,7 @@ graph in 2018; they are accepted for old configs and have no effect here.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -141,8 +142,9 @@ class OptimizedStep(MetaOptimizer):
     step, ``k = 1..ls_max_iterations``, and accepts one whose loss decrease is at least ``ls_accept_ratio`` times
     the predicted decrease (the inner optimizer's estimate, e.g. natural_gradient's, scaled by the fraction; else
     the full step's own decrease). Without an accepted fraction it keeps the best one evaluated, and undoes the
-    step when none improves the loss (see ``solvers.backtracking_line_search``). Info: the inner info, ``loss``
-    (before the step), ``loss_after``, ``ls_scale`` and ``ls_iterations``.
+    step when none improves the loss (see ``solvers.backtracking_line_search``). ``ls_max_kl`` (not in 2018; needs
+    ``kl_fn``) also rejects fractions whose KL from the reference exceeds it, as the TRPO paper's line search does.
+    Info: the inner info, ``loss`` (before the step), ``loss_after``, ``ls_scale`` and ``ls_iterations``.
     """
 
     def __init__(
@@ -155,8 +157,10 @@ class OptimizedStep(MetaOptimizer):
         ls_mode: str = "exponential",
         ls_parameter: float = 0.5,
         ls_unroll_loop: bool = False,
+        ls_max_kl: float | None = None,
     ) -> None:
         super().__init__(parameters, optimizer=optimizer)
+        self.ls_max_kl = expect_float(ls_max_kl, "ls_max_kl", minimum=0.0, allow_none=True)
         self.ls_max_iterations = expect_int(ls_max_iterations, "ls_max_iterations", minimum=0)
         self.ls_accept_ratio = expect_float(ls_accept_ratio, "ls_accept_ratio", minimum=0.0)
         self.ls_mode = expect_choice(ls_mode, "ls_mode", ("exponential", "linear"))
@@ -169,8 +173,7 @@ class OptimizedStep(MetaOptimizer):
             base_value = float(objective.loss(batch, reference))
         inner = self.optimizer.apply_update(objective, batch, reference)
         step = [delta.detach().clone() for delta in inner.deltas]
-        with torch.no_grad():
-            full_step_value = float(objective.loss(batch, reference))
+        full_step_value = self._value(objective, batch, reference)
 
         def move_to(scale: float) -> None:
             restore(self.parameters, before)
@@ -179,8 +182,7 @@ class OptimizedStep(MetaOptimizer):
 
         def evaluate(scale: float) -> float:
             move_to(scale)
-            with torch.no_grad():
-                return float(objective.loss(batch, reference))
+            return self._value(objective, batch, reference)
 
         result = backtracking_line_search(
             evaluate,
@@ -202,6 +204,14 @@ class OptimizedStep(MetaOptimizer):
             "ls_iterations": float(result.iterations),
         }
         return Update(differences(self.parameters, before), info)
+
+    def _value(self, objective: Objective, batch: Batch, reference: Reference) -> float:
+        """The loss where the parameters are; infinite outside the trust region ``ls_max_kl``, so the search treats
+        such a fraction as no improvement."""
+        with torch.no_grad():
+            if self.ls_max_kl is not None and float(objective.kl(batch, reference)) > self.ls_max_kl:
+                return math.inf
+            return float(objective.loss(batch, reference))
 
 
 class GlobalOptimizer(MetaOptimizer):

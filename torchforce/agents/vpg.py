@@ -1,0 +1,113 @@
+"""Vanilla policy gradient (REINFORCE, Williams 1992), with an optional state-value baseline and GAE.
+
+The policy-gradient loss, one value per batch:
+    L(theta) = -E_t[ log pi(a_t|s_t) * A_t ]
+with A_t the discounted return, the return minus a learned baseline V(s_t), or GAE (Schulman et al. 2016) when
+``gae_lambda`` is set (``core.returns.advantages``). ``optimizer`` takes one step per update on the whole batch
+(a ``multi_step`` optimizer takes several), then ``baseline_optimizer`` one on the baseline's squared error, as in
+2018. log pi is the joint log-probability of all action elements (2018 averaged them instead).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from torchforce.agents.agent import Agent
+from torchforce.agents.policy_gradient import (
+    baseline_loss,
+    default_capacity,
+    regularized,
+    split,
+    statistics,
+    with_advantages,
+)
+from torchforce.agents.transitions import Transitions
+from torchforce.core.baselines import build_pg_baseline
+from torchforce.core.optimizers import build_optimizer
+from torchforce.spec import expect_bool, expect_float
+
+
+class VPGAgent(Agent):
+    name = "vpg"
+    learning = True
+
+    def __init__(
+        self,
+        states: Any,
+        actions: Any,
+        network: Any,
+        *,
+        batched_observe: bool = True,
+        batching_capacity: int = 1000,
+        scope: str = "vpg",
+        device: str | None = None,
+        saver: dict | None = None,
+        summarizer: dict | None = None,
+        execution: dict | None = None,
+        variable_noise: float | None = None,
+        states_preprocessing: Any = None,
+        actions_exploration: Any = None,
+        reward_preprocessing: Any = None,
+        update_mode: dict | None = None,
+        memory: Any = None,
+        optimizer: Any = None,
+        discount: float = 0.99,
+        distributions: dict | None = None,
+        entropy_regularization: float | None = None,
+        baseline_mode: str | None = None,
+        baseline: Any = None,
+        baseline_optimizer: Any = None,
+        gae_lambda: float | None = None,
+        normalize_advantages: bool = False,
+        seed: int | None = None,
+    ) -> None:
+        super().__init__(states, actions, batched_observe=batched_observe, batching_capacity=batching_capacity,
+                         scope=scope, device=device, saver=saver, summarizer=summarizer, execution=execution,
+                         seed=seed)  # fmt: skip
+        self._setup_learning(
+            network=network, update_mode=update_mode, memory=memory, states_preprocessing=states_preprocessing,
+            actions_exploration=actions_exploration, reward_preprocessing=reward_preprocessing,
+            distributions=distributions, variable_noise=variable_noise, on_policy=True,
+            default_update_mode={"unit": "episodes", "batch_size": 10},
+            default_memory={"type": "latest", "capacity": default_capacity(update_mode)},
+        )  # fmt: skip
+        self.discount = expect_float(discount, "discount", minimum=0.0, maximum=1.0)
+        self.entropy_regularization = expect_float(
+            entropy_regularization, "entropy_regularization", minimum=0.0, allow_none=True
+        )
+        self.gae_lambda = expect_float(gae_lambda, "gae_lambda", minimum=0.0, maximum=1.0, allow_none=True)
+        self.normalize_advantages = expect_bool(normalize_advantages, "normalize_advantages")
+        self.optimizer = build_optimizer(optimizer or {"type": "adam", "learning_rate": 1e-3},
+                                         list(self.policy.parameters()), path="optimizer")  # fmt: skip
+        self.baseline_mode, self.baseline, self.baseline_optimizer = build_pg_baseline(
+            baseline_mode, baseline, baseline_optimizer, gae_lambda, states=self.processed_states,
+            embedding_size=self.policy.network.output_size, device=self.device,
+        )  # fmt: skip
+        self._remember(locals())
+        self._load_on_start()
+
+    def trainable_modules(self) -> dict[str, torch.nn.Module]:
+        return {"policy": self.policy} | ({"baseline": self.baseline} if self.baseline is not None else {})
+
+    def optimizers(self) -> dict[str, Any]:
+        baseline = {"baseline_optimizer": self.baseline_optimizer} if self.baseline is not None else {}
+        return {"optimizer": self.optimizer} | baseline
+
+    def _update(self, batch: Transitions) -> dict[str, float]:
+        data = with_advantages(self, batch)
+        info = self.optimizer.step(self._loss, data)
+        if self.baseline is not None:
+            self.baseline_optimizer.step(self._baseline_loss, data)
+        return {"policy_loss": info["loss"], **statistics(self, data)}
+
+    def _loss(self, data: dict[str, torch.Tensor], reference: Any = None) -> torch.Tensor:
+        states, internals, actions = split(data)
+        params, _, _ = self.policy(states, internals)
+        # the policy gradient: -log pi(a|s) * A
+        log_prob = self.policy.log_prob(params, actions)
+        return regularized(self, -(log_prob * data["advantages"]).mean(), params)
+
+    def _baseline_loss(self, data: dict[str, torch.Tensor], reference: Any = None) -> torch.Tensor:
+        return baseline_loss(self, data)
