@@ -6,6 +6,8 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -20,12 +22,18 @@ def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Project:
     monkeypatch.chdir(root)
     created, _ = Project.init(root)
     yield created
-    for record in created.store.experiments():  # never leave a worker behind
-        if record.pid:
-            try:
-                os.kill(record.pid, 9)
-            except ProcessLookupError:
-                pass
+    kill_workers(created)
+
+
+def kill_workers(project: Project) -> None:
+    """Never leave a worker behind: kill those the state database or a progress file names, if still ours."""
+    from torchforce.client.backends.local import process_alive
+
+    for record in project.store.experiments():
+        folder = project.experiment_folder(record.name)
+        for pid in {record.pid, Experiment.load(project, record.name, damaged=True).progress().get("pid")}:
+            if pid and process_alive(pid, folder):
+                os.kill(pid, 9)
 
 
 def tfcli(root: Path, *args: str, timeout: float = 120) -> subprocess.CompletedProcess:
@@ -48,3 +56,16 @@ def wait_for(condition, timeout: float = 120.0, interval: float = 0.1, what: str
 def wait_until_done(experiment: Experiment, timeout: float = 180.0) -> str:
     record = wait_for(lambda: (r := experiment.record()).status != "running" and r, timeout, 0.2, "the worker to end")
     return record.status
+
+
+@contextmanager
+def fake_worker(folder: Path, script: str = "import time; time.sleep(60)") -> Iterator[int]:
+    """A live process that the local backend takes for the worker of the experiment in ``folder`` (its command
+    line names the worker module and the folder, as a real worker's does)."""
+    command = [sys.executable, "-c", script, "torchforce.client.worker", str(folder.resolve())]
+    process = subprocess.Popen(command)
+    try:
+        yield process.pid
+    finally:
+        process.kill()
+        process.wait()

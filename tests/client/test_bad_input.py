@@ -9,21 +9,23 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import shutil
 import subprocess
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
+import time
 from pathlib import Path
 
 import pytest
 
-from tests.client.conftest import tfcli
+from tests.client.conftest import fake_worker, tfcli
 from torchforce.client import ClientError, Experiment, Project
 from torchforce.client.cli import main
+from torchforce.client.experiment import STARTING_SECONDS
 from torchforce.client.store import Store
 
 EXISTING = "alpha_run"
+EPISODE = '{"episode": 1, "timesteps": 20, "worker": 0, "return": 20.0, "length": 20, "wall_time": 0.1}\n'
 CHEAP = ["-A", "ppo_cartpole", "-E", "cartpole", "-t", "1000"]
 
 
@@ -80,17 +82,6 @@ def bad_subprocess(root: Path, *argv: str) -> str:
     assert_clear_message(result.stderr)
     assert snapshot(root) == before, f"tfcli {' '.join(argv)} changed the project"
     return result.stderr
-
-
-@contextmanager
-def fake_worker() -> Iterator[int]:
-    """A live process that the local backend takes for a worker (its command line names the worker module)."""
-    process = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", "torchforce.client.worker"])
-    try:
-        yield process.pid
-    finally:
-        process.kill()
-        process.wait()
 
 
 def set_status(root: Path, name: str, **values) -> None:
@@ -257,6 +248,12 @@ def test_an_unknown_cluster_config(root, capsys):
     assert "cluster: no cluster config named 'smal_cluster'" in err and "Did you mean 'small_cluster'?" in err
 
 
+def test_an_error_in_a_network_given_with_m_names_the_networks_file(root, capsys):
+    err = bad(root, capsys, "experiment", "new", "-n", "fresh", "-A", "ppo", "-E", "cartpole", "-M", "cnn_dqn_network")
+    assert err.startswith("tfcli: experiment.network[0]: layer 'conv2d' needs an input of shape")
+    assert "(in configs/networks/cnn_dqn_network.json)" in err and "ppo.json" not in err
+
+
 def test_an_unknown_gym_id_names_the_field_once(root, capsys):
     write(root / "configs" / "environments" / "typo.json", '{"type": "gym", "gym_id": "CartPol-v1"}')
     err = bad(root, capsys, "experiment", "new", "-n", "fresh", "-A", "ppo_cartpole", "-E", "typo")
@@ -409,7 +406,7 @@ def test_an_unknown_experiment_among_known_ones(root, capsys):
 
 
 def test_starting_a_running_experiment(root, capsys):
-    with fake_worker() as pid:
+    with fake_worker(root / "experiments" / EXISTING) as pid:
         set_status(root, EXISTING, status="running", pid=pid)
         for argv in (["start"], ["start", "--resume"], ["start", "--fresh"], ["delete"]):
             err = bad(root, capsys, "experiment", *argv, "-e", EXISTING)
@@ -447,23 +444,192 @@ def test_a_command_that_does_not_fit_the_state(root, capsys, argv, expected):
     assert expected in bad(root, capsys, "experiment", *argv, "-e", EXISTING)
 
 
-def test_starting_again_without_resume_or_fresh(root, capsys):
-    set_status(root, EXISTING, status="paused")
+def fake_checkpoint(root: Path, timesteps: int = 500) -> None:
+    checkpoints = root / "experiments" / EXISTING / "results" / "checkpoints"
+    write(checkpoints / "latest.json", json.dumps({"timesteps": timesteps, "episodes": 3, "folder": "x"}))
+
+
+@pytest.mark.parametrize(
+    ("status", "checkpoint", "resumable"),
+    [("paused", True, True), ("failed", True, True), ("paused", False, False), ("finished", True, False)],
+)
+def test_starting_again_without_resume_or_fresh(root, capsys, status, checkpoint, resumable):
+    set_status(root, EXISTING, status=status)
+    if checkpoint:
+        fake_checkpoint(root)
     err = bad(root, capsys, "experiment", "start", "-e", EXISTING)
-    assert "has already run (status: paused)" in err and "--resume" in err and "--fresh" in err
+    assert f"has already run (status: {status})" in err and "--fresh" in err
+    assert ("--resume" in err) == resumable  # never suggested where it would be refused
 
 
 def test_a_run_mode_the_local_backend_lacks(root, capsys):
     spec = json.loads((root / "experiments" / EXISTING / "experiment.json").read_text())
-    write(root / "experiments" / EXISTING / "experiment.json", json.dumps({**spec, "run_mode": "distributed"}))
+    distributed = {**spec, "run_mode": "distributed", "num_parameter_servers": 1}
+    write(root / "experiments" / EXISTING / "experiment.json", json.dumps(distributed))
     err = bad(root, capsys, "experiment", "start", "-e", EXISTING)
     assert "run mode 'distributed' is not available yet on the local backend" in err
+
+
+def test_stopping_an_experiment_that_never_started(root, capsys):
+    err = bad(root, capsys, "experiment", "stop", "-e", EXISTING)
+    assert f"experiment '{EXISTING}' has not been started; there is nothing to stop" in err
+    assert f"tfcli experiment delete -e {EXISTING}" in err
+
+
+# ---------------------------------------------------------------------------------------------- workers starting, dying
+
+
+def test_a_status_check_while_a_worker_starts_does_not_mark_it_failed(root, capsys):
+    # Experiment.start marks the row running, launches the worker, then writes its PID: in between, a check
+    # (list, show, another start) must take the worker for starting, not dead.
+    set_status(root, EXISTING, status="running", pid=None, started_at=time.time())
+    experiment = Experiment.load(Project(root), EXISTING)
+    assert experiment.record().status == "running"
+    assert main(["experiment", "list", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)[0]["status"] == "running"
+    err = bad(root, capsys, "experiment", "start", "-e", EXISTING, "--fresh")
+    assert "is already running (its worker is starting)" in err
+    # a start whose tfcli call died before it wrote the PID is judged once the grace period is over
+    set_status(root, EXISTING, started_at=time.time() - STARTING_SECONDS - 1)
+    record = experiment.record()
+    assert record.status == "failed" and record.message.startswith("the worker died")
+
+
+def test_the_worker_pid_is_written_only_onto_the_starting_row(root):
+    store = Project(root).store
+    set_status(root, EXISTING, status="running", pid=None, started_at=time.time())
+    assert store.update_experiment(EXISTING, expect=("running",), expect_pid=None, pid=4242)
+    # a checker that read "no PID" before the PID was written cannot mark the worker failed afterwards
+    assert not store.update_experiment(EXISTING, expect=("running",), expect_pid=None, status="failed")
+    assert store.experiment(EXISTING).status == "running"
+
+
+def test_a_live_worker_wrongly_marked_failed_while_starting_is_running_again(root):
+    from torchforce.client.backends import get_backend
+
+    experiment = Experiment.load(Project(root), EXISTING)
+    with fake_worker(root / "experiments" / EXISTING) as pid:
+        set_status(root, EXISTING, status="failed", pid=None, message="the worker died")
+        experiment._record_pid(pid, get_backend("local"))
+        record = Project(root).store.experiment(EXISTING)
+        assert (record.status, record.pid, record.message) == ("running", pid, None)
+    set_status(root, EXISTING, status="finished", pid=None)  # a worker that ended by itself: its status stands
+    experiment._record_pid(pid, get_backend("local"))
+    assert Project(root).store.experiment(EXISTING).status == "finished"
+
+
+def test_start_fresh_never_deletes_results_under_a_live_worker(root, capsys):
+    results = root / "experiments" / EXISTING / "results"
+    write(results / "episodes.jsonl", '{"episode": 1}\n')
+    with fake_worker(root / "experiments" / EXISTING) as pid:
+        write(results / "progress.json", json.dumps({"pid": pid, "timesteps": 10}))
+        set_status(root, EXISTING, status="failed", pid=None)  # whatever the status says
+        err = bad(root, capsys, "experiment", "start", "-e", EXISTING, "--fresh")
+        assert f"a worker of experiment '{EXISTING}' is still running (PID {pid}), though its status is" in err
+        assert f"kill {pid}" in err
+    assert (results / "episodes.jsonl").is_file()
+
+
+@pytest.mark.parametrize("command", ["pause", "stop"])
+def test_pause_or_stop_fails_clearly_when_the_worker_dies_instead(root, capsys, command):
+    # A process that the signal (SIGUSR1, SIGTERM) kills, as it killed a worker whose handlers were not installed.
+    with fake_worker(root / "experiments" / EXISTING) as pid:
+        set_status(root, EXISTING, status="running", pid=pid, started_at=time.time())
+        code = main(["experiment", command, "-e", EXISTING])
+    out, err = capsys.readouterr()
+    assert code == 2 and out == "", (out, err)
+    assert_clear_message(err)
+    assert err.startswith(f"tfcli: experiment '{EXISTING}' did not {command}: it is failed (the worker died")
+    assert Project(root).store.experiment(EXISTING).status == "failed"
+
+
+# ---------------------------------------------------------------------------------------------- damaged experiments
+
+
+def test_an_experiment_whose_folder_was_removed(root, capsys):
+    shutil.rmtree(root / "experiments" / EXISTING)
+    for argv in (["show"], ["start"], ["logs"], ["pause"]):
+        err = bad(root, capsys, "experiment", *argv, "-e", EXISTING)
+        assert f"the folder of experiment '{EXISTING}' is missing: no experiments/{EXISTING}/experiment.json" in err
+        assert f"tfcli experiment delete -e {EXISTING}" in err and "Did you mean" not in err
+    err = bad(root, capsys, "experiment", "new", "-n", EXISTING, *CHEAP)
+    assert f"experiment '{EXISTING}' already exists, though its folder experiments/{EXISTING} is missing" in err
+    assert f"tfcli experiment delete -e {EXISTING}" in err
+    assert main(["experiment", "delete", "-e", EXISTING]) == 0
+    assert f"Deleted experiment '{EXISTING}'" in capsys.readouterr().out
+    assert Project(root).store.experiment(EXISTING) is None
+    assert main(["experiment", "new", "-n", EXISTING, *CHEAP]) == 0
+
+
+def test_a_folder_the_project_does_not_know(root, capsys):
+    shutil.copytree(root / "experiments" / EXISTING, root / "experiments" / "stray")
+    err = bad(root, capsys, "experiment", "show", "-e", "stray")
+    assert "no experiment named 'stray'" in err and "experiments/stray exists, but the project's state database" in err
+    err = bad(root, capsys, "experiment", "new", "-n", "stray", *CHEAP)
+    assert "experiment 'stray' already exists (experiments/stray)" in err and "move the folder" in err
+
+
+def _edit_spec(root: Path, change) -> None:
+    path = root / "experiments" / EXISTING / "experiment.json"
+    spec = json.loads(path.read_text())
+    write(path, change(spec) if callable(change) else change)
+
+
+@pytest.mark.parametrize(
+    ("change", "expected"),
+    [
+        (lambda spec: json.dumps({k: v for k, v in spec.items() if k != "agent"}), "experiment.agent: an experiment"),
+        (lambda spec: json.dumps({**spec, "total_timesteps": "many"}), "experiment.total_timesteps: not an integer"),
+        (lambda spec: json.dumps({**spec, "agent": 7}), "experiment.agent: not a dict"),
+        (lambda spec: json.dumps({**spec, "seeed": 1}), "experiment.seeed: unknown experiment field"),
+        (lambda spec: json.dumps({**spec, "name": "other"}), "experiment.name: the stored spec names another"),
+        (lambda spec: json.dumps([spec]), "experiment: not a dict"),
+        ('{"name": ', "malformed JSON at line 1, column 10"),
+    ],
+)
+def test_a_damaged_stored_spec_is_a_clean_error_naming_the_file(root, capsys, change, expected):
+    _edit_spec(root, change)
+    for argv in (["show"], ["start"], ["start", "--fresh"], ["plot"]):
+        err = bad(root, capsys, "experiment", *argv, "-e", EXISTING)
+        assert err.startswith("tfcli: " + expected), err
+        assert f"(in experiments/{EXISTING}/experiment.json)" in err
+    assert main(["experiment", "list", "--json"]) == 0
+    assert "is unreadable" in json.loads(capsys.readouterr().out)[0]["message"]
+    assert main(["experiment", "delete", "-e", EXISTING]) == 0  # a damaged experiment can still be removed
+    assert not (root / "experiments" / EXISTING).exists()
 
 
 def test_init_refuses_to_rename_without_force_and_writes_nothing(root, capsys):
     (root / "configs" / "agents" / "dqn.json").unlink()  # init would put it back: it must not, when it refuses
     err = bad(root, capsys, "init", "-n", "other")
     assert "is already a project named 'project'" in err and "--force" in err
+
+
+def test_a_bad_plot_window_or_output_folder(root, capsys):
+    write(root / "experiments" / EXISTING / "results" / "episodes.jsonl", EPISODE)
+    for window in ("0", "-3", "many"):
+        err = bad(root, capsys, "experiment", "plot", "-e", EXISTING, "-w", window)
+        assert "argument -w/--window: expected a whole number >= 1, got " in err and window in err
+    err = bad(root, capsys, "experiment", "plot", "-e", EXISTING, "-o", "no/such/folder/curves.png")
+    assert "the folder of the plot 'no/such/folder/curves.png' does not exist" in err and "mkdir -p" in err
+    assert not (root / "no").exists()
+
+
+def test_piping_into_a_reader_that_goes_away_ends_quietly(cli_project):
+    read, write_end = os.pipe()
+    os.close(read)  # the reader is gone before tfcli writes: like 'tfcli experiment list --json | head -0'
+    try:
+        result = subprocess.run(
+            [sys.executable, "-m", "torchforce", "experiment", "list", "--json"],
+            cwd=cli_project,
+            stdout=write_end,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=120,
+        )
+    finally:
+        os.close(write_end)
+    assert result.stderr == "" and result.returncode == 141
 
 
 def test_usage_errors(root, capsys):
@@ -488,7 +654,7 @@ def test_bad_input_through_the_real_command_line(cli_project):
     assert "no experiment named 'alpha'" in err and f"Did you mean '{EXISTING}'?" in err
     err = bad_subprocess(root, "experiment", "start", "-e", EXISTING, "--resume")
     assert "has no checkpoint to resume from" in err
-    with fake_worker() as pid:
+    with fake_worker(root / "experiments" / EXISTING) as pid:
         set_status(root, EXISTING, status="running", pid=pid)
         try:
             err = bad_subprocess(root, "experiment", "start", "-e", EXISTING)

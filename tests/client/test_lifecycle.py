@@ -4,15 +4,17 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
+import time
+from pathlib import Path
 
-import numpy as np
 import pytest
 import torch
 
-from tests.client.conftest import tfcli, wait_for, wait_until_done
+from tests.client.conftest import kill_workers, tfcli, wait_for, wait_until_done
 from torchforce.agents import create_agent
-from torchforce.client import Experiment
+from torchforce.client import Experiment, Project
 from torchforce.client.spec import worker_agent_spec
 from torchforce.client.worker import Checkpoints
 from torchforce.environments import make
@@ -40,12 +42,35 @@ def progress_at_least(experiment: Experiment, timesteps: int):
     return lambda: experiment.progress().get("timesteps", 0) >= timesteps
 
 
-def test_the_whole_journey_through_the_real_command_line(project):
-    root = project.root
+@pytest.fixture
+def cli_root(tmp_path, monkeypatch):
+    """A project made by the real ``tfcli init``."""
+    root = tmp_path / "journey"
+    root.mkdir()
+    made = tfcli(root, "init")
+    assert made.returncode == 0, made.stderr
+    assert made.stdout.startswith("Project 'journey' in ") and "existing ones kept" not in made.stdout
+    monkeypatch.chdir(root)
+    yield root
+    kill_workers(Project(root))
+
+
+def table_row(table: str, name: str) -> list[str]:
+    """The cells of the row of ``name`` in a ``list`` table (cells hold no spaces here)."""
+    header, rule, *rows = table.splitlines()
+    assert header.split()[:8] == ["Experiment", "Agent", "Environment", "Run-Mode", "Workers", "Cluster", "Status",
+                                  "Progress"]  # fmt: skip
+    assert set(rule.replace(" ", "")) == {"-"}
+    return next(row.split() for row in rows if row.split()[0] == name)
+
+
+def test_the_whole_journey_through_the_real_command_line(cli_root):
+    root = cli_root
     created = tfcli(root, "experiment", "new", "-n", "journey", *PPO, "-t", "24000")
     assert created.returncode == 0, created.stderr
     assert "Created experiment 'journey'" in created.stdout
     assert tfcli(root, "experiment", "start", "-e", "journey").returncode == 0
+    project = Project(root)
     experiment = Experiment.load(project, "journey")
     assert experiment.record().status == "running" and experiment.record().pid
     wait_for(progress_at_least(experiment, 4000), what="progress")
@@ -53,9 +78,21 @@ def test_the_whole_journey_through_the_real_command_line(project):
     paused = tfcli(root, "experiment", "pause", "-e", "journey")
     assert paused.returncode == 0, paused.stderr
     assert experiment.record().status == "paused" and experiment.has_checkpoint()
+    at = experiment.checkpoint_timesteps()
+    assert paused.stdout.startswith(f"'journey' is paused at timestep {at:,}; continue with:")
+    row = table_row(tfcli(root, "experiment", "list").stdout, "journey")
+    assert row[:7] == ["journey", "ppo", "CartPole-v1", "single", "1", "local", "paused"]
+    assert row[7] == f"{100 * at / 24000:.0f}%"
+    shown = tfcli(root, "experiment", "show", "-e", "journey").stdout.splitlines()
+    assert "Status       paused" in shown and "Runs on      local" in shown and "Checkpoint   yes" in shown
+    assert f"Progress     {at:,} timesteps," in "\n".join(shown)
+
     resumed = tfcli(root, "experiment", "start", "-e", "journey", "--resume", "--follow")
     assert resumed.returncode == 0, resumed.stderr
     assert "'journey' is finished" in resumed.stdout
+    bars = [line for line in re.split(r"[\r\n]+", resumed.stdout) if line.startswith("journey: ")]
+    assert f" {at}/24000 [" in bars[0]  # the bar starts at the checkpoint, so its steps/s is this run's
+    assert "100%|" in bars[-1] and " 24000/24000 [" in bars[-1]
     assert experiment.progress()["timesteps"] >= 24000
 
     downloaded = tfcli(root, "experiment", "download", "-e", "journey")
@@ -64,6 +101,7 @@ def test_the_whole_journey_through_the_real_command_line(project):
     plot = root / "curves.png"
     plotted = tfcli(root, "experiment", "plot", "-e", "journey", "-o", str(plot))
     assert plotted.returncode == 0, plotted.stderr
+    assert plotted.stdout.strip().endswith(str(plot))  # absolute: valid wherever it is read
     assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     import matplotlib.image
 
@@ -72,8 +110,33 @@ def test_the_whole_journey_through_the_real_command_line(project):
     assert compared.returncode == 0 and "journey" in compared.stdout and "Steps to 50" in compared.stdout
     listed = json.loads(tfcli(root, "experiment", "list", "--json").stdout)
     assert [(row["name"], row["status"], row["progress"]) for row in listed] == [("journey", "finished", 1.0)]
+    row = table_row(tfcli(root, "experiment", "list").stdout, "journey")
+    assert row[5:8] == ["local", "finished", "100%"] and float(row[8]) == pytest.approx(
+        listed[0]["mean_return_100"], abs=0.06
+    )
     shown = json.loads(tfcli(root, "experiment", "show", "-e", "journey", "--json").stdout)
     assert shown["spec"]["agent"]["type"] == "ppo" and shown["has_checkpoint"] and len(shown["recent_returns"]) == 10
+    text = tfcli(root, "experiment", "show", "-e", "journey").stdout
+    assert text.startswith(
+        "Experiment   journey\nStatus       finished\nAgent        ppo (configs/agents/ppo_cartpole.json)"
+    )
+    assert "Environment  CartPole-v1 x 4" in text and "Progress     24,000 timesteps" in text and "(100%)" in text
+    recent = ", ".join(f"{value:g}" for value in shown["recent_returns"])
+    assert f"Recent       {recent}\n" in text and "Results      experiments/journey/results" in text
+
+
+def test_a_pause_right_after_start_pauses_and_the_run_resumes(project):
+    experiment = Experiment(
+        project, name="early", agent="ppo_cartpole", environment="cartpole", total_timesteps=2000, seed=0
+    )
+    experiment.generate_locally()
+    experiment.start()
+    record = experiment.pause()  # the worker's Python is still starting: its handlers are not installed yet
+    assert record.status == "paused", experiment.log_tail()
+    assert experiment.has_checkpoint() and experiment.checkpoint_timesteps() <= 2000
+    experiment.start(resume=True)
+    assert wait_until_done(experiment) == "finished", experiment.log_tail()
+    assert experiment.progress()["timesteps"] >= 2000
 
 
 def test_a_paused_and_resumed_run_ends_exactly_as_an_uninterrupted_one(project):
@@ -116,37 +179,62 @@ def test_a_paused_and_resumed_run_ends_exactly_as_an_uninterrupted_one(project):
         assert torch.equal(expected[name], actual[name]), name
 
 
-def test_a_killed_worker_shows_as_failed_and_resumes_from_its_last_checkpoint(project):
-    period = 2000
-    experiment = Experiment(
-        project,
-        name="crash",
+def episode_scalars(summaries: Path) -> list[tuple[int, float]]:
+    """The episode returns TensorBoard shows (it drops what a resumed run's ``purge_step`` purges)."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    accumulator = EventAccumulator(str(summaries), size_guidance={"scalars": 0})
+    accumulator.Reload()
+    return [(event.step, event.value) for event in accumulator.Scalars("episode/return")]
+
+
+def test_a_killed_worker_fails_and_resumes_as_an_uninterrupted_run_losing_at_most_a_saver_period(project):
+    period = 3.0  # seconds: by timesteps a period would pass between two reads of the progress file
+    common = dict(
         agent="ppo_cartpole",
         environment="cartpole",
-        total_timesteps=20000,
+        total_timesteps=80000,
         num_environments=4,
         seed=1,
-        saver_frequency=f"{period}t",
+        saver_frequency=f"{period:.0f}s",
     )
-    experiment.generate_locally()
-    pid = experiment.start()
-    checkpoints = Checkpoints(experiment.results / "checkpoints")
-    wait_for(lambda: (checkpoints.latest() or {}).get("timesteps", 0) >= 2 * period, what="two checkpoints")
+    straight = Experiment(project, name="straight", **common)
+    crash = Experiment(project, name="crash", **common)
+    for experiment in (straight, crash):
+        experiment.generate_locally()
+    straight.start()
+    pid = crash.start()
+    checkpoints = Checkpoints(crash.results / "checkpoints")
+
+    def late_in_a_saver_period():  # 60% of a period after the last checkpoint
+        latest = checkpoints.latest()
+        return latest if latest and time.time() - latest["saved_at"] >= 0.6 * period else None
+
+    before = wait_for(late_in_a_saver_period, interval=0.01, what="a checkpoint, then most of a saver period")
+    assert crash.progress()["state"] == "running", "the run ended before the kill: give it a larger budget"
     os.kill(pid, signal.SIGKILL)
-    killed_at = experiment.progress()["timesteps"]
-    record = wait_for(lambda: (r := experiment.record()).status == "failed" and r, timeout=10, what="failed")
+    killed = time.time()
+    record = wait_for(lambda: (r := crash.record()).status == "failed" and r, timeout=10, what="failed")
     assert "the worker died" in record.message and record.pid is None
     listed = json.loads(tfcli(project.root, "experiment", "list", "--json").stdout)
-    assert listed[0]["status"] == "failed"
+    assert {row["name"]: row["status"] for row in listed}["crash"] == "failed"
 
-    restart_from = checkpoints.latest()["timesteps"]
-    assert killed_at - restart_from <= period + 4  # at most one saver period (plus one vectorized step) is lost
-    experiment.start(resume=True)
-    assert wait_until_done(experiment) == "finished"
-    log = episodes(experiment)
+    restart = checkpoints.latest()
+    assert restart == before  # the kill came late in that period, before the next checkpoint
+    assert 0.6 * period <= killed - restart["saved_at"] <= period + 0.5  # so at most one saver period is lost
+    assert crash.progress()["timesteps"] > restart["timesteps"]  # and that much work really is redone
+    crash.start(resume=True)
+    assert wait_until_done(crash) == "finished", crash.log_tail()
+    assert wait_until_done(straight) == "finished", straight.log_tail()
+
+    log = episodes(crash)
     assert [entry["episode"] for entry in log] == list(range(1, len(log) + 1))  # none lost, none repeated
-    assert np.all(np.diff([entry["timesteps"] for entry in log]) >= 0)
-    assert experiment.progress()["timesteps"] >= 20000
+    assert log == episodes(straight)  # the resumed run is the uninterrupted one
+    expected, actual = final_parameters(straight), final_parameters(crash)
+    for name in expected:
+        assert torch.equal(expected[name], actual[name]), name
+    # TensorBoard shows each step once: the resumed writer purged what the killed worker wrote after the checkpoint
+    assert episode_scalars(crash.results / "summaries") == episode_scalars(straight.results / "summaries")
 
 
 def test_stop_checkpoints_and_ends_for_good(project):
@@ -191,3 +279,51 @@ def test_logs_watch_and_delete(project):
     deleted = tfcli(root, "experiment", "delete", "-e", "small")
     assert deleted.returncode == 0
     assert not (root / "experiments" / "small").exists() and project.store.experiment("small") is None
+
+
+def test_a_cluster_in_the_spec_is_ignored_with_a_warning_and_shown_as_local(project):
+    root = project.root
+    created = tfcli(root, "experiment", "new", "-n", "clustered", *PPO, "-t", "400", "-C", "small_cluster")
+    assert created.returncode == 0, created.stderr
+    started = tfcli(root, "experiment", "start", "-e", "clustered", "--follow")
+    assert started.returncode == 0, started.stderr
+    assert started.stderr == (
+        "tfcli: warning: experiment 'clustered' names the cluster 'small-cluster', which the local backend "
+        "ignores: it runs on this machine (cluster backends are to come)\n"
+    )
+    listed = json.loads(tfcli(root, "experiment", "list", "--json").stdout)
+    assert (listed[0]["cluster"], listed[0]["spec_cluster"]) == ("local", "small-cluster")
+    table = tfcli(root, "experiment", "list").stdout
+    assert table_row(table, "clustered")[5] == "local" and "small-cluster" not in table
+    shown = tfcli(root, "experiment", "show", "-e", "clustered").stdout
+    assert "Runs on      local (the cluster 'small-cluster' of its spec is ignored by the local backend)" in shown
+
+
+def test_progress_is_complete_when_the_episode_limit_ends_the_run(project):
+    root = project.root
+    assert tfcli(root, "experiment", "new", "-n", "by-episodes", *PPO, "-e", "8", "-t", "100000").returncode == 0
+    followed = tfcli(root, "experiment", "start", "-e", "by-episodes", "--follow")
+    assert followed.returncode == 0 and "'by-episodes' is finished" in followed.stdout
+    bars = [line for line in re.split(r"[\r\n]+", followed.stdout) if line.startswith("by-episodes: ")]
+    assert "100%|" in bars[-1]  # the bar ends full, as list says
+    listed = json.loads(tfcli(root, "experiment", "list", "--json").stdout)
+    assert (listed[0]["episodes"], listed[0]["progress"]) == (8, 1.0) and listed[0]["timesteps"] < 100000
+    assert table_row(tfcli(root, "experiment", "list").stdout, "by-episodes")[7] == "100%"
+
+
+def test_the_worker_logs_progress_lines_and_debug_lines_when_asked(project):
+    quiet = Experiment(project, name="quiet", agent="ppo_cartpole", environment="cartpole", total_timesteps=300)
+    chatty = Experiment(
+        project, name="chatty", agent="ppo_cartpole", environment="cartpole", total_timesteps=300, debug_logging=True
+    )
+    for experiment in (quiet, chatty):
+        experiment.generate_locally()
+        experiment.start()
+    for experiment in (quiet, chatty):
+        assert wait_until_done(experiment) == "finished", experiment.log_tail()
+    progress_line = re.compile(r" INFO episode \d+, timesteps 300, \d+ steps/s, mean return \(last \d+\) -?[\d.]+\n")
+    quiet_log, chatty_log = (e.results / "worker.log" for e in (quiet, chatty))
+    assert progress_line.search(quiet_log.read_text()) and " DEBUG " not in quiet_log.read_text()
+    assert (
+        " DEBUG experiment spec: {" in chatty_log.read_text() and " DEBUG episode 1: return " in chatty_log.read_text()
+    )

@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import re
+import stat
 
 import pytest
 
@@ -55,7 +58,8 @@ def test_rerunning_init_never_overwrites_a_users_configs(tmp_path):
 
     again = tfcli(tmp_path, "init")
     assert again.returncode == 0, again.stderr
-    assert "1 default config files written (existing ones kept)" in again.stdout
+    total = sum(len(files) for files in SHIPPED.values())
+    assert f"1 default config files written ({total - 1} existing ones kept)" in again.stdout
     assert edited.read_text() == '{"type": "ppo", "my": "edit"}\n'
     assert own.read_text() == "- {type: dense, size: 8}\n"
     assert removed.read_bytes() == (folder("environments") / "pendulum.json").read_bytes()  # a missing one returns
@@ -67,6 +71,53 @@ def test_rerunning_init_never_overwrites_a_users_configs(tmp_path):
     assert own.is_file()  # not one of ours: even --force keeps it
     renamed = json.loads((tmp_path / ".tfcli" / "project.json").read_text())
     assert renamed["name"] == "renamed" and renamed["created_at"] == json.loads(settings)["created_at"]
+
+
+def test_init_again_with_the_projects_own_name_is_fine(tmp_path):
+    first = tfcli(tmp_path, "init", "-n", "demo")
+    assert first.returncode == 0 and "existing ones kept" not in first.stdout
+    again = tfcli(tmp_path, "init", "-n", "demo")  # as scripts/demo.sh does on every run
+    assert again.returncode == 0, again.stderr
+    assert "0 default config files written" in again.stdout and "existing ones kept" in again.stdout
+    other = tfcli(tmp_path, "init", "-n", "other")
+    assert other.returncode == 2 and "is already a project named 'demo', not 'other'" in other.stderr
+    remote = tfcli(tmp_path, "init", "-r", "my-gcp-project")
+    assert (
+        remote.returncode == 2 and "already a project with no remote project id, not 'my-gcp-project'" in remote.stderr
+    )
+    assert json.loads((tmp_path / ".tfcli" / "project.json").read_text())["name"] == "demo"
+
+
+def test_init_refuses_a_folder_inside_another_project(tmp_path):
+    Project.init(tmp_path, name="outer")
+    inner = tmp_path / "notes" / "inner"
+    inner.mkdir(parents=True)
+    refused = tfcli(inner, "init")
+    assert refused.returncode == 2, refused.stdout
+    assert refused.stderr.startswith(f"tfcli: {inner} is inside the tfcli project at {tmp_path}")
+    assert "--force" in refused.stderr and list(inner.iterdir()) == []
+    forced = tfcli(inner, "init", "--force")
+    assert forced.returncode == 0, forced.stderr
+    assert Project.find(inner).root == inner and Project.find(tmp_path / "notes").name == "outer"
+
+
+def test_files_the_client_writes_have_the_usual_permissions(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    previous = os.umask(0o022)
+    try:
+        project, _ = Project.init(tmp_path)
+        from torchforce.client import Experiment
+
+        folder = Experiment(
+            project, name="perms", agent="ppo_cartpole", environment="cartpole", total_timesteps=100
+        ).generate_locally()
+        os.umask(0o027)
+        Project.init(tmp_path, name="renamed", force=True)
+    finally:
+        os.umask(previous)
+    assert stat.S_IMODE((folder / "experiment.json").stat().st_mode) == 0o644
+    assert stat.S_IMODE(folder.stat().st_mode) == 0o755
+    assert stat.S_IMODE((tmp_path / ".tfcli" / "project.json").stat().st_mode) == 0o640  # the umask of the time
 
 
 def test_init_with_force_repairs_damaged_settings(tmp_path):
@@ -154,6 +205,39 @@ def test_a_folder_named_like_a_config_does_not_hide_the_config(project):
     assert project.find_config("cartpole", "environments", "e") == project.root / "configs/environments/cartpole.json"
 
 
+@pytest.mark.parametrize("file", SHIPPED["experiments"])
+def test_every_shipped_experiment_config_validates(project, file):
+    raw = load_file(folder("experiments") / file)
+    spec = resolve_experiment(project, raw, build=False)
+    assert spec["name"] == raw["name"] and spec["agent"] and spec["environment"]
+
+
+@pytest.mark.parametrize("file", SHIPPED["clusters"])
+def test_every_shipped_cluster_config_validates(file):
+    from torchforce.client import Cluster
+
+    spec = Cluster(file=str(folder("clusters") / file)).spec()
+    assert spec["name"] == load_file(folder("clusters") / file)["name"].replace("_", "-")
+
+
+def test_a_cluster_file_is_found_by_its_bare_name_like_an_experiment_file(project, tmp_path, monkeypatch):
+    from torchforce.client import Cluster
+
+    (project.root / "configs" / "clusters" / "small_cluster.json").write_text('{"name": "mine", "num_nodes": 7}')
+    assert Cluster(file="small_cluster").spec()["num_nodes"] == 7  # the project's configs/clusters/
+    assert Cluster(file="small_cluster.json", num_nodes=2).spec()["num_nodes"] == 2
+    with pytest.raises(SpecError) as error:
+        Cluster(file="small_clustr")
+    assert "cluster.file: no cluster config named 'small_clustr'" in str(error.value)
+    assert "Did you mean 'small_cluster'?" in str(error.value)
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    monkeypatch.chdir(outside)  # outside any project: the configs torchforce ships
+    assert Cluster(file="small_cluster").spec()["num_nodes"] == 3
+    with pytest.raises(SpecError, match="nor a shipped cluster config 'large_clustr.json'"):
+        Cluster(file="large_clustr")
+
+
 def test_shipped_config_names():
     assert "ppo_cartpole" in names("agents") and "simple_a3c" in names("experiments")
 
@@ -220,7 +304,9 @@ def test_flags_override_the_file(project):
 
     experiment = Experiment(project, file="cartpole_ppo", name="shorter", total_timesteps=500, seed=7)
     spec = resolve_experiment(project, experiment.raw, build=False)
-    assert (spec["name"], spec["total_timesteps"], spec["seed"], spec["num_environments"]) == ("shorter", 500, 7, 8)
+    written = load_file(project.root / "configs" / "experiments" / "cartpole_ppo.json")
+    assert (spec["name"], spec["total_timesteps"], spec["seed"]) == ("shorter", 500, 7)
+    assert spec["num_environments"] == written["num_environments"] and written["total_timesteps"] != 500
 
 
 def test_a_cluster_file_is_checked_like_a_cluster_config(tmp_path):
@@ -327,8 +413,18 @@ def test_invalid_names(name):
 
 
 def test_the_name_limit_leaves_room_for_kubernetes_suffixes():
-    longest = "x" * 40
-    assert len(f"{longest}-parameter-server-99") <= 63  # a DNS label, as Kubernetes Jobs and Services need
+    accepted = []
+    for length in range(1, 80):
+        try:
+            accepted.append(check_name("a" + "_" * (length - 2) + "z" if length > 1 else "a"))
+        except SpecError:
+            break
+    longest = accepted[-1]
+    with pytest.raises(SpecError):
+        check_name(longest + "z")
+    # Kubernetes writes "_" as "-"; Jobs and Services NAME-parameter-server-N must be DNS-1035 labels (<= 63).
+    resource = f"{longest.replace('_', '-')}-parameter-server-99"
+    assert len(resource) <= 63 and re.fullmatch(r"[a-z]([-a-z0-9]*[a-z0-9])?", resource)
 
 
 # ---------------------------------------------------------------------------------------------- help
@@ -356,6 +452,50 @@ def test_help_works_on_every_command(command, capsys):
     assert exit.value.code == 0
     out = capsys.readouterr().out
     assert out.startswith("usage: tfcli" + "".join(f" {part}" for part in command))
+    assert "``" not in out and "`" not in out  # plain text, not reStructuredText
+    description, _, examples = out.partition("\nexamples:\n")
+    assert examples.startswith("  tfcli"), out  # every command shows an example or two
+    assert len(description.split("\n\n")[1]) > 40, out  # and a description paragraph after the usage
+
+
+def parsers() -> list[tuple[str, argparse.ArgumentParser]]:
+    found = []
+
+    def walk(parser: argparse.ArgumentParser) -> None:
+        found.append((parser.prog, parser))
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for child in dict.fromkeys(action.choices.values()):
+                    walk(child)
+
+    walk(build_parser())
+    return found
+
+
+@pytest.mark.parametrize(("prog", "parser"), parsers(), ids=[prog for prog, _ in parsers()])
+def test_every_argument_has_a_help_text(prog, parser):
+    assert isinstance(parser.formatter_class(prog), argparse.RawDescriptionHelpFormatter)
+    for action in parser._actions:
+        assert action.help and action.help != argparse.SUPPRESS, f"{prog}: {action.option_strings or action.dest}"
+
+
+@pytest.mark.parametrize(
+    ("argv", "guess"),
+    [
+        (["experiment", "strat", "-e", "x"], "start"),
+        (["experimnt", "list"], "experiment"),
+        (["cluster", "lst"], "list"),
+        (["experiment", "new", "-R", "singel"], "single"),
+    ],
+)
+def test_a_mistyped_command_gets_a_did_you_mean(argv, guess, capsys):
+    with pytest.raises(SystemExit) as exit:
+        main(argv)
+    assert exit.value.code == 2
+    err = capsys.readouterr().err
+    lines = err.rstrip("\n").split("\n")
+    assert len(lines) == 2 and lines[0].startswith("tfcli: error: ") and "invalid choice" in lines[0]
+    assert lines[1].startswith(f"  Did you mean '{guess}'? See 'tfcli")
 
 
 def test_every_command_is_handled():

@@ -7,6 +7,7 @@ clusters for real belongs to the GKE backend, which is not built yet; ``create``
 from __future__ import annotations
 
 import re
+from pathlib import Path
 from typing import Any
 
 from torchforce.client.errors import ClientError
@@ -41,6 +42,33 @@ def _check_keys(values: dict[str, Any]) -> None:
             )
 
 
+def find_cluster_file(value: str) -> Path:
+    """The cluster spec file ``value`` names: an existing path, else (as ``Experiment(file=...)`` looks names up)
+    ``configs/clusters/<name>[.json]`` of the project around the current folder, or outside any project the
+    config torchforce ships by that name."""
+    from torchforce.client.project import Project
+    from torchforce.configs import folder, names
+
+    path = Path(value).expanduser()
+    if path.is_file():
+        return path
+    try:
+        project = Project.find()
+    except ClientError:
+        project = None
+    if project is not None:
+        return project.find_config(value, "clusters", "cluster.file")
+    bare = path.name if path.suffix in (".json", ".yaml", ".yml") else path.name + ".json"
+    if len(path.parts) == 1 and (folder("clusters") / bare).is_file():
+        return folder("clusters") / bare
+    guess = did_you_mean(Path(bare).stem, names("clusters"))
+    raise SpecError(
+        "cluster.file",
+        f"file not found: '{value}', nor a shipped cluster config '{bare}'",
+        hint="Known: " + ", ".join(names("clusters")) + "." + (f" Did you mean '{guess}'?" if guess else ""),
+    )
+
+
 class Cluster:
     """``Cluster(file=..., name=..., num_nodes=3, machine_type=... | cpus_per_node + memory_per_node, ...)``.
 
@@ -51,14 +79,12 @@ class Cluster:
         _check_keys(kwargs)
         values: dict[str, Any] = {}
         if kwargs.get("file"):
+            path = find_cluster_file(str(kwargs["file"]))
             try:
-                values = dict(expect_dict(load_file(kwargs["file"]), "cluster"))
-            except SpecError as error:
-                raise error.with_file(str(kwargs["file"])) from None
-            try:
+                values = dict(expect_dict(load_file(path), "cluster"))
                 _check_keys({key: value for key, value in values.items() if key != "file"})
             except SpecError as error:
-                raise error.with_file(str(kwargs["file"])) from None
+                raise error.with_file(str(path)) from None
         values.update({key: value for key, value in kwargs.items() if key != "file" and value is not None})
         values.pop("type", None)
         self.file = kwargs.get("file")

@@ -12,3 +12,7 @@ class ClientError(Exception):
 
     def __str__(self) -> str:
         return self.message + (f"\n  {self.hint}" if self.hint else "")
+
+
+class ClientWarning(UserWarning):
+    """Legal but suspicious: the CLI prints it as ``tfcli: warning: ...`` and goes on."""

@@ -17,17 +17,21 @@ import os
 import shutil
 import tempfile
 import time
+import warnings
 from pathlib import Path
 from typing import Any
 
 from torchforce.client.backends import get_backend
-from torchforce.client.errors import ClientError
-from torchforce.client.project import Project, write_json_atomically
-from torchforce.client.spec import check_name, resolve_experiment
+from torchforce.client.errors import ClientError, ClientWarning
+from torchforce.client.project import Project, current_umask, write_json_atomically
+from torchforce.client.spec import check_name, check_stored, resolve_experiment
 from torchforce.client.store import ExperimentRecord
 from torchforce.spec import SpecError, did_you_mean, expect_dict, load_file
 
 SIGNAL_TIMEOUT = 120.0
+# A worker whose row says running but has no PID yet is starting (its start call writes the PID in a moment): for
+# this long it is not judged dead, so a status check during a start cannot mark a live worker failed.
+STARTING_SECONDS = 30.0
 
 
 class Experiment:
@@ -70,22 +74,38 @@ class Experiment:
         return self.folder / "results"
 
     @classmethod
-    def load(cls, project: Project, name: str) -> Experiment:
-        """The existing experiment ``name`` of ``project``."""
+    def load(cls, project: Project, name: str, *, damaged: bool = False) -> Experiment:
+        """The existing experiment ``name`` of ``project``. Its stored spec is checked again (a person may have
+        edited it). With ``damaged``, an experiment whose folder is gone or whose spec is broken is still
+        returned (with ``spec`` None), so that it can be deleted."""
         folder = project.experiment_folder(name)
+        spec_file = folder / "experiment.json"
+        shown = spec_file.relative_to(project.root)
         record = project.store.experiment(name)
-        if record is None or not (folder / "experiment.json").is_file():
+        if record is None:
             known = [r.name for r in project.store.experiments()]
             guess = did_you_mean(name, known)
+            unregistered = f"{folder.relative_to(project.root)} exists, but the project's state database lacks it. "
             raise ClientError(
                 f"no experiment named '{name}' in project '{project.name}'",
-                hint=(f"Did you mean '{guess}'? " if guess else "")
+                hint=(unregistered + "Move that folder away to reuse the name. " if spec_file.is_file() else "")
+                + (f"Did you mean '{guess}'? " if guess else "")
                 + ("Known: " + ", ".join(known) + "." if known else "Create one with 'tfcli experiment new'."),
             )
         experiment = cls.__new__(cls)
-        experiment.project = project
-        experiment.file = str(folder / "experiment.json")
-        experiment.spec = dict(expect_dict(load_file(folder / "experiment.json"), "experiment"))
+        experiment.project, experiment.file = project, str(spec_file)
+        experiment.raw, experiment.spec = {"name": name}, None
+        try:
+            if not spec_file.is_file():
+                raise ClientError(
+                    f"the folder of experiment '{name}' is missing: no {shown}",
+                    hint=f"Restore it, or remove the experiment with 'tfcli experiment delete -e {name}'.",
+                )
+            experiment.spec = check_stored(project, spec_file, name)
+        except (ClientError, SpecError):
+            if damaged:
+                return experiment
+            raise
         experiment.raw = dict(experiment.spec)
         return experiment
 
@@ -106,16 +126,10 @@ class Experiment:
 
         spec = {**spec, "created_at": time.strftime("%Y-%m-%dT%H:%M:%S"), "torchforce_version": __version__}
         folder, store = self.folder, self.project.store
-        if folder.exists():
-            raise ClientError(
-                f"experiment '{self.name}' already exists ({folder})",
-                hint="Pick another name, or remove the old one with 'tfcli experiment delete'.",
-            )
+        self._check_name_is_free()
         staging = Path(tempfile.mkdtemp(dir=self.project.experiments_folder, prefix=f".{self.name}."))
         try:
-            umask = os.umask(0)
-            os.umask(umask)
-            os.chmod(staging, 0o777 & ~umask)  # mkdtemp makes it private; an experiment folder is not
+            os.chmod(staging, 0o777 & ~current_umask())  # mkdtemp makes it private; an experiment folder is not
             write_json_atomically(staging / "experiment.json", spec)
             try:  # the folder first: once the row exists, every reader finds the folder too
                 os.rename(staging, folder)
@@ -132,6 +146,22 @@ class Experiment:
             shutil.rmtree(staging, ignore_errors=True)
         self.spec = spec
         return folder
+
+    def _check_name_is_free(self) -> None:
+        shown = self.folder.relative_to(self.project.root)
+        registered = self.project.store.experiment(self.name) is not None
+        if registered and not self.folder.exists():
+            raise ClientError(
+                f"experiment '{self.name}' already exists, though its folder {shown} is missing",
+                hint=f"Remove it with 'tfcli experiment delete -e {self.name}', then create it again.",
+            )
+        if self.folder.exists():
+            raise ClientError(
+                f"experiment '{self.name}' already exists ({shown})",
+                hint=f"Pick another name, or remove the old one with 'tfcli experiment delete -e {self.name}'."
+                if registered
+                else f"Pick another name, or move the folder {shown} away (the project does not know it).",
+            )
 
     def write_json_file(self, file: str | Path | None = None) -> Path:
         """Write the resolved spec to ``file`` (default: the experiment's ``experiment.json``)."""
@@ -153,22 +183,36 @@ class Experiment:
     # ------------------------------------------------------------------ status
 
     def record(self) -> ExperimentRecord:
-        """The state database's row, reconciled with reality: a worker that died shows as failed."""
+        """The state database's row, reconciled with reality: a worker that died shows as failed. A worker that is
+        still starting (``running`` with no PID yet, for STARTING_SECONDS) is never judged dead."""
         store = self.project.store
         record = store.experiment(self.name)
         if record is None:
             raise ClientError(f"no experiment named '{self.name}'")
-        if record.status == "running" and not get_backend(record.backend).alive(record.pid):
-            time.sleep(0.2)  # a worker that just exited may be writing its own final status
-            record = store.experiment(self.name)
-            if record.status == "running":
-                tail = self.log_tail()
-                message = "the worker died" + (f"; its log ends:\n{tail}" if tail else "")
-                store.update_experiment(
-                    self.name, expect=("running",), status="failed", pid=None, message=message, ended_at=time.time()
-                )
-                record = store.experiment(self.name)
-        return record
+        if record.status != "running" or self._may_be_alive(record):
+            return record
+        time.sleep(0.2)  # a worker that just exited may be writing its own final status
+        again = store.experiment(self.name)
+        if again is None or again.status != "running" or again.pid != record.pid or self._may_be_alive(again):
+            return again or record
+        tail = self.log_tail()
+        message = "the worker died" + (f"; its log ends:\n{tail}" if tail else "")
+        # only if nothing changed meanwhile (a starting call may just have written the PID)
+        store.update_experiment(
+            self.name,
+            expect=("running",),
+            expect_pid=record.pid,
+            status="failed",
+            pid=None,
+            message=message,
+            ended_at=time.time(),
+        )
+        return store.experiment(self.name) or record
+
+    def _may_be_alive(self, record: ExperimentRecord) -> bool:
+        if record.pid is None:
+            return time.time() - (record.started_at or 0.0) < STARTING_SECONDS
+        return get_backend(record.backend).alive(record.pid, self.folder)
 
     def progress(self) -> dict[str, Any]:
         path = self.results / "progress.json"
@@ -187,6 +231,13 @@ class Experiment:
     def has_checkpoint(self) -> bool:
         return (self.results / "checkpoints" / "latest.json").is_file()
 
+    def checkpoint_timesteps(self) -> int:
+        """The timestep of the latest checkpoint (0 when there is none): where a resumed run goes on from."""
+        try:
+            return int(json.loads((self.results / "checkpoints" / "latest.json").read_text())["timesteps"])
+        except (OSError, ValueError, KeyError, TypeError):
+            return 0
+
     # ------------------------------------------------------------------ lifecycle
 
     def start(
@@ -204,7 +255,8 @@ class Experiment:
         backend = get_backend(record.backend)
         if record.status == "running":
             raise ClientError(
-                f"experiment '{self.name}' is already running (PID {record.pid})",
+                f"experiment '{self.name}' is already running"
+                + (f" (PID {record.pid})" if record.pid else " (its worker is starting)"),
                 hint=f"Pause it with 'tfcli experiment pause -e {self.name}'.",
             )
         if spec["run_mode"] not in backend.supported_run_modes:
@@ -212,23 +264,8 @@ class Experiment:
                 f"run mode '{spec['run_mode']}' is not available yet on the {backend.name} backend",
                 hint="Use run_mode 'single' (with num_environments for vectorized environments) for now.",
             )
-        if resume and fresh:
-            raise ClientError("--resume and --fresh contradict each other", hint="Give one of them.")
-        if resume:
-            if record.status == "finished":
-                raise ClientError(f"experiment '{self.name}' has finished; there is nothing to resume")
-            if not self.has_checkpoint():
-                raise ClientError(
-                    f"experiment '{self.name}' has no checkpoint to resume from",
-                    hint=f"Start it without --resume: 'tfcli experiment start -e {self.name}'."
-                    if record.status == "new"
-                    else f"Start it afresh with 'tfcli experiment start -e {self.name} --fresh'.",
-                )
-        elif record.status != "new" and not fresh:
-            raise ClientError(
-                f"experiment '{self.name}' has already run (status: {record.status})",
-                hint="Use --resume to continue from its last checkpoint, or --fresh to start over.",
-            )
+        self._check_can_start(record, resume=resume, fresh=fresh)
+        self._refuse_a_live_worker(record, backend)
         if not self.project.store.update_experiment(
             self.name,
             expect=(record.status,),
@@ -242,28 +279,104 @@ class Experiment:
         try:
             if fresh:
                 shutil.rmtree(self.results, ignore_errors=True)
+            if spec.get("cluster"):
+                warnings.warn(
+                    f"experiment '{self.name}' names the cluster '{spec['cluster']['name']}', which the "
+                    f"{backend.name} backend ignores: it runs on this machine (cluster backends are to come)",
+                    ClientWarning,
+                    stacklevel=2,
+                )
             pid = backend.start(self.folder, self.project.root, resume=resume)
         except BaseException:
             self.project.store.update_experiment(self.name, status=record.status, started_at=record.started_at)
             raise
-        self.project.store.update_experiment(self.name, expect=("running",), pid=pid)
+        self._record_pid(pid, backend)
         return pid
 
+    def _check_can_start(self, record: ExperimentRecord, *, resume: bool, fresh: bool) -> None:
+        if resume and fresh:
+            raise ClientError("--resume and --fresh contradict each other", hint="Give one of them.")
+        if resume:
+            if record.status == "finished":
+                raise ClientError(
+                    f"experiment '{self.name}' has finished; there is nothing to resume",
+                    hint=f"Run it again from the start with 'tfcli experiment start -e {self.name} --fresh'.",
+                )
+            if not self.has_checkpoint():
+                raise ClientError(
+                    f"experiment '{self.name}' has no checkpoint to resume from",
+                    hint=f"Start it without --resume: 'tfcli experiment start -e {self.name}'."
+                    if record.status == "new"
+                    else f"Start it afresh with 'tfcli experiment start -e {self.name} --fresh'.",
+                )
+        elif record.status != "new" and not fresh:
+            resumable = record.status != "finished" and self.has_checkpoint()
+            raise ClientError(
+                f"experiment '{self.name}' has already run (status: {record.status})",
+                hint="Use --resume to continue from its last checkpoint, or --fresh to start over."
+                if resumable
+                else "Use --fresh to start over (its results are discarded).",
+            )
+
+    def _refuse_a_live_worker(self, record: ExperimentRecord, backend: Any) -> None:
+        """No second worker on the same results (nor --fresh deleting them under one), whatever the status says."""
+        for pid in dict.fromkeys((record.pid, self.progress().get("pid"))):
+            if pid and backend.alive(pid, self.folder):
+                raise ClientError(
+                    f"a worker of experiment '{self.name}' is still running (PID {pid}), though its status is "
+                    f"'{record.status}'",
+                    hint=f"Wait for it to end, or end it with 'kill {pid}'.",
+                )
+
+    def _record_pid(self, pid: int, backend: Any) -> None:
+        """Write the new worker's PID, checked: only onto this start's row (running, no PID yet)."""
+        store = self.project.store
+        if store.update_experiment(self.name, expect=("running",), expect_pid=None, pid=pid):
+            return
+        current = store.experiment(self.name)
+        if current is not None and current.status == "failed" and backend.alive(pid, self.folder):
+            # judged dead while it started (a start slower than STARTING_SECONDS): it is not
+            store.update_experiment(
+                self.name, expect=("failed",), status="running", pid=pid, message=None, ended_at=None
+            )
+        # otherwise the worker has ended already and written its own status: that stands
+
+    def _running_record(self, request: str) -> ExperimentRecord:
+        """The row of a running experiment, once its worker's PID is known (it may be starting)."""
+        deadline = time.monotonic() + STARTING_SECONDS
+        while True:
+            record = self.record()
+            if record.status != "running":
+                raise ClientError(f"experiment '{self.name}' is not running (status: {record.status})")
+            if record.pid is not None:
+                return record
+            if time.monotonic() > deadline:
+                raise ClientError(f"the worker of '{self.name}' has not started; cannot {request} it")
+            time.sleep(0.05)
+
     def _signal(self, request: str) -> ExperimentRecord:
-        record = self.record()
+        """Ask the running worker to pause or stop; the row afterwards, which must say so."""
+        record = self._running_record(request)
         backend = get_backend(record.backend)
         if not backend.signal(record.pid, request, SIGNAL_TIMEOUT):
             raise ClientError(
                 f"the worker of '{self.name}' (PID {record.pid}) did not {request} within {SIGNAL_TIMEOUT:.0f} s",
-                hint="See its log with 'tfcli experiment logs'.",
+                hint=f"See its log with 'tfcli experiment logs -e {self.name}'.",
             )
-        return self.record()
+        after = self.record()
+        wanted = {"pause": "paused", "stop": "stopped"}[request]
+        if after.status == wanted:
+            return after
+        if after.status == "finished":
+            raise ClientError(f"experiment '{self.name}' finished before it could {request}")
+        reason = (after.message or "").splitlines()[0] if after.message else ""
+        raise ClientError(
+            f"experiment '{self.name}' did not {request}: it is {after.status}" + (f" ({reason})" if reason else ""),
+            hint=f"See its log with 'tfcli experiment logs -e {self.name}'.",
+        )
 
     def pause(self, project_id: str | None = None) -> ExperimentRecord:
         """Checkpoint the running experiment and end its worker; ``start(resume=True)`` continues it."""
-        record = self.record()
-        if record.status != "running":
-            raise ClientError(f"experiment '{self.name}' is not running (status: {record.status})")
         return self._signal("pause")
 
     def stop(self, no_download: bool = False) -> ExperimentRecord:
@@ -272,10 +385,17 @@ class Experiment:
         record = self.record()
         if record.status in ("stopped", "finished"):
             raise ClientError(f"experiment '{self.name}' is already {record.status}")
+        if record.status == "new":
+            raise ClientError(
+                f"experiment '{self.name}' has not been started; there is nothing to stop",
+                hint=f"Remove it with 'tfcli experiment delete -e {self.name}' if it is not wanted.",
+            )
         if record.status == "running":
             record = self._signal("stop")
-        if record.status != "stopped":
-            self.project.store.update_experiment(self.name, status="stopped", pid=None, ended_at=time.time())
+        elif not self.project.store.update_experiment(
+            self.name, expect=(record.status,), status="stopped", pid=None, ended_at=time.time()
+        ):
+            raise ClientError(f"experiment '{self.name}' changed state meanwhile; try again")
         if not no_download and self.results.is_dir():
             self.download()
         return self.record()
@@ -286,7 +406,7 @@ class Experiment:
         return get_backend(record.backend).download(self.folder)
 
     def delete(self) -> None:
-        """Remove a experiment that is not running: its folder and its row."""
+        """Remove an experiment that is not running: its folder (if it still has one) and its row."""
         record = self.record()
         if record.status == "running":
             raise ClientError(f"experiment '{self.name}' is running", hint="Stop it first.")

@@ -27,11 +27,27 @@ DATABASE = "state.db"
 CONFIG_SUFFIXES = (".json", ".yaml", ".yml")
 
 
+def current_umask() -> int:
+    """The process's umask, read without changing it where /proc tells it (changing it, even for a moment, would
+    race with other threads creating files)."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
 def write_json_atomically(path: Path, data: Any) -> None:
-    """Write JSON through a temporary file and a rename, so a reader never sees half a file."""
+    """Write JSON through a temporary file and a rename, so a reader never sees half a file. The file gets the
+    usual permissions (0644 with the common umask 022), not the private ones of a temporary file."""
     path.parent.mkdir(parents=True, exist_ok=True)
     handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
+        os.fchmod(handle, 0o666 & ~current_umask())
         with os.fdopen(handle, "w") as file:
             json.dump(data, file, indent=2)
             file.write("\n")
@@ -56,6 +72,33 @@ def read_settings(path: Path) -> dict[str, Any]:
             hint="Fix the file, or run 'tfcli init --force' there to write new settings (configs are kept).",
         )
     return settings
+
+
+def _refuse_a_project_inside_another(root: Path) -> None:
+    for parent in root.parents:
+        if (parent / MARKER / SETTINGS).is_file():
+            raise ClientError(
+                f"{root} is inside the tfcli project at {parent}: commands run here already use that project",
+                hint="Run tfcli there, or use --force to make a separate project in this folder.",
+            )
+
+
+def _refuse_changed_settings(
+    root: Path, existing: dict[str, Any], *, name: str | None, remote_project_id: str | None
+) -> None:
+    """Re-running ``init`` with the project's own name (or remote id) is fine; changing either needs --force."""
+    if name is not None and name != existing.get("name"):
+        raise ClientError(
+            f"{root} is already a project named '{existing.get('name')}', not '{name}'",
+            hint="Use --force to rename it.",
+        )
+    current = existing.get("remote_id")
+    if remote_project_id is not None and remote_project_id != current:
+        has = f"the remote project id '{current}'" if current else "no remote project id"
+        raise ClientError(
+            f"{root} is already a project with {has}, not '{remote_project_id}'",
+            hint="Use --force to change its remote project id.",
+        )
 
 
 class Project:
@@ -102,12 +145,11 @@ class Project:
                 existing = read_settings(settings_path)
             except ClientError:
                 existing = {}
-        if existing is not None and not force and (name or remote_project_id):
-            # before anything is written: a refused init leaves the project as it was
-            raise ClientError(
-                f"{root} is already a project named '{existing.get('name')}'",
-                hint="Use --force to change its name or remote project id.",
-            )
+        # Every check comes before anything is written: a refused init leaves the folders as they were.
+        if existing is None and not force:
+            _refuse_a_project_inside_another(root)
+        if existing is not None and not force:
+            _refuse_changed_settings(root, existing, name=name, remote_project_id=remote_project_id)
         written = []
         for kind in KINDS:
             source, target = folder(kind), root / "configs" / kind

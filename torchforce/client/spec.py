@@ -9,6 +9,7 @@ frequencies normalised, and ``sources`` saying which config file each part came 
 from __future__ import annotations
 
 import re
+from pathlib import Path
 from typing import Any
 
 from torchforce.client.project import Project
@@ -19,6 +20,7 @@ from torchforce.spec import (
     expect_choice,
     expect_dict,
     expect_int,
+    load_file,
     parse_frequency,
 )
 from torchforce.spec.errors import describe
@@ -99,25 +101,48 @@ def resolve_experiment(project: Project, raw: dict[str, Any], *, build: bool = T
     With ``build`` the environment and the agent (with its network) are really constructed once, so a spec that
     would fail in the worker fails here instead.
     """
-    raw = dict(expect_dict(raw, "experiment"))
-    _check_keys(raw)
-    if "timesteps" in raw:  # the 2018 example files say timesteps, the 2018 class read total_timesteps
-        if raw.get("total_timesteps") is not None and raw["total_timesteps"] != raw["timesteps"]:
-            raise SpecError(
-                "experiment.timesteps",
-                f"the 2018 name of total_timesteps, given together with a different total_timesteps "
-                f"({describe(raw['total_timesteps'])})",
-                got=raw["timesteps"],
-                hint="Give one of them.",
-            )
-        raw["total_timesteps"] = raw.pop("timesteps")
-        if raw["total_timesteps"] is not None:  # an error in it names the field as written
-            expect_int(raw["total_timesteps"], "experiment.timesteps", minimum=1)
+    raw = _renamed_timesteps(dict(expect_dict(raw, "experiment")))
     spec: dict[str, Any] = {"type": "experiment", "name": check_name(raw.get("name"))}
     for key, default in DEFAULTS.items():
         spec[key] = raw.get(key, default) if raw.get(key) is not None else default
     spec["description"] = str(spec["description"] or "")
+    sources = _load_configs(project, spec)
+    _check_budget(spec)
+    _check_run(spec)
+    _check_frequencies(spec)
+    if spec["cluster"] is not None:
+        from torchforce.client.cluster import Cluster
 
+        cluster = expect_dict(spec["cluster"], "experiment.cluster")
+        spec["cluster"] = _prefixed("cluster", sources, lambda: Cluster(**cluster).spec())
+    spec["sources"] = sources
+    if build:
+        check_buildable(spec)
+    return spec
+
+
+def _renamed_timesteps(raw: dict[str, Any]) -> dict[str, Any]:
+    """``raw`` with its keys checked and the 2018 ``timesteps`` (which the example files say, while the 2018
+    class read ``total_timesteps``) as ``total_timesteps``."""
+    _check_keys(raw)
+    if "timesteps" not in raw:
+        return raw
+    if raw.get("total_timesteps") is not None and raw["total_timesteps"] != raw["timesteps"]:
+        raise SpecError(
+            "experiment.timesteps",
+            f"the 2018 name of total_timesteps, given together with a different total_timesteps "
+            f"({describe(raw['total_timesteps'])})",
+            got=raw["timesteps"],
+            hint="Give one of them.",
+        )
+    raw["total_timesteps"] = raw.pop("timesteps")
+    if raw["total_timesteps"] is not None:  # an error in it names the field as written
+        expect_int(raw["total_timesteps"], "experiment.timesteps", minimum=1)
+    return raw
+
+
+def _load_configs(project: Project, spec: dict[str, Any]) -> dict[str, str | None]:
+    """Replace config names in ``spec`` by their contents; returns which file each came from (None: inline)."""
     sources: dict[str, str | None] = {}
     for key, kind in CONFIG_KINDS.items():
         if spec[key] is not None:
@@ -136,7 +161,10 @@ def resolve_experiment(project: Project, raw: dict[str, Any], *, build: bool = T
         )
     spec["environment"] = _environment_spec(spec["environment"])
     spec["agent"] = expect_dict(spec["agent"], "experiment.agent")
+    return sources
 
+
+def _check_budget(spec: dict[str, Any]) -> None:
     spec["episodes"] = _positive_or_none(spec["episodes"], "experiment.episodes")
     spec["total_timesteps"] = _positive_or_none(spec["total_timesteps"], "experiment.total_timesteps")
     if spec["episodes"] is None and spec["total_timesteps"] is None:
@@ -148,6 +176,9 @@ def resolve_experiment(project: Project, raw: dict[str, Any], *, build: bool = T
     spec["max_timesteps_per_episode"] = _positive_or_none(
         spec["max_timesteps_per_episode"], "experiment.max_timesteps_per_episode"
     )
+
+
+def _check_run(spec: dict[str, Any]) -> None:
     spec["deterministic"] = expect_bool(spec["deterministic"], "experiment.deterministic")
     spec["debug_logging"] = expect_bool(spec["debug_logging"], "experiment.debug_logging")
     spec["repeat_actions"] = expect_int(spec["repeat_actions"], "experiment.repeat_actions", minimum=1)
@@ -168,6 +199,10 @@ def resolve_experiment(project: Project, raw: dict[str, Any], *, build: bool = T
     spec["num_environments"] = expect_int(spec["num_environments"], "experiment.num_environments", minimum=1)
     spec["vectorization"] = expect_choice(spec["vectorization"], "experiment.vectorization", VECTORIZATION)
     spec["seed"] = None if spec["seed"] is None else expect_int(spec["seed"], "experiment.seed", minimum=0)
+
+
+def _check_frequencies(spec: dict[str, Any]) -> None:
+    """Saver and summary frequencies, normalised (``600`` -> ``"600s"``); the defaults follow the run mode."""
     distributed = spec["run_mode"] == "distributed"
     saver = spec["saver_frequency"] or ("600s" if distributed else "100e")
     summary = spec["summary_frequency"] or ("120s" if distributed else "1000t")
@@ -181,14 +216,28 @@ def resolve_experiment(project: Project, raw: dict[str, Any], *, build: bool = T
             expected="a frequency in s or t, like '120s' or '1000t'",
         )
     spec["summary_frequency"] = str(summary_frequency)
-    if spec["cluster"] is not None:
-        from torchforce.client.cluster import Cluster
 
-        cluster = expect_dict(spec["cluster"], "experiment.cluster")
-        spec["cluster"] = _prefixed("cluster", sources, lambda: Cluster(**cluster).spec())
-    spec["sources"] = sources
-    if build:
-        check_buildable(spec)
+
+def check_stored(project: Project, path: Path, name: str) -> dict[str, Any]:
+    """Read an experiment's stored ``experiment.json`` (which a person may have edited) and check it as cheaply as
+    possible: its structure and every field, without building anything. Errors name the file as the project
+    knows it (``experiments/NAME/experiment.json``)."""
+    file = str(path.relative_to(project.root) if path.is_relative_to(project.root) else path)
+    try:
+        spec = dict(expect_dict(load_file(path), "experiment"))
+        resolve_experiment(project, spec, build=False)
+        if spec["name"] != name:
+            raise SpecError(
+                "experiment.name",
+                f"the stored spec names another experiment than its folder '{name}'",
+                got=spec["name"],
+                expected=f'"{name}"',
+            )
+    except SpecError as error:
+        error.hint = error.hint or f"Fix the file, or remove the experiment with 'tfcli experiment delete -e {name}'."
+        error.file = file
+        error.args = (error.render(),)
+        raise error from None
     return spec
 
 
@@ -215,10 +264,29 @@ def check_buildable(spec: dict[str, Any]) -> None:
                     hint="Give the network in one place: drop -M/network or the agent's 'network'.",
                 )
             kwargs["network"] = spec["network"]
-        agent = _prefixed("agent", sources, lambda: create_agent(worker_agent_spec(spec), **kwargs))
+        try:
+            agent = _prefixed("agent", sources, lambda: create_agent(worker_agent_spec(spec), **kwargs))
+        except SpecError as error:
+            raise _blame_the_network(error, spec, sources) from None
         agent.close()
     finally:
         environment.close()
+
+
+def _blame_the_network(error: SpecError, spec: dict[str, Any], sources: dict[str, str | None]) -> SpecError:
+    """An error in the agent's network that came from the experiment's own ``network`` (-M), not from the agent's
+    config: it is about ``experiment.network`` and that network's file."""
+    match = re.fullmatch(r"experiment\.agent\.network([.\[].*)?", error.path)
+    if spec["network"] is None or match is None:
+        return error
+    return SpecError(
+        "experiment.network" + (match.group(1) or ""),
+        error.message,
+        got=error.got,
+        expected=error.expected,
+        hint=error.hint,
+        file=sources.get("network"),
+    )
 
 
 def worker_agent_spec(spec: dict[str, Any], *, summaries: str | None = None) -> dict[str, Any]:

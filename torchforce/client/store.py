@@ -136,9 +136,12 @@ class Store:
             connection.close()
         return [ExperimentRecord(*row) for row in rows]
 
-    def update_experiment(self, name: str, *, expect: tuple[str, ...] | None = None, **values: Any) -> bool:
+    def update_experiment(
+        self, name: str, *, expect: tuple[str, ...] | None = None, expect_pid: Any = ..., **values: Any
+    ) -> bool:
         """Set ``values`` on the experiment; with ``expect``, only if its status is one of those (compare-and-set,
-        so two concurrent ``start`` calls cannot both win). Returns whether the row changed."""
+        so two concurrent ``start`` calls cannot both win), with ``expect_pid`` only if its PID is that one (None:
+        no PID). Returns whether the row changed."""
         unknown = set(values) - set(COLUMNS)
         if unknown:
             raise KeyError(f"unknown experiment columns {sorted(unknown)}")
@@ -151,6 +154,9 @@ class Store:
         if expect is not None:
             query += f" AND status IN ({', '.join('?' for _ in expect)})"
             parameters += list(expect)
+        if expect_pid is not ...:
+            query += " AND pid IS ?"
+            parameters.append(expect_pid)
         with self.transaction() as connection:
             changed = connection.execute(query, parameters).rowcount
         return changed == 1

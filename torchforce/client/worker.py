@@ -8,11 +8,16 @@ It is what every backend runs (the local backend as a detached process). Results
 - ``progress.json``: counters, recent mean return and steps/s, rewritten about once a second;
 - ``checkpoints/<timestep>/``: the agent's whole state plus the runner's and the environments' state, every
   ``saver_frequency`` and when paused or stopped; ``checkpoints/latest.json`` points at the newest complete one;
-- ``summaries/``: TensorBoard event files; ``worker.log``: this process's log.
+- ``summaries/``: TensorBoard event files (a resumed run purges what the earlier one wrote after its checkpoint);
+- ``worker.log``: this process's log, with a progress line every few seconds (episode, timesteps, steps/s, mean
+  return of the last 100 episodes), and DEBUG lines when the experiment says ``debug_logging``.
 
 Signals: SIGUSR1 (or SIGINT) pauses (checkpoint, status ``paused``, exit 0); SIGTERM stops (checkpoint, status
-``stopped``). Resuming restores the checkpoint exactly (model, optimizer, memory, counters, RNG states, the
-environments and the episodes in progress), so a paused run ends as an uninterrupted one would.
+``stopped``). The local backend starts the worker with these signals blocked and the worker unblocks them once
+its handlers are in place, so one sent while it starts is handled then, instead of killing it.
+
+Resuming restores the checkpoint exactly (model, optimizer, memory, counters, RNG states, the environments and
+the episodes in progress), so a paused run ends as an uninterrupted one would.
 """
 
 from __future__ import annotations
@@ -33,18 +38,22 @@ from typing import Any
 
 LOG = logging.getLogger("torchforce.worker")
 KEEP_CHECKPOINTS = 2
+PROGRESS_LOG_SECONDS = 5.0  # a progress line in worker.log at most this often (and once at the end)
 
 
 class Signals:
     """What the worker has been asked to do: None, "pause" or "stop" (set from signal handlers)."""
 
+    REQUESTS = {signal.SIGUSR1: "pause", signal.SIGINT: "pause", signal.SIGTERM: "stop"}
     request: str | None = None
 
     @classmethod
     def install(cls) -> None:
-        signal.signal(signal.SIGUSR1, lambda *_: cls._set("pause"))
-        signal.signal(signal.SIGINT, lambda *_: cls._set("pause"))
-        signal.signal(signal.SIGTERM, lambda *_: cls._set("stop"))
+        """Install the handlers, then unblock the signals: the local backend starts the worker with them blocked,
+        so one sent while it was starting is pending, and is handled now instead of having killed it."""
+        for number, request in cls.REQUESTS.items():
+            signal.signal(number, lambda *_, request=request: cls._set(request))
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, set(cls.REQUESTS))
 
     @classmethod
     def _set(cls, request: str) -> None:
@@ -125,7 +134,11 @@ class ExperimentRun:
         self.recent: deque[float] = deque(maxlen=100)
         self._progress_written = 0.0
         self._session = {"start": time.monotonic(), "timesteps": 0}
+        self._logged = {"seconds": time.monotonic(), "timesteps": 0}
         self.elapsed_before = 0.0
+        if self.spec.get("debug_logging"):
+            logging.getLogger("torchforce").setLevel(logging.DEBUG)
+        LOG.debug("experiment spec: %s", json.dumps(self.spec, sort_keys=True))
 
     def build(self) -> None:
         from torchforce.agents import create_agent
@@ -156,6 +169,7 @@ class ExperimentRun:
         if log.exists():  # drop the episodes logged after the checkpoint: they will be played again
             with open(log, "r+b") as file:
                 file.truncate(int(state["episode_log_bytes"]))
+        purge_summaries_after(self.agent, getattr(self.agent, "timestep", pointer["timesteps"]))
         LOG.info(
             "resumed from checkpoint %s (timestep %d, episode %d)",
             pointer["folder"],
@@ -219,15 +233,38 @@ class ExperimentRun:
             "wall_time": round(self.elapsed(), 4),
         }
         self.episode_log.write(json.dumps(record) + "\n")
+        LOG.debug(
+            "episode %d: return %g, length %d, timestep %d", record["episode"], value, record["length"], runner.timestep
+        )
         return True
+
+    def log_progress(self, force: bool = False) -> None:
+        """A progress line in the log (as the 2018 worker logged): at most every PROGRESS_LOG_SECONDS."""
+        now, runner = time.monotonic(), self.runner
+        seconds = now - self._logged["seconds"]
+        if not force and seconds < PROGRESS_LOG_SECONDS:
+            return
+        speed = (runner.global_timestep - self._logged["timesteps"]) / max(seconds, 1e-9)
+        mean = f"{sum(self.recent) / len(self.recent):.2f}" if self.recent else "-"
+        LOG.info(
+            "episode %d, timesteps %d, %.0f steps/s, mean return (last %d) %s",
+            runner.global_episode,
+            runner.global_timestep,
+            speed,
+            len(self.recent),
+            mean,
+        )
+        self._logged = {"seconds": now, "timesteps": runner.global_timestep}
 
     def step_finished(self, runner: Any) -> bool:
         """After every step: checkpoint when due, pause/stop when asked, refresh the progress file."""
         if Signals.request is not None:
+            LOG.info("%s requested at timestep %d", Signals.request, runner.global_timestep)
             return False
         if self.saver.due(runner.global_timestep, runner.global_episode):
             self.save()
         self.write_progress("running")
+        self.log_progress()
         return True
 
     def run(self) -> str:
@@ -236,6 +273,8 @@ class ExperimentRun:
         if self.resume:
             self.restore()
         self._session["timesteps"] = self.runner.global_timestep
+        self._logged["timesteps"] = self.runner.global_timestep
+        self.write_progress("running", force=True)  # at once: readers see this session's counters and PID
         self.saver = Frequency(self.spec["saver_frequency"], self.runner.global_timestep, self.runner.global_episode)
         spec = self.spec
         remaining_steps = None if spec["total_timesteps"] is None else spec["total_timesteps"] - self.runner.timestep
@@ -261,16 +300,24 @@ class ExperimentRun:
             if latest is None or latest["timesteps"] != self.runner.global_timestep:
                 self.save()
         self.write_progress(outcome, force=True)
+        self.log_progress(force=True)
         self.agent.close()
         self.environments.close()
         return outcome
 
 
-def _log_tail(path: Path, lines: int = 5) -> str:
-    try:
-        return "\n".join(path.read_text(errors="replace").strip().splitlines()[-lines:])
-    except OSError:
-        return ""
+def purge_summaries_after(agent: Any, timestep: int) -> None:
+    """Reopen the agent's TensorBoard writer with ``purge_step``: TensorBoard then drops the summaries that an
+    earlier run wrote after ``timestep`` (the checkpoint this run resumes from; what was written at it stays, as
+    it is not written again), so no step is shown twice."""
+    writer = getattr(getattr(agent, "summarizer", None), "writer", None)
+    if writer is None:
+        return
+    from torch.utils.tensorboard import SummaryWriter
+
+    writer.close()
+    purge_step = timestep + 1
+    agent.summarizer.writer = SummaryWriter(log_dir=writer.log_dir, flush_secs=writer.flush_secs, purge_step=purge_step)
 
 
 def main(argv: list[str] | None = None) -> int:

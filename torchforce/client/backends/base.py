@@ -14,8 +14,8 @@ class Backend:
         """Launch the worker for the experiment in ``folder``; returns its process id (or a handle id)."""
         raise NotImplementedError
 
-    def alive(self, pid: int | None) -> bool:
-        """Whether the workload is still running."""
+    def alive(self, pid: int | None, folder: Path | None = None) -> bool:
+        """Whether the workload is still running (the one of the experiment in ``folder``, if given)."""
         raise NotImplementedError
 
     def signal(self, pid: int, request: str, timeout: float) -> bool:

@@ -7,30 +7,80 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from torchforce.client.backends.base import Backend
 from torchforce.client.errors import ClientError
+from torchforce.client.worker import Signals
 
 WORKER_MODULE = "torchforce.client.worker"
+# The worker's pause and stop signals. They stay blocked from before the worker's exec until it has installed its
+# handlers (the mask survives exec), so one that arrives while it starts waits instead of killing it.
+WORKER_SIGNALS = frozenset(Signals.REQUESTS)
+PROC = Path("/proc")
 
 
-def process_alive(pid: int | None) -> bool:
-    """Whether ``pid`` is a live (not zombie) torchforce worker; a reused PID of another program is not."""
+def process_alive(pid: int | None, folder: str | Path | None = None) -> bool:
+    """Whether ``pid`` is a live (not zombie) torchforce worker (of the experiment in ``folder``, if given); a
+    reused PID of another program is not. Reads /proc where there is one (Linux), else asks ``ps`` (macOS)."""
     if not pid:
         return False
     try:
         os.waitpid(pid, os.WNOHANG)  # reap it if it is our own finished child
     except ChildProcessError:
         pass
-    proc = Path(f"/proc/{pid}")
-    try:
-        stat = (proc / "stat").read_text()
-        command = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-    except OSError:
+    found = _from_proc(pid) if PROC.is_dir() else _from_ps(pid)
+    if found is None:
         return False
-    state = stat.rsplit(")", 1)[-1].split()[0]
-    return state not in ("Z", "X") and WORKER_MODULE in command
+    state, command = found
+    if command is None:  # nothing to tell who it is: a live process with our worker's PID is taken to be it
+        return True
+    words = f" {command.strip()} "  # whole arguments only: ".../experiments/run" is not ".../experiments/run-2"
+    return (
+        not state.startswith(("Z", "X"))
+        and f" {WORKER_MODULE} " in words
+        and (folder is None or f" {Path(folder).resolve()} " in words)
+    )
+
+
+def _from_proc(pid: int) -> tuple[str, str | None] | None:
+    """The process state letter and command line from /proc, or None if there is no such process."""
+    try:
+        stat = (PROC / str(pid) / "stat").read_text()
+        command = (PROC / str(pid) / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return None
+    return stat.rsplit(")", 1)[-1].split()[0], command
+
+
+def _from_ps(pid: int) -> tuple[str, str | None] | None:
+    """The same without /proc: ``os.kill(pid, 0)`` says whether it exists, ``ps`` what it is."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return None
+    except PermissionError:
+        return None  # another user's process: never one of our workers
+    try:
+        result = subprocess.run(  # noqa: S603, S607 - a fixed command
+            ["ps", "-ww", "-o", "stat=", "-o", "command=", "-p", str(pid)], capture_output=True, text=True, timeout=10
+        )
+    except (OSError, subprocess.SubprocessError):
+        return "R", None
+    state, _, command = result.stdout.strip().partition(" ")
+    return (state, command) if result.returncode == 0 and state else None
+
+
+@contextmanager
+def worker_signals_blocked() -> Iterator[None]:
+    """Block the worker's signals in this thread while it launches a child: the child inherits the mask."""
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, WORKER_SIGNALS)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
 
 
 class LocalBackend(Backend):
@@ -40,26 +90,27 @@ class LocalBackend(Backend):
     def start(self, folder: Path, project_root: Path, *, resume: bool) -> int:
         results = folder / "results"
         results.mkdir(exist_ok=True)
-        command = [sys.executable, "-m", WORKER_MODULE, str(folder), "--project", str(project_root)]
+        command = [sys.executable, "-m", WORKER_MODULE, str(folder.resolve()), "--project", str(project_root)]
         if resume:
             command.append("--resume")
         environment = {**os.environ, "PYTHONUNBUFFERED": "1", "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")}
         with open(results / "worker.log", "ab") as log:
             log.write(f"\n=== {time.strftime('%Y-%m-%d %H:%M:%S')} {'resume' if resume else 'start'} ===\n".encode())
             log.flush()
-            process = subprocess.Popen(  # noqa: S603 - our own interpreter and module
-                command,
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                cwd=project_root,
-                env=environment,
-                start_new_session=True,  # detached: survives the tfcli call and its terminal
-            )
+            with worker_signals_blocked():
+                process = subprocess.Popen(  # noqa: S603 - our own interpreter and module
+                    command,
+                    stdin=subprocess.DEVNULL,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    cwd=project_root,
+                    env=environment,
+                    start_new_session=True,  # detached: survives the tfcli call and its terminal
+                )
         return process.pid
 
-    def alive(self, pid: int | None) -> bool:
-        return process_alive(pid)
+    def alive(self, pid: int | None, folder: Path | None = None) -> bool:
+        return process_alive(pid, folder)
 
     def signal(self, pid: int, request: str, timeout: float) -> bool:
         """Ask the worker to pause or stop (it checkpoints first); wait until it has exited."""

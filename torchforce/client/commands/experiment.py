@@ -1,0 +1,397 @@
+"""``tfcli experiment ...``: create, run and inspect experiments (thin wrappers over ``Experiment``)."""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+import time
+from pathlib import Path
+
+from torchforce.client.commands import add_command, command, positive_int, views
+from torchforce.client.commands.output import print_json, relative
+from torchforce.client.errors import ClientError
+from torchforce.client.experiment import Experiment
+from torchforce.client.project import Project
+from torchforce.client.report import read_episodes, summarize
+from torchforce.spec import SpecError, load_file
+
+
+def add_parser(groups: argparse._SubParsersAction) -> None:
+    group = add_command(
+        groups,
+        "experiment",
+        help="create, run and inspect experiments",
+        description="Experiments: an agent on an environment with a budget, validated completely when created,\n"
+        "run by a background worker (on this machine), paused, resumed and compared.",
+        examples=[
+            "tfcli experiment new -n cp -A ppo_cartpole -E cartpole -t 50000",
+            "tfcli experiment start -e cp --follow",
+            "tfcli experiment list",
+        ],
+    )
+    experiments = group.add_subparsers(dest="command", metavar="COMMAND", help="one of:")
+    _add_new(experiments)
+    _add_running(experiments)
+    _add_inspecting(experiments)
+    _add_results(experiments)
+
+
+def _add_new(experiments: argparse._SubParsersAction) -> None:
+    new = add_command(
+        experiments,
+        "new",
+        help="create an experiment",
+        description="Create experiments/NAME/experiment.json from a spec file and/or flags (flags override the "
+        "file).\nBare names resolve to configs/<kind>/NAME.json. The whole experiment is validated (the "
+        "environment\nand the agent are built once) before anything is written.",
+        examples=[
+            "tfcli experiment new -n cp -A ppo_cartpole -E cartpole -t 50000 --start",
+            "tfcli experiment new -f cartpole_ppo -n cp-seed3 --seed 3",
+        ],
+    )
+    new.add_argument("-f", "--file", help="an experiment spec file, or a name in configs/experiments/")
+    new.add_argument("-n", "--name", help="the experiment's name (lower-case letters, digits, '-', '_')")
+    new.add_argument("-A", "--agent", help="agent config (file or name in configs/agents/)")
+    new.add_argument("-M", "--network", help="network config (file or name in configs/networks/)")
+    new.add_argument("-E", "--environment", help="environment config (file or name in configs/environments/)")
+    new.add_argument("-C", "--cluster", help="cluster config (file or name in configs/clusters/)")
+    new.add_argument("-e", "--episodes", type=int, help="stop after this many episodes in all")
+    new.add_argument("-t", "--total-timesteps", type=int, help="stop after this many timesteps in all")
+    new.add_argument("--max-timesteps-per-episode", type=int, help="cut episodes at this many timesteps")
+    new.add_argument("-d", "--deterministic", action="store_true", default=None, help="act without exploration")
+    new.add_argument("-w", "--num-workers", type=int, help="workers (multi-threaded and distributed run modes)")
+    new.add_argument("-p", "--num-parameter-servers", type=int, help="parameter servers (distributed run mode)")
+    new.add_argument(
+        "-R", "--run-mode", choices=("single", "multi-threaded", "distributed"), help="how the workers run"
+    )
+    new.add_argument("-N", "--num-environments", type=int, help="vectorized environment copies (default 1)")
+    new.add_argument("--seed", type=int, help="random seed (default 0)")
+    new.add_argument("--description", help="a line saying what the experiment is for")
+    new.add_argument("-s", "--start", action="store_true", help="start it right away")
+
+
+def _add_running(experiments: argparse._SubParsersAction) -> None:
+    listing = add_command(
+        experiments,
+        "list",
+        help="a table of the project's experiments",
+        description="A table of the project's experiments: agent, environment, where it runs, status, progress and "
+        "the\nmean return of the last 100 episodes.",
+        examples=["tfcli experiment list", "tfcli experiment list --json"],
+    )
+    listing.add_argument("--json", action="store_true", help="machine-readable output")
+    start = add_command(
+        experiments,
+        "start",
+        help="start (or resume) an experiment",
+        description="Start the experiment's worker in the background (on this machine). --resume continues a "
+        "paused,\nstopped or crashed run from its latest checkpoint; --fresh discards earlier results and "
+        "starts over.",
+        examples=["tfcli experiment start -e cp --follow", "tfcli experiment start -e cp --resume"],
+    )
+    _experiment_argument(start)
+    start.add_argument("-R", "--resume", action="store_true", help="continue from the latest checkpoint")
+    start.add_argument("--fresh", action="store_true", help="discard earlier results and start over")
+    start.add_argument("-c", "--cluster", help="run on this cluster (the Ray and GKE backends are to come)")
+    start.add_argument("-F", "--follow", action="store_true", help="show progress until the experiment ends")
+    pause = add_command(
+        experiments,
+        "pause",
+        help="checkpoint a running experiment and stop its worker",
+        description="Ask the worker to checkpoint and end; 'start --resume' continues exactly where it paused.",
+        examples=["tfcli experiment pause -e cp"],
+    )
+    _experiment_argument(pause)
+    stop = add_command(
+        experiments,
+        "stop",
+        help="end an experiment for good (checkpointing first)",
+        description="End the experiment: a running worker checkpoints first. Its results stay in "
+        "experiments/NAME/results/.",
+        examples=["tfcli experiment stop -e cp"],
+    )
+    _experiment_argument(stop)
+    stop.add_argument("--no-download", action="store_true", help="do not fetch the results first")
+
+
+def _add_inspecting(experiments: argparse._SubParsersAction) -> None:
+    show = add_command(
+        experiments,
+        "show",
+        help="an experiment's spec, status, counters and recent returns",
+        description="Everything about one experiment: status, agent, environment, budget, progress, speed, recent "
+        "returns,\ncheckpoint and where its results are.",
+        examples=["tfcli experiment show -e cp", "tfcli experiment show -e cp --json"],
+    )
+    _experiment_argument(show)
+    show.add_argument("--json", action="store_true", help="machine-readable output (with the whole spec)")
+    logs = add_command(
+        experiments,
+        "logs",
+        help="print an experiment's worker log",
+        description="Print the worker's log (progress lines, checkpoints, errors).",
+        examples=["tfcli experiment logs -e cp", "tfcli experiment logs -e cp --follow"],
+    )
+    _experiment_argument(logs)
+    logs.add_argument("-f", "--follow", action="store_true", help="keep printing until the worker ends")
+    watch = add_command(
+        experiments,
+        "watch",
+        help="show a progress bar until the experiment ends",
+        description="A progress bar (timesteps, steps/s, episodes, mean return) until the experiment stops running.",
+        examples=["tfcli experiment watch -e cp"],
+    )
+    _experiment_argument(watch)
+
+
+def _add_results(experiments: argparse._SubParsersAction) -> None:
+    plot = add_command(
+        experiments,
+        "plot",
+        help="learning curves of one or more experiments (PNG)",
+        description="Plot the smoothed episode return against timesteps and against wall-clock time, one line per "
+        "experiment.",
+        examples=["tfcli experiment plot -e cp", "tfcli experiment plot -e cp cp-seed3 -o curves.png -w 50"],
+    )
+    plot.add_argument("-e", "--experiment", nargs="+", required=True, metavar="NAME", help="the experiments to plot")
+    plot.add_argument("-o", "--output", help="the PNG to write (default: experiments/NAME/results/learning_curve.png)")
+    plot.add_argument("-w", "--window", type=positive_int, default=20, help="episodes to average over (default 20)")
+    compare = add_command(
+        experiments,
+        "compare",
+        help="a table comparing experiments",
+        description="Compare experiments: episodes, timesteps, time, best and final mean return, speed; with "
+        "--threshold\nalso the steps and time each took to reach that mean return.",
+        examples=["tfcli experiment compare cp cp-seed3 --threshold 475"],
+    )
+    compare.add_argument("experiments", nargs="+", metavar="NAME", help="the experiments to compare")
+    compare.add_argument("--threshold", type=float, help="report steps and time until the mean-100 return reaches it")
+    compare.add_argument("--json", action="store_true", help="machine-readable output")
+    download = add_command(
+        experiments,
+        "download",
+        help="fetch an experiment's results into experiments/NAME/results",
+        description="Bring the results (checkpoints, TensorBoard summaries, episode log) to "
+        "experiments/NAME/results/.\nOn this machine they are there already.",
+        examples=["tfcli experiment download -e cp"],
+    )
+    _experiment_argument(download)
+    delete = add_command(
+        experiments,
+        "delete",
+        help="remove an experiment that is not running, with its results",
+        description="Remove the experiment's folder (spec and results) and its row in the state database. It "
+        "also\nremoves an experiment whose folder was deleted by hand or whose spec is damaged.",
+        examples=["tfcli experiment delete -e cp"],
+    )
+    _experiment_argument(delete)
+
+
+def _experiment_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("-e", "--experiment", required=True, metavar="NAME", help="the experiment's name")
+
+
+# ---------------------------------------------------------------------------------------------- creating
+
+
+@command("experiment", "new")
+def experiment_new(args: argparse.Namespace) -> None:
+    project = Project.find()
+    fields = {
+        "name": args.name,
+        "agent": args.agent,
+        "network": args.network,
+        "environment": args.environment,
+        "cluster": args.cluster,
+        "episodes": args.episodes,
+        "total_timesteps": args.total_timesteps,
+        "max_timesteps_per_episode": args.max_timesteps_per_episode,
+        "deterministic": args.deterministic,
+        "num_workers": args.num_workers,
+        "num_parameter_servers": args.num_parameter_servers,
+        "run_mode": args.run_mode,
+        "num_environments": args.num_environments,
+        "seed": args.seed,
+        "description": args.description,
+    }
+    try:
+        experiment = Experiment(project, file=args.file, **fields)
+        folder = experiment.generate_locally()
+    except SpecError as error:
+        flags = {key for key, value in fields.items() if value is not None}
+        raise _in_file(error, project, args.file, flags) from None
+    spec = experiment.spec
+    print(
+        f"Created experiment '{experiment.name}' in {relative(folder)}: {views.agent_name(spec)} on "
+        f"{views.environment_name(spec)}, {spec['run_mode']} run mode"
+    )
+    if args.start:
+        pid = experiment.start()
+        print(f"Started it (worker PID {pid}). Follow it with: tfcli experiment watch -e {experiment.name}")
+    else:
+        print(f"Start it with: tfcli experiment start -e {experiment.name}")
+
+
+def _in_file(error: SpecError, project: Project, file: str | None, flags: set[str]) -> SpecError:
+    """``error`` naming the experiment file when the field it is about came from that file (not from a flag, nor
+    from a config the file names: such errors name that config's file already)."""
+    if file is None or error.file or not error.path.startswith("experiment."):
+        return error
+    field = re.split(r"[.\[]", error.path.removeprefix("experiment."), maxsplit=1)[0]
+    try:
+        path = project.find_config(file, "experiments", "experiment.file")
+        written = load_file(path)
+    except SpecError:
+        return error
+    if isinstance(written, dict) and field in written and field not in flags:
+        return error.with_file(relative(path))
+    return error
+
+
+# ---------------------------------------------------------------------------------------------- running
+
+
+@command("experiment", "start")
+def experiment_start(args: argparse.Namespace) -> int | None:
+    experiment = Experiment.load(Project.find(), args.experiment)
+    since = experiment.checkpoint_timesteps() if args.resume else 0
+    pid = experiment.start(resume=args.resume, cluster=args.cluster, fresh=args.fresh)
+    print(
+        f"{'Resumed' if args.resume else 'Started'} '{experiment.name}' (worker PID {pid}); "
+        f"results in {relative(experiment.results)}"
+    )
+    return views.follow(experiment, since=since) if args.follow else None
+
+
+@command("experiment", "watch")
+def experiment_watch(args: argparse.Namespace) -> int:
+    return views.follow(Experiment.load(Project.find(), args.experiment))
+
+
+@command("experiment", "pause")
+def experiment_pause(args: argparse.Namespace) -> None:
+    experiment = Experiment.load(Project.find(), args.experiment)
+    record = experiment.pause()
+    print(
+        f"'{experiment.name}' is {record.status} at timestep {experiment.checkpoint_timesteps():,}; "
+        f"continue with: tfcli experiment start -e {experiment.name} --resume"
+    )
+
+
+@command("experiment", "stop")
+def experiment_stop(args: argparse.Namespace) -> None:
+    experiment = Experiment.load(Project.find(), args.experiment)
+    record = experiment.stop(no_download=args.no_download)
+    results = f"; results in {relative(experiment.results)}" if experiment.results.is_dir() else ""
+    print(f"'{experiment.name}' is {record.status}{results}")
+
+
+@command("experiment", "download")
+def experiment_download(args: argparse.Namespace) -> None:
+    experiment = Experiment.load(Project.find(), args.experiment)
+    folder = experiment.download()
+    files = sorted(p for p in folder.rglob("*") if p.is_file())
+    size = sum(p.stat().st_size for p in files)
+    print(f"Results of '{experiment.name}' are in {relative(folder)} ({len(files)} files, {size / 1e6:.1f} MB)")
+
+
+@command("experiment", "delete")
+def experiment_delete(args: argparse.Namespace) -> None:
+    experiment = Experiment.load(Project.find(), args.experiment, damaged=True)
+    experiment.delete()
+    print(f"Deleted experiment '{experiment.name}'")
+
+
+# ---------------------------------------------------------------------------------------------- inspecting
+
+
+@command("experiment", "list")
+def experiment_list(args: argparse.Namespace) -> None:
+    project = Project.find()
+    rows = []
+    for record in project.store.experiments():
+        try:
+            experiment = Experiment.load(project, record.name)
+        except (ClientError, OSError, ValueError) as error:
+            staging = list(project.experiments_folder.glob(f".{record.name}.*"))
+            if staging and not project.experiment_folder(record.name).exists():
+                continue  # a concurrent 'experiment new' is creating it right now
+            rows.append(views.broken_row(record, project, error))
+            continue
+        rows.append(views.status_row(experiment))
+    if args.json:
+        print_json(rows)
+    elif rows:
+        print(views.list_table(rows))
+    else:
+        print("No experiments yet. Create one with: tfcli experiment new -n NAME -A AGENT -E ENVIRONMENT")
+
+
+@command("experiment", "show")
+def experiment_show(args: argparse.Namespace) -> None:
+    experiment = Experiment.load(Project.find(), args.experiment)
+    row = views.status_row(experiment)
+    recent = [r["return"] for r in read_episodes(experiment.results / "episodes.jsonl")[-10:]]
+    if args.json:
+        print_json(
+            {**row, "spec": experiment.spec, "recent_returns": recent, "has_checkpoint": experiment.has_checkpoint()}
+        )
+    else:
+        print("\n".join(views.show_lines(experiment, row, recent)))
+
+
+@command("experiment", "logs")
+def experiment_logs(args: argparse.Namespace) -> None:
+    experiment = Experiment.load(Project.find(), args.experiment)
+    path = experiment.results / "worker.log"
+    if not path.is_file():
+        raise ClientError(f"experiment '{experiment.name}' has no log yet", hint="Start it first.")
+    with open(path, errors="replace") as file:
+        sys.stdout.write(file.read())
+        sys.stdout.flush()
+        while args.follow:
+            line = file.readline()
+            if line:
+                sys.stdout.write(line)
+                sys.stdout.flush()
+            elif experiment.record().status != "running":
+                sys.stdout.write(file.read())
+                break
+            else:
+                time.sleep(0.3)
+
+
+@command("experiment", "plot")
+def experiment_plot(args: argparse.Namespace) -> None:
+    project = Project.find()
+    experiments = [Experiment.load(project, name) for name in args.experiment]
+    logs = {e.name: e.results / "episodes.jsonl" for e in experiments}
+    empty = [name for name, path in logs.items() if not read_episodes(path)]
+    if empty:
+        raise ClientError(f"no finished episodes yet in {', '.join(empty)}", hint="Start it and let it run a little.")
+    output = Path(args.output) if args.output else experiments[0].results / "learning_curve.png"
+    if output.suffix.lower() != ".png":
+        raise ClientError(f"the plot is written as PNG; got '{output}'", hint="Name the output file '....png'.")
+    if not output.parent.is_dir():
+        raise ClientError(
+            f"the folder of the plot '{output}' does not exist",
+            hint=f"Create it first ('mkdir -p {output.parent}'), or give another -o/--output.",
+        )
+    from torchforce.plots import plot_learning_curves
+
+    path = plot_learning_curves(logs, output, window=args.window)
+    print(f"Learning curves of {', '.join(logs)}: {Path(path).resolve()}")
+
+
+@command("experiment", "compare")
+def experiment_compare(args: argparse.Namespace) -> None:
+    project = Project.find()
+    summaries = [
+        summarize(name, read_episodes(Experiment.load(project, name).results / "episodes.jsonl"), args.threshold)
+        for name in args.experiments
+    ]
+    if args.json:
+        print_json([s.to_dict() for s in summaries])
+    else:
+        print(views.compare_table(summaries, args.threshold))
