@@ -60,15 +60,29 @@ CASES = {
     ),
     "vpg-float-gae": (
         "float",
-        {"type": "vpg", "network": MLP, "update_mode": {"unit": "episodes", "batch_size": 2}, "seed": 5,
-         "baseline_mode": "network", "baseline": {"type": "mlp", "sizes": [8]}, "gae_lambda": 0.9,
-         "states_preprocessing": {"type": "running_standardize"}},
+        {
+            "type": "vpg",
+            "network": MLP,
+            "update_mode": {"unit": "episodes", "batch_size": 2},
+            "seed": 5,
+            "baseline_mode": "network",
+            "baseline": {"type": "mlp", "sizes": [8]},
+            "gae_lambda": 0.9,
+            "states_preprocessing": {"type": "running_standardize"},
+        },
     ),  # fmt: skip
     "trpo-gae": (
         "int",
-        {"type": "trpo", "network": MLP, "update_mode": {"unit": "episodes", "batch_size": 2}, "seed": 6,
-         "learning_rate": 0.01, "baseline_mode": "states", "baseline": {"type": "mlp", "sizes": [8]},
-         "gae_lambda": 0.9},
+        {
+            "type": "trpo",
+            "network": MLP,
+            "update_mode": {"unit": "episodes", "batch_size": 2},
+            "seed": 6,
+            "learning_rate": 0.01,
+            "baseline_mode": "states",
+            "baseline": {"type": "mlp", "sizes": [8]},
+            "gae_lambda": 0.9,
+        },
     ),  # fmt: skip
     "dqn-replay": ("int", DQN),
     "dqn-prioritized-preprocessed": (
