@@ -35,7 +35,7 @@ EXAMPLES_2018 = {
     "vpg_visual": "vpg",
     "ddpg": "ddpg",
 }
-TUNED = {"ppo_cartpole", "dqn_cartpole"}
+TUNED = {"ppo_cartpole", "dqn_cartpole", "vpg_cartpole", "trpo_cartpole"}
 NETWORKS_2018 = {
     "mlp2_network",
     "mlp2_normalized_network",
@@ -114,6 +114,8 @@ AGENT_SETUPS = {
     "dqn_visual": (lambda seed: Frames((40, 40, 3), seed=seed), "cnn_dqn2013_network"),  # resized to 84x84x1
     "ppo": (minimal, "mlp2_network"),
     "ppo_cartpole": (minimal, None),
+    "trpo_cartpole": (minimal, None),
+    "vpg_cartpole": (minimal, None),
     "ppo_cnn": (lambda seed: Frames((24, 24, 3), seed=seed), "cnn2x2_network"),
     "trpo": (minimal, "mlp2_network"),
     "vpg": (minimal, "mlp2_network"),

@@ -1,7 +1,10 @@
 """Learning tests: each agent, with its shipped tuned config and number of environments (the shipped experiment
 ``cartpole_<agent>``), reaches a deterministic mean return >= 475 over 20 evaluation episodes on CartPole-v1
-within 100,000 environment steps, for at least 2 of 3 seeds. PPO must also keep what it learned: 20,000 more
-steps of training leave the deterministic mean at 475 or more."""
+within 100,000 environment steps, for at least 2 of 3 seeds.
+
+The policy-gradient agents (PPO, VPG, TRPO) train the whole budget and must also end it solved: the policy a user
+keeps at the end scores 475 or more too. DQN stops at its first evaluation at 475 (value-based learning on CartPole
+keeps oscillating after it, in SB3 as here)."""
 
 import json
 
@@ -9,14 +12,12 @@ import numpy as np
 import pytest
 
 from torchforce.configs import shipped
-from torchforce.environments import make, make_vector
-from torchforce.execution import Runner
+from torchforce.environments import make
 from torchforce.execution.evaluation import evaluate
 from torchforce.execution.training import train
 
 THRESHOLD = 475.0
 BUDGET = 100_000
-MORE = 20_000
 
 
 def shipped_setup(agent: str) -> tuple[str, int]:
@@ -24,31 +25,29 @@ def shipped_setup(agent: str) -> tuple[str, int]:
     return str(shipped("agents", experiment["agent"])), experiment["num_environments"]
 
 
-def after_more_training(agent, environments: int, seed: int) -> float:
-    """The deterministic mean return after ``MORE`` further steps of training on fresh environments."""
-    training = make_vector("CartPole-v1", environments, seed=seed + 1_000)
+def final_mean_return(agent, seed: int) -> float:
     evaluation = make("CartPole-v1")
     evaluation.seed(seed + 2_000)
     try:
-        Runner(agent, training).run(num_timesteps=MORE)
         return float(np.mean(evaluate(agent, evaluation, episodes=20)))
     finally:
-        training.close()
         evaluation.close()
 
 
 @pytest.mark.learning
-@pytest.mark.parametrize("name, lasting", [("ppo", True), ("dqn", False)])
-def test_agent_solves_cartpole_for_two_of_three_seeds(name, lasting):
+@pytest.mark.parametrize("name, whole_budget", [("ppo", True), ("vpg", True), ("trpo", True), ("dqn", False)])
+def test_agent_solves_cartpole_for_two_of_three_seeds(name, whole_budget):
     config, environments = shipped_setup(name)
     outcomes = {}
     for seed in (0, 1, 2):
         agent, result = train(config, "CartPole-v1", num_environments=environments, seed=seed, num_timesteps=BUDGET,
-                              threshold=THRESHOLD, eval_every=2_500)  # fmt: skip
-        outcome = {"steps": result.timesteps_to_threshold}
-        if result.solved and lasting:
-            outcome["after"] = after_more_training(agent, environments, seed)
-        outcome["ok"] = result.solved and outcome.get("after", THRESHOLD) >= THRESHOLD
+                              threshold=None if whole_budget else THRESHOLD,
+                              eval_every=5_000 if whole_budget else 2_500)  # fmt: skip
+        first = next((e["timesteps"] for e in result.evaluations if e["mean_return"] >= THRESHOLD), None)
+        outcome = {"first_solved_at": first}
+        if whole_budget:
+            outcome["final"] = final_mean_return(agent, seed)
+        outcome["ok"] = first is not None and outcome.get("final", THRESHOLD) >= THRESHOLD
         outcomes[seed] = outcome
         passed = sum(o["ok"] for o in outcomes.values())
         if passed >= 2 or passed + (2 - seed) < 2:
