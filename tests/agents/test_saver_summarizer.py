@@ -158,6 +158,23 @@ def test_ppo_summaries_are_real_event_files(tmp_path):
     assert all(math.isfinite(event.value) for event in found["update/policy_loss"])
 
 
+def test_a_restored_agent_continues_its_summaries_without_repeating_steps(tmp_path):
+    summaries, saved = tmp_path / "summaries", tmp_path / "checkpoints"
+    first = build(PPO, summarizer={"directory": str(summaries)})
+    drive(first, 0, 20)
+    first.save_model(saved)
+    drive(first, 20, 30)  # a crash after step 30: what it wrote after the checkpoint is lost with it
+    first.summarizer.writer.flush()
+    second = build(PPO, summarizer={"directory": str(summaries)})
+    second.restore_model(saved)
+    drive(second, 20, 35)
+    second.close()
+    first.summarizer.close()
+    found = scalars(summaries)
+    assert [event.step for event in found["episode/return"]] == [5, 10, 15, 20, 25, 30, 35]
+    assert [event.step for event in found["update/entropy"]] == [10, 20, 30]
+
+
 def test_dqn_summaries_steps_and_learning_rate(tmp_path):
     agent = build(DQN, summarizer={"directory": str(tmp_path), "steps": 10})
     drive(agent, 0, 40)

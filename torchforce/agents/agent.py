@@ -615,6 +615,7 @@ class Agent:
         payload = load_checkpoint(path)
         self._load_state(payload)
         self._last_save = (self.timestep, time.monotonic())  # the saver's steps/seconds count from here
+        self.summarizer.resume_at(self.timestep)
 
     def _maybe_save(self) -> None:
         if self.saver is None or self._acted:

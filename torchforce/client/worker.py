@@ -169,7 +169,6 @@ class ExperimentRun:
         if log.exists():  # drop the episodes logged after the checkpoint: they will be played again
             with open(log, "r+b") as file:
                 file.truncate(int(state["episode_log_bytes"]))
-        purge_summaries_after(self.agent, getattr(self.agent, "timestep", pointer["timesteps"]))
         LOG.info(
             "resumed from checkpoint %s (timestep %d, episode %d)",
             pointer["folder"],
@@ -304,20 +303,6 @@ class ExperimentRun:
         self.agent.close()
         self.environments.close()
         return outcome
-
-
-def purge_summaries_after(agent: Any, timestep: int) -> None:
-    """Reopen the agent's TensorBoard writer with ``purge_step``: TensorBoard then drops the summaries that an
-    earlier run wrote after ``timestep`` (the checkpoint this run resumes from; what was written at it stays, as
-    it is not written again), so no step is shown twice."""
-    writer = getattr(getattr(agent, "summarizer", None), "writer", None)
-    if writer is None:
-        return
-    from torch.utils.tensorboard import SummaryWriter
-
-    writer.close()
-    purge_step = timestep + 1
-    agent.summarizer.writer = SummaryWriter(log_dir=writer.log_dir, flush_secs=writer.flush_secs, purge_step=purge_step)
 
 
 def main(argv: list[str] | None = None) -> int:

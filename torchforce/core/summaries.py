@@ -114,6 +114,19 @@ class Summarizer:
             if self.wants(label_of(prefix + name)):
                 self.writer.add_scalar(prefix + name, float(value), timestep)
 
+    def resume_at(self, timestep: int) -> None:
+        """Continue after a restored checkpoint at ``timestep``: the summaries an earlier run wrote after it are
+        dropped (TensorBoard's ``purge_step``; what was written at it stays, as it is not written again), so a run
+        resumed after a crash shows no step twice."""
+        if self.writer is None:
+            return
+        from torch.utils.tensorboard import SummaryWriter
+
+        directory, flush = self.writer.log_dir, self.writer.flush_secs
+        self.writer.close()
+        self.writer = SummaryWriter(log_dir=directory, flush_secs=flush, purge_step=timestep + 1)
+        self._last_step = None
+
     def close(self) -> None:
         if self.writer is not None:
             self.writer.close()
