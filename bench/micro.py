@@ -66,17 +66,20 @@ def interleaved(samplers: dict[str, Sampler], calls: int, rounds: int = 5, warmu
 
 
 def torchforce_agent(algorithm: str, seed: int = 0) -> Any:
-    """An agent from the shipped tuned config whose updates never come due."""
+    """An agent from the shipped tuned config that acts and records as in training, without learning: DQN's
+    updates never come due (an unreachable first update); PPO keeps its schedule, so it stages steps and writes
+    them to its memory every batch as in training, but its update makes no gradient steps."""
     from torchforce.agents import create_agent
     from torchforce.configs import shipped
     from torchforce.environments import make
 
     spec = json.loads(shipped("agents", f"{algorithm}_cartpole").read_text())
-    spec["update_mode"] = {**spec["update_mode"], "first_update": NEVER}
+    if algorithm == "dqn":
+        spec["update_mode"] = {**spec["update_mode"], "first_update": NEVER}
     environment = make(SPEC)
-    with warnings.catch_warnings():  # the memory cannot hold a first update that never comes: it is not meant to
-        warnings.simplefilter("ignore")
-        agent = create_agent(spec, states=environment.states, actions=environment.actions, seed=seed)
+    agent = create_agent(spec, states=environment.states, actions=environment.actions, seed=seed)
+    if algorithm == "ppo":
+        agent._update = lambda batch: {}
     environment.close()
     return agent
 
