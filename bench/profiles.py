@@ -27,15 +27,11 @@ CALLS = 20_000
 
 
 def median_us(call: Callable[[], object], calls: int = CALLS) -> float:
-    for _ in range(calls // 10):
-        call()
-    samples = np.empty(calls)
-    clock = time.perf_counter_ns
-    for i in range(calls):
-        begin = clock()
-        call()
-        samples[i] = clock() - begin
-    return float(np.median(samples)) / 1_000.0
+    from micro import timed
+
+    sample = timed(call)
+    sample(calls // 10)  # warm up
+    return float(np.median(sample(calls)))
 
 
 def cartpole_agent(name: str):

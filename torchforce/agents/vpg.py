@@ -14,19 +14,17 @@ from typing import Any
 
 import torch
 
+from torchforce.agents import policy_gradient
 from torchforce.agents.agent import Agent
 from torchforce.agents.policy_gradient import (
     baseline_loss,
-    default_capacity,
     regularized,
     split,
     statistics,
     with_advantages,
 )
 from torchforce.agents.transitions import Transitions
-from torchforce.core.baselines import build_pg_baseline
 from torchforce.core.optimizers import build_optimizer
-from torchforce.spec import expect_bool, expect_float
 
 
 class VPGAgent(Agent):
@@ -66,34 +64,24 @@ class VPGAgent(Agent):
         super().__init__(states, actions, batched_observe=batched_observe, batching_capacity=batching_capacity,
                          scope=scope, device=device, saver=saver, summarizer=summarizer, execution=execution,
                          seed=seed)  # fmt: skip
-        self._setup_learning(
-            network=network, update_mode=update_mode, memory=memory, states_preprocessing=states_preprocessing,
+        policy_gradient.setup(
+            self, network=network, update_mode=update_mode, memory=memory, states_preprocessing=states_preprocessing,
             actions_exploration=actions_exploration, reward_preprocessing=reward_preprocessing,
-            distributions=distributions, variable_noise=variable_noise, on_policy=True,
-            default_update_mode={"unit": "episodes", "batch_size": 10},
-            default_memory={"type": "latest", "capacity": default_capacity(update_mode)},
+            distributions=distributions, variable_noise=variable_noise, discount=discount,
+            entropy_regularization=entropy_regularization, gae_lambda=gae_lambda,
+            normalize_advantages=normalize_advantages, baseline_mode=baseline_mode, baseline=baseline,
+            baseline_optimizer=baseline_optimizer,
         )  # fmt: skip
-        self.discount = expect_float(discount, "discount", minimum=0.0, maximum=1.0)
-        self.entropy_regularization = expect_float(
-            entropy_regularization, "entropy_regularization", minimum=0.0, allow_none=True
-        )
-        self.gae_lambda = expect_float(gae_lambda, "gae_lambda", minimum=0.0, maximum=1.0, allow_none=True)
-        self.normalize_advantages = expect_bool(normalize_advantages, "normalize_advantages")
         self.optimizer = build_optimizer(optimizer or {"type": "adam", "learning_rate": 1e-3},
                                          list(self.policy.parameters()), path="optimizer")  # fmt: skip
-        self.baseline_mode, self.baseline, self.baseline_optimizer = build_pg_baseline(
-            baseline_mode, baseline, baseline_optimizer, gae_lambda, states=self.processed_states,
-            embedding_size=self.policy.network.output_size, device=self.device,
-        )  # fmt: skip
         self._remember(locals())
         self._load_on_start()
 
     def trainable_modules(self) -> dict[str, torch.nn.Module]:
-        return {"policy": self.policy} | ({"baseline": self.baseline} if self.baseline is not None else {})
+        return policy_gradient.modules(self)
 
     def optimizers(self) -> dict[str, Any]:
-        baseline = {"baseline_optimizer": self.baseline_optimizer} if self.baseline is not None else {}
-        return {"optimizer": self.optimizer} | baseline
+        return policy_gradient.optimizers(self, "optimizer")
 
     def _update(self, batch: Transitions) -> dict[str, float]:
         data = with_advantages(self, batch)
