@@ -11,16 +11,13 @@ trained (their target is the reward) and time-limit truncations (terminal 2) boo
 
 from __future__ import annotations
 
-import copy
 from typing import Any
 
 import torch
 
+from torchforce.agents import q_learning
 from torchforce.agents.agent import Agent
 from torchforce.agents.transitions import Transitions, group
-from torchforce.core.losses import huber, l2
-from torchforce.core.optimizers import Synchronization, build_optimizer
-from torchforce.spec import SpecError, expect_bool, expect_float, expect_int
 
 
 class DQNAgent(Agent):
@@ -59,48 +56,16 @@ class DQNAgent(Agent):
         super().__init__(states, actions, batched_observe=batched_observe, batching_capacity=batching_capacity,
                          scope=scope, device=device, saver=saver, summarizer=summarizer, execution=execution,
                          seed=seed)  # fmt: skip
-        for name, action in self.actions_spec.items():
-            if action.type != "int":
-                raise SpecError(
-                    f"actions.{name}.type",
-                    "DQN picks actions by argmax over Q-values, so only int actions work",
-                    got=action.type,
-                    expected='"int"',
-                    hint="Use ppo for bool and float actions.",
-                )
-        batch_size = update_mode.get("batch_size", 32) if isinstance(update_mode, dict) else 32
-        self._setup_learning(
-            network=network, update_mode=update_mode, memory=memory, states_preprocessing=states_preprocessing,
+        q_learning.setup(
+            self, network=network, update_mode=update_mode, memory=memory, states_preprocessing=states_preprocessing,
             actions_exploration=actions_exploration, reward_preprocessing=reward_preprocessing,
             distributions=distributions, variable_noise=variable_noise, on_policy=False,
             default_update_mode={"unit": "timesteps", "batch_size": 32, "frequency": 4},
-            default_memory={"type": "replay", "capacity": 1000 * batch_size if isinstance(batch_size, int) else 32_000},
-        )  # fmt: skip
-        if self.update_mode.unit != "timesteps":
-            raise SpecError("update_mode.unit", "DQN learns from single transitions sampled from its replay memory",
-                            got=self.update_mode.unit, expected='"timesteps"')  # fmt: skip
-        self.discount = expect_float(discount, "discount", minimum=0.0, maximum=1.0)
-        self.entropy_regularization = expect_float(
-            entropy_regularization, "entropy_regularization", minimum=0.0, allow_none=True
-        )
-        self.double_q_model = expect_bool(double_q_model, "double_q_model")
-        self.huber_loss = expect_float(huber_loss, "huber_loss", minimum=0.0, allow_none=True) or None  # 0: none
-        self.optimizer = build_optimizer(optimizer or {"type": "adam", "learning_rate": 1e-3},
-                                         list(self.policy.parameters()), path="optimizer")  # fmt: skip
-        self.target = copy.deepcopy(self.policy).requires_grad_(False)
-        update_weight = expect_float(target_update_weight, "target_update_weight")
-        if not 0.0 < update_weight <= 1.0:  # a weight of 0 would never move the target
-            raise SpecError(
-                "target_update_weight",
-                "out of range",
-                got=target_update_weight,
-                expected="a number in (0, 1]",
-                hint="1 copies the network, 0.01 is a slow soft update.",
-            )
-        self.target_sync = Synchronization(
-            list(self.policy.parameters()), list(self.target.parameters()),
-            sync_frequency=expect_int(target_sync_frequency, "target_sync_frequency", minimum=1),
-            update_weight=update_weight,
+            default_memory=q_learning.default_memory("replay", update_mode), unit="timesteps",
+            unit_reason="DQN learns from single transitions sampled from its replay memory", optimizer=optimizer,
+            discount=discount, entropy_regularization=entropy_regularization,
+            target_sync_frequency=target_sync_frequency, target_update_weight=target_update_weight,
+            double_q_model=double_q_model, huber_loss=huber_loss,
         )  # fmt: skip
         self._full_batch: dict[str, torch.Tensor] | None = None
         self._td_error: torch.Tensor | None = None
@@ -108,10 +73,10 @@ class DQNAgent(Agent):
         self._load_on_start()
 
     def trainable_modules(self) -> dict[str, torch.nn.Module]:
-        return {"policy": self.policy, "target": self.target}
+        return q_learning.modules(self)
 
     def optimizers(self) -> dict[str, Any]:
-        return {"optimizer": self.optimizer, "target_sync": self.target_sync}
+        return q_learning.optimizers(self)
 
     def _act_deterministically(self, deterministic: bool) -> bool:
         return True  # greedy in Q; exploration (epsilon) does the exploring
@@ -119,33 +84,14 @@ class DQNAgent(Agent):
     def _loss(self, batch: dict[str, torch.Tensor], reference: Any = None) -> torch.Tensor:
         states, internals, actions = group(batch, "states"), group(batch, "internals"), group(batch, "actions")
         params, _, _ = self.policy(states, internals)
-        with torch.no_grad():
-            next_states = group(batch, "next_states")
-            target_params, _, _ = self.target(next_states, internals)
-            online_params = self.policy(next_states, internals)[0] if self.double_q_model else None
-        losses, errors = [], []
-        for name, head in self.policy.heads.items():
-            q_taken = head.q_values(params[name]).gather(-1, actions[name].unsqueeze(-1)).squeeze(-1)
-            # TD target: the online network picks a' for double Q, else the target network does
-            with torch.no_grad():
-                target_q = self.target.heads[name].q_values(target_params[name])
-                online_q = None if online_params is None else head.q_values(online_params[name])
-                target = td_targets(batch["reward"], batch["terminal"], target_q, self.discount, online_q)
-            delta = target - q_taken
-            # squared or Huber loss, averaged over the elements of the action
-            loss = huber(delta, self.huber_loss) if self.huber_loss is not None else l2(delta)
-            losses.append(loss.reshape(len(loss), -1).mean(dim=1))
-            errors.append(delta.detach().abs().reshape(len(delta), -1).mean(dim=1))
-        loss_per_instance = torch.stack(losses).mean(dim=0)
+        # TD targets y = r + gamma [terminal != 1] Q_target(s', a*): a* by the online network for double Q
+        values = q_learning.next_values(self, group(batch, "next_states"), internals)
+        not_done = (batch["terminal"] != 1).float()
+        targets = {name: bootstrap(batch["reward"], not_done, value, self.discount) for name, value in values.items()}
+        loss_per_instance, td_error = q_learning.regression_loss(self, params, actions, targets, batch.get("weights"))
         if batch is self._full_batch and self._td_error is None:  # the whole batch, before any step
-            self._td_error = torch.stack(errors).mean(dim=0)
-        # importance-sampling weights of prioritized replay
-        if "weights" in batch:
-            loss_per_instance = loss_per_instance * batch["weights"]
-        loss = loss_per_instance.mean() + self.policy.regularization_loss()
-        if self.entropy_regularization:
-            loss = loss - self.entropy_regularization * self.policy.entropy(params).mean()
-        return loss
+            self._td_error = td_error
+        return q_learning.regularized(self, loss_per_instance.mean(), params)
 
     def _update(self, batch: Transitions) -> dict[str, float]:
         # |TD errors| of the whole batch before the step, for the statistics and prioritized replay's priorities
@@ -161,6 +107,16 @@ class DQNAgent(Agent):
         return {"loss": float(info.get("loss", 0.0)), "td_error": float(td_error.mean())}
 
 
+def bootstrap(reward: torch.Tensor, not_done: torch.Tensor, next_value: torch.Tensor, discount: float) -> torch.Tensor:
+    """``r + gamma * not_done * next_value`` with ``reward``/``not_done`` ``[B]`` broadcast over the action's
+    elements ``[B, *shape]``."""
+    extra = (1,) * (next_value.dim() - 1)
+    return (
+        reward.to(next_value.dtype).view(-1, *extra)
+        + discount * not_done.to(next_value.dtype).view(-1, *extra) * next_value
+    )
+
+
 def td_targets(
     reward: torch.Tensor,
     terminal: torch.Tensor,
@@ -174,8 +130,4 @@ def td_targets(
     by ``online_q`` (double Q-learning, van Hasselt et al. 2016) or, without it, by ``target_q`` (Mnih et al. 2015).
     Terminal 1 rows are true ends (``y = r``); terminal 2 rows (time limits) bootstrap. Returns ``[B, *shape]``.
     """
-    best = (target_q if online_q is None else online_q).argmax(dim=-1, keepdim=True)
-    next_value = target_q.gather(-1, best).squeeze(-1)
-    extra = (1,) * (next_value.dim() - 1)
-    not_done = (terminal != 1).to(next_value.dtype).view(-1, *extra)
-    return reward.to(next_value.dtype).view(-1, *extra) + discount * not_done * next_value
+    return bootstrap(reward, (terminal != 1), q_learning.greedy_values(target_q, online_q), discount)

@@ -1,0 +1,132 @@
+"""What the Q-learning agents (DQN, DQN n-step, DQfD) share, as functions of the agent: their construction
+(int actions only, a target network kept in sync, the optimizer), the target network's value of next states, and
+the regression of Q(s, a) onto targets.
+
+Q-values are the raw outputs of each int action's categorical head (reference §1.9). The functions read the
+agent's ``policy``, ``target``, ``double_q_model``, ``huber_loss`` and ``entropy_regularization``.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import torch
+
+from torchforce.core.losses import huber, l2
+from torchforce.core.optimizers import Synchronization, build_optimizer
+from torchforce.spec import SpecError, expect_bool, expect_float, expect_int
+
+Data = dict[str, torch.Tensor]
+
+
+def setup(
+    agent: Any,
+    *,
+    unit: str,
+    unit_reason: str,
+    on_policy: bool,
+    default_update_mode: dict[str, Any],
+    default_memory: dict[str, Any],
+    optimizer: Any,
+    discount: Any,
+    entropy_regularization: Any,
+    target_sync_frequency: Any,
+    target_update_weight: Any,
+    double_q_model: Any,
+    huber_loss: Any,
+    **learning: Any,
+) -> None:
+    """What every Q-learning agent's constructor does: only int actions (Q-values are per discrete action), the
+    learning setup (``Agent._setup_learning`` with ``learning``), ``update_mode.unit`` required to be ``unit``
+    (``unit_reason`` says why), the options checked and set, the optimizer, and a target network synchronized
+    every ``target_sync_frequency`` timesteps (a copy, or a soft update by ``target_update_weight``)."""
+    for name, action in agent.actions_spec.items():
+        if action.type != "int":
+            raise SpecError(f"actions.{name}.type", "DQN picks actions by argmax over Q-values, so only int "
+                            "actions work", got=action.type, expected='"int"',
+                            hint="Use ppo for bool and float actions.")  # fmt: skip
+    agent._setup_learning(**learning, on_policy=on_policy, default_update_mode=default_update_mode,
+                          default_memory=default_memory)  # fmt: skip
+    if agent.update_mode.unit != unit:
+        raise SpecError("update_mode.unit", unit_reason, got=agent.update_mode.unit, expected=f'"{unit}"')
+    agent.discount = expect_float(discount, "discount", minimum=0.0, maximum=1.0)
+    agent.entropy_regularization = expect_float(
+        entropy_regularization, "entropy_regularization", minimum=0.0, allow_none=True
+    )
+    agent.double_q_model = expect_bool(double_q_model, "double_q_model")
+    agent.huber_loss = expect_float(huber_loss, "huber_loss", minimum=0.0, allow_none=True) or None  # 0: none
+    agent.optimizer = build_optimizer(optimizer or {"type": "adam", "learning_rate": 1e-3},
+                                      list(agent.policy.parameters()), path="optimizer")  # fmt: skip
+    agent.target = copy.deepcopy(agent.policy).requires_grad_(False)
+    update_weight = expect_float(target_update_weight, "target_update_weight")
+    if not 0.0 < update_weight <= 1.0:  # a weight of 0 would never move the target
+        raise SpecError("target_update_weight", "out of range", got=target_update_weight, expected="a number in (0, 1]",
+                        hint="1 copies the network, 0.01 is a slow soft update.")  # fmt: skip
+    agent.target_sync = Synchronization(
+        list(agent.policy.parameters()), list(agent.target.parameters()),
+        sync_frequency=expect_int(target_sync_frequency, "target_sync_frequency", minimum=1),
+        update_weight=update_weight,
+    )  # fmt: skip
+
+
+def default_memory(memory_type: str, update_mode: Any, batch_size: int = 32) -> dict[str, Any]:
+    """2018's default memory of the Q agents: ``memory_type`` with room for 1000 batches."""
+    size = update_mode.get("batch_size", batch_size) if isinstance(update_mode, dict) else batch_size
+    return {"type": memory_type, "capacity": 1000 * size if isinstance(size, int) and size > 0 else 32_000}
+
+
+def modules(agent: Any) -> dict[str, torch.nn.Module]:
+    return {"policy": agent.policy, "target": agent.target}
+
+
+def optimizers(agent: Any) -> dict[str, Any]:
+    return {"optimizer": agent.optimizer, "target_sync": agent.target_sync}
+
+
+def greedy_values(target_q: torch.Tensor, online_q: torch.Tensor | None = None) -> torch.Tensor:
+    """``Q_target(s', a*)`` with ``a* = argmax_a Q(s', a)``, picked by ``online_q`` (double Q-learning, van Hasselt
+    et al. 2016) or, without it, by ``target_q`` (Mnih et al. 2015). ``[B, *shape, num_actions] -> [B, *shape]``."""
+    best = (target_q if online_q is None else online_q).argmax(dim=-1, keepdim=True)
+    return target_q.gather(-1, best).squeeze(-1)
+
+
+@torch.no_grad()
+def next_values(agent: Any, next_states: Data, internals: Data) -> Data:
+    """The target network's value of the next states, per action: ``greedy_values`` of its Q-values, the online
+    network choosing the action with ``double_q_model``."""
+    target_params, _, _ = agent.target(next_states, internals)
+    online_params = agent.policy(next_states, internals)[0] if agent.double_q_model else None
+    values = {}
+    for name, head in agent.target.heads.items():
+        online_q = None if online_params is None else agent.policy.heads[name].q_values(online_params[name])
+        values[name] = greedy_values(head.q_values(target_params[name]), online_q)
+    return values
+
+
+def regression_loss(
+    agent: Any, params: Any, actions: Data, targets: Data, weights: torch.Tensor | None = None
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Q(s, a) regressed onto ``targets`` ``{action: [B, *shape]}``: half the squared error, or the Huber loss
+    with threshold ``huber_loss``, averaged over each action's elements and over the actions; times the
+    importance-sampling ``weights`` of prioritized replay. Returns the loss per instance ``[B]`` and the |TD
+    error| per instance (no gradient), for prioritized replay's priorities."""
+    losses, errors = [], []
+    for name, head in agent.policy.heads.items():
+        q_taken = head.q_values(params[name]).gather(-1, actions[name].unsqueeze(-1)).squeeze(-1)
+        delta = targets[name] - q_taken
+        loss = huber(delta, agent.huber_loss) if agent.huber_loss is not None else l2(delta)
+        losses.append(loss.reshape(len(loss), -1).mean(dim=1))
+        errors.append(delta.detach().abs().reshape(len(delta), -1).mean(dim=1))
+    loss_per_instance = torch.stack(losses).mean(dim=0)
+    if weights is not None:
+        loss_per_instance = loss_per_instance * weights
+    return loss_per_instance, torch.stack(errors).mean(dim=0)
+
+
+def regularized(agent: Any, loss: torch.Tensor, params: Any) -> torch.Tensor:
+    """``loss`` plus the policy's weight penalties, minus the entropy bonus of its Q-value softmax."""
+    loss = loss + agent.policy.regularization_loss()
+    if agent.entropy_regularization:
+        loss = loss - agent.entropy_regularization * agent.policy.entropy(params).mean()
+    return loss
