@@ -35,7 +35,7 @@ EXAMPLES_2018 = {
     "vpg_visual": "vpg",
     "ddpg": "ddpg",
 }
-TUNED = {"ppo_cartpole", "dqn_cartpole", "vpg_cartpole", "trpo_cartpole"}
+TUNED = {"ppo_cartpole", "dqn_cartpole", "vpg_cartpole", "trpo_cartpole", "dqfd_cartpole"}
 NETWORKS_2018 = {
     "mlp2_network",
     "mlp2_normalized_network",
@@ -108,6 +108,8 @@ def minimal(seed: int = 0) -> Environment:
 
 # the environment and the network each agent config runs with (configs without a network of their own get one)
 AGENT_SETUPS = {
+    "dqfd": (minimal, "mlp2_network"),
+    "dqfd_cartpole": (minimal, None),
     "dqn": (minimal, "mlp2_network"),
     "dqn_cartpole": (minimal, None),
     "dqn_ue4": (lambda seed: Frames((24, 24), seed=seed), "cnn2x2_network"),  # divide, then stack 4 frames
@@ -178,7 +180,8 @@ def run_until_update(agent, environments: VectorEnvironment, limit: int) -> int:
 def test_the_2018_examples_of_every_existing_agent_are_shipped():
     shipped_agents = set(names("agents"))
     expected = {name for name, agent in EXAMPLES_2018.items() if AGENTS.canonical(agent) is not None}
-    assert expected == {"dqn", "dqn_visual", "dqn_ue4", "ppo", "ppo_cnn", "trpo", "vpg", "vpg_nobaseline", "vpg_visual"}
+    assert expected == {"dqfd", "dqn", "dqn_visual", "dqn_ue4", "ppo", "ppo_cnn", "trpo", "vpg", "vpg_nobaseline",
+                        "vpg_visual"}  # fmt: skip
     assert expected | TUNED <= shipped_agents
     assert set(AGENT_SETUPS) == shipped_agents, "a new agent config needs an entry in AGENT_SETUPS"
     assert set(shipped_networks()) == NETWORKS_2018 == set(NETWORK_SETUPS) == set(names("networks"))
@@ -274,7 +277,28 @@ def test_the_2018_examples_keep_their_2018_form():
         "discount": 0.99, "entropy_regularization": None, "gae_lambda": None, "likelihood_ratio_clipping": None,
         "baseline_mode": None, "baseline": None, "baseline_optimizer": None,
     }  # fmt: skip
-    names_2018 = ("dqn", "dqn_visual", "dqn_ue4", "ppo", "ppo_cnn", "trpo", "vpg", "vpg_nobaseline", "vpg_visual")
+    # dqfd: reference §1.2 ({timesteps, 64, 4}, replay 10000, adam 1e-3, sync 1000, epsilon_decay 0.5 -> 0 / 10000)
+    dqfd = load("dqfd")
+    assert {key: dqfd[key] for key in ("type", "update_mode", "memory", "optimizer", "target_sync_frequency",
+                                       "actions_exploration")} == {
+        "type": "dqfd_agent", "update_mode": {"unit": "timesteps", "batch_size": 64, "frequency": 4},
+        "memory": {"type": "replay", "capacity": 10000, "include_next_states": True},
+        "optimizer": {"type": "adam", "learning_rate": 1e-3}, "target_sync_frequency": 1000,
+        "actions_exploration": {"type": "epsilon_decay", "initial_epsilon": 0.5, "final_epsilon": 0.0,
+                                "timesteps": 10000},
+    }  # fmt: skip
+    names_2018 = (
+        "dqfd",
+        "dqn",
+        "dqn_visual",
+        "dqn_ue4",
+        "ppo",
+        "ppo_cnn",
+        "trpo",
+        "vpg",
+        "vpg_nobaseline",
+        "vpg_visual",
+    )
     for name in names_2018:
         assert "network" not in load(name), name
 

@@ -84,6 +84,19 @@ CASES = {
             "gae_lambda": 0.9,
         },
     ),  # fmt: skip
+    "dqn-nstep": (
+        "int",
+        {
+            "type": "dqn_nstep",
+            "network": MLP,
+            "update_mode": {"unit": "episodes", "batch_size": 2},
+            "seed": 7,
+            "target_sync_frequency": 6,
+            "horizon": 3,
+            "actions_exploration": EPSILON,
+        },
+    ),  # fmt: skip
+    "dqfd": ("int", {**DQN, "type": "dqfd", "demo_sampling_ratio": 0.5, "huber_loss": 1.0}),
     "dqn-replay": ("int", DQN),
     "dqn-prioritized-preprocessed": (
         "int",
@@ -213,6 +226,8 @@ def test_checkpoint_with_parallel_rows(case, tmp_path):
         ("ppo-sequence", 2, 23),
         ("vpg-float-gae", 2, 23),
         ("trpo-gae", 1, 23),
+        ("dqn-nstep", 2, 23),
+        ("dqfd", 1, 23),
         ("dqn-replay", 1, 20),
         ("dqn-replay", 1, 23),
         ("dqn-prioritized-preprocessed", 1, 23),

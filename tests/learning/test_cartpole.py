@@ -53,3 +53,44 @@ def test_agent_solves_cartpole_for_two_of_three_seeds(name, whole_budget):
         if passed >= 2 or passed + (2 - seed) < 2:
             break
     assert sum(o["ok"] for o in outcomes.values()) >= 2, f"by seed: {outcomes}"
+
+
+def expert_demonstrations(episodes: int, seed: int) -> list[dict]:
+    """Episodes of a linear CartPole controller (push towards where the pole falls): 500 steps each."""
+    environment = make("CartPole-v1")
+    environment.seed(seed)
+    steps = []
+    for _ in range(episodes):
+        state, terminal = environment.reset(), 0
+        while not terminal:
+            action = int(state[2] + 0.5 * state[3] > 0)
+            following, terminal, reward = environment.execute(action)
+            steps.append({"states": state, "actions": action, "terminal": terminal, "reward": reward})
+            state = following
+    environment.close()
+    return steps
+
+
+@pytest.mark.learning
+def test_dqfd_learns_cartpole_from_demonstrations_and_keeps_it():
+    """DQfD with 10 expert episodes: pre-training alone reaches >= 475, and 20,000 steps of training online keep
+    it at 475 or more, for 2 of 3 seeds."""
+    from torchforce.agents import create_agent
+    from torchforce.environments import make_vector
+    from torchforce.execution import Runner
+
+    outcomes = {}
+    for seed in (0, 1, 2):
+        environments = make_vector("CartPole-v1", 4, seed=seed)
+        agent = create_agent(str(shipped("agents", "dqfd_cartpole")), states=environments.states,
+                             actions=environments.actions, seed=seed)  # fmt: skip
+        agent.import_demonstrations(expert_demonstrations(10, seed))
+        agent.pretrain(2_000)
+        pretrained = final_mean_return(agent, seed)
+        Runner(agent, environments).run(num_timesteps=20_000)
+        environments.close()
+        outcomes[seed] = {"pretrained": pretrained, "online": final_mean_return(agent, seed + 1)}
+        passed = sum(min(o.values()) >= THRESHOLD for o in outcomes.values())
+        if passed >= 2 or passed + (2 - seed) < 2:
+            break
+    assert sum(min(o.values()) >= THRESHOLD for o in outcomes.values()) >= 2, f"by seed: {outcomes}"

@@ -521,14 +521,19 @@ class Agent:
         step, episode by episode through a copy of the agent's preprocessors (see ``rows.experience_states``)."""
         if not self.learning:
             raise RuntimeError(f"{self.name} agents have no memory to import experience into")
+        self._import_into(self.memory, experiences, what="memory", capacity="memory.capacity")
+
+    def _import_into(self, memory: Any, experiences: Any, *, what: str, capacity: str) -> None:
+        """``import_experience`` into ``memory`` (called ``what`` in errors), whose size the spec key ``capacity``
+        sets."""
         batch = experience_batch(experiences, self._as_batch, self.actions_spec, self.single_action,
                                  self.policy.network.internals, self.preprocessing, self._preprocess)  # fmt: skip
         if batch is None:
             return
-        if len(batch["terminal"]) > self.memory.capacity:
-            raise SpecError("experiences", f"{len(batch['terminal'])} steps do not fit in the memory at once",
-                            hint=f"Import at most memory.capacity ({self.memory.capacity}) steps.")  # fmt: skip
-        self.memory.store(batch)
+        if len(batch["terminal"]) > memory.capacity:
+            raise SpecError("experiences", f"{len(batch['terminal'])} steps do not fit in the {what} at once",
+                            hint=f"Import at most {capacity} ({memory.capacity}) steps.")  # fmt: skip
+        memory.store(batch)
 
     def trainable_modules(self) -> dict[str, nn.Module]:
         """The modules whose parameters the agent learns (subclasses add theirs)."""

@@ -42,18 +42,22 @@ class Synchronization:
             raise SpecError("update_weight", "out of range", got=update_weight, expected="a number in (0, 1]")
         self.last_sync = -self.sync_frequency
 
-    @torch.no_grad()
     def sync(self, time: int) -> bool:
         """Update the target if ``sync_frequency`` has passed since the last update; True when it did."""
         if time - self.last_sync < self.sync_frequency:
             return False
+        self.apply()
+        self.last_sync = time
+        return True
+
+    @torch.no_grad()
+    def apply(self) -> None:
+        """Update the target now (``target += update_weight * (source - target)``), leaving the schedule alone."""
         for source_tensor, target_tensor in zip(self.source, self.target, strict=True):
             if self.update_weight == 1.0:
                 target_tensor.copy_(source_tensor)
             else:
                 target_tensor.lerp_(source_tensor.to(target_tensor.dtype), self.update_weight)
-        self.last_sync = time
-        return True
 
     def state_dict(self) -> dict[str, Any]:
         return {"last_sync": self.last_sync}

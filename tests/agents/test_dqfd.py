@@ -1,0 +1,135 @@
+"""DQfD: the large-margin loss by hand, demonstrations in their own memory, pre-training (target following in
+updates), an online update followed by a demonstration update, exact checkpoints, and errors."""
+
+import numpy as np
+import pytest
+import torch
+
+from torchforce.agents import create_agent
+from torchforce.agents.transitions import group
+from torchforce.environments import make
+from torchforce.spec import SpecError
+
+ENV = make("minimal", action_type="int", episode_length=5)
+NETWORK = [{"type": "dense", "size": 8}]
+
+
+def dqfd(**options):
+    spec = {"type": "dqfd", "network": NETWORK, "update_mode": {"unit": "timesteps", "batch_size": 8, "frequency": 4},
+            "memory": {"type": "replay", "capacity": 256}, "demo_memory_capacity": 64, "demo_sampling_ratio": 0.5,
+            "target_sync_frequency": 8, "seed": 0}  # fmt: skip
+    return create_agent({**spec, **options}, states=ENV.states, actions=ENV.actions)
+
+
+def demonstrations(episodes=4, seed=0):
+    """The minimal task's expert: action 1 exactly when the state is positive."""
+    ENV.seed(seed)
+    steps = []
+    for _ in range(episodes):
+        state, terminal = ENV.reset(), 0
+        while not terminal:
+            action = int(state[0] > 0)
+            following, terminal, reward = ENV.execute(action)
+            steps.append({"states": state, "actions": action, "terminal": terminal, "reward": reward})
+            state = following
+    return steps
+
+
+def test_large_margin_loss_by_hand():
+    agent = dqfd(supervised_weight=1.0, expert_margin=0.8, discount=0.0)  # discount 0: the TD target is r
+    head = agent.policy.heads["action"]
+    with torch.no_grad():  # Q(s, .) = (1, 2) everywhere
+        head.logits.weight.zero_()
+        head.logits.bias.copy_(torch.tensor([1.0, 2.0]))
+    data = {"states/state": torch.zeros(2, 1), "next_states/state": torch.zeros(2, 1),
+            "reward": torch.tensor([1.0, 2.0]), "terminal": torch.tensor([1, 1], dtype=torch.int8),
+            "actions/action": torch.tensor([0, 1])}  # fmt: skip
+    # J_E: expert 0: max(1 + 0, 2 + .8) - 1 = 1.8; expert 1: max(1 + .8, 2 + 0) - 2 = 0
+    # TD: Q(s, a_E) = 1 and 2 against targets 1 and 2: zero
+    assert agent._demo_loss(data).item() == pytest.approx((1.8 + 0.0) / 2)
+    assert agent._loss(data).item() == pytest.approx(0.0)
+
+
+def test_demonstrations_go_to_their_own_memory():
+    agent = dqfd()
+    agent.import_demonstrations(demonstrations(2))
+    assert len(agent.demo_memory) == 10 and len(agent.memory) == 0
+    stored = agent.demo_memory.retrieve_timesteps(10)
+    assert (stored["actions/action"] == (stored["states/state"][:, 0] > 0)).all()
+    with pytest.raises(SpecError, match=r"(?s)100 steps do not fit in the demonstration memory.*demo_memory_capacity"):
+        agent.import_demonstrations(demonstrations(20))
+
+
+def test_pretraining_learns_the_expert_and_the_target_follows_in_updates():
+    agent = dqfd(update_mode={"unit": "timesteps", "batch_size": 16, "frequency": 4}, supervised_weight=1.0,
+                 optimizer={"type": "adam", "learning_rate": 0.02})  # fmt: skip
+    assert agent.demo_batch_size == 16 and agent.pretrain_sync == 2  # a sync every 8 timesteps = 2 updates
+    with pytest.raises(RuntimeError, match="import_demonstrations"):
+        agent.pretrain(1)
+    agent.import_demonstrations(demonstrations(8))
+    agent.pretrain(301)
+    assert agent.timestep == 0 and agent.updates == 0 and agent.pretrained == 301  # no interaction
+    target = dict(agent.target.named_parameters())
+    assert any(not torch.equal(p, target[name]) for name, p in agent.policy.named_parameters())  # one step since
+    agent.pretrain(1)
+    assert all(torch.equal(p, target[name]) for name, p in agent.policy.named_parameters())  # synced at 302
+    states = np.array([[-0.8], [-0.3], [0.3], [0.8]], dtype=np.float32)
+    assert (agent.act(states, deterministic=True, independent=True) == (states[:, 0] > 0)).all()
+
+
+def test_an_online_update_is_followed_by_a_demonstration_update():
+    agent = dqfd()
+    agent.import_demonstrations(demonstrations(4))
+    batches = []
+    step = agent.optimizer.step
+    agent.optimizer.step = lambda loss_fn, data, **kw: batches.append((loss_fn.__name__, len(data["reward"]))) or {}
+    ENV.seed(1)
+    state = ENV.reset()
+    while agent.updates < 2:
+        state, terminal, reward = ENV.execute(agent.act(state))
+        agent.observe(terminal, reward)
+        if terminal:
+            state = ENV.reset()
+    agent.optimizer.step = step
+    assert agent.updates == 2 and batches == [("_loss", 8), ("_demo_loss", 8)] * 2  # ratio .5: 8 demonstrations
+
+
+def test_a_checkpoint_keeps_the_demonstrations(tmp_path):
+    agent = dqfd()
+    agent.import_demonstrations(demonstrations(4))
+    agent.pretrain(5)
+    agent.save_model(tmp_path)
+    restored = dqfd()
+    restored.restore_model(tmp_path)
+    for key, values in agent.demo_memory.state_dict().items():
+        np.testing.assert_equal(restored.demo_memory.state_dict()[key], values)
+    for (name, value), restored_value in zip(agent.get_parameters().items(), restored.get_parameters().values(),
+                                             strict=True):  # fmt: skip
+        assert torch.equal(value, restored_value), name
+
+
+@pytest.mark.parametrize(
+    "options, message",
+    [
+        ({"demo_sampling_ratio": 1.0}, "agent.demo_sampling_ratio: out of range"),
+        ({"demo_sampling_ratio": 0.05}, "agent.demo_sampling_ratio: gives no demonstrations per batch of 8"),
+        ({"demo_memory_capacity": 2}, "agent.demo_memory_capacity: "),
+        ({"expert_margin": -1.0}, "agent.expert_margin: "),
+        ({"double_q_model": False}, "agent: unknown key 'double_q_model'|double_q_model"),
+        ({"update_mode": {"unit": "episodes", "batch_size": 2}}, "agent.update_mode.unit: DQfD learns from"),
+    ],
+)
+def test_spec_errors(options, message):
+    with pytest.raises(SpecError, match=message):
+        dqfd(**options)
+
+
+def test_2018_long_name_and_defaults():
+    agent = create_agent({"type": "dqfd_agent", "network": NETWORK}, states=ENV.states, actions=ENV.actions)
+    assert type(agent).__name__ == "DQFDAgent" and agent.double_q_model
+    assert agent.demo_batch_size == 8 and agent.demo_memory.capacity == 10_000  # .2 * 32 / .8
+    assert (agent.expert_margin, agent.supervised_weight) == (0.5, 0.1)
+
+
+def test_demo_loss_uses_group_names_of_flat_batches():
+    assert group({"states/state": 1, "reward": 2}, "states") == {"state": 1}
