@@ -35,7 +35,8 @@ EXAMPLES_2018 = {
     "vpg_visual": "vpg",
     "ddpg": "ddpg",
 }
-TUNED = {"ppo_cartpole", "dqn_cartpole", "vpg_cartpole", "trpo_cartpole", "dqfd_cartpole"}
+TUNED = {"ppo_cartpole", "dqn_cartpole", "vpg_cartpole", "trpo_cartpole", "dqfd_cartpole", "dqn_nstep_cartpole",
+         "ddpg_pendulum", "naf_pendulum"}  # fmt: skip
 NETWORKS_2018 = {
     "mlp2_network",
     "mlp2_normalized_network",
@@ -108,10 +109,15 @@ def minimal(seed: int = 0) -> Environment:
 
 # the environment and the network each agent config runs with (configs without a network of their own get one)
 AGENT_SETUPS = {
+    "ddpg": (lambda seed: make("minimal", action_type="bounded", episode_length=4, seed=seed), "mlp2_network"),
+    "ddpg_pendulum": (lambda seed: make("minimal", action_type="bounded", episode_length=4, seed=seed), None),
+    "naf": (lambda seed: make("minimal", action_type="float", episode_length=4, seed=seed), "mlp2_network"),
+    "naf_pendulum": (lambda seed: make("minimal", action_type="bounded", episode_length=4, seed=seed), None),
     "dqfd": (minimal, "mlp2_network"),
     "dqfd_cartpole": (minimal, None),
     "dqn": (minimal, "mlp2_network"),
     "dqn_cartpole": (minimal, None),
+    "dqn_nstep_cartpole": (minimal, None),
     "dqn_ue4": (lambda seed: Frames((24, 24), seed=seed), "cnn2x2_network"),  # divide, then stack 4 frames
     "dqn_visual": (lambda seed: Frames((40, 40, 3), seed=seed), "cnn_dqn2013_network"),  # resized to 84x84x1
     "ppo": (minimal, "mlp2_network"),
@@ -180,8 +186,7 @@ def run_until_update(agent, environments: VectorEnvironment, limit: int) -> int:
 def test_the_2018_examples_of_every_existing_agent_are_shipped():
     shipped_agents = set(names("agents"))
     expected = {name for name, agent in EXAMPLES_2018.items() if AGENTS.canonical(agent) is not None}
-    assert expected == {"dqfd", "dqn", "dqn_visual", "dqn_ue4", "ppo", "ppo_cnn", "trpo", "vpg", "vpg_nobaseline",
-                        "vpg_visual"}  # fmt: skip
+    assert expected == set(EXAMPLES_2018)  # every agent of 2018 exists
     assert expected | TUNED <= shipped_agents
     assert set(AGENT_SETUPS) == shipped_agents, "a new agent config needs an entry in AGENT_SETUPS"
     assert set(shipped_networks()) == NETWORKS_2018 == set(NETWORK_SETUPS) == set(names("networks"))
@@ -287,19 +292,23 @@ def test_the_2018_examples_keep_their_2018_form():
         "actions_exploration": {"type": "epsilon_decay", "initial_epsilon": 0.5, "final_epsilon": 0.0,
                                 "timesteps": 10000},
     }  # fmt: skip
-    names_2018 = (
-        "dqfd",
-        "dqn",
-        "dqn_visual",
-        "dqn_ue4",
-        "ppo",
-        "ppo_cnn",
-        "trpo",
-        "vpg",
-        "vpg_nobaseline",
-        "vpg_visual",
+    # ddpg and naf: reference §1.2 (ddpg: {timesteps, 64, 64}, replay 100000, adam 1e-4, critic {64, 64} with adam
+    # 1e-3, sync 1 / 0.999, OU(.3, 0, .15); naf: {timesteps, 64, 4}, replay 10000, adam 1e-3, double Q, sync 1000 / 1,
+    # OU(.2, 0, .15))
+    ddpg, naf = load("ddpg"), load("naf")
+    assert (ddpg["update_mode"], ddpg["critic_network"], ddpg["target_update_weight"]) == (
+        {"unit": "timesteps", "batch_size": 64, "frequency": 64},
+        {"size_t0": 64, "size_t1": 64},
+        0.999,
     )
-    for name in names_2018:
+    assert ddpg["actions_exploration"] == {"type": "ornstein_uhlenbeck", "sigma": 0.3, "mu": 0.0, "theta": 0.15}
+    assert (naf["update_mode"], naf["memory"]["capacity"], naf["double_q_model"], naf["target_sync_frequency"]) == (
+        {"unit": "timesteps", "batch_size": 64, "frequency": 4},
+        10000,
+        True,
+        1000,
+    )
+    for name in EXAMPLES_2018:
         assert "network" not in load(name), name
 
 
@@ -338,7 +347,7 @@ def test_shipped_agent_config_loads_unchanged_acts_observes_and_updates(name):
     # a fresh agent from the same file in a vectorized batch: one act per step for 8 rows, up to its first update
     environments = VectorEnvironment([make_environment(seed) for seed in range(8)])
     agent = build_agent(name, environments)
-    steps = run_until_update(agent, environments, limit=130)  # dqn_cartpole: first_update 1000 = 125 steps
+    steps = run_until_update(agent, environments, limit=260)  # naf_pendulum: first_update 2000 = 250 steps
     assert agent.timestep == 8 * steps and agent.updates >= 1
 
 

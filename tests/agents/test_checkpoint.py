@@ -97,6 +97,32 @@ CASES = {
         },
     ),  # fmt: skip
     "dqfd": ("int", {**DQN, "type": "dqfd", "demo_sampling_ratio": 0.5, "huber_loss": 1.0}),
+    "ddpg": (
+        "float",
+        {
+            "type": "ddpg",
+            "network": MLP,
+            "update_mode": {"unit": "timesteps", "batch_size": 4, "frequency": 2},
+            "memory": {"type": "replay", "capacity": 64},
+            "target_sync_frequency": 2,
+            "target_update_weight": 0.1,
+            "actions_exploration": {"type": "ornstein_uhlenbeck"},
+            "seed": 8,
+        },
+    ),
+    "naf": (
+        "float",
+        {
+            "type": "naf",
+            "network": MLP,
+            "update_mode": {"unit": "timesteps", "batch_size": 4, "frequency": 2},
+            "memory": {"type": "replay", "capacity": 64},
+            "target_sync_frequency": 3,
+            "huber_loss": 1.0,
+            "actions_exploration": {"type": "gaussian_noise", "sigma": 0.2},
+            "seed": 9,
+        },
+    ),  # fmt: skip
     "dqn-replay": ("int", DQN),
     "dqn-prioritized-preprocessed": (
         "int",
@@ -228,6 +254,8 @@ def test_checkpoint_with_parallel_rows(case, tmp_path):
         ("trpo-gae", 1, 23),
         ("dqn-nstep", 2, 23),
         ("dqfd", 1, 23),
+        ("ddpg", 2, 23),
+        ("naf", 1, 23),
         ("dqn-replay", 1, 20),
         ("dqn-replay", 1, 23),
         ("dqn-prioritized-preprocessed", 1, 23),

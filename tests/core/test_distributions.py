@@ -31,7 +31,7 @@ def test_default_types_by_action():
     assert type(build(INT)).__name__ == "Categorical"
     assert type(build(FLOAT)).__name__ == "Gaussian"
     assert type(build(BOUNDED)).__name__ == "Beta"
-    assert DISTRIBUTIONS.names() == ["bernoulli", "beta", "categorical", "gaussian"]
+    assert DISTRIBUTIONS.names() == ["bernoulli", "beta", "categorical", "deterministic", "gaussian"]
     assert type(build(BOUNDED, "gaussian")).__name__ == "Gaussian"
     ready = build(INT)
     assert build(INT, ready) is ready and isinstance(ready, Distribution)
@@ -218,7 +218,7 @@ def test_log_prob_has_gradients():
         (
             FLOAT,
             "gausian",
-            'unknown distribution "gausian".\n  Known: bernoulli, beta, categorical, gaussian. Did you mean',
+            'unknown distribution "gausian".\n  Known: bernoulli, beta, categorical, deterministic, gaussian. Did you mean',
         ),
         (INT, {"type": "categorical", "probs": [0.5]}, "distributions.move.probs: unknown argument"),
         (INT, {"type": "categorical", "probabilities": [0.5, 0.5]}, "needs one probability per action value (4)"),

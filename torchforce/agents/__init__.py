@@ -13,9 +13,11 @@ AGENTS = Registry(
     {
         "constant": "torchforce.agents.constant:ConstantAgent",
         "random": "torchforce.agents.random:RandomAgent",
+        "ddpg": "torchforce.agents.ddpg:DDPGAgent",
         "dqn": "torchforce.agents.dqn:DQNAgent",
         "dqn_nstep": "torchforce.agents.dqn_nstep:DQNNstepAgent",
         "dqfd": "torchforce.agents.dqfd:DQFDAgent",
+        "naf": "torchforce.agents.naf:NAFAgent",
         "ppo": "torchforce.agents.ppo:PPOAgent",
         "vpg": "torchforce.agents.vpg:VPGAgent",
         "trpo": "torchforce.agents.trpo:TRPOAgent",
@@ -23,9 +25,11 @@ AGENTS = Registry(
     aliases={
         "constant_agent": "constant",
         "random_agent": "random",
+        "ddpg_agent": "ddpg",
         "dqn_agent": "dqn",
         "dqn_nstep_agent": "dqn_nstep",
         "dqfd_agent": "dqfd",
+        "naf_agent": "naf",
         "ppo_agent": "ppo",
         "vpg_agent": "vpg",
         "trpo_agent": "trpo",

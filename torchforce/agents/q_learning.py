@@ -59,15 +59,21 @@ def setup(
     agent.optimizer = build_optimizer(optimizer or {"type": "adam", "learning_rate": 1e-3},
                                       list(agent.policy.parameters()), path="optimizer")  # fmt: skip
     agent.target = copy.deepcopy(agent.policy).requires_grad_(False)
-    update_weight = expect_float(target_update_weight, "target_update_weight")
-    if not 0.0 < update_weight <= 1.0:  # a weight of 0 would never move the target
-        raise SpecError("target_update_weight", "out of range", got=target_update_weight, expected="a number in (0, 1]",
+    agent.target_sync = target_synchronization(list(agent.policy.parameters()), list(agent.target.parameters()),
+                                               target_sync_frequency, target_update_weight)  # fmt: skip
+
+
+def target_synchronization(
+    source: list[torch.nn.Parameter], target: list[torch.Tensor], frequency: Any, weight: Any
+) -> Synchronization:
+    """Target parameters following ``source``: ``weight`` of the way (1: a copy) every ``frequency`` timesteps,
+    checked as the agent keys ``target_sync_frequency`` and ``target_update_weight``."""
+    weight_value = expect_float(weight, "target_update_weight")
+    if not 0.0 < weight_value <= 1.0:  # a weight of 0 would never move the target
+        raise SpecError("target_update_weight", "out of range", got=weight, expected="a number in (0, 1]",
                         hint="1 copies the network, 0.01 is a slow soft update.")  # fmt: skip
-    agent.target_sync = Synchronization(
-        list(agent.policy.parameters()), list(agent.target.parameters()),
-        sync_frequency=expect_int(target_sync_frequency, "target_sync_frequency", minimum=1),
-        update_weight=update_weight,
-    )  # fmt: skip
+    return Synchronization(source, target, sync_frequency=expect_int(frequency, "target_sync_frequency", minimum=1),
+                           update_weight=weight_value)  # fmt: skip
 
 
 def default_memory(memory_type: str, update_mode: Any, batch_size: int = 32) -> dict[str, Any]:

@@ -2,7 +2,8 @@
 
 Each action gets its own ``Distribution`` module, which owns the Linear layer(s) from the embedding to its
 parameters. The type defaults by action: bool -> ``bernoulli``, int -> ``categorical``, unbounded float ->
-``gaussian``, bounded float -> ``beta``. The 2018 keyword arguments (``probability``, ``probabilities``, ``mean``,
+``gaussian``, bounded float -> ``beta``; ``deterministic`` (a float action's mu(s), for DDPG and NAF) is new. The
+2018 keyword arguments (``probability``, ``probabilities``, ``mean``,
 ``log_stddev``, ``alpha``, ``beta``) set the initial biases of those layers.
 """
 
@@ -19,6 +20,7 @@ DISTRIBUTIONS = Registry(
         "bernoulli": "torchforce.core.distributions.bernoulli:Bernoulli",
         "beta": "torchforce.core.distributions.beta:Beta",
         "categorical": "torchforce.core.distributions.categorical:Categorical",
+        "deterministic": "torchforce.core.distributions.deterministic:Deterministic",
         "gaussian": "torchforce.core.distributions.gaussian:Gaussian",
     },
 )

@@ -1,0 +1,174 @@
+"""DDPG and NAF: their losses by hand, the actor ascending the critic, NAF's Q maximal at mu, learning the minimal
+float task, bounded actions staying in bounds, and errors."""
+
+import numpy as np
+import pytest
+import torch
+
+from torchforce.agents import create_agent
+from torchforce.agents.naf import AdvantageHeads, quadratic_advantage
+from torchforce.environments import make
+from torchforce.spec import SpecError
+
+FLOAT = make("minimal", action_type="float", episode_length=5)
+NETWORK = [{"type": "dense", "size": 16}]
+NOISE = {"type": "gaussian_noise", "sigma": 0.3}
+
+
+def build(kind, env=FLOAT, **options):
+    spec = {"type": kind, "network": NETWORK, "update_mode": {"unit": "timesteps", "batch_size": 16, "frequency": 1},
+            "memory": {"type": "replay", "capacity": 512}, "target_sync_frequency": 1, "target_update_weight": 0.05,
+            "actions_exploration": NOISE, "seed": 0}  # fmt: skip
+    return create_agent({**spec, **options}, states=env.states, actions=env.actions)
+
+
+def run(agent, env, steps, seed=0):
+    env.seed(seed)
+    state = env.reset()
+    for _ in range(steps):
+        state, terminal, reward = env.execute(agent.act(state))
+        agent.observe(terminal, reward)
+        if terminal:
+            state = env.reset()
+
+
+def flat_batch(n=4):
+    states = torch.linspace(-1.0, 1.0, n).view(n, 1)
+    return {"states/state": states, "next_states/state": states + 0.1, "actions/action": torch.zeros(n),
+            "reward": torch.ones(n), "terminal": torch.tensor([0, 0, 1, 2] * (n // 4), dtype=torch.int8)}  # fmt: skip
+
+
+def constant(module: torch.nn.Module, value: float) -> None:
+    """Every weight zero and the last bias ``value``: the module outputs ``value`` whatever its input."""
+    with torch.no_grad():
+        for parameter in module.parameters():
+            parameter.zero_()
+        list(module.parameters())[-1].fill_(value)
+
+
+# ---------------------------------------------------------------------------------------------- DDPG
+
+
+def test_ddpg_critic_loss_by_hand():
+    agent = build("ddpg", discount=0.5)
+    constant(agent.target_critic, 2.0)  # Q'(s', mu'(s')) = 2
+    constant(agent.critic, 1.0)  # Q(s, a) = 1
+    # y = 1 + .5 * 2 * [terminal != 1] = [2, 2, 1, 2]; half the mean squared error against 1: (1 + 1 + 0 + 1) / 8
+    assert agent._critic_loss(flat_batch()).item() == pytest.approx(3 / 8)
+
+
+def test_ddpg_actor_step_ascends_the_critic():
+    agent = build("ddpg", optimizer={"type": "adam", "learning_rate": 0.05})
+    run(agent, FLOAT, 40)  # some experience and a trained critic
+    data = flat_batch(8)
+
+    def value():
+        with torch.no_grad():
+            params, _, _ = agent.policy({"state": data["states/state"]}, {})
+            return agent.critic({"state": data["states/state"]}, agent.policy.sample(params, True)).mean().item()
+
+    critic_before = [parameter.clone() for parameter in agent.critic.parameters()]
+    before = value()
+    agent.optimizer.step(agent._actor_loss, data)
+    assert value() > before
+    assert all(torch.equal(a, b) for a, b in zip(agent.critic.parameters(), critic_before, strict=True))
+
+
+@pytest.mark.parametrize("kind", ["ddpg", "naf"])
+def test_learns_the_minimal_float_task(kind):
+    # reward 1 - |a - x|: the greedy action should track the state x
+    critic = {"critic_optimizer": {"type": "adam", "learning_rate": 3e-3}} if kind == "ddpg" else {}
+    agent = build(kind, optimizer={"type": "adam", "learning_rate": 3e-3}, discount=0.0, **critic)
+    run(agent, FLOAT, 1500)
+    states = np.array([[-0.6], [-0.2], [0.2], [0.6]], dtype=np.float32)
+    actions = agent.act(states, deterministic=True, independent=True)
+    assert np.abs(actions - states[:, 0]).max() < 0.2, actions
+
+
+@pytest.mark.parametrize("kind", ["ddpg", "naf"])
+def test_bounded_actions_stay_within_their_bounds(kind):
+    env = make("minimal", action_type="bounded", episode_length=5)
+    agent = build(kind, env=env, actions_exploration={"type": "gaussian_noise", "sigma": 5.0})
+    run(agent, env, 60)
+    stored = agent.memory.retrieve_timesteps(32)["actions/action"]
+    action = env.actions
+    assert stored.min() >= action["min_value"] and stored.max() <= action["max_value"]
+
+
+# ---------------------------------------------------------------------------------------------- NAF
+
+
+def test_quadratic_advantage_by_hand():
+    lower = torch.tensor([[[2.0, 0.0], [1.0, 1.0]]])
+    # L^T (a - mu) with a - mu = (1, 1): (2 + 1, 0 + 1) = (3, 1); -1/2 (9 + 1)
+    assert quadratic_advantage(lower, torch.tensor([[1.0, 1.0]]), torch.zeros(1, 2)).item() == pytest.approx(-5.0)
+
+
+def test_advantage_heads_are_lower_triangular_with_a_positive_diagonal():
+    heads = AdvantageHeads(4, 3)
+    value, lower = heads(torch.randn(5, 4))
+    assert value.shape == (5,) and lower.shape == (5, 3, 3)
+    assert torch.equal(torch.triu(lower, diagonal=1), torch.zeros_like(lower))
+    assert (torch.diagonal(lower, dim1=1, dim2=2) > 0).all()
+
+
+def test_naf_q_is_largest_at_mu_and_equals_v_there():
+    agent = build("naf")
+    states = {"state": torch.tensor([[0.3], [-0.7]])}
+    with torch.no_grad():
+        params, _, embedding = agent.policy(states, {})
+        mu = agent.policy.sample(params, True)
+        value, _ = agent.heads(embedding)
+        at_mu = agent.q_values(states, {}, mu)
+        assert torch.allclose(at_mu, value)
+        for shift in (-0.5, 0.1, 1.0):
+            assert (agent.q_values(states, {}, {"action": mu["action"] + shift}) < at_mu).all()
+
+
+def test_naf_td_target_uses_the_target_value_head():
+    agent = build("naf", discount=0.5)
+    constant(agent.target_heads.value, 2.0)  # V'(s') = 2
+    data = flat_batch()
+    with torch.no_grad():
+        q = agent.q_values({"state": data["states/state"]}, {}, {"action": data["actions/action"]})
+        y = torch.tensor([2.0, 2.0, 1.0, 2.0])
+        assert agent._loss(data).item() == pytest.approx((0.5 * (y - q).square()).mean().item(), rel=1e-5)
+
+
+# ---------------------------------------------------------------------------------------------- errors
+
+
+@pytest.mark.parametrize(
+    "kind, options, message",
+    [
+        ("ddpg", {"entropy_regularization": 0.01}, "agent.entropy_regularization: a deterministic policy has no"),
+        ("naf", {"entropy_regularization": 0.01}, "agent.entropy_regularization: a deterministic policy has no"),
+        ("ddpg", {"critic_network": [{"type": "internal_lstm", "size": 4}]}, "agent.critic_network: a critic cannot"),
+        ("ddpg", {"target_update_weight": 0.0}, "agent.target_update_weight: out of range"),
+        ("naf", {"update_mode": {"unit": "episodes", "batch_size": 2}}, "agent.update_mode.unit: NAF learns from"),
+        ("ddpg", {"distributions": {"action": "gaussian"}}, None),  # a stochastic head is allowed: its mean is mu
+    ],
+)
+def test_spec_errors(kind, options, message):
+    if message is None:
+        build(kind, **options)
+        return
+    with pytest.raises(SpecError, match=message):
+        build(kind, **options)
+
+
+@pytest.mark.parametrize("kind", ["ddpg", "naf"])
+def test_only_float_actions(kind):
+    env = make("minimal", action_type="int")
+    with pytest.raises(SpecError, match=f"agent.actions.action.type: {kind.upper()} acts with a deterministic"):
+        build(kind, env=env)
+
+
+def test_2018_long_names_and_the_2018_critic_form():
+    agent = create_agent({"type": "ddpg_agent", "network": NETWORK, "critic_network": {"size_t0": 8, "size_t1": 6}},
+                         states=FLOAT.states, actions=FLOAT.actions)  # fmt: skip
+    assert type(agent).__name__ == "DDPGAgent" and agent.critic.network.layer_names == ["dense0", "dense1"]
+    assert (agent.update_mode.batch_size, agent.memory.capacity) == (10, 10_000)
+    naf = create_agent({"type": "naf_agent", "network": NETWORK, "double_q_model": True}, states=FLOAT.states,
+                       actions=FLOAT.actions)  # fmt: skip
+    assert type(naf).__name__ == "NAFAgent" and naf.update_mode.batch_size == 32

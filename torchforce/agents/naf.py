@@ -1,0 +1,154 @@
+"""Normalized Advantage Functions (Gu et al. 2016, "Continuous Deep Q-Learning with Model-based Acceleration").
+
+Q-learning for float actions with a Q function whose maximum is known in closed form, eqs. (2)-(4):
+    Q(s, a) = V(s) + A(s, a),   A(s, a) = -1/2 (a - mu(s))^T P(s) (a - mu(s)),   P(s) = L(s) L(s)^T
+with L(s) lower-triangular (a positive, exponentiated diagonal), so the greedy action is mu(s) and the greedy
+value V(s). mu is the policy's deterministic head (tanh-scaled into the bounds of a bounded action); V and the
+entries of L are Linear heads on the same embedding. The TD target is
+    y = r + gamma * (1 - done) * V'(s')
+from the target network's V head (2018 used the log-density of its Gaussian instead: a quirk, fixed), with the
+squared or Huber (``huber_loss``) error. All float actions form one vector a of their flattened elements.
+``double_q_model`` is accepted for 2018 configs and changes nothing: V' needs no argmax.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+from torchforce.agents.agent import Agent
+from torchforce.agents.ddpg import setup_deterministic_policy
+from torchforce.agents.q_learning import target_synchronization
+from torchforce.agents.transitions import Transitions, group
+from torchforce.core.losses import huber, l2
+from torchforce.core.optimizers import build_optimizer
+from torchforce.spec import SpecError, expect_bool, expect_float
+
+
+class AdvantageHeads(nn.Module):
+    """V(s) and the lower-triangular L(s) of an ``n``-element action, from the policy's embedding."""
+
+    def __init__(self, embedding_size: int, n: int) -> None:
+        super().__init__()
+        self.n = n
+        self.value = nn.Linear(embedding_size, 1)
+        self.entries = nn.Linear(embedding_size, n * (n + 1) // 2)
+        rows, columns = torch.tril_indices(n, n)
+        self.register_buffer("rows", rows, persistent=False)
+        self.register_buffer("columns", columns, persistent=False)
+        self.register_buffer("diagonal", rows == columns, persistent=False)
+
+    def forward(self, embedding: Tensor) -> tuple[Tensor, Tensor]:
+        """``V [B]`` and ``L [B, n, n]``."""
+        entries = self.entries(embedding)
+        entries = torch.where(self.diagonal, entries.clamp(max=10.0).exp(), entries)  # a positive diagonal
+        lower = embedding.new_zeros(embedding.shape[0], self.n, self.n)
+        lower[:, self.rows, self.columns] = entries
+        return self.value(embedding).squeeze(-1), lower
+
+
+def quadratic_advantage(lower: Tensor, action: Tensor, mu: Tensor) -> Tensor:
+    """``-1/2 (a - mu)^T L L^T (a - mu)`` per row: ``L [B, n, n]``, ``a`` and ``mu`` ``[B, n]``."""
+    projected = torch.bmm(lower.transpose(1, 2), (action - mu).unsqueeze(-1)).squeeze(-1)  # L^T (a - mu)
+    return -0.5 * projected.square().sum(dim=1)
+
+
+class NAFAgent(Agent):
+    name = "naf"
+    learning = True
+
+    def __init__(
+        self,
+        states: Any,
+        actions: Any,
+        network: Any,
+        *,
+        batched_observe: bool = True,
+        batching_capacity: int = 1000,
+        scope: str = "naf",
+        device: str | None = None,
+        saver: dict | None = None,
+        summarizer: dict | None = None,
+        execution: dict | None = None,
+        variable_noise: float | None = None,
+        states_preprocessing: Any = None,
+        actions_exploration: Any = None,
+        reward_preprocessing: Any = None,
+        update_mode: dict | None = None,
+        memory: Any = None,
+        optimizer: Any = None,
+        discount: float = 0.99,
+        distributions: dict | None = None,
+        entropy_regularization: float | None = None,
+        target_sync_frequency: int = 10000,
+        target_update_weight: float = 1.0,
+        double_q_model: bool = False,
+        huber_loss: float | None = None,
+        seed: int | None = None,
+    ) -> None:
+        super().__init__(states, actions, batched_observe=batched_observe, batching_capacity=batching_capacity,
+                         scope=scope, device=device, saver=saver, summarizer=summarizer, execution=execution,
+                         seed=seed)  # fmt: skip
+        setup_deterministic_policy(
+            self, network=network, update_mode=update_mode, memory=memory, states_preprocessing=states_preprocessing,
+            actions_exploration=actions_exploration, reward_preprocessing=reward_preprocessing,
+            distributions=distributions, variable_noise=variable_noise, default_batch_size=32,
+        )  # fmt: skip
+        self.discount = expect_float(discount, "discount", minimum=0.0, maximum=1.0)
+        if entropy_regularization:
+            raise SpecError("entropy_regularization", "a deterministic policy has no entropy",
+                            got=entropy_regularization, expected="null")  # fmt: skip
+        expect_bool(double_q_model, "double_q_model")
+        self.huber_loss = expect_float(huber_loss, "huber_loss", minimum=0.0, allow_none=True) or None
+        size = sum(math.prod(action.shape) for action in self.actions_spec.values())
+        self.heads = AdvantageHeads(self.policy.network.output_size, size).to(self.device)
+        self.optimizer = build_optimizer(optimizer or {"type": "adam", "learning_rate": 1e-3},
+                                         [*self.policy.parameters(), *self.heads.parameters()],
+                                         path="optimizer")  # fmt: skip
+        self.target = copy.deepcopy(self.policy).requires_grad_(False)
+        self.target_heads = copy.deepcopy(self.heads).requires_grad_(False)
+        self.target_sync = target_synchronization(
+            [*self.policy.parameters(), *self.heads.parameters()],
+            [*self.target.parameters(), *self.target_heads.parameters()],
+            target_sync_frequency,
+            target_update_weight,
+        )
+        self._remember(locals())
+        self._load_on_start()
+
+    def trainable_modules(self) -> dict[str, torch.nn.Module]:
+        return {"policy": self.policy, "heads": self.heads, "target": self.target, "target_heads": self.target_heads}
+
+    def optimizers(self) -> dict[str, Any]:
+        return {"optimizer": self.optimizer, "target_sync": self.target_sync}
+
+    def _flat(self, actions: dict[str, Tensor]) -> Tensor:
+        rows = next(iter(actions.values())).shape[0]
+        return torch.cat([actions[name].reshape(rows, -1).float() for name in self.actions_spec], dim=1)
+
+    def q_values(self, states: dict[str, Tensor], internals: dict[str, Tensor], actions: dict[str, Tensor]) -> Tensor:
+        """Q(s, a) = V(s) - 1/2 (a - mu)^T P (a - mu), one per row."""
+        params, _, embedding = self.policy(states, internals)
+        value, lower = self.heads(embedding)
+        mu = self._flat(self.policy.sample(params, deterministic=True))
+        return value + quadratic_advantage(lower, self._flat(actions), mu)
+
+    def _update(self, batch: Transitions) -> dict[str, float]:
+        info = self.optimizer.step(self._loss, batch.flat())
+        self.target_sync.sync(self.timestep)
+        return {"loss": float(info.get("loss", 0.0))}
+
+    def _loss(self, data: dict[str, torch.Tensor], reference: Any = None) -> torch.Tensor:
+        internals = group(data, "internals")
+        # TD target y = r + gamma [terminal != 1] V'(s'), the target network's value of the next state
+        with torch.no_grad():
+            _, _, next_embedding = self.target(group(data, "next_states"), internals)
+            next_value, _ = self.target_heads(next_embedding)
+            y = data["reward"] + self.discount * (data["terminal"] != 1).float() * next_value
+        delta = y - self.q_values(group(data, "states"), internals, group(data, "actions"))
+        loss = huber(delta, self.huber_loss) if self.huber_loss is not None else l2(delta)
+        return loss.mean() + self.policy.regularization_loss()
