@@ -218,7 +218,8 @@ def test_log_prob_has_gradients():
         (
             FLOAT,
             "gausian",
-            'unknown distribution "gausian".\n  Known: bernoulli, beta, categorical, deterministic, gaussian. Did you mean',
+            'unknown distribution "gausian".\n  Known: bernoulli, beta, categorical, deterministic, gaussian. '
+            "Did you mean",
         ),
         (INT, {"type": "categorical", "probs": [0.5]}, "distributions.move.probs: unknown argument"),
         (INT, {"type": "categorical", "probabilities": [0.5, 0.5]}, "needs one probability per action value (4)"),
