@@ -7,7 +7,9 @@ bookkeeping), and learns from what ``observe`` tells it. Algorithms subclass ``A
 
 from __future__ import annotations
 
+import contextlib
 import inspect
+import threading
 import time
 import warnings
 from pathlib import Path
@@ -77,6 +79,7 @@ class Agent:
         self._training = True  # modules start in training mode; acting switches them to eval mode
         self._follows_mode: bool | None = None  # whether any module computes differently in the two modes
         self._warned_truncation = False
+        self._update_lock: threading.Lock | None = None  # set when worker agents share this agent's model
         self.processed_states = dict(self.states_spec)
         self.saver = saver_spec(saver)
         self.summarizer = Summarizer(summarizer or {}, "summarizer")
@@ -468,8 +471,9 @@ class Agent:
             due = min(due, 1)
         for _ in range(due):
             batch = self._next_batch()
-            self._set_training(True)
-            info = self._update(batch)
+            with self._update_lock or contextlib.nullcontext():  # workers sharing a model update it in turn
+                self._set_training(True)
+                info = self._update(batch)
             self.updates += 1
             if self.summarizer.due(self.timestep):
                 self._summarize_update(info, batch)
@@ -534,6 +538,25 @@ class Agent:
             raise SpecError("experiences", f"{len(batch['terminal'])} steps do not fit in the {what} at once",
                             hint=f"Import at most {capacity} ({memory.capacity}) steps.")  # fmt: skip
         memory.store(batch)
+
+    def share_model(self, main: Agent) -> None:
+        """Make this agent a worker of ``main`` (an agent of the same kind and spec): its networks and optimizers
+        become ``main``'s objects, so what either learns is the other's, while memory, episode bookkeeping,
+        exploration and preprocessing stay its own. Updates take turns on a lock the two share; acting does not."""
+        if main.name != self.name:
+            raise TypeError(f"a {self.name} agent cannot share the model of a {main.name} agent")
+        shared = {**main.trainable_modules(), **main.optimizers()}
+        own = {**self.trainable_modules(), **self.optimizers()}
+        if own.keys() != shared.keys():
+            raise ValueError(f"the agents differ in their model: {sorted(own)} against {sorted(shared)}")
+        replace = {id(own[key]): shared[key] for key in own}
+        for attribute, value in list(vars(self).items()):
+            if id(value) in replace:
+                setattr(self, attribute, replace[id(value)])
+        if main._update_lock is None:
+            main._update_lock = threading.Lock()
+        self._update_lock = main._update_lock
+        self._follows_mode = main._follows_mode
 
     def trainable_modules(self) -> dict[str, nn.Module]:
         """The modules whose parameters the agent learns (subclasses add theirs)."""

@@ -1,0 +1,250 @@
+"""The ThreadedRunner of seed 002 and reference §5.3: worker agents, each in its own environment and thread, learning
+into one shared model, asynchronously (hogwild-style, as A3C).
+
+The workers (``clone_worker_agent``, or ``WorkerAgentGenerator``) are agents of one kind and spec that share the
+first agent's networks and optimizers (``Agent.share_model``) and keep their own memory, episode bookkeeping,
+exploration and preprocessing. Each thread drives a ``Runner`` over its pair; acting runs in parallel, and updates
+to the shared model take turns. Counters and history are global: ``global_timestep`` counts every worker's acts,
+``global_episode`` their finished episodes (exactly ``num_episodes``: an episode another worker finishes after the
+limit is not recorded). Fixed against 2018: each worker observes the state it acted on (2018
+passed the next state to ``atomic_observe``, issue #384), an episode is cut at exactly ``max_episode_timesteps``,
+and saving happens between two steps of the worker whose agent is saved, never while it acts.
+"""
+
+from __future__ import annotations
+
+import inspect
+import threading
+import time
+import warnings
+from collections.abc import Callable
+from typing import Any
+
+from torchforce.agents import Agent, create_agent
+from torchforce.environments import Environment
+from torchforce.execution.runner import Runner
+
+SAVE_UNITS = {"s": "seconds", "t": "timesteps", "e": "episodes"}
+
+
+class ThreadedRunner:
+    """Runs ``agent[i]`` in ``environment[i]`` in thread ``i`` (lists of equal length; ``agents``/``environments``
+    are the deprecated names). ``save_path`` with ``save_frequency`` and ``save_frequency_unit`` ("s", "t" or "e")
+    saves the first agent (the shared model) that often; ``save_episodes`` is the deprecated episode form."""
+
+    def __init__(
+        self,
+        agent: list[Agent] | None = None,
+        environment: list[Environment] | None = None,
+        repeat_actions: int = 1,
+        save_path: str | None = None,
+        save_episodes: int | None = None,
+        save_frequency: float | None = None,
+        save_frequency_unit: str | None = None,
+        agents: list[Agent] | None = None,
+        environments: list[Environment] | None = None,
+    ) -> None:
+        if agents is not None or environments is not None:
+            warnings.warn("agents/environments are deprecated; use agent/environment", DeprecationWarning, stacklevel=2)
+        self.agents = list(agent if agent is not None else agents or [])
+        self.environments = list(environment if environment is not None else environments or [])
+        if not self.agents or len(self.agents) != len(self.environments):
+            raise ValueError(f"one environment per agent: got {len(self.agents)} agents and "
+                             f"{len(self.environments)} environments")  # fmt: skip
+        if save_episodes is not None:
+            warnings.warn("save_episodes is deprecated; use save_frequency with save_frequency_unit 'e'",
+                          DeprecationWarning, stacklevel=2)  # fmt: skip
+            save_frequency, save_frequency_unit = save_episodes, "e"
+        if save_frequency is not None and save_frequency_unit not in SAVE_UNITS:
+            raise ValueError(f"save_frequency_unit must be one of {sorted(SAVE_UNITS)}, got {save_frequency_unit!r}")
+        if save_frequency is not None and save_path is None:
+            raise ValueError("save_frequency needs a save_path")
+        self.repeat_actions = repeat_actions
+        self.save_path, self.save_frequency, self.save_unit = save_path, save_frequency, save_frequency_unit
+        self.reset()
+
+    def reset(self, history: dict[str, list] | None = None) -> None:
+        history = history or {}
+        self.episode_rewards: list[float] = list(history.get("episode_rewards", []))
+        self.episode_timesteps: list[int] = list(history.get("episode_timesteps", []))
+        self.episode_times: list[float] = list(history.get("episode_times", []))
+        self.global_episode = len(self.episode_rewards)
+        self._timesteps_before = int(sum(self.episode_timesteps))  # acts of earlier runs
+        self._runners: list[Runner] = []  # this run's: each counts its worker's acts
+        self.start_time = time.time()
+
+    @property
+    def global_timestep(self) -> int:
+        """Every worker's acts so far."""
+        return self._timesteps_before + sum(runner.global_timestep for runner in self._runners)
+
+    # 2018 names
+    @property
+    def episode(self) -> int:
+        return self.global_episode
+
+    @property
+    def timestep(self) -> int:
+        return self.global_timestep
+
+    @property
+    def global_step(self) -> int:
+        return self.global_timestep
+
+    @property
+    def episode_lengths(self) -> list[int]:
+        return self.episode_timesteps
+
+    def close(self) -> None:
+        for agent in self.agents:
+            agent.close()
+        for environment in self.environments:
+            environment.close()
+
+    def run(
+        self,
+        num_episodes: int | None = None,
+        max_episode_timesteps: int | None = None,
+        episode_finished: Callable[..., Any] | None = None,
+        summary_report: Callable[..., Any] | None = None,
+        summary_interval: int = 0,
+        num_timesteps: int | None = None,
+        deterministic: bool = False,
+        episodes: int | None = None,
+        max_timesteps: int | None = None,
+        testing: bool = False,
+        sleep: float | None = None,
+    ) -> None:
+        """Run every worker until ``num_episodes`` episodes or ``num_timesteps`` acts more in all (-1 or None: no
+        limit), or until interrupted. ``episode_finished(runner, worker_id)`` (or 2018's one-argument form) is
+        called after each episode of any worker, one call at a time; a falsy return stops that worker."""
+        if episodes is not None or max_timesteps is not None:
+            warnings.warn("episodes/max_timesteps are deprecated; use num_episodes/max_episode_timesteps",
+                          DeprecationWarning, stacklevel=2)  # fmt: skip
+            num_episodes = num_episodes if num_episodes is not None else episodes
+            max_episode_timesteps = max_episode_timesteps if max_episode_timesteps is not None else max_timesteps
+        if summary_report is not None or summary_interval:
+            warnings.warn("summary_report/summary_interval are deprecated; use episode_finished", DeprecationWarning,
+                          stacklevel=2)  # fmt: skip
+        num_episodes = None if num_episodes is None or num_episodes < 0 else self.global_episode + num_episodes
+        num_timesteps = None if num_timesteps is None or num_timesteps < 0 else self.global_timestep + num_timesteps
+        max_episode_timesteps = (
+            None if max_episode_timesteps is None or max_episode_timesteps < 0 else max_episode_timesteps
+        )
+        self._limits, self._callback = (num_timesteps, num_episodes), _callback(episode_finished)
+        self._lock, self._stop, self._errors = threading.Lock(), threading.Event(), []
+        self._timesteps_before, self._runners = self.global_timestep, []
+        pairs = enumerate(zip(self.agents, self.environments, strict=True))
+        self._runners = [Runner(agent, environment, repeat_actions=self.repeat_actions, id_=index)
+                         for index, (agent, environment) in pairs]  # fmt: skip
+        self._last_save = (time.monotonic(), self.global_timestep, self.global_episode)
+        threads = [threading.Thread(target=self._work, name=f"torchforce-worker-{index}", daemon=True,
+                                    args=(index, max_episode_timesteps, deterministic, testing, sleep))
+                   for index in range(len(self.agents))]  # fmt: skip
+        for thread in threads:
+            thread.start()
+        try:
+            while any(thread.is_alive() for thread in threads):
+                for thread in threads:
+                    thread.join(timeout=0.1)
+        except KeyboardInterrupt:
+            self._stop.set()
+            for thread in threads:
+                thread.join()
+        if self._errors:
+            raise RuntimeError(f"worker {self._errors[0][0]} failed: {self._errors[0][1]!r}") from self._errors[0][1]
+
+    # ------------------------------------------------------------------ one worker
+
+    def _work(self, index: int, max_steps: int | None, deterministic: bool, testing: bool, sleep: float | None) -> None:
+        runner = self._runners[index]
+        try:
+            runner.run(max_episode_timesteps=max_steps, deterministic=deterministic, testing=testing, sleep=sleep,
+                       episode_finished=self._episode_finished, step_finished=self._step_finished)  # fmt: skip
+        except BaseException as error:  # noqa: BLE001 - reported by run() in the main thread
+            self._errors.append((index, error))
+            self._stop.set()
+
+    def _step_finished(self, runner: Runner) -> bool:
+        limit = self._limits[0]
+        if limit is not None and self.global_timestep >= limit:
+            self._stop.set()
+        if runner.id == 0 and self.save_frequency is not None and self._save_due():
+            self._save()
+        return not self._stop.is_set()
+
+    def _episode_finished(self, runner: Runner, worker: int) -> bool:
+        with self._lock:
+            limit = self._limits[1]
+            if limit is not None and self.global_episode >= limit:
+                return False  # another worker reached the limit first: this episode is not recorded
+            self.episode_rewards.append(runner.episode_rewards[-1])
+            self.episode_timesteps.append(runner.episode_timesteps[-1])
+            self.episode_times.append(runner.episode_times[-1])
+            self.global_episode += 1
+            keep_going = True if self._callback is None else bool(self._callback(self, worker))
+            if limit is not None and self.global_episode >= limit:
+                self._stop.set()
+        return keep_going and not self._stop.is_set()
+
+    # ------------------------------------------------------------------ saving
+
+    def _save_due(self) -> bool:
+        last_time, last_timestep, last_episode = self._last_save
+        elapsed = {"s": time.monotonic() - last_time, "t": self.global_timestep - last_timestep,
+                   "e": self.global_episode - last_episode}[self.save_unit]  # fmt: skip
+        return elapsed >= self.save_frequency
+
+    def _save(self) -> None:
+        main = self.agents[0]
+        with main._update_lock or threading.Lock():  # a consistent model: no other worker's update halfway in
+            main.save_model(self.save_path)
+        self._last_save = (time.monotonic(), self.global_timestep, self.global_episode)
+
+
+def _callback(callback: Callable[..., Any] | None) -> Callable[[ThreadedRunner, int], Any] | None:
+    """``episode_finished``: ``(runner, worker_id)``, or 2018's one-argument form."""
+    if callback is None:
+        return None
+    try:
+        parameters = inspect.signature(callback).parameters.values()
+        positional = [p for p in parameters if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+        takes_two = len(positional) >= 2 or any(p.kind is p.VAR_POSITIONAL for p in parameters)
+    except (TypeError, ValueError):
+        takes_two = True
+    return callback if takes_two else (lambda runner, worker: callback(runner))
+
+
+def clone_worker_agent(
+    agent: Agent, factor: int, environment: Environment, network: Any, agent_config: dict[str, Any] | None
+) -> list[Agent]:
+    """``factor`` agents, ``agent`` first, the others workers sharing its model (2018's helper). Workers are built
+    from ``agent_config`` (the agent's constructor arguments; its remembered spec without one) and ``network``
+    for ``environment``'s states and actions; worker ``i`` gets the seed ``agent.seed + i`` when ``agent`` has
+    one, so workers explore differently."""
+    if factor < 1:
+        raise ValueError(f"factor must be at least 1, got {factor}")
+    config = dict(agent_config if agent_config is not None else agent.spec)
+    for key in ("type", "states", "actions", "network", "seed", "saver", "summarizer"):
+        config.pop(key, None)
+    workers = [agent]
+    for index in range(1, factor):
+        seed = None if agent.seed is None else agent.seed + index
+        worker = create_agent({"type": agent.name, **config}, states=environment.states, actions=environment.actions,
+                              network=network, seed=seed)  # fmt: skip
+        worker.share_model(agent)
+        workers.append(worker)
+    return workers
+
+
+def WorkerAgentGenerator(agent_class: type[Agent]) -> type[Agent]:  # noqa: N802 - the 2018 name
+    """A subclass of ``agent_class`` whose constructor takes ``model=<the main agent>`` and shares its model."""
+
+    class WorkerAgent(agent_class):  # type: ignore[misc, valid-type]
+        def __init__(self, model: Agent | None = None, **kwargs: Any) -> None:
+            super().__init__(**kwargs)
+            if model is not None:
+                self.share_model(model)
+
+    WorkerAgent.__name__ = WorkerAgent.__qualname__ = f"Worker{agent_class.__name__}"
+    return WorkerAgent
