@@ -15,8 +15,10 @@ import torch
 from tests.client.conftest import kill_workers, tfcli, wait_for, wait_until_done
 from torchforce.agents import create_agent
 from torchforce.client import Experiment, Project
+from torchforce.client.errors import ClientError
 from torchforce.client.spec import worker_agent_spec
 from torchforce.client.worker import Checkpoints
+from torchforce.configs import names, shipped
 from torchforce.environments import make
 
 PPO = ["-A", "ppo_cartpole", "-E", "cartpole", "-N", "4", "--seed", "5"]
@@ -256,14 +258,37 @@ def test_stop_checkpoints_and_ends_for_good(project):
     assert result.returncode == 2 and "has already run (status: stopped)" in result.stderr
 
 
-@pytest.mark.parametrize("name", ["cartpole_ppo", "cartpole_dqn", "pendulum_ppo"])
-def test_shipped_experiments_that_run_locally_run_a_few_episodes(project, name):
+@pytest.mark.parametrize("name", names("experiments"))
+def test_every_shipped_experiment_runs_a_few_episodes_or_says_why_not(project, name):
+    local = json.loads(shipped("experiments", name).read_text()).get("run_mode", "distributed") != "distributed"
     experiment = Experiment(project, file=name, name=name.replace("_", "-"), total_timesteps=1000)
     experiment.generate_locally()
+    if not local:
+        with pytest.raises(ClientError, match="not available yet"):
+            experiment.start()
+        return
     experiment.start()
     assert wait_until_done(experiment) == "finished", experiment.log_tail()
     progress = experiment.progress()
     assert progress["timesteps"] >= 1000 and progress["episodes"] >= 2
+
+
+def test_a_multi_threaded_experiment_runs_pauses_and_resumes(project):
+    experiment = Experiment(project, name="threads", agent="vpg_cartpole", environment="cartpole",
+                            run_mode="multi-threaded", num_workers=3, total_timesteps=6000, seed=0,
+                            saver_frequency="1000t")  # fmt: skip
+    experiment.generate_locally()
+    experiment.start()
+    wait_for(progress_at_least(experiment, 2000), what="progress")
+    assert experiment.pause().status == "paused", experiment.log_tail()
+    paused_at = experiment.checkpoint_timesteps()
+    assert paused_at >= 2000
+    experiment.start(resume=True)
+    assert wait_until_done(experiment) == "finished", experiment.log_tail()
+    log = episodes(experiment)
+    assert {episode["worker"] for episode in log} == {0, 1, 2}
+    assert [episode["episode"] for episode in log] == list(range(1, len(log) + 1))  # one history across the pause
+    assert experiment.progress()["timesteps"] >= 6000 > paused_at
 
 
 def test_logs_watch_and_delete(project):

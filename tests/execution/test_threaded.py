@@ -110,6 +110,19 @@ def test_a_falsy_episode_finished_stops_that_worker_only():
     assert seen.count(1) == 1 and len(seen) == 20 and agents[1].episode == 1
 
 
+def test_a_falsy_step_finished_stops_every_worker():
+    agents, environments = workers()
+    calls = []
+
+    def step_finished(runner, worker):
+        calls.append(worker)
+        return runner.global_timestep < 25
+
+    runner = ThreadedRunner(agents, environments)
+    runner.run(step_finished=step_finished)
+    assert set(calls) == {0, 1, 2} and 25 <= runner.global_timestep <= 25 + len(agents) - 1
+
+
 def test_the_2018_one_argument_callback_and_deprecated_names():
     agents, environments = workers(count=2)
     calls = []

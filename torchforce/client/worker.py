@@ -17,12 +17,16 @@ Signals: SIGUSR1 (or SIGINT) pauses (checkpoint, status ``paused``, exit 0); SIG
 its handlers are in place, so one sent while it starts is handled then, instead of killing it.
 
 Resuming restores the checkpoint exactly (model, optimizer, memory, counters, RNG states, the environments and
-the episodes in progress), so a paused run ends as an uninterrupted one would.
+the episodes in progress), so a paused run ends as an uninterrupted one would. The multi-threaded run mode runs
+``num_workers`` worker agents, one environment each, sharing the model of the first (``ThreadedRunner``); its
+checkpoints hold that agent (the shared model and optimizers) and the history, and a resumed run starts the workers
+on new episodes: threads interleave differently every time, so such a run is not reproducible anyway.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
 import os
@@ -143,26 +147,41 @@ class ExperimentRun:
     def build(self) -> None:
         from torchforce.agents import create_agent
         from torchforce.client.spec import worker_agent_spec
-        from torchforce.environments import make_vector
-        from torchforce.execution import Runner
+        from torchforce.environments import make, make_vector
+        from torchforce.execution import Runner, ThreadedRunner, clone_worker_agent
 
         spec = self.spec
         environment = spec["environment"]
         if spec["repeat_actions"] > 1:
             environment = {"type": "repeat_actions", "environment": environment, "repeat": spec["repeat_actions"]}
-        self.environments = make_vector(
-            environment, spec["num_environments"], mode=spec["vectorization"], seed=spec["seed"]
-        )
-        kwargs: dict[str, Any] = {"states": self.environments.states, "actions": self.environments.actions}
+        self.threaded = spec["run_mode"] == "multi-threaded"
+        if self.threaded:  # one environment per worker, as in 2018
+            self.environments = [make(environment) for _ in range(spec["num_workers"])]
+            for index, copy in enumerate(self.environments):
+                copy.seed(None if spec["seed"] is None else spec["seed"] + index)
+            first = self.environments[0]
+        else:
+            self.environments = make_vector(
+                environment, spec["num_environments"], mode=spec["vectorization"], seed=spec["seed"]
+            )
+            first = self.environments
+        kwargs: dict[str, Any] = {"states": first.states, "actions": first.actions}
         if spec["network"] is not None:
             kwargs["network"] = spec["network"]
-        self.agent = create_agent(worker_agent_spec(spec, summaries=str(self.results / "summaries")), **kwargs)
-        self.runner = Runner(self.agent, self.environments)
+        agent_spec = worker_agent_spec(spec, summaries=str(self.results / "summaries"))
+        self.agent = create_agent(agent_spec, **kwargs)
+        if self.threaded:  # workers sharing the agent's model; the agent is what checkpoints hold
+            self.workers = clone_worker_agent(self.agent, spec["num_workers"], first, spec["network"], agent_spec)
+            self.runner = ThreadedRunner(self.workers, self.environments)
+        else:
+            self.workers = [self.agent]
+            self.runner = Runner(self.agent, self.environments)
 
     def restore(self) -> None:
         pointer, state = self.checkpoints.load(self.agent)
         self.runner.load_state_dict(state["runner"])
-        self.environments.set_state(state["environments"])
+        if not self.threaded:  # threaded workers start new episodes (their interleaving is not reproducible anyway)
+            self.environments.set_state(state["environments"])
         self.elapsed_before = float(state["elapsed"])
         self.recent.extend(state["recent"])
         log = self.results / "episodes.jsonl"
@@ -184,7 +203,7 @@ class ExperimentRun:
         self.episode_log.flush()
         state = {
             "runner": self.runner.state_dict(),
-            "environments": self.environments.get_state(),
+            "environments": None if self.threaded else self.environments.get_state(),
             "elapsed": self.elapsed(),
             "recent": list(self.recent),
             "episode_log_bytes": log.stat().st_size if log.exists() else 0,
@@ -266,6 +285,19 @@ class ExperimentRun:
         self.log_progress()
         return True
 
+    def worker_step_finished(self, runner: Any, worker: int) -> bool:
+        """Multi-threaded: every worker stops on a pause or stop request; worker 0's thread also checkpoints (while
+        no other worker updates the shared model) and refreshes the progress file."""
+        if Signals.request is not None:
+            return False
+        if worker == 0:
+            if self.saver.due(runner.global_timestep, runner.global_episode):
+                with self.agent._update_lock or contextlib.nullcontext():
+                    self.save()
+            self.write_progress("running")
+            self.log_progress()
+        return True
+
     def run(self) -> str:
         """Run to the end (or to a pause/stop request); returns "finished", "paused" or "stopped"."""
         self.build()
@@ -285,23 +317,24 @@ class ExperimentRun:
                 LOG.info(
                     "running %s: %s more timesteps, %s more episodes", spec["name"], remaining_steps, remaining_episodes
                 )
-                self.runner.run(
-                    num_timesteps=remaining_steps,
-                    num_episodes=remaining_episodes,
-                    max_episode_timesteps=spec["max_timesteps_per_episode"],
-                    deterministic=spec["deterministic"],
-                    episode_finished=self.episode_finished,
-                    step_finished=self.step_finished,
-                    resume=self.resume,
-                )
+                limits = {"num_timesteps": remaining_steps, "num_episodes": remaining_episodes,
+                          "max_episode_timesteps": spec["max_timesteps_per_episode"],
+                          "deterministic": spec["deterministic"],
+                          "episode_finished": self.episode_finished}  # fmt: skip
+                if self.threaded:
+                    self.runner.run(**limits, step_finished=self.worker_step_finished)
+                else:
+                    self.runner.run(**limits, step_finished=self.step_finished, resume=self.resume)
             outcome = {"pause": "paused", "stop": "stopped"}.get(Signals.request or "", "finished")
             latest = self.checkpoints.latest()
             if latest is None or latest["timesteps"] != self.runner.global_timestep:
                 self.save()
         self.write_progress(outcome, force=True)
         self.log_progress(force=True)
-        self.agent.close()
-        self.environments.close()
+        for agent in self.workers:
+            agent.close()
+        for environment in self.environments if self.threaded else [self.environments]:
+            environment.close()
         return outcome
 
 

@@ -61,6 +61,7 @@ class ThreadedRunner:
             raise ValueError("save_frequency needs a save_path")
         self.repeat_actions = repeat_actions
         self.save_path, self.save_frequency, self.save_unit = save_path, save_frequency, save_frequency_unit
+        self._lock = threading.Lock()  # the counters and history, which every worker's thread updates
         self.reset()
 
     def reset(self, history: dict[str, list] | None = None) -> None:
@@ -77,6 +78,18 @@ class ThreadedRunner:
     def global_timestep(self) -> int:
         """Every worker's acts so far."""
         return self._timesteps_before + sum(runner.global_timestep for runner in self._runners)
+
+    def state_dict(self) -> dict[str, Any]:
+        """The history and the counters (read between two updates of them), for ``load_state_dict``. The workers'
+        episodes in progress are not part of it: a continued run starts new ones."""
+        with self._lock:
+            return {"episode_rewards": list(self.episode_rewards), "episode_timesteps": list(self.episode_timesteps),
+                    "episode_times": list(self.episode_times), "global_timestep": self.global_timestep,
+                    "global_episode": self.global_episode}  # fmt: skip
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.reset({key: state[key] for key in ("episode_rewards", "episode_timesteps", "episode_times")})
+        self._timesteps_before, self.global_episode = int(state["global_timestep"]), int(state["global_episode"])
 
     # 2018 names
     @property
@@ -114,10 +127,13 @@ class ThreadedRunner:
         max_timesteps: int | None = None,
         testing: bool = False,
         sleep: float | None = None,
+        step_finished: Callable[[ThreadedRunner, int], Any] | None = None,
     ) -> None:
         """Run every worker until ``num_episodes`` episodes or ``num_timesteps`` acts more in all (-1 or None: no
         limit), or until interrupted. ``episode_finished(runner, worker_id)`` (or 2018's one-argument form) is
-        called after each episode of any worker, one call at a time; a falsy return stops that worker."""
+        called after each episode of any worker, one call at a time; a falsy return stops that worker.
+        ``step_finished(runner, worker_id)`` is called in each worker's thread after each of its steps (not one
+        call at a time); a falsy return stops every worker."""
         if episodes is not None or max_timesteps is not None:
             warnings.warn("episodes/max_timesteps are deprecated; use num_episodes/max_episode_timesteps",
                           DeprecationWarning, stacklevel=2)  # fmt: skip
@@ -132,7 +148,8 @@ class ThreadedRunner:
             None if max_episode_timesteps is None or max_episode_timesteps < 0 else max_episode_timesteps
         )
         self._limits, self._callback = (num_timesteps, num_episodes), _callback(episode_finished)
-        self._lock, self._stop, self._errors = threading.Lock(), threading.Event(), []
+        self._step_callback = step_finished
+        self._stop, self._errors = threading.Event(), []
         self._timesteps_before, self._runners = self.global_timestep, []
         pairs = enumerate(zip(self.agents, self.environments, strict=True))
         self._runners = [Runner(agent, environment, repeat_actions=self.repeat_actions, id_=index)
@@ -171,6 +188,8 @@ class ThreadedRunner:
             self._stop.set()
         if runner.id == 0 and self.save_frequency is not None and self._save_due():
             self._save()
+        if self._step_callback is not None and not self._step_callback(self, runner.id):
+            self._stop.set()
         return not self._stop.is_set()
 
     def _episode_finished(self, runner: Runner, worker: int) -> bool:
@@ -219,12 +238,13 @@ def clone_worker_agent(
     agent: Agent, factor: int, environment: Environment, network: Any, agent_config: dict[str, Any] | None
 ) -> list[Agent]:
     """``factor`` agents, ``agent`` first, the others workers sharing its model (2018's helper). Workers are built
-    from ``agent_config`` (the agent's constructor arguments; its remembered spec without one) and ``network``
-    for ``environment``'s states and actions; worker ``i`` gets the seed ``agent.seed + i`` when ``agent`` has
-    one, so workers explore differently."""
+    from ``agent_config`` (the agent's constructor arguments; its remembered spec without one) and ``network`` (or
+    the config's, without one) for ``environment``'s states and actions; worker ``i`` gets the seed
+    ``agent.seed + i`` when ``agent`` has one, so workers explore differently."""
     if factor < 1:
         raise ValueError(f"factor must be at least 1, got {factor}")
     config = dict(agent_config if agent_config is not None else agent.spec)
+    network = network if network is not None else config.get("network")
     for key in ("type", "states", "actions", "network", "seed", "saver", "summarizer"):
         config.pop(key, None)
     workers = [agent]

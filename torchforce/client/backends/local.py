@@ -85,7 +85,7 @@ def worker_signals_blocked() -> Iterator[None]:
 
 class LocalBackend(Backend):
     name = "local"
-    supported_run_modes = ("single",)
+    supported_run_modes = ("single", "multi-threaded")
 
     def start(self, folder: Path, project_root: Path, *, resume: bool) -> int:
         results = folder / "results"
