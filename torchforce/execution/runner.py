@@ -151,7 +151,7 @@ class Runner:
             None if num_timesteps is None else self.global_timestep + num_timesteps,
             None if num_episodes is None else self.global_episode + num_episodes,
         )
-        self._callback = _callback(episode_finished)
+        self._callback = episode_callback(episode_finished)
         self._step_callback = step_finished
         self._bar = _ProgressBar(num_timesteps, num_episodes) if progress else None
         self._stopped = False
@@ -228,7 +228,8 @@ class Runner:
             started = np.full(count, time.time())
         else:  # resume the episodes in progress
             states, lengths, returns = self._rows["states"], self._rows["lengths"], self._rows["returns"]
-            started = time.time() - self._rows["ages"]
+            # from load_state_dict: the episodes' ages; continuing in this process: their start times
+            started = self._rows["started"] if "started" in self._rows else time.time() - self._rows["ages"]
         if testing:
             self.agent.start_independent_episode(count)
         while not self._stopped:
@@ -316,8 +317,9 @@ def _truncate(env: VectorEnvironment, cut: np.ndarray, terminal, final_states, s
     return terminal, final_states, states
 
 
-def _callback(function: Callable[..., Any] | None) -> Callable[[Runner, int], Any] | None:
-    """``episode_finished(runner, worker_id)``, or the one-argument form ``episode_finished(runner)``."""
+def episode_callback(function: Callable[..., Any] | None) -> Callable[[Any, int], Any] | None:
+    """``episode_finished(runner, worker_id)``, or the one-argument form ``episode_finished(runner)`` of 2018,
+    as a two-argument function (what every runner calls)."""
     if function is None:
         return None
     try:

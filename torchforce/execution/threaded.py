@@ -13,7 +13,6 @@ and saving happens between two steps of the worker whose agent is saved, never w
 
 from __future__ import annotations
 
-import inspect
 import threading
 import time
 import warnings
@@ -22,7 +21,7 @@ from typing import Any
 
 from torchforce.agents import Agent, create_agent
 from torchforce.environments import Environment
-from torchforce.execution.runner import Runner
+from torchforce.execution.runner import Runner, episode_callback
 
 SAVE_UNITS = {"s": "seconds", "t": "timesteps", "e": "episodes"}
 
@@ -147,7 +146,7 @@ class ThreadedRunner:
         max_episode_timesteps = (
             None if max_episode_timesteps is None or max_episode_timesteps < 0 else max_episode_timesteps
         )
-        self._limits, self._callback = (num_timesteps, num_episodes), _callback(episode_finished)
+        self._limits, self._callback = (num_timesteps, num_episodes), episode_callback(episode_finished)
         self._step_callback = step_finished
         self._stop, self._errors = threading.Event(), []
         self._timesteps_before, self._runners = self.global_timestep, []
@@ -219,19 +218,6 @@ class ThreadedRunner:
         with main._update_lock or threading.Lock():  # a consistent model: no other worker's update halfway in
             main.save_model(self.save_path)
         self._last_save = (time.monotonic(), self.global_timestep, self.global_episode)
-
-
-def _callback(callback: Callable[..., Any] | None) -> Callable[[ThreadedRunner, int], Any] | None:
-    """``episode_finished``: ``(runner, worker_id)``, or 2018's one-argument form."""
-    if callback is None:
-        return None
-    try:
-        parameters = inspect.signature(callback).parameters.values()
-        positional = [p for p in parameters if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
-        takes_two = len(positional) >= 2 or any(p.kind is p.VAR_POSITIONAL for p in parameters)
-    except (TypeError, ValueError):
-        takes_two = True
-    return callback if takes_two else (lambda runner, worker: callback(runner))
 
 
 def clone_worker_agent(
