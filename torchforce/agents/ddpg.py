@@ -22,7 +22,7 @@ from torchforce.agents.q_learning import target_synchronization
 from torchforce.agents.transitions import Transitions, group
 from torchforce.core.critics import Critic
 from torchforce.core.optimizers import build_optimizer
-from torchforce.spec import SpecError, expect_float
+from torchforce.spec import SpecError, expect_dict, expect_float
 
 
 class DDPGAgent(Agent):
@@ -71,11 +71,13 @@ class DDPGAgent(Agent):
             raise SpecError("entropy_regularization", "a deterministic policy has no entropy",
                             got=entropy_regularization, expected="null")  # fmt: skip
         self.optimizer = build_optimizer(optimizer or {"type": "adam", "learning_rate": 1e-3},
-                                         list(self.policy.parameters()), path="optimizer")  # fmt: skip
+                                         list(self.policy.parameters()), path="optimizer",
+                                         without_kl="the ddpg agent")  # fmt: skip
         self.critic = Critic(network if critic_network is None else critic_network, self.processed_states,
                              self.actions_spec, path="critic_network").to(self.device)  # fmt: skip
         self.critic_optimizer = build_optimizer(critic_optimizer or {"type": "adam", "learning_rate": 1e-3},
-                                                list(self.critic.parameters()), path="critic_optimizer")  # fmt: skip
+                                                list(self.critic.parameters()), path="critic_optimizer",
+                                                without_kl="the ddpg critic")  # fmt: skip
         self.target = copy.deepcopy(self.policy).requires_grad_(False)
         self.target_critic = copy.deepcopy(self.critic).requires_grad_(False)
         self.target_sync = target_synchronization(
@@ -133,10 +135,11 @@ def setup_deterministic_policy(agent: Agent, *, default_batch_size: int, distrib
                             "float actions", got=action.type, expected='"float"',
                             hint="Use dqn for int actions, ppo for bool and int.")  # fmt: skip
     heads = {name: "deterministic" for name in agent.actions_spec}
+    distributions = {} if distributions is None else expect_dict(distributions, "distributions")
     update_mode = learning["update_mode"]
     size = update_mode.get("batch_size", default_batch_size) if isinstance(update_mode, dict) else default_batch_size
     agent._setup_learning(
-        **learning, distributions={**heads, **(distributions or {})}, on_policy=False,
+        **learning, distributions={**heads, **distributions}, on_policy=False,
         default_update_mode={"unit": "timesteps", "batch_size": default_batch_size},
         default_memory={"type": "replay", "capacity": 1000 * size if isinstance(size, int) and size > 0 else 10_000},
     )  # fmt: skip

@@ -16,7 +16,7 @@ from typing import Any
 import torch
 
 from torchforce.agents import q_learning
-from torchforce.agents.agent import Agent
+from torchforce.agents.agent import Agent, NonFiniteError
 from torchforce.agents.transitions import Transitions, group
 
 
@@ -102,6 +102,13 @@ class DQNAgent(Agent):
                 self._loss(self._full_batch)
         td_error, self._full_batch = self._td_error, None
         if batch.indices is not None and hasattr(self.memory, "update_priorities"):
+            if not bool(torch.isfinite(td_error).all()):  # NaN priorities would make every later draw NaN
+                raise NonFiniteError(
+                    f"{self.name} agent: the TD errors of update {self.updates + 1} are NaN or infinite, so they "
+                    "cannot be prioritized replay's priorities (a diverged update?). Try a lower learning rate, "
+                    "gradient clipping (clip_grad_norm in the optimizer spec) or a huber_loss, and check that "
+                    "rewards and states are finite."
+                )
             self.memory.update_priorities(batch.indices, td_error.cpu().numpy())
         self.target_sync.sync(self.timestep)
         return {"loss": float(info.get("loss", 0.0)), "td_error": float(td_error.mean())}

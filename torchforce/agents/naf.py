@@ -27,6 +27,7 @@ from torchforce.agents.transitions import Transitions, group
 from torchforce.core.losses import huber, l2
 from torchforce.core.optimizers import build_optimizer
 from torchforce.spec import SpecError, expect_bool, expect_float
+from torchforce.spec.checks import expect_elements
 
 
 class AdvantageHeads(nn.Module):
@@ -105,10 +106,17 @@ class NAFAgent(Agent):
         expect_bool(double_q_model, "double_q_model")
         self.huber_loss = expect_float(huber_loss, "huber_loss", minimum=0.0, allow_none=True) or None
         size = sum(math.prod(action.shape) for action in self.actions_spec.values())
+        # L(s) has n (n + 1) / 2 entries: the head's weights grow with the square of the action's size
+        expect_elements(
+            self.policy.network.output_size * size * (size + 1) // 2,
+            "actions",
+            f"the weights of L(s) for {size} action elements",
+            hint="NAF suits small float actions.",
+        )
         self.heads = AdvantageHeads(self.policy.network.output_size, size).to(self.device)
         self.optimizer = build_optimizer(optimizer or {"type": "adam", "learning_rate": 1e-3},
                                          [*self.policy.parameters(), *self.heads.parameters()],
-                                         path="optimizer")  # fmt: skip
+                                         path="optimizer", without_kl="the naf agent")  # fmt: skip
         self.target = copy.deepcopy(self.policy).requires_grad_(False)
         self.target_heads = copy.deepcopy(self.heads).requires_grad_(False)
         self.target_sync = target_synchronization(

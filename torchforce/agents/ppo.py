@@ -28,6 +28,7 @@ from torchforce.agents.transitions import Transitions
 from torchforce.core.memories.latest import Latest
 from torchforce.core.optimizers import build_optimizer
 from torchforce.spec import SpecError, expect_float, expect_int
+from torchforce.spec.checks import MAX_STEPS, expect_steps
 
 
 class PPOAgent(Agent):
@@ -92,13 +93,20 @@ class PPOAgent(Agent):
         if not 0.0 < self.subsampling_fraction <= 1.0:
             raise SpecError("subsampling_fraction", "out of range", got=subsampling_fraction,
                             expected="a number in (0, 1]")  # fmt: skip
-        self.optimization_steps = expect_int(optimization_steps, "optimization_steps", minimum=1)
-        self.epochs = expect_int(epochs, "epochs", minimum=1, allow_none=True)
+        self.optimization_steps = expect_steps(optimization_steps, "optimization_steps")
+        self.epochs = expect_steps(epochs, "epochs", allow_none=True)
         self.minibatch_size = expect_int(minibatch_size, "minibatch_size", minimum=1, allow_none=True)
         if self.minibatch_size is not None and self.epochs is None:
             raise SpecError("minibatch_size", "goes with 'epochs'", hint="Set epochs too, or use subsampling_fraction.")
         self.optimizer = build_optimizer(step_optimizer or {"type": "adam", "learning_rate": 1e-3},
-                                         list(self.policy.parameters()), path="step_optimizer")  # fmt: skip
+                                         list(self.policy.parameters()), path="step_optimizer",
+                                         without_kl="the ppo agent")  # fmt: skip
+        steps = (self.epochs or self.optimization_steps) * self.optimizer.inner_steps
+        if steps > MAX_STEPS:
+            key = "epochs" if self.epochs else "optimization_steps"
+            raise SpecError(key, f"an update takes {steps} inner steps ({key} times those of step_optimizer)",
+                            expected=f"at most {MAX_STEPS}",
+                            hint=f"Lower {key}, or step_optimizer's num_steps.")  # fmt: skip
         self._remember(locals())
         self._load_on_start()
 

@@ -57,7 +57,8 @@ def setup(
     agent.double_q_model = expect_bool(double_q_model, "double_q_model")
     agent.huber_loss = expect_float(huber_loss, "huber_loss", minimum=0.0, allow_none=True) or None  # 0: none
     agent.optimizer = build_optimizer(optimizer or {"type": "adam", "learning_rate": 1e-3},
-                                      list(agent.policy.parameters()), path="optimizer")  # fmt: skip
+                                      list(agent.policy.parameters()), path="optimizer",
+                                      without_kl=f"the {agent.name} agent")  # fmt: skip
     agent.target = copy.deepcopy(agent.policy).requires_grad_(False)
     agent.target_sync = target_synchronization(list(agent.policy.parameters()), list(agent.target.parameters()),
                                                target_sync_frequency, target_update_weight)  # fmt: skip

@@ -28,7 +28,8 @@ from torchforce.agents.policy_gradient import (
 )
 from torchforce.agents.transitions import Transitions
 from torchforce.core.optimizers import build_optimizer
-from torchforce.spec import expect_bool, expect_float, expect_int
+from torchforce.spec import expect_bool, expect_float
+from torchforce.spec.checks import expect_steps
 
 
 class TRPOAgent(Agent):
@@ -89,9 +90,9 @@ class TRPOAgent(Agent):
         # the 2018 implicit optimizer: a natural-gradient step within the KL bound, then a line search on it
         natural_gradient = {"type": "natural_gradient", "cg_unroll_loop": expect_bool(cg_unroll_loop, "cg_unroll_loop"),
                             "learning_rate": expect_float(learning_rate, "learning_rate", minimum=1e-12),
-                            "cg_max_iterations": expect_int(cg_max_iterations, "cg_max_iterations", minimum=1),
+                            "cg_max_iterations": expect_steps(cg_max_iterations, "cg_max_iterations"),
                             "cg_damping": expect_float(cg_damping, "cg_damping", minimum=0.0)}  # fmt: skip
-        line_search = {"ls_max_iterations": expect_int(ls_max_iterations, "ls_max_iterations", minimum=0),
+        line_search = {"ls_max_iterations": expect_steps(ls_max_iterations, "ls_max_iterations", minimum=0),
                        "ls_accept_ratio": expect_float(ls_accept_ratio, "ls_accept_ratio", minimum=0.0),
                        "ls_unroll_loop": expect_bool(ls_unroll_loop, "ls_unroll_loop")}  # fmt: skip
         # the paper's line search also keeps the actual KL near the bound (1.5x, as OpenAI baselines' TRPO)

@@ -123,6 +123,24 @@ def check_capacity(mode: UpdateMode, capacity: int, *, on_policy: bool, path: st
         )
 
 
+def check_retrieval(mode: UpdateMode, memory: Any, spec: Any) -> None:
+    """A memory that cannot retrieve the update's unit (``prioritized_replay`` draws single timesteps, never whole
+    episodes or sequences) is an error when the agent is built, not at its first update. ``spec`` is the memory's
+    spec, for the path and the name in the message."""
+    units = getattr(memory, "units", UNITS)
+    if mode.unit in units:
+        return
+    typed = isinstance(spec, dict) and "type" in spec
+    name = spec["type"] if typed else spec if isinstance(spec, str) else type(memory).__name__
+    others = "'latest' (on-policy agents) or 'replay'"
+    raise SpecError(
+        "memory.type" if typed else "memory",
+        f"memory '{name}' retrieves {' and '.join(units)} only, and this agent updates on {mode.unit} "
+        f"(update_mode.unit '{mode.unit}')",
+        hint=f"Use {others} for {mode.unit}, or update_mode.unit 'timesteps' where the agent allows it.",
+    )
+
+
 class Schedule:
     """Counts stored timesteps or episodes and says how many updates are due."""
 

@@ -73,7 +73,8 @@ class VPGAgent(Agent):
             baseline_optimizer=baseline_optimizer,
         )  # fmt: skip
         self.optimizer = build_optimizer(optimizer or {"type": "adam", "learning_rate": 1e-3},
-                                         list(self.policy.parameters()), path="optimizer")  # fmt: skip
+                                         list(self.policy.parameters()), path="optimizer",
+                                         without_kl="the vpg agent")  # fmt: skip
         self._remember(locals())
         self._load_on_start()
 

@@ -98,6 +98,7 @@ BASELINES = Registry(
         "aggregated": "torchforce.core.baselines:Aggregated",
         "network": "torchforce.core.baselines:custom",
     },
+    base=nn.Module,
 )
 
 
@@ -147,5 +148,6 @@ def build_pg_baseline(
     inputs = states if mode == "states" else embedding_states(embedding_size)
     baseline = build_baseline(spec, inputs, path="baseline").to(device)
     baseline_optimizer = build_optimizer(optimizer or DEFAULT_BASELINE_OPTIMIZER, list(baseline.parameters()),
-                                         path="baseline_optimizer")  # fmt: skip
+                                         path="baseline_optimizer",
+                                         without_kl="the baseline")  # fmt: skip
     return mode, baseline, baseline_optimizer

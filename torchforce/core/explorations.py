@@ -27,8 +27,11 @@ from typing import Any
 
 import numpy as np
 
-from torchforce.spec import ActionSpec, Registry, SpecError, expect_float, expect_int, unknown_name_error
+from torchforce.spec import ActionSpec, Registry, SpecError, expect_float, unknown_name_error
+from torchforce.spec.checks import expect_limited_int
 from torchforce.spec.errors import what_it_is
+
+MAX_TIMESTEP = 2**63 - 1
 
 EXPLORATIONS = Registry(
     "exploration",
@@ -40,6 +43,7 @@ EXPLORATIONS = Registry(
         "ornstein_uhlenbeck": "torchforce.core.explorations:OrnsteinUhlenbeck",
     },
     aliases={"linear_decay": "epsilon_anneal"},
+    base="torchforce.core.explorations:Exploration",
 )
 
 
@@ -100,8 +104,9 @@ class EpsilonAnneal(Exploration):
     ) -> None:
         self.initial_epsilon = _probability(initial_epsilon, "initial_epsilon")
         self.final_epsilon = _probability(final_epsilon, "final_epsilon")
-        self.timesteps = expect_int(timesteps, "timesteps", minimum=1)
-        self.start_timestep = expect_int(start_timestep, "start_timestep", minimum=0)
+        # timestep counts beyond int64 are never reached, and would not convert to floats (10^400)
+        self.timesteps = expect_limited_int(timesteps, "timesteps", minimum=1, maximum=MAX_TIMESTEP)
+        self.start_timestep = expect_limited_int(start_timestep, "start_timestep", minimum=0, maximum=MAX_TIMESTEP)
 
     def epsilon(self, timestep: int) -> float:
         fraction = min(max((timestep - self.start_timestep) / self.timesteps, 0.0), 1.0)

@@ -11,6 +11,7 @@ from torchforce.core.distributions import build_distribution
 from torchforce.core.named import NamedModules
 from torchforce.core.networks import Network
 from torchforce.spec import ActionSpec, expect_dict, unknown_name_error
+from torchforce.spec.checks import expect_elements
 
 Params = dict[str, tuple[torch.Tensor, ...]]
 
@@ -31,6 +32,12 @@ class Policy(nn.Module):
         for name in specs:
             if name not in actions:
                 raise unknown_name_error(f"{path}.{name}", "action", name, actions)
+        for name, action in actions.items():  # before any head allocates: a clear error instead of the allocator's
+            per_element = action.num_actions if action.type == "int" else 1
+            expect_elements(network.output_size * action.size * per_element, f"actions.{name}",
+                            f"the policy head's weights ({network.output_size} network outputs to "
+                            f"{action.size * per_element} values of action '{name}')",
+                            hint="Use a smaller last layer, or fewer action values.")  # fmt: skip
         self.network = network
         self.actions = actions
         self.heads = NamedModules(

@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from torchforce.spec import SpecError, StateSpec, expect_bool, expect_float, expect_int, unknown_name_error
+from torchforce.spec.checks import expect_elements
 from torchforce.spec.errors import what_it_is
 from torchforce.spec.registry import Registry
 
@@ -38,6 +39,7 @@ PREPROCESSORS = Registry(
         "sequence": "torchforce.core.preprocessors:Sequence",
         "standardize": "torchforce.core.preprocessors:Standardize",
     },
+    base="torchforce.core.preprocessors:Preprocessor",
 )
 
 #: added to standard deviations and ranges before dividing (2018's util.epsilon)
@@ -338,8 +340,8 @@ class Clip(Preprocessor):
     produces_float = False
 
     def __init__(self, *, min_value: float, max_value: float) -> None:
-        self.min_value = expect_float(min_value, "min_value")
-        self.max_value = expect_float(max_value, "max_value")
+        self.min_value = expect_float(min_value, "min_value", finite=False)  # -inf/inf: no bound on that side
+        self.max_value = expect_float(max_value, "max_value", finite=False)
         if not self.min_value < self.max_value:
             raise SpecError(
                 "max_value", "must be above min_value", got={"min_value": min_value, "max_value": max_value}
@@ -490,6 +492,8 @@ def build_stack(spec: Any, state: StateSpec, path: str) -> PreprocessorStack:
                 entry_path,
                 f"{kind_name(preprocessor)} cannot process '{state.name}' of shape {list(current.shape)}: {error}",
             ) from None
+        expect_elements(math.prod(current.shape), entry_path, f"'{state.name}' after {kind_name(preprocessor)}, "
+                        f"of shape {list(current.shape)},")  # fmt: skip
         preprocessors.append(preprocessor)
     return PreprocessorStack(preprocessors, state)
 

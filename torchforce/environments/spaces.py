@@ -1,8 +1,9 @@
 """Gymnasium spaces as 2018 states/actions specs (reference §3), with the converters between the two.
 
 Observations (states):
-- ``Box`` -> one float state of the Box's shape, with ``min_value``/``max_value`` when the bounds are finite and the
-  same for every element. Every Box is a float state, uint8 images included: observations arrive as float32
+- ``Box`` -> one float state of the Box's shape, with ``min_value``/``max_value`` when the bounds are finite, within
+  the spec's limit (``MAX_SPAN``: float32's range, so a Box of +-float32 max counts as unbounded) and the same for
+  every element. Every Box is a float state, uint8 images included: observations arrive as float32
   (0..255 for images; scaling is the agent's preprocessing).
 - ``Discrete(n)`` -> int state of shape ``()`` with ``num_values=n`` (values shifted so they start at 0).
 - ``MultiDiscrete`` -> int state of its shape, ``num_values`` = the largest ``nvec``.
@@ -10,10 +11,10 @@ Observations (states):
 
 Actions:
 - ``Discrete(n)`` -> int action with ``num_actions=n``; executed as a Python int (plus the space's ``start``).
-- ``Box`` with finite bounds that are the same for every element -> one float action with ``min_value``/
-  ``max_value`` and the Box's shape; a Box without bounds -> one float action without bounds; a Box whose bounds
-  differ between elements -> one float scalar action per element, ``action0``..``actionN`` (row-major), each with
-  its own bounds, put back together into one array on execute.
+- ``Box`` with finite bounds (within ``MAX_SPAN``, as for states) that are the same for every element -> one float
+  action with ``min_value``/``max_value`` and the Box's shape; a Box without bounds -> one float action without
+  bounds; a Box whose bounds differ between elements -> one float scalar action per element, ``action0``..
+  ``actionN`` (row-major), each with its own bounds, put back together into one array on execute.
 - ``MultiBinary`` -> bool action of its shape; ``MultiDiscrete`` with one ``nvec`` value -> int action of its shape,
   otherwise one int action per element like non-uniform Boxes.
 
@@ -30,6 +31,7 @@ from typing import Any
 import numpy as np
 
 from torchforce.spec import SpecError
+from torchforce.spec.checks import MAX_SPAN
 
 Reader = Callable[[Any], Any]
 Writer = Callable[[Mapping[str, Any]], Any]
@@ -45,6 +47,19 @@ def _uniform(values: np.ndarray) -> float | None:
     if flat.size == 0 or not np.isfinite(flat[0]) or not np.all(flat == flat[0]):
         return None
     return float(flat[0])
+
+
+def _usable_bounds(low: np.ndarray, high: np.ndarray) -> np.ndarray:
+    """Where ``[low, high]`` can be a spec's bounds: finite, ordered, within +-MAX_SPAN and at most MAX_SPAN apart."""
+    with np.errstate(invalid="ignore", over="ignore"):
+        return (
+            np.isfinite(low)
+            & np.isfinite(high)
+            & (high > low)
+            & (np.abs(low) <= MAX_SPAN)
+            & (np.abs(high) <= MAX_SPAN)
+            & (high - low <= MAX_SPAN)
+        )
 
 
 def _space_error(space: Any, path: str, role: str) -> SpecError:
@@ -64,7 +79,7 @@ def _state_leaf(space: Any, path: str) -> tuple[dict[str, Any], Reader]:
     if isinstance(space, spaces.Box):
         spec: dict[str, Any] = {"type": "float", "shape": tuple(space.shape)}
         low, high = _uniform(space.low), _uniform(space.high)
-        if low is not None and high is not None and low < high:
+        if low is not None and high is not None and _usable_bounds(np.float64(low), np.float64(high)):
             spec.update(min_value=low, max_value=high)
         return spec, _as_float32
     if isinstance(space, spaces.Discrete):
@@ -154,7 +169,7 @@ def _elementwise(space: Any, name: str, specs: dict, element_specs: list[dict], 
 def _box_action(space: Any, name: str, specs: dict) -> Writer | None:
     low = np.asarray(space.low, dtype=np.float64).reshape(-1)
     high = np.asarray(space.high, dtype=np.float64).reshape(-1)
-    bounded = np.isfinite(low) & np.isfinite(high) & (high > low)
+    bounded = _usable_bounds(low, high)
     shape, dtype = tuple(space.shape), space.dtype
     uniform = bounded.all() and _uniform(low) is not None and _uniform(high) is not None
     if uniform or not bounded.any():

@@ -3,6 +3,10 @@
 A states spec is ``{"shape": 4, "type": "float"}`` (one state, named ``state``) or ``{"name": {...}, ...}``.
 An actions spec is ``{"type": "int", "num_actions": 2}`` (one action, named ``action``) or a dict of those.
 Names are kept in sorted order, as in 2018.
+
+Limits (``checks.py``): one sample of a state or action has at most ``MAX_ELEMENTS`` (2^31) elements, counting an
+int action's ``num_actions`` logits per element; ``min_value``/``max_value`` are finite, within +-``MAX_SPAN``
+(10^38) and at most ``MAX_SPAN`` apart, so that bounded actions stay finite in float32.
 """
 
 from __future__ import annotations
@@ -13,7 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from torchforce.spec.checks import expect_choice, expect_float, expect_int
+from torchforce.spec.checks import MAX_SPAN, expect_choice, expect_elements, expect_float, expect_int
 from torchforce.spec.errors import SpecError, did_you_mean
 
 TYPES = ("float", "int", "bool")
@@ -76,12 +80,16 @@ ACTION_EXAMPLE = '{"type": "int", "num_actions": 2}'
 
 
 def _shape(value: Any, path: str) -> tuple[int, ...]:
-    """A shape: an int (-> 1-tuple) or a list of ints >= 1; ``[]`` / ``()`` is a scalar."""
+    """A shape: an int (-> 1-tuple) or a list of ints >= 1; ``[]`` / ``()`` is a scalar. At most ``MAX_ELEMENTS``
+    elements in all."""
     if isinstance(value, (list, tuple)):
-        return tuple(expect_int(v, f"{path}[{i}]", minimum=1) for i, v in enumerate(value))
-    if isinstance(value, numbers.Real) and not isinstance(value, bool):
-        return (expect_int(value, path, minimum=1),)
-    raise SpecError(path, "not a shape", got=value, expected="an integer or a list of integers")
+        shape = tuple(expect_int(v, f"{path}[{i}]", minimum=1) for i, v in enumerate(value))
+    elif isinstance(value, numbers.Real) and not isinstance(value, bool):
+        shape = (expect_int(value, path, minimum=1),)
+    else:
+        raise SpecError(path, "not a shape", got=value, expected="an integer or a list of integers")
+    expect_elements(math.prod(shape), path, f"one sample of shape {list(shape)}")
+    return shape
 
 
 def _check_keys(spec: Mapping[str, Any], allowed: tuple[str, ...], path: str) -> None:
@@ -96,16 +104,39 @@ def _given(spec: Mapping[str, Any], key: str) -> bool:
     return spec.get(key) is not None
 
 
+def _bound(value: Any, path: str, unbounded: str) -> float:
+    """One bound: a finite number within +-MAX_SPAN (float32's range, with room)."""
+    try:
+        value = expect_float(value, path)
+    except SpecError as error:
+        if error.message == "not a finite number":
+            error.hint = unbounded
+            error.args = (error.render(),)
+        raise
+    if abs(value) > MAX_SPAN:
+        expected = f"a number in [{-MAX_SPAN:g}, {MAX_SPAN:g}]"
+        raise SpecError(path, "out of float32's range", got=value, expected=expected, hint=unbounded)
+    return value
+
+
 def _bounds(spec: Mapping[str, Any], path: str) -> tuple[float | None, float | None]:
     low, high = spec.get("min_value"), spec.get("max_value")
     if (low is None) != (high is None):
         raise SpecError(path, "min_value and max_value go together", got=dict(spec), expected="both or neither")
     if low is None:
         return None, None
-    low = expect_float(low, f"{path}.min_value")
-    high = expect_float(high, f"{path}.max_value")
+    unbounded = "Leave out both min_value and max_value for an unbounded value."
+    low, high = _bound(low, f"{path}.min_value", unbounded), _bound(high, f"{path}.max_value", unbounded)
     if not low < high:
         raise SpecError(path, "min_value must be below max_value", got={"min_value": low, "max_value": high})
+    if high - low > MAX_SPAN:
+        raise SpecError(
+            path,
+            "min_value and max_value are too far apart: values between them overflow float32",
+            got={"min_value": low, "max_value": high},
+            expected=f"max_value - min_value <= {MAX_SPAN:g}",
+            hint=unbounded,
+        )
     return low, high
 
 
@@ -154,6 +185,8 @@ def state_spec(name: str, spec: Any, path: str) -> StateSpec:
     shape = _shape(spec["shape"], f"{path}.shape")
     key = "num_states" if _given(spec, "num_states") else "num_values"
     num_values = expect_int(spec.get(key), f"{path}.{key}", minimum=1, allow_none=True)
+    if num_values is not None:  # an embedding of the values has a row per value
+        expect_elements(num_values, f"{path}.{key}", "a table of one entry per value")
     if num_values is not None and kind != "int":
         raise SpecError(f"{path}.{key}", f"only int states take {key}, this state is {kind}")
     low, high = _bounds(spec, path)
@@ -176,6 +209,8 @@ def action_spec(name: str, spec: Any, path: str) -> ActionSpec:
         if "num_actions" not in spec:
             raise SpecError(path, "an int action needs 'num_actions'", got=dict(spec))
         num_actions = expect_int(spec["num_actions"], f"{path}.num_actions", minimum=1)
+        expect_elements(math.prod(shape) * num_actions, f"{path}.num_actions", f"the {num_actions} logits of each "
+                        f"of the {math.prod(shape)} action elements")  # fmt: skip
     elif _given(spec, "num_actions"):
         raise SpecError(f"{path}.num_actions", f"only int actions take num_actions, this action is {kind}")
     if kind != "float" and (_given(spec, "min_value") or _given(spec, "max_value")):

@@ -23,6 +23,7 @@ DISTRIBUTIONS = Registry(
         "deterministic": "torchforce.core.distributions.deterministic:Deterministic",
         "gaussian": "torchforce.core.distributions.gaussian:Gaussian",
     },
+    base=Distribution,
 )
 
 

@@ -8,6 +8,7 @@ import torch
 from torch import Tensor, nn
 
 from torchforce.spec import ActionSpec, SpecError
+from torchforce.spec.checks import expect_elements
 
 Params = tuple[Tensor, ...]
 
@@ -42,6 +43,7 @@ class Distribution(nn.Module):
 
     def linear(self, per_element: int, bias: float | Tensor) -> nn.Linear:
         """A Linear from the embedding to ``per_element`` outputs for every action element, bias set to ``bias``."""
+        expect_elements(self.input_size * self.size * per_element, "", f"the weights of action '{self.action.name}'")
         layer = nn.Linear(self.input_size, self.size * per_element)
         with torch.no_grad():
             if isinstance(bias, Tensor):

@@ -7,7 +7,8 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from torchforce.core.distributions.base import Distribution, Params
-from torchforce.spec import ActionSpec, SpecError, expect_float
+from torchforce.spec import ActionSpec, SpecError
+from torchforce.spec.checks import expect_float32
 
 #: actions are kept this far inside (0, 1) before taking logs, so a sample on a bound has a finite log-probability
 EPSILON = 1e-6
@@ -58,8 +59,8 @@ class Beta(Distribution):
             )
         self.low = float(action.min_value)
         self.span = float(action.max_value) - self.low
-        self.alpha = self.linear(1, expect_float(alpha, "alpha"))
-        self.beta = self.linear(1, expect_float(beta, "beta"))
+        self.alpha = self.linear(1, expect_float32(alpha, "alpha"))
+        self.beta = self.linear(1, expect_float32(beta, "beta"))
 
     def forward(self, embedding: Tensor) -> Params:
         batch = embedding.shape[0]

@@ -14,6 +14,7 @@ from torch import Tensor
 
 from torchforce.core.distributions.base import Distribution, Params
 from torchforce.spec import ActionSpec, expect_float
+from torchforce.spec.checks import expect_float32
 
 
 class Deterministic(Distribution):
@@ -33,7 +34,7 @@ class Deterministic(Distribution):
             self.register_buffer("half_range", torch.tensor((high - low) / 2), persistent=False)
             bias = float(torch.atanh(torch.tensor(fraction)))
         else:
-            bias = expect_float(mean, "mean", allow_none=True) or 0.0
+            bias = expect_float32(mean, "mean", allow_none=True) or 0.0
         self.mean = self.linear(1, bias)
 
     def forward(self, embedding: Tensor) -> Params:

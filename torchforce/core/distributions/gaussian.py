@@ -9,6 +9,7 @@ from torch import Tensor
 
 from torchforce.core.distributions.base import Distribution, Params
 from torchforce.spec import ActionSpec, expect_float
+from torchforce.spec.checks import expect_float32
 
 #: log std is clipped to [-LOG_STD_BOUND, LOG_STD_BOUND], i.e. std in [1e-6, 1e6], as in 2018
 LOG_STD_BOUND = -math.log(1e-6)
@@ -29,7 +30,7 @@ class Gaussian(Distribution):
 
     def __init__(self, action: ActionSpec, input_size: int, *, mean: float = 0.0, log_stddev: float = 0.0) -> None:
         super().__init__(action, input_size)
-        mean = expect_float(mean, "mean")
+        mean = expect_float32(mean, "mean")
         log_stddev = expect_float(log_stddev, "log_stddev", minimum=-LOG_STD_BOUND, maximum=LOG_STD_BOUND)
         self.mean = self.linear(1, mean)
         self.log_stddev = self.linear(1, log_stddev)

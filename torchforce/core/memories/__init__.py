@@ -24,6 +24,7 @@ MEMORIES = Registry(
         "replay": "torchforce.core.memories.replay:Replay",
         "prioritized_replay": "torchforce.core.memories.prioritized:PrioritizedReplay",
     },
+    base=Memory,
 )
 
 

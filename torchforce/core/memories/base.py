@@ -13,6 +13,7 @@ on offsets, which never wrap, and converted to storage indices at the end.
 from __future__ import annotations
 
 import copy
+import math
 import operator
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -21,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from torchforce.spec import SpecError, expect_bool, expect_int
+from torchforce.spec.checks import expect_elements
 
 REQUIRED_FIELDS = {"terminal": np.dtype(np.int8), "reward": np.dtype(np.float32)}
 RESERVED_NAMES = ("indices", "weights")  # keys that retrievals add to the fields
@@ -88,8 +90,10 @@ class Memory:
     """A ring buffer of rows with named fields (see the module docstring); subclasses define the retrievals.
 
     Every retrieval returns a dict of numpy arrays (copies) keyed by field name, plus ``indices``: the int64
-    storage indices of the returned rows.
+    storage indices of the returned rows. ``units`` are the retrievals a memory supports (update_mode units).
     """
+
+    units: tuple[str, ...] = ("timesteps", "episodes", "sequences")
 
     def __init__(
         self,
@@ -106,14 +110,28 @@ class Memory:
         if not isinstance(rng, np.random.Generator):
             raise TypeError(f"memory rng must be a numpy Generator, got {type(rng).__name__}.")
         self.rng = rng
-        self._data = {
-            name: np.zeros((self._capacity, *spec.shape), dtype=spec.dtype) for name, spec in self.fields.items()
-        }
+        self._data = self._allocate()
         self._next = 0  # storage index the next row goes to
         self._size = 0  # rows stored (<= capacity)
         # False once the row before the oldest stored one was overwritten in the middle of an episode: the oldest
         # episode is then partial and does not count as complete.
         self._oldest_starts_episode = True
+
+    def _allocate(self) -> dict[str, np.ndarray]:
+        """One zeroed array of ``capacity`` rows per field; a field too large for one array (``MAX_ELEMENTS``), or
+        for the machine's memory, is a SpecError naming the capacity."""
+        hint = "Lower memory.capacity (it counts timesteps; agents derive its default from update_mode.batch_size)."
+        data = {}
+        for name, spec in self.fields.items():
+            elements = self._capacity * math.prod(spec.shape)
+            expect_elements(elements, "capacity", f"the memory's field '{name}' ({self._capacity} rows of shape "
+                            f"{spec.shape})", hint=hint)  # fmt: skip
+            try:
+                data[name] = np.zeros((self._capacity, *spec.shape), dtype=spec.dtype)
+            except MemoryError:
+                raise SpecError("capacity", f"field '{name}' ({self._capacity} rows of shape {spec.shape}) does not "
+                                "fit in this machine's memory", got=self._capacity, hint=hint) from None  # fmt: skip
+        return data
 
     @property
     def capacity(self) -> int:

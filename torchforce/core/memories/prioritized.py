@@ -20,16 +20,19 @@ import numpy as np
 
 from torchforce.core.memories.base import FieldSpec, Memory, request_count
 from torchforce.core.memories.sumtree import SumTree
-from torchforce.spec import expect_float, expect_int
+from torchforce.spec import SpecError, expect_float, expect_int
+from torchforce.spec.checks import FLOAT32_MAX
 
 
 class PrioritizedReplay(Memory):
     """A ring buffer sampled in proportion to per-row priorities; only ``retrieve_timesteps`` is supported.
 
-    ``prioritization_weight`` is the paper's alpha (0 = uniform), ``prioritization_constant`` its epsilon (keeps
-    rows with zero loss drawable), ``importance_sampling_weight`` its beta (0 = no correction, 1 = full; the
-    paper anneals 0.4 -> 1, we keep it constant at 0.4 by default).
+    ``prioritization_weight`` is the paper's alpha in [0, 1] (0 = uniform), ``prioritization_constant`` its
+    epsilon (keeps rows with zero loss drawable), ``importance_sampling_weight`` its beta (0 = no correction, 1 =
+    full; the paper anneals 0.4 -> 1, we keep it constant at 0.4 by default).
     """
+
+    units = ("timesteps",)
 
     def __init__(
         self,
@@ -44,13 +47,22 @@ class PrioritizedReplay(Memory):
         buffer_size: int | None = None,
     ) -> None:
         super().__init__(fields=fields, rng=rng, capacity=capacity, include_next_states=include_next_states)
-        self.prioritization_weight = expect_float(prioritization_weight, "prioritization_weight", minimum=0.0)
-        self.prioritization_constant = expect_float(prioritization_constant, "prioritization_constant", minimum=0.0)
+        # alpha <= 1 and a constant within float32 keep every priority, and their sum, finite in float64
+        self.prioritization_weight = expect_float(
+            prioritization_weight, "prioritization_weight", minimum=0.0, maximum=1.0
+        )
+        self.prioritization_constant = expect_float(
+            prioritization_constant, "prioritization_constant", minimum=0.0, maximum=FLOAT32_MAX
+        )
         self.importance_sampling_weight = expect_float(
             importance_sampling_weight, "importance_sampling_weight", minimum=0.0, maximum=1.0
         )
         self.buffer_size = expect_int(buffer_size, "buffer_size", minimum=0, allow_none=True)  # unused, see above
-        self._tree = SumTree(self.capacity)
+        try:
+            self._tree = SumTree(self.capacity)
+        except MemoryError:
+            raise SpecError("capacity", "the priorities of this many rows do not fit in this machine's memory",
+                            got=self.capacity, hint="Lower memory.capacity.") from None  # fmt: skip
         self._max_priority = 1.0
 
     @property

@@ -17,7 +17,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from torchforce.spec import SpecError, StateSpec, expect_choice, expect_float, expect_int
+from torchforce.spec import SpecError, StateSpec, expect_choice, expect_float
+from torchforce.spec.checks import MAX_ELEMENTS, expect_elements, expect_limited_int
 from torchforce.spec.errors import did_you_mean
 
 
@@ -86,6 +87,20 @@ class Layer(nn.Module):
                 if self.l1_regularization > 0.0:
                     terms.append(self.l1_regularization * parameter.abs().sum())
         return torch.stack(terms).sum() if terms else None
+
+
+SMALLER = "Use a smaller size (or a smaller input, e.g. through a pooling or a smaller state)."
+
+
+def allocate(shape: tuple[int, ...], path: str, what: str) -> Tensor:
+    """An uninitialized float tensor of ``shape`` for a layer's ``what`` (``weights``), refused with a SpecError
+    when it has more than ``MAX_ELEMENTS`` elements or the machine cannot allocate it (instead of the allocator's
+    error, or an agent that fills all memory)."""
+    expect_elements(math.prod(shape), path, f"the {what} {list(shape)}", hint=SMALLER)
+    try:
+        return torch.empty(shape)
+    except (RuntimeError, MemoryError):  # torch's allocator raises RuntimeError("... can't allocate memory ...")
+        raise SpecError(path, f"the {what} {list(shape)} do not fit in this machine's memory", hint=SMALLER) from None
 
 
 def expect_rank(incoming: Value, rank: int, path: str, layer: str, layout: str) -> None:
@@ -157,8 +172,8 @@ class Nonlinearity(Layer):
         if alpha is not None and name not in ALPHA_DEFAULTS:
             raise SpecError(f"{path}.alpha", f"only lrelu, leaky_relu and elu take alpha, not {name}")
         alpha = expect_float(alpha if alpha is not None else ALPHA_DEFAULTS.get(name, 0.0), f"{path}.alpha")
-        self.max_value = expect_float(max, f"{path}.max", allow_none=True)
-        self.min_value = expect_float(min, f"{path}.min", allow_none=True)
+        self.max_value = expect_float(max, f"{path}.max", allow_none=True, finite=False)  # inf: no clipping there
+        self.min_value = expect_float(min, f"{path}.min", allow_none=True, finite=False)
         if beta == "learn":
             self.beta = nn.Parameter(torch.ones(()))
             self.scale = None
@@ -232,13 +247,18 @@ def attach_activation(module: nn.Module, activation: Nonlinearity | None) -> Non
 # windows and padding (TensorFlow's SAME / VALID)
 
 
+def expect_extent(value: Any, path: str) -> int:
+    """A window or stride: an integer in [1, MAX_ELEMENTS] (torch takes no larger ones)."""
+    return expect_limited_int(value, path, minimum=1, maximum=MAX_ELEMENTS)
+
+
 def expect_pair(value: Any, path: str) -> tuple[int, int]:
     """An int or a pair of ints, as a pair."""
     if isinstance(value, (list, tuple)):
         if len(value) != 2:
             raise SpecError(path, "not an int or a pair", got=list(value), expected="an integer or [height, width]")
-        return (expect_int(value[0], f"{path}[0]", minimum=1), expect_int(value[1], f"{path}[1]", minimum=1))
-    size = expect_int(value, path, minimum=1)
+        return (expect_extent(value[0], f"{path}[0]"), expect_extent(value[1], f"{path}[1]"))
+    size = expect_extent(value, path)
     return size, size
 
 
@@ -264,9 +284,17 @@ def padded_extent(size: int, window: int, stride: int, padding: str, path: str) 
 
 
 def conv_padding(
-    sizes: tuple[int, ...], windows: tuple[int, ...], strides: tuple[int, ...], padding: str, path: str
+    sizes: tuple[int, ...],
+    windows: tuple[int, ...],
+    strides: tuple[int, ...],
+    padding: str,
+    path: str,
+    channels: int = 1,
 ) -> tuple[tuple[int, ...], tuple[int, ...] | None]:
-    """Output sizes and the F.pad argument (last dimension first) for 1 or 2 spatial dims; None: no padding."""
+    """Output sizes and the F.pad argument (last dimension first) for 1 or 2 spatial dims; None: no padding. The
+    padded input, of ``channels`` channels, must fit in one tensor (a window far larger than the input pads it)."""
     extents = [padded_extent(n, k, s, padding, path) for n, k, s in zip(sizes, windows, strides, strict=True)]
+    padded = math.prod(n + before + after for n, (_, before, after) in zip(sizes, extents, strict=True))
+    expect_elements(padded * channels, f"{path}.window", "the padded input per sample", hint=SMALLER)
     pad = tuple(p for _, before, after in reversed(extents) for p in (before, after))
     return tuple(out for out, _, _ in extents), (pad if any(pad) else None)

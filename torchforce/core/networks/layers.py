@@ -26,14 +26,17 @@ from torchforce.core.networks.base import (
     Layer,
     Nonlinearity,
     Value,
+    allocate,
     attach_activation,
     build_activation,
     conv_padding,
+    expect_extent,
     expect_padding,
     expect_pair,
     expect_rank,
 )
 from torchforce.spec import SpecError, expect_bool, expect_choice, expect_dict, expect_float, expect_int
+from torchforce.spec.checks import FLOAT32_MAX, expect_float32
 from torchforce.spec.errors import did_you_mean
 
 __all__ = [
@@ -54,9 +57,12 @@ WEIGHT_INITS = ("xavier", "xavier_normal", "xavier_uniform", "msra")
 
 def _array(spec: Any, shape: tuple[int, ...], path: str, what: str) -> Tensor:
     try:
-        array = np.asarray(spec, dtype=np.float32)
-    except (TypeError, ValueError):
+        array = np.asarray(spec, dtype=np.float64)
+    except (TypeError, ValueError, OverflowError):
         raise SpecError(path, f"not a list of numbers for the {what}", got=spec) from None
+    if not (np.isfinite(array) & (np.abs(array) <= FLOAT32_MAX)).all():
+        raise SpecError(path, f"the {what} must be finite numbers within float32's range", got=spec)
+    array = array.astype(np.float32)
     if array.shape != shape:
         raise SpecError(
             path,
@@ -89,7 +95,7 @@ def init_weight(weight: Tensor, spec: Any, path: str) -> None:
     if spec is None:
         nn.init.normal_(weight, 0.0, min(0.1, math.sqrt(2.0 / (in_size + out_size))))
     elif isinstance(spec, numbers.Real) and not isinstance(spec, bool):
-        nn.init.constant_(weight, float(spec))
+        nn.init.constant_(weight, expect_float32(spec, path))
     elif isinstance(spec, str):
         _named_init(weight, {"name": spec}, path)
     elif isinstance(spec, dict):
@@ -105,7 +111,7 @@ def make_bias(spec: Any, size: int, path: str) -> nn.Parameter | None:
     if isinstance(spec, bool):
         return nn.Parameter(torch.zeros(size)) if spec else None
     if isinstance(spec, numbers.Real):
-        return nn.Parameter(torch.full((size,), float(spec)))
+        return nn.Parameter(torch.full((size,), expect_float32(spec, path)))
     if isinstance(spec, (list, tuple, np.ndarray)):
         return nn.Parameter(_array(spec, (size,), path, "bias values").clone())
     raise SpecError(path, "not a bias", got=spec, expected="true, false, a number or a list")
@@ -131,7 +137,7 @@ class Linear(Layer):
         self.set_regularization(l1_regularization, l2_regularization, path)
 
     def make_parameters(self, in_size: int, size: int, weights: Any, bias: Any, path: str) -> None:
-        self.weight = nn.Parameter(torch.empty(size, in_size))
+        self.weight = nn.Parameter(allocate((size, in_size), f"{path}.size", "weights"))
         init_weight(self.weight, weights, f"{path}.weights")
         self.bias = make_bias(bias, size, f"{path}.bias")
         self.output = Value((size,))
@@ -218,12 +224,13 @@ class _Conv(Layer):
             windows, strides = expect_pair(window, f"{path}.window"), expect_pair(stride, f"{path}.stride")
         else:
             windows, strides = (
-                (expect_int(window, f"{path}.window", minimum=1),),
-                (expect_int(stride, f"{path}.stride", minimum=1),),
+                (expect_extent(window, f"{path}.window"),),
+                (expect_extent(stride, f"{path}.stride"),),
             )
-        outs, self.pad = conv_padding(tuple(sizes), windows, strides, expect_padding(padding, f"{path}.padding"), path)
+        padding = expect_padding(padding, f"{path}.padding")
+        outs, self.pad = conv_padding(tuple(sizes), windows, strides, padding, path, channels)
         self.stride = strides
-        self.weight = nn.Parameter(torch.empty(size, channels, *windows))
+        self.weight = nn.Parameter(allocate((size, channels, *windows), path, "filters"))
         nn.init.normal_(self.weight, 0.0, min(0.1, math.sqrt(2.0 / size)))
         self.bias = nn.Parameter(torch.zeros(size)) if expect_bool(bias, f"{path}.bias") else None
         self.set_regularization(l1_regularization, l2_regularization, path)
@@ -279,7 +286,7 @@ class Pool2d(Layer):
         self.window = expect_pair(window, f"{path}.window")
         self.stride = expect_pair(stride, f"{path}.stride")
         padding = expect_padding(padding, f"{path}.padding")
-        (out_h, out_w), self.pad = conv_padding((height, width), self.window, self.stride, padding, path)
+        (out_h, out_w), self.pad = conv_padding((height, width), self.window, self.stride, padding, path, channels)
         if self.average and self.pad is not None:
             # average of the real cells = average over the zero-padded window * cells per window / real cells
             ones = F.pad(torch.ones(1, 1, height, width), self.pad)
@@ -348,7 +355,7 @@ class Embedding(Layer):
         indices = known if indices is None else expect_int(indices, f"{path}.indices", minimum=1)
         if known is not None and indices < known:
             raise SpecError(f"{path}.indices", f"fewer than the {known} values its input takes", got=indices)
-        self.weight = nn.Parameter(torch.empty(indices, size))
+        self.weight = nn.Parameter(allocate((indices, size), path, "embedding table"))
         nn.init.normal_(self.weight, 0.0, min(0.1, math.sqrt(1.0 / size)))
         self.set_regularization(l1_regularization, l2_regularization, path)
         self.bool_input = incoming.dtype == "bool"

@@ -19,7 +19,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from torchforce.core.networks.base import Layer, Value
+from torchforce.core.networks.base import SMALLER, Layer, Value
 from torchforce.spec import (
     Registry,
     SpecError,
@@ -31,6 +31,7 @@ from torchforce.spec import (
     normalize_states,
     unknown_name_error,
 )
+from torchforce.spec.checks import expect_elements
 from torchforce.spec.errors import what_it_is
 
 LAYERS = Registry(
@@ -52,6 +53,7 @@ LAYERS = Registry(
         "pool2d": "torchforce.core.networks.layers:Pool2d",
         "tf_layer": "torchforce.core.networks.tf_layer:tf_layer",
     },
+    base=Layer,
 )
 
 # the 2018 example networks shipped with torchforce; a bare name like "mlp2_network" names one of them
@@ -178,6 +180,8 @@ class LayeredNetwork(Network):
         layer = target(**provided, **kwargs)
         if not isinstance(layer, Layer):
             raise SpecError(f"{path}.type", f"{kind!r} did not build a Layer", got=what_it_is(layer))
+        for value in (layer.output, *layer.outputs.values()):
+            expect_elements(value.size, path, f"the output per sample, of shape {list(value.shape)},", hint=SMALLER)
         name = f"{type_name}{counters[type_name]}"
         counters[type_name] += 1
         self.add_module(name, layer)

@@ -13,9 +13,10 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from torchforce.core.networks.base import Layer, Value, expect_rank
+from torchforce.core.networks.base import SMALLER, Layer, Value, expect_rank
 from torchforce.core.networks.layers import check_options
 from torchforce.spec import expect_bool, expect_float, expect_int
+from torchforce.spec.checks import expect_elements, expect_float32
 
 
 @torch.no_grad()
@@ -23,6 +24,12 @@ def _forget_bias(bias_ih: Tensor, bias_hh: Tensor, size: int, value: float) -> N
     bias_ih.zero_()
     bias_hh.zero_()
     bias_ih[size : 2 * size] = value  # torch's gate order: input, forget, cell, output
+
+
+def _check_gates(in_size: int, size: int, path: str) -> None:
+    """The four gates' weights, [4 * size, in_size + size], fit in one tensor (``MAX_ELEMENTS``)."""
+    expect_elements(4 * size * (in_size + size), f"{path}.size", f"the LSTM weights [{4 * size}, {in_size + size}]",
+                    hint=SMALLER)  # fmt: skip
 
 
 def _dropout_rate(value: Any, path: str) -> float:
@@ -48,6 +55,7 @@ class Lstm(Layer):
         self.dropout = _dropout_rate(dropout, f"{path}.dropout")
         self.uses_training_mode = bool(self.dropout)
         self.return_final_state = expect_bool(return_final_state, f"{path}.return_final_state")
+        _check_gates(incoming.shape[1], size, path)
         self.lstm = nn.LSTM(incoming.shape[1], size, batch_first=True)
         _forget_bias(self.lstm.bias_ih_l0, self.lstm.bias_hh_l0, size, 1.0)
         self.output = Value((2 * size,) if self.return_final_state else (incoming.shape[0], size))
@@ -79,12 +87,13 @@ class InternalLstm(Layer):
         args = check_options(lstmcell_args, f"{path}.lstmcell_args", ("forget_bias",))
         self.dropout = _dropout_rate(dropout, f"{path}.dropout")
         self.uses_training_mode = bool(self.dropout)
+        _check_gates(incoming.shape[0], size, path)
         self.cell = nn.LSTMCell(incoming.shape[0], size)
         _forget_bias(
             self.cell.bias_ih,
             self.cell.bias_hh,
             size,
-            expect_float(args.get("forget_bias", 1.0), f"{path}.lstmcell_args.forget_bias"),
+            expect_float32(args.get("forget_bias", 1.0), f"{path}.lstmcell_args.forget_bias"),
         )
         self.internal_shape = (2, size)
         self.output = Value((size,))

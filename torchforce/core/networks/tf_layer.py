@@ -2,7 +2,8 @@
 to the torch layer that does the same thing, so 2018 configs (``mlp2_normalized_network``) load unchanged.
 
 Supported: batch_normalization (axis=-1, momentum=0.99, epsilon=1e-3, center, scale; batch statistics in training
-mode, moving averages otherwise, TF's ``training=update``), dense (units, activation=None, use_bias), conv1d and
+mode, moving averages otherwise, TF's ``training=update``; a batch of one value per channel uses the moving
+averages too, see ``BatchNormalization.forward``), dense (units, activation=None, use_bias), conv1d and
 conv2d (filters, kernel_size, strides=1, padding='valid', activation=None, use_bias), flatten, dropout (rate=0.5),
 max_pooling2d and average_pooling2d (pool_size, strides, padding='valid'). Defaults are tf.layers' own.
 """
@@ -53,6 +54,8 @@ class BatchNormalization(Layer):
         # TF's moving average keeps `momentum` of the old value; torch's momentum is the weight of the new batch
         self.momentum = 1.0 - expect_float(momentum, f"{path}.momentum", minimum=0.0, maximum=1.0)
         self.epsilon = expect_float(epsilon, f"{path}.epsilon", minimum=0.0)
+        if self.epsilon == 0.0:  # a batch of equal rows has variance 0: 0 / 0
+            raise SpecError(f"{path}.epsilon", "out of range", got=epsilon, expected="a number > 0, e.g. 0.001")
         self.weight = nn.Parameter(torch.ones(features)) if expect_bool(scale, f"{path}.scale") else None
         self.bias = nn.Parameter(torch.zeros(features)) if expect_bool(center, f"{path}.center") else None
         self.register_buffer("running_mean", torch.zeros(features))
@@ -63,9 +66,16 @@ class BatchNormalization(Layer):
     def forward(self, x: Tensor) -> Tensor:
         if self.channels_last:
             x = x.movedim(-1, 1)
+        # One value per channel (a one-row minibatch of vectors, as PPO's subsampling draws from short batches) has
+        # no spread: its batch variance is 0, so TF's batch statistics map every input to `bias` (no gradient reaches
+        # the layers below) and pull the moving variance toward 0, and torch refuses such a batch in training. It is
+        # normalized with the running statistics instead, as in eval mode, and leaves them unchanged: the output
+        # still depends on the input, and one degenerate batch cannot spoil the statistics acting relies on.
+        batch_statistics = self.training and x.numel() > x.shape[1]
         y = F.batch_norm(
-            x, self.running_mean, self.running_var, self.weight, self.bias, self.training, self.momentum, self.epsilon
-        )
+            x, self.running_mean, self.running_var, self.weight, self.bias, batch_statistics, self.momentum,
+            self.epsilon,
+        )  # fmt: skip
         return y.movedim(1, -1) if self.channels_last else y
 
 

@@ -26,6 +26,7 @@ import torch
 from torch import Tensor
 
 from torchforce.spec import Registry, SpecError, check_kwargs, expect_float
+from torchforce.spec.checks import MAX_STEPS
 from torchforce.spec.errors import what_it_is
 
 Batch = Mapping[str, Any]
@@ -69,7 +70,19 @@ class Update:
 
 
 class Optimizer:
-    """Base class: owns ``parameters`` and applies updates to them; see the module docstring."""
+    """Base class: owns ``parameters`` and applies updates to them; see the module docstring.
+
+    ``needs_kl``: the optimizer calls ``kl_fn``, so only callers that give one can use it (the spec key that makes
+    it so is ``kl_key``). ``inner_steps``: how many gradient steps or loss evaluations one ``step`` takes at most
+    (nested meta optimizers multiply them), limited to ``MAX_STEPS`` when built.
+    """
+
+    needs_kl: bool = False
+    kl_key: str = "type"
+
+    @property
+    def inner_steps(self) -> int:
+        return 1
 
     def __init__(self, parameters: Iterable[torch.nn.Parameter]) -> None:
         self.parameters: list[torch.nn.Parameter] = list(parameters)
@@ -151,6 +164,10 @@ class MetaOptimizer(Optimizer):
         super().__init__(parameters)
         self.optimizer: Optimizer = build_optimizer(optimizer, self.parameters, path="optimizer")
 
+    @property
+    def inner_steps(self) -> int:
+        return inner_steps(self.optimizer)
+
     def state_dict(self) -> dict[str, Any]:
         return {"optimizer": self.optimizer.state_dict()}
 
@@ -178,16 +195,63 @@ OPTIMIZERS = Registry(
         "rmsprop": "torchforce.core.optimizers.torch_optimizers:RMSProp",
         "subsampling_step": "torchforce.core.optimizers.meta:SubsamplingStep",
     },
+    base=Optimizer,
 )
 
 
-def build_optimizer(spec: Any, parameters: list[torch.nn.Parameter], *, path: str = "optimizer") -> Optimizer:
+def build_optimizer(
+    spec: Any, parameters: list[torch.nn.Parameter], *, path: str = "optimizer", without_kl: str | None = None
+) -> Optimizer:
     """Build an optimizer over ``parameters`` from a spec.
 
     ``spec`` is an ``Optimizer`` instance (returned as is), an ``Optimizer`` subclass, a name (``"adam"``), a dict
     ``{"type": name, **kwargs}`` or a user class path (``"package.module:Class"``). Meta optimizers build their
-    nested ``optimizer`` spec recursively, under the path ``<path>.optimizer``.
+    nested ``optimizer`` spec recursively, under the path ``<path>.optimizer``. ``without_kl`` names a caller that
+    gives no ``kl_fn`` (``"the ppo agent"``): an optimizer in the chain that needs one (``natural_gradient``,
+    ``optimized_step`` with ``ls_max_kl``) is then a SpecError now rather than a failure at the first update.
     """
+    optimizer = _build(spec, parameters, path)
+    steps = inner_steps(optimizer)
+    if steps > MAX_STEPS:
+        raise SpecError(
+            path,
+            f"one step of this optimizer takes up to {steps} inner steps (num_steps, num_samples and iterations, "
+            "multiplied through nested optimizers)",
+            expected=f"at most {MAX_STEPS}",
+            hint="One update takes at most 10^4 steps, so that it ends in reasonable time: lower num_steps.",
+        )
+    if without_kl is not None:
+        _refuse_kl(optimizer, path, without_kl, typed=isinstance(spec, Mapping))
+    return optimizer
+
+
+def inner_steps(optimizer: Any) -> int:
+    """``optimizer.inner_steps``, 1 for an optimizer that does not say."""
+    steps = getattr(optimizer, "inner_steps", 1)
+    return steps if isinstance(steps, int) and not isinstance(steps, bool) and steps >= 1 else 1
+
+
+def _refuse_kl(optimizer: Optimizer, path: str, caller: str, *, typed: bool) -> None:
+    """A SpecError at the first optimizer of the chain (outer to inner) that needs ``kl_fn``."""
+    where = path
+    while optimizer is not None:
+        if optimizer.needs_kl:
+            key = f"{where}.{optimizer.kl_key}" if typed or where != path else where
+            hint = "Only trpo provides one, and builds its natural-gradient step itself (its learning_rate is the KL "
+            if optimizer.kl_key == "type":
+                hint += 'bound). Use a gradient optimizer here, e.g. {"type": "adam", "learning_rate": 0.001}.'
+            else:
+                hint += f"bound). Leave out '{optimizer.kl_key}' here."
+            target = f"{type(optimizer).__module__}:{type(optimizer).__qualname__}"
+            name = next((name for name, path in OPTIMIZERS.table.items() if path == target), type(optimizer).__name__)
+            what = f"optimizer '{name}'" + (f" with {optimizer.kl_key}" if optimizer.kl_key != "type" else "")
+            raise SpecError(key, f"{what} needs the KL divergence of the policy from before the update, and {caller} "
+                            "provides none", hint=hint)  # fmt: skip
+        optimizer = optimizer.optimizer if isinstance(optimizer, MetaOptimizer) else None
+        where = f"{where}.optimizer"
+
+
+def _build(spec: Any, parameters: list[torch.nn.Parameter], path: str) -> Optimizer:
     if isinstance(spec, Optimizer):
         return spec
     name, kwargs = (spec, {}) if inspect.isclass(spec) else OPTIMIZERS.split(spec, path)

@@ -17,7 +17,8 @@ from torchforce.core.optimizers.base import (
     restore,
     snapshot,
 )
-from torchforce.spec import expect_bool, expect_int
+from torchforce.spec import expect_bool
+from torchforce.spec.checks import expect_steps
 
 
 class Evolutionary(Optimizer):
@@ -39,8 +40,12 @@ class Evolutionary(Optimizer):
     ) -> None:
         super().__init__(parameters)
         self.learning_rate = expect_positive(learning_rate, "learning_rate")
-        self.num_samples = expect_int(num_samples, "num_samples", minimum=1)
+        self.num_samples = expect_steps(num_samples, "num_samples")
         expect_bool(unroll_loop, "unroll_loop")
+
+    @property
+    def inner_steps(self) -> int:
+        return self.num_samples + 1  # a loss per perturbation, and the one before
 
     @torch.no_grad()
     def apply_update(self, objective: Objective, batch: Batch, reference: Reference) -> Update:

@@ -28,7 +28,8 @@ from torchforce.core.optimizers.base import (
     snapshot,
 )
 from torchforce.core.optimizers.solvers import backtracking_line_search
-from torchforce.spec import expect_bool, expect_choice, expect_float, expect_int
+from torchforce.spec import expect_bool, expect_choice, expect_float
+from torchforce.spec.checks import expect_steps
 
 
 class MultiStep(MetaOptimizer):
@@ -47,8 +48,12 @@ class MultiStep(MetaOptimizer):
         unroll_loop: bool = False,
     ) -> None:
         super().__init__(parameters, optimizer=optimizer)
-        self.num_steps = expect_int(num_steps, "num_steps", minimum=1)
+        self.num_steps = expect_steps(num_steps, "num_steps")
         expect_bool(unroll_loop, "unroll_loop")
+
+    @property
+    def inner_steps(self) -> int:
+        return self.num_steps * super().inner_steps
 
     def apply_update(self, objective: Objective, batch: Batch, reference: Reference) -> Update:
         before = snapshot(self.parameters)
@@ -147,6 +152,8 @@ class OptimizedStep(MetaOptimizer):
     Info: the inner info, ``loss`` (before the step), ``loss_after``, ``ls_scale`` and ``ls_iterations``.
     """
 
+    kl_key = "ls_max_kl"  # needs_kl: only with an ls_max_kl
+
     def __init__(
         self,
         parameters: Iterable[torch.nn.Parameter],
@@ -160,12 +167,17 @@ class OptimizedStep(MetaOptimizer):
         ls_max_kl: float | None = None,
     ) -> None:
         super().__init__(parameters, optimizer=optimizer)
-        self.ls_max_kl = expect_float(ls_max_kl, "ls_max_kl", minimum=0.0, allow_none=True)
-        self.ls_max_iterations = expect_int(ls_max_iterations, "ls_max_iterations", minimum=0)
+        self.ls_max_kl = expect_float(ls_max_kl, "ls_max_kl", minimum=0.0, allow_none=True, finite=False)
+        self.needs_kl = self.ls_max_kl is not None
+        self.ls_max_iterations = expect_steps(ls_max_iterations, "ls_max_iterations", minimum=0)
         self.ls_accept_ratio = expect_float(ls_accept_ratio, "ls_accept_ratio", minimum=0.0)
         self.ls_mode = expect_choice(ls_mode, "ls_mode", ("exponential", "linear"))
         self.ls_parameter = expect_fraction(ls_parameter, "ls_parameter", include_zero=False, include_one=False)
         expect_bool(ls_unroll_loop, "ls_unroll_loop")
+
+    @property
+    def inner_steps(self) -> int:
+        return super().inner_steps + self.ls_max_iterations + 1  # the step, then a loss per fraction tried
 
     def apply_update(self, objective: Objective, batch: Batch, reference: Reference) -> Update:
         before = snapshot(self.parameters)

@@ -27,7 +27,8 @@ from torchforce.core.optimizers.base import (
     gradients,
 )
 from torchforce.core.optimizers.solvers import conjugate_gradient
-from torchforce.spec import expect_bool, expect_float, expect_int
+from torchforce.spec import expect_bool, expect_float
+from torchforce.spec.checks import expect_steps
 
 
 def flatten(tensors: list[Tensor]) -> Tensor:
@@ -50,6 +51,8 @@ class NaturalGradient(Optimizer):
     the step is zero) and ``estimated_improvement``.
     """
 
+    needs_kl = True
+
     def __init__(
         self,
         parameters: Iterable[torch.nn.Parameter],
@@ -61,9 +64,13 @@ class NaturalGradient(Optimizer):
     ) -> None:
         super().__init__(parameters)
         self.learning_rate = expect_positive(learning_rate, "learning_rate")
-        self.cg_max_iterations = expect_int(cg_max_iterations, "cg_max_iterations", minimum=1)
+        self.cg_max_iterations = expect_steps(cg_max_iterations, "cg_max_iterations")
         self.cg_damping = expect_float(cg_damping, "cg_damping", minimum=0.0)
         expect_bool(cg_unroll_loop, "cg_unroll_loop")
+
+    @property
+    def inner_steps(self) -> int:
+        return self.cg_max_iterations + 1  # a Fisher-vector product per iteration, and the gradient
 
     def apply_update(self, objective: Objective, batch: Batch, reference: Reference) -> Update:
         loss = objective.loss(batch, reference)

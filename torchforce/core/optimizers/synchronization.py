@@ -67,7 +67,9 @@ class Synchronization:
 
 
 SYNCHRONIZATIONS = Registry(
-    "synchronization", {"synchronization": "torchforce.core.optimizers.synchronization:Synchronization"}
+    "synchronization",
+    {"synchronization": "torchforce.core.optimizers.synchronization:Synchronization"},
+    base=Synchronization,
 )
 
 
