@@ -23,8 +23,8 @@ from torch import nn
 from torchforce.agents import AGENTS, create_agent
 from torchforce.core.distributions import build_distribution
 from torchforce.core.explorations import build_explorations
-from torchforce.core.networks import build_network
-from torchforce.core.optimizers import build_optimizer
+from torchforce.core.networks import Layer, build_network
+from torchforce.core.optimizers import Optimizer, build_optimizer
 from torchforce.core.preprocessors import build_preprocessing
 from torchforce.environments import Environment, Gym, Minimal, VectorEnvironment, make, make_vector
 from torchforce.spec import ActionSpec, SpecError, StateSpec
@@ -88,6 +88,20 @@ def builds_a_function() -> Any:
 
 def builds_a_torch_optimizer(parameters: list) -> torch.optim.Optimizer:
     return torch.optim.SGD(parameters, lr=0.1)
+
+
+class NoLayerArguments(Layer):
+    """A layer whose constructor cannot take what torchforce passes to every layer."""
+
+    def __init__(self) -> None:
+        super().__init__()
+
+
+class NoParameters(Optimizer):
+    """An optimizer whose constructor cannot take the parameters."""
+
+    def __init__(self) -> None:
+        pass
 
 
 # -- agents: create_agent, Agent, ConstantAgent, update_mode, Policy ----------------------------------------------
@@ -386,14 +400,21 @@ def test_vector_errors(build: Any, pattern: str) -> None:
          "network[1].name: not a name; expected a non-empty string, got 3."),
         ({"type": "torchforce.core.networks:LayeredNetwork", "layers": 3}, None,
          'network: not a layer list; expected a list like [{"type": "dense", "size": 32}], got 3.'),
-        ([{"type": "torch.nn:Linear"}], None, "network[0].type: Linear is not a layer; expected a subclass of Layer."),
+        # a path names a Layer subclass, checked before anything is called (issue 7): no factory functions
+        ([{"type": "torch.nn:Linear"}], None,
+         "network[0].type: module 'torch.nn' belongs to the installed package 'torch', which does not depend on "
+         'torchforce and so holds no layer; got "torch.nn:Linear".\n  Importing a module runs its code, so a config '
+         "may name only modules of packages built on torchforce, and your own modules."),
         ([{"type": f"{__name__}:builds_a_string"}], None,
-         f"network[0].type: '{__name__}:builds_a_string' did not build a Layer; got \"dense\"."),
+         f"network[0].type: '{__name__}:builds_a_string' is not a layer class; expected a subclass of "
+         f"torchforce.core.networks.Layer, got the function {__name__}.builds_a_string."),
         ([{"type": f"{__name__}:builds_a_tensor"}], None,
-         f"network[0].type: '{__name__}:builds_a_tensor' did not build a Layer; got an instance of torch.Tensor."),
-        ([{"type": f"{__name__}:builds_a_number"}], None,
-         f"network[0].type: '{__name__}:builds_a_number' cannot be built here: its constructor takes no 'incoming', "
-         "'path'.\n  torchforce passes 'incoming' and 'path' to every layer; accept them as keyword arguments."),
+         f"network[0].type: '{__name__}:builds_a_tensor' is not a layer class; expected a subclass of "
+         f"torchforce.core.networks.Layer, got the function {__name__}.builds_a_tensor."),
+        ([{"type": f"{__name__}:NoLayerArguments"}], None,
+         f"network[0].type: '{__name__}:NoLayerArguments' cannot be built here: its constructor takes no "
+         "'incoming', 'path'.\n  torchforce passes 'incoming' and 'path' to every layer; accept them as keyword "
+         "arguments."),
         ({"type": f"{__name__}:NoStatesArgument"}, None,
          "network.type: network 'NoStatesArgument' cannot be built: its constructor takes no 'states'."),
         (f"{__name__}:NoStatesArgument", None,  # a string spec has no 'type' key to point at
@@ -446,11 +467,14 @@ FLOAT = ActionSpec("force", "float", ())
     ("spec", "actions", "pattern"),
     [
         (f"{__name__}:builds_a_number", {"move": INT},
-         r"actions_exploration: not an Exploration; expected a subclass of Exploration, got 0\.1\."),
+         r"actions_exploration: '\w+:builds_a_number' is not an exploration class; expected a subclass of "
+         r"torchforce\.core\.explorations\.Exploration, got the function \w+\.builds_a_number\."),
         ({"move": f"{__name__}:builds_a_number"}, {"move": INT},
-         r"actions_exploration\.move: not an Exploration; expected a subclass of Exploration, got 0\.1\."),
+         r"actions_exploration\.move: '\w+:builds_a_number' is not an exploration class; expected a subclass of "
+         r"torchforce\.core\.explorations\.Exploration, got the function \w+\.builds_a_number\."),
         (f"{__name__}:builds_a_function", {"move": INT},
-         r"actions_exploration: not an Exploration; expected a subclass of Exploration, got the function abs\."),
+         r"actions_exploration: '\w+:builds_a_function' is not an exploration class; expected a subclass of "
+         r"torchforce\.core\.explorations\.Exploration, got the function \w+\.builds_a_function\."),
         ({"type": "epsilon_anneal"}, {"force": FLOAT},
          r"actions_exploration: this exploration fits none of the actions: epsilon_anneal replaces actions by "
          r"uniform random ones, which needs bounds, and float action 'force' has no min_value/max_value \(use "
@@ -470,7 +494,8 @@ def test_exploration_errors(spec: Any, actions: dict, pattern: str) -> None:
 def test_preprocessor_factory_that_builds_no_preprocessor(spec: Any) -> None:
     path = "states_preprocessing" if isinstance(spec, str) else "states_preprocessing.state"
     assert message(build_preprocessing, spec, {"state": StateSpec("state", (4,), "float")}) == (
-        f"{path}: not a Preprocessor; expected a subclass of Preprocessor, got the function abs."
+        f"{path}: '{__name__}:builds_a_function' is not a preprocessor class; expected a subclass of "
+        f"torchforce.core.preprocessors.Preprocessor, got the function {__name__}.builds_a_function."
     )
 
 
@@ -507,15 +532,15 @@ def test_categorical_probabilities_must_be_a_list(probabilities: Any, text: str)
          r"optimizer\.optimizer: the meta optimizer 'clipped_step' needs a nested optimizer spec\.\n.*"),
         ({"type": "momentum", "learning_rate": 0.1, "momentum": 0.0, "use_nesterov": True},
          r"optimizer\.momentum: Nesterov momentum needs momentum > 0; got 0\.0\."),
+        # a path names an Optimizer subclass, checked before anything is called (issue 7): no factory functions
         (f"{__name__}:builds_a_torch_optimizer",
-         r"optimizer: not an optimizer; expected a torchforce Optimizer subclass, got an instance of "
-         r"torch\.optim\.SGD\.\n  A torch\.optim optimizer cannot be used as it is; torchforce wraps these by name: "
-         r"adadelta, adagrad, adam, gradient_descent, momentum, nadam, rmsprop "
-         r"\(e\.g\. \{\"type\": \"adam\", \"learning_rate\": 0\.001\}\)\."),
-        (f"{__name__}:builds_a_float",
-         r"optimizer: not an optimizer; expected a torchforce Optimizer subclass, got 0\.1\."),
-        (f"{__name__}:builds_a_number",
-         r"optimizer: optimizer '[\w.]+:builds_a_number' cannot be built here: it cannot be called with the "
+         r"optimizer: '\w+:builds_a_torch_optimizer' is not an optimizer class; expected a subclass of "
+         r"torchforce\.core\.optimizers\.Optimizer, got the function \w+\.builds_a_torch_optimizer\."),
+        ("torch.optim:SGD",
+         r"optimizer: module 'torch\.optim' belongs to the installed package 'torch', which does not depend on "
+         r"torchforce and so holds no optimizer; got \"torch\.optim:SGD\"\.\n.*"),
+        (f"{__name__}:NoParameters",
+         r"optimizer: optimizer '[\w.]+:NoParameters' cannot be built here: it cannot be called with the "
          r"parameters \(too many positional arguments\)\.\n"
          r"  torchforce passes the list of parameters as the first argument to every optimizer\."),
     ],

@@ -58,7 +58,7 @@ class Checked(Memory):
         super().__init__(fields=fields, capacity=capacity)
 
 
-class NoFields:
+class NoFields(Memory):
     """A user class that cannot take what the caller provides."""
 
     def __init__(self, *, capacity: int = 10) -> None:
@@ -92,6 +92,7 @@ MEMORIES = Registry(
         "prioritized_replay": f"{HERE}:PrioritizedReplay",
     },
     aliases={"replay_memory": "replay", "naive_prioritized_replay": "prioritized_replay"},
+    base=f"{HERE}:Memory",
 )
 
 
@@ -361,17 +362,15 @@ def test_split() -> None:
 
 
 def test_import_path_forms() -> None:
-    import collections
-    import collections.abc
-    import json.decoder
+    import torchforce.spec.errors
 
-    assert import_path("json.decoder:JSONDecoder") is json.decoder.JSONDecoder
-    assert import_path("json.decoder:JSONDecoder.decode") is json.decoder.JSONDecoder.decode
+    assert import_path("torchforce.spec.errors:SpecError") is SpecError
+    assert import_path("torchforce.spec.errors:SpecError.render") is SpecError.render
     assert import_path(f"{HERE}:Outer.Inner") is Outer.Inner
     # the 2018 dotted form: the module is the longest prefix that imports
-    assert import_path("collections.OrderedDict") is collections.OrderedDict
-    assert import_path("collections.abc.Mapping") is collections.abc.Mapping
-    assert import_path("json.decoder.JSONDecoder.decode") is json.decoder.JSONDecoder.decode
+    assert import_path("torchforce.spec.Registry") is Registry
+    assert import_path("torchforce.spec.errors.SpecError") is torchforce.spec.errors.SpecError
+    assert import_path("torchforce.spec.errors.SpecError.render") is SpecError.render
 
 
 @pytest.mark.parametrize(
@@ -399,24 +398,27 @@ def test_import_path_missing_module() -> None:
         "memory.type: cannot import module 'torchforce_no_such_pkg.memories': no module named "
         "'torchforce_no_such_pkg'; got \"torchforce_no_such_pkg.memories.Replay\".\n" + HINT
     )
-    assert message(import_path, "json.no_such_submodule:Thing") == (
-        "type: cannot import module 'json.no_such_submodule': no module named 'json.no_such_submodule'; "
-        'got "json.no_such_submodule:Thing".\n' + HINT
+    assert message(import_path, "torchforce.no_such_submodule:Thing") == (
+        "type: cannot import module 'torchforce.no_such_submodule': no module named 'torchforce.no_such_submodule'; "
+        'got "torchforce.no_such_submodule:Thing".\n' + HINT
     )
 
 
 def test_import_path_missing_attribute() -> None:
-    assert message(import_path, "json:JSONDecodr", "memory.type") == (
-        "memory.type: module 'json' has no attribute 'JSONDecodr'; got \"json:JSONDecodr\".\n"
-        "  Did you mean 'JSONDecoder'?"
+    errors = "torchforce.spec.errors"
+    assert message(import_path, f"{errors}:SpecErorr", "memory.type") == (
+        f"memory.type: module '{errors}' has no attribute 'SpecErorr'; got \"{errors}:SpecErorr\".\n"
+        "  Did you mean 'SpecError'?"
     )
-    assert message(import_path, "json.JSONDecodr") == (
-        "type: module 'json' has no attribute 'JSONDecodr'; got \"json.JSONDecodr\".\n  Did you mean 'JSONDecoder'?"
+    assert message(import_path, f"{errors}.SpecErorr") == (
+        f"type: module '{errors}' has no attribute 'SpecErorr'; got \"{errors}.SpecErorr\".\n"
+        "  Did you mean 'SpecError'?"
     )
-    assert message(import_path, "json:Zzzzzz") == "type: module 'json' has no attribute 'Zzzzzz'; got \"json:Zzzzzz\"."
-    assert message(import_path, "json.decoder:JSONDecoder.decodr") == (
-        "type: 'JSONDecoder' has no attribute 'decodr'; got \"json.decoder:JSONDecoder.decodr\".\n"
-        "  Did you mean 'decode'?"
+    assert message(import_path, f"{errors}:Zzzzzz") == (
+        f"type: module '{errors}' has no attribute 'Zzzzzz'; got \"{errors}:Zzzzzz\"."
+    )
+    assert message(import_path, f"{errors}:SpecError.rendr") == (
+        f"type: 'SpecError' has no attribute 'rendr'; got \"{errors}:SpecError.rendr\".\n  Did you mean 'render'?"
     )
 
 

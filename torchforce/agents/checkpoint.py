@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
+import secrets
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +21,7 @@ FORMAT = 1
 def pack(tree: Any) -> Any:
     """Numpy arrays become tagged tensors so the file loads with ``weights_only=True`` and unpacks exactly."""
     if isinstance(tree, np.ndarray):
-        return {"__ndarray__": torch.from_numpy(np.ascontiguousarray(tree)).clone()}
+        return {"__ndarray__": torch.from_numpy(np.array(tree, order="C", copy=True))}  # a copy: also of read-only ones
     if isinstance(tree, np.generic):
         return {"__ndarray__": torch.from_numpy(np.asarray(tree)).clone(), "__scalar__": True}
     if isinstance(tree, dict):
@@ -43,8 +43,10 @@ def unpack(tree: Any) -> Any:
 
 
 def _atomic_write(path: Path, write) -> None:
-    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=path.name + ".", suffix=".tmp")
-    os.close(handle)
+    """``write(temporary)``, then rename it to ``path``. The file gets the usual permissions of results (0666 less
+    the umask, as every file torchforce writes), not the private 0600 of ``tempfile.mkstemp``."""
+    temporary = path.parent / f".{path.name}.{secrets.token_hex(8)}.tmp"
+    os.close(os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))
     try:
         write(temporary)
         os.replace(temporary, path)

@@ -64,7 +64,9 @@ class Environment:
         ``spec`` is an Environment instance, an Environment class, a registry name (``"gym"``, ``"minimal"``), a
         Gymnasium id (``"CartPole-v1"``), ``{"type": ..., **kwargs}``, a ``.json``/``.yaml`` file holding one of
         these, ``"package.module:Class"``, or the 2018 type ``"tensorforce.contrib.openai_gym.OpenAIGym"``.
-        ``kwargs`` are extra constructor arguments; they override those of the spec.
+        ``kwargs`` are extra constructor arguments; they override those of the spec. A class named by path must be
+        an Environment subclass, checked before it is called (see ``torchforce.spec.registry`` on what a spec may
+        import).
         """
         from torchforce.environments import ENVIRONMENTS
 

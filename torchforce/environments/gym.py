@@ -30,6 +30,7 @@ from torchforce.environments.environment import Environment
 from torchforce.environments.spaces import actions_from_space, states_from_space
 from torchforce.spec import SpecError, did_you_mean, expect_bool, expect_int
 from torchforce.spec.errors import describe
+from torchforce.spec.registry import check_module
 
 # Keyword arguments of gymnasium.make itself (the others go to the environment's constructor).
 MAKE_KWARGS = ("disable_env_checker", "render_mode")
@@ -73,12 +74,21 @@ def _newest_version(gym_id: str) -> str | None:
 def resolve_gym_id(gym_id: Any, path: str = "gym_id") -> str:
     """Check that Gymnasium knows ``gym_id`` (registering ale-py's Atari ids if needed); return the bare id.
 
-    ``"module:Name-v0"`` imports ``module`` first (for environments that register themselves on import).
+    ``"module:Name-v0"`` imports ``module`` first (for environments that register themselves on import). Importing
+    runs the module's code, so only a module that can register a Gymnasium environment is imported: one of an
+    installed package that is or depends on Gymnasium (ale-py, minigrid, shimmy, ...), or the user's own module
+    (importable but not installed: a project's module folder, ``PYTHONPATH``). Standard-library modules, ``__main__``
+    modules and modules of other installed packages are SpecErrors, raised before anything is imported (see
+    ``torchforce.spec.registry``).
     """
     if not isinstance(gym_id, str) or not gym_id:
         raise SpecError(path, "not a Gymnasium id", got=gym_id, expected="a registered id like 'CartPole-v1'")
     if ":" in gym_id:
+        target = gym_id
         module, _, gym_id = gym_id.partition(":")
+        if not all(part.isidentifier() for part in module.split(".")):
+            raise SpecError(path, "not a module name before ':'", got=target, expected="'package.module:Name-v0'")
+        check_module(module, target, path, package="gymnasium", holds="Gymnasium environment")
         try:
             importlib.import_module(module)
         except ImportError as error:
@@ -214,7 +224,8 @@ class Gym(Environment):
 
     Args:
         gym_id: any registered Gymnasium id (``CartPole-v1``, ``HalfCheetah-v5``, ``ALE/Pong-v5``),
-            ``"module:Name-v0"`` to import a module that registers it, or a ready ``gymnasium.Env``.
+            ``"module:Name-v0"`` to import a module that registers it (a Gymnasium package's or your own; see
+            ``resolve_gym_id``), or a ready ``gymnasium.Env``.
         max_episode_timesteps: the time limit (Gymnasium's ``max_episode_steps``); episodes cut by it end with
             terminal 2. None keeps the id's registered limit.
         visualize: render to a window (needs a display).

@@ -540,14 +540,26 @@ class VectorEnvironment:
 
     def get_state(self) -> list[bytes]:
         """Every copy pickled as it is now (cloudpickle; one blob per worker, one in all in sync mode), for exact
-        pause and resume. Raises whatever pickling raises for environments that cannot be pickled."""
+        pause and resume. Raises whatever pickling raises for environments that cannot be pickled.
+
+        The blobs are pickles (a Gymnasium environment can only be saved whole), so ``set_state`` runs whatever they
+        hold: store them apart from plain data and give ``set_state`` only blobs you trust (the client's
+        checkpoints keep them in ``environments.pkl``, signed, and load them only when trusted)."""
         if self._rows is not None:
             return [self._rows.get_state()]
         return self._command("get_state")
 
     def set_state(self, blobs: list[bytes]) -> None:
         """Replace every copy with the pickled ones of ``get_state`` (same mode and number of workers); the state
-        buffers are not touched: the caller continues from the states it saved along with the blobs."""
+        buffers are not touched: the caller continues from the states it saved along with the blobs.
+
+        Unpickling runs whatever the blobs hold, in this process or in the workers: pass only blobs you trust
+        (see ``get_state``)."""
+        if blobs is None:
+            raise ValueError(
+                f"{self}: no saved state to restore (a checkpoint's environments that were not loaded); keep these "
+                "environments and start new episodes instead (Runner.run without resume)"
+            )
         if self._rows is not None:
             if len(blobs) != 1:
                 raise ValueError(f"{self}: expected 1 state blob, got {len(blobs)}")

@@ -3,19 +3,49 @@
 A spec for a component may be a ready instance, a class, a bare name (``"adam"``), a dict with a ``type`` key
 (``{"type": "adam", "learning_rate": 1e-3}``), or a user class by path (``"package.module:Class"`` or the 2018
 dotted form ``"package.module.Class"``).
+
+Security. A config is data, but a user class named by path is code: its module is imported and the class is built
+with the spec's arguments, by design. So that a config can run nothing else:
+
+- A path must name a class of the registry's kind, a subclass of its base class (``Environment``, ``Agent``,
+  ``Memory``, ``Optimizer``, ``Layer``, ...: ``Registry(base=...)``, or ``create(base=...)``). Anything else (a
+  function such as ``os:system``, a class such as ``types:SimpleNamespace``) is a SpecError naming the spec path,
+  raised before anything is called. A registry without a base class takes no paths at all.
+- Importing a module runs its code, so a module is checked before it is imported (``check_module``): modules of
+  Python's standard library are refused (none holds a component, and some run a program when imported:
+  ``antigravity``, ``idlelib.idle``), so are ``__main__`` modules (a package's command line). A module of an
+  installed package is imported only when that package is, or declares that it depends on, the package of the base
+  class (torchforce, or torch for a ``torch.nn.Module``), as any package defining such a class must. Any other
+  importable module is the user's own and is imported: user classes must be importable (a project's own modules
+  load only from its configured module folder; or ``PYTHONPATH``), and they run with the user's rights.
+
+Names in a table are torchforce's own and are imported as they are (some name factory functions).
 """
 
 from __future__ import annotations
 
+import functools
 import importlib
+import importlib.metadata
 import inspect
+import re
+import sys
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from torchforce.spec.errors import SpecError, did_you_mean, unknown_name_error
+from torchforce.spec.errors import (
+    SpecError,
+    describe,
+    did_you_mean,
+    indefinite,
+    type_name,
+    unknown_name_error,
+    what_it_is,
+)
 
 KEYWORD = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
 KWARGS = object()  # check_kwargs's default ``got``: show the kwargs
+REQUIREMENT_NAME = re.compile(r"\s*([A-Za-z0-9][A-Za-z0-9._-]*)")
 
 
 def _split_target(target: Any, path: str) -> list[tuple[str, str]]:
@@ -34,13 +64,100 @@ def _split_target(target: Any, path: str) -> list[tuple[str, str]]:
     return pairs
 
 
-def import_path(target: str, path: str = "type") -> Any:
+def _normalized(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+@functools.lru_cache(maxsize=4)
+def _packages_by_module(search_path: tuple[str, ...]) -> Mapping[str, list[str]]:
+    return importlib.metadata.packages_distributions()
+
+
+def installed_packages(module_name: str) -> list[str]:
+    """The installed distributions that provide the top-level module of ``module_name`` (none for the standard
+    library and for modules that are only on ``sys.path``), found without importing anything."""
+    top = module_name.partition(".")[0]
+    return sorted(set(_packages_by_module(tuple(sys.path)).get(top, ())))
+
+
+@functools.lru_cache(maxsize=256)
+def _depends_on(distribution: str, package: str, search_path: tuple[str, ...]) -> bool:
+    if _normalized(distribution) == _normalized(package):
+        return True
+    try:
+        requires = importlib.metadata.distribution(distribution).requires or []
+    except importlib.metadata.PackageNotFoundError:
+        return False
+    names = {_normalized(match.group(1)) for match in map(REQUIREMENT_NAME.match, requires) if match}
+    return _normalized(package) in names  # extras included: ale-py needs gymnasium only for its "vector" extra
+
+
+def check_module(module_name: str, target: str, path: str, *, package: str | None = None, holds: str) -> None:
+    """Refuse, before it is imported, a module that a spec may not make torchforce import (see the module doc).
+
+    ``package`` is the distribution an installed module's package must be or depend on (None: any installed
+    package); ``holds`` says what the spec wants from the module (``"environment"``), for the message.
+    """
+    if "__main__" in module_name.split("."):
+        raise SpecError(
+            path,
+            f"module '{module_name}' is a program's entry point (importing it runs the program) and holds no {holds}",
+            got=target,
+        )
+    top = module_name.partition(".")[0]
+    if top in sys.stdlib_module_names:
+        raise SpecError(
+            path,
+            f"module '{module_name}' belongs to Python's standard library, which holds no {holds}",
+            got=target,
+            hint=f"Name a module of your own, or one of an installed package built on {package or 'torchforce'}.",
+        )
+    if package is None:
+        return
+    installed = installed_packages(module_name)
+    search_path = tuple(sys.path)
+    if installed and not any(_depends_on(name, package, search_path) for name in installed):
+        raise SpecError(
+            path,
+            f"module '{module_name}' belongs to the installed package '{installed[0]}', which does not depend on "
+            f"{package} and so holds no {holds}",
+            got=target,
+            hint=f"Importing a module runs its code, so a config may name only modules of packages built on {package}"
+            ", and your own modules.",
+        )
+
+
+def _package_of(base: type) -> str | None:
+    """The distribution that defines ``base`` (None when it is not installed, e.g. run from a source folder)."""
+    installed = installed_packages(base.__module__)
+    return installed[0] if installed else None
+
+
+def import_path(target: str, path: str = "type", *, base: type | None = None, kind: str | None = None) -> Any:
     """Import ``"module:Name"`` (``Name`` may be dotted: ``Outer.Inner``) or the 2018 form ``"module.Name"``.
 
-    A failure is a SpecError naming ``path``: a malformed path, a module that does not exist, a module that fails
-    to import (say, a missing dependency), or a missing attribute (with a did-you-mean).
+    A failure is a SpecError naming ``path``: a malformed path, a module that may not be imported (see the module
+    doc), a module that does not exist, a module that fails to import (say, a missing dependency), or a missing
+    attribute (with a did-you-mean). With ``base``, the module must also be able to hold a subclass of ``base`` and
+    the attribute must be one (a ``kind``, for the messages); it is checked before anything is called.
     """
     pairs = _split_target(target, path)
+    kind = kind or "torchforce component"
+    package = _package_of(base) if base is not None else None
+    for module_name, _ in pairs:
+        check_module(module_name, target, path, package=package, holds=kind)
+    value = _import(pairs, target, path)
+    if base is not None and not (inspect.isclass(value) and issubclass(value, base)):
+        raise SpecError(
+            path,
+            f"'{target}' is not {indefinite(kind)} class",
+            got=what_it_is(value),
+            expected=f"a subclass of {type_name(base)}",
+        )
+    return value
+
+
+def _import(pairs: list[tuple[str, str]], target: str, path: str) -> Any:
     missing = None
     for module_name, attribute in pairs:
         try:
@@ -130,13 +247,30 @@ class Registry:
     """The name table of one component kind (``memory``, ``optimizer``, ...).
 
     ``table`` maps names to ``"module:Class"`` strings, so nothing is imported until a name is used and every
-    name is greppable. ``aliases`` maps accepted alternative names (2018 long names) to table names.
+    name is greppable. ``aliases`` maps accepted alternative names (2018 long names) to table names. ``base`` is the
+    class every user class named by path must subclass (a class, or its ``"module:Class"``, imported when first
+    needed); without one, only the table's names are accepted (see the module doc).
     """
 
-    def __init__(self, kind: str, table: Mapping[str, str], aliases: Mapping[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        kind: str,
+        table: Mapping[str, str],
+        aliases: Mapping[str, str] | None = None,
+        *,
+        base: type | str | None = None,
+    ) -> None:
         self.kind = kind
         self.table = dict(table)
         self.aliases = dict(aliases or {})
+        self._base = base
+
+    @property
+    def base(self) -> type | None:
+        """The base class of user classes named by path (None: no paths accepted)."""
+        if isinstance(self._base, str):
+            self._base = import_path(self._base, f"the {self.kind} registry's base")
+        return self._base
 
     def __repr__(self) -> str:
         return f"Registry({self.kind!r}, {len(self.table)} names)"
@@ -154,15 +288,23 @@ class Registry:
         alias = self.aliases.get(name)
         return alias if alias in self.table else None
 
-    def get(self, name: str, path: str = "type") -> Any:
-        """The class (or factory) registered as ``name``, or a user class by import path."""
+    def get(self, name: str, path: str = "type", *, base: type | None = None) -> Any:
+        """The class (or factory) registered as ``name``, or a user class by import path: a subclass of ``base``
+        (by default the registry's), checked before it is returned (see the module doc)."""
         if not isinstance(name, str):
             raise SpecError(path, f"a {self.kind} type must be a name", got=name, expected="a string")
         canonical = self.canonical(name)
         if canonical is not None:
             return import_path(self.table[canonical], path)
         if ":" in name or "." in name:
-            return import_path(name, path)
+            base = base if base is not None else self.base
+            if base is None:
+                raise SpecError(
+                    path,
+                    f"unknown {self.kind} {describe(name)}: a {self.kind} cannot be a class named by path",
+                    hint="Known: " + ", ".join(self.names()) + ".",
+                )
+            return import_path(name, path, base=base, kind=self.kind)
         aliases = [alias for alias in self.aliases if self.canonical(alias) is not None]
         raise unknown_name_error(path, self.kind, name, self.table, aliases=aliases)
 
@@ -211,7 +353,7 @@ class Registry:
                 )
             target, name = name, name.__name__
         else:
-            target = self.get(name, type_path)
+            target = self.get(name, type_path, base=base)
         what = f"{self.kind} '{name}'"
         got = dict(spec) if isinstance(spec, Mapping) else ...
         check_kwargs(target, kwargs, path, provided=tuple(provided), what=what, got=got)
