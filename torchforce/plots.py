@@ -9,9 +9,21 @@ import numpy as np
 
 
 def read_episode_log(path: str | Path) -> list[dict]:
-    """The JSON-lines episode log (episode, timesteps, return, length, wall_time)."""
-    with open(path) as handle:
-        return [json.loads(line) for line in handle if line.strip()]
+    """The JSON-lines episode log (episode, timesteps, return, length, wall_time). Lines that are no whole record
+    (cut off by a crash, damaged) are left out (``tfcli`` counts and reports them)."""
+    records = []
+    with open(path, errors="replace") as handle:
+        for line in handle:
+            try:
+                record = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(record, dict) and all(
+                isinstance(record.get(key), (int, float)) and not isinstance(record.get(key), bool)
+                for key in ("timesteps", "return")
+            ):
+                records.append(record)
+    return records
 
 
 def smooth(values: np.ndarray, window: int) -> np.ndarray:

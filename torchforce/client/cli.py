@@ -1,5 +1,5 @@
 """The ``tfcli`` entry point: it mounts the command groups (``torchforce.client.commands``: init, cluster,
-experiment) and turns errors into one clear message with exit code 2."""
+experiment, project) and turns errors into one clear message with exit code 2."""
 
 from __future__ import annotations
 
@@ -13,19 +13,20 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from torchforce.client.commands import HANDLERS, cluster, experiment, formatter, init
+from torchforce.client.commands import HANDLERS, cluster, experiment, formatter, init, project
 from torchforce.client.errors import ClientError, ClientWarning
 from torchforce.spec import SpecError, did_you_mean
 
 EXIT_USAGE = 2
 EXIT_BROKEN_PIPE = 141  # as a shell reports a process that SIGPIPE ended
-GROUPS = (init, cluster, experiment)
+GROUPS = (init, cluster, experiment, project)
 DESCRIPTION = """Run reinforcement-learning experiments from the command line.
 
   tfcli init                                    make this folder a project
   tfcli experiment new -n NAME -A AGENT -E ENV  create an experiment (validated completely first)
   tfcli experiment start -e NAME --follow       run it (on this machine) with a progress bar
   tfcli experiment list | show | logs | plot | compare | pause | stop | download | delete
+  tfcli project repair                          adopt experiment folders a lost state database left behind
 
 Bad input gets one clear message and exit code 2; --debug shows the traceback as well."""
 EXAMPLES = [

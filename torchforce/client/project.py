@@ -12,11 +12,13 @@ import os
 import shutil
 import tempfile
 import time
+import warnings
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from torchforce.client.errors import ClientError
-from torchforce.client.store import Store
+from torchforce.client.errors import ClientError, ClientWarning
+from torchforce.client.store import ExperimentRecord, Store
 from torchforce.configs import KINDS, folder
 from torchforce.spec import SpecError, did_you_mean, load_file
 from torchforce.spec.errors import describe
@@ -74,6 +76,46 @@ def read_settings(path: Path) -> dict[str, Any]:
     return settings
 
 
+def current_folder() -> Path:
+    """The current folder; a ClientError when it no longer exists (deleted or moved under the shell)."""
+    try:
+        return Path.cwd()
+    except FileNotFoundError:
+        raise ClientError(
+            "the current folder no longer exists (it was deleted or moved)",
+            hint="Change to an existing folder ('cd' to it again if it was recreated) and run the command again.",
+        ) from None
+
+
+def _kind_of(path: Path) -> str | None:
+    """``"file"``, ``"folder"`` or None: nothing there, or a name the system cannot look up (too long)."""
+    try:
+        return "file" if path.is_file() else "folder" if path.is_dir() else None
+    except OSError:
+        return None
+
+
+def _plain_folder_name(name: Any) -> bool:
+    """Whether ``name`` names one folder inside another: no path, no '..', no hidden name, not too long."""
+    return (
+        isinstance(name, str)
+        and name not in ("", ".", "..")
+        and not name.startswith(".")
+        and not any(mark in name for mark in ("/", "\\", "\0"))
+        and len(name.encode(errors="surrogateescape")) <= 200
+    )
+
+
+def _refuse_files_in_place_of_folders(root: Path) -> None:
+    """``init`` needs these folders; a file in the place of one is an error before anything is written."""
+    for place in (root / MARKER, root / "configs", *(root / "configs" / kind for kind in KINDS), root / "experiments"):
+        if place.exists() and not place.is_dir():
+            raise ClientError(
+                f"{place} is a file, but a project needs a folder there",
+                hint="Move the file away and run 'tfcli init' again.",
+            )
+
+
 def _refuse_a_project_inside_another(root: Path) -> None:
     for parent in root.parents:
         if (parent / MARKER / SETTINGS).is_file():
@@ -117,7 +159,7 @@ class Project:
     @classmethod
     def find(cls, start: str | Path | None = None) -> Project:
         """The project containing ``start`` (default: the current folder), found by walking up."""
-        here = Path(start or Path.cwd()).resolve()
+        here = Path(start or current_folder()).resolve()
         for candidate in (here, *here.parents):
             if (candidate / MARKER / SETTINGS).is_file():
                 return cls(candidate)
@@ -137,6 +179,7 @@ class Project:
         """
         root = Path(root).resolve()
         settings_path = root / MARKER / SETTINGS
+        _refuse_files_in_place_of_folders(root)
         existing = None
         if settings_path.is_file() and not force:
             existing = read_settings(settings_path)
@@ -183,15 +226,36 @@ class Project:
 
     @property
     def store(self) -> Store:
+        """The state database. One that is new or empty while experiments/ holds experiment folders has lost
+        them (it was deleted or replaced): a ClientWarning says so, and how to adopt them again."""
         if self._store is None:
-            self._store = Store(self.root / MARKER / DATABASE)
+            path = self.root / MARKER / DATABASE
+            new = not path.exists()
+            self._store = Store(path)
+            if not self._store.experiments():
+                _warn_of_stranded_folders(self, new)
         return self._store
 
     @property
     def experiments_folder(self) -> Path:
-        return self.root / "experiments"
+        folder = self.root / "experiments"
+        if not folder.is_dir():
+            shown = f"{self.root.name}/experiments"
+            raise ClientError(
+                f"the project's {shown} is not a folder" if folder.exists() else f"the project's {shown} is missing",
+                hint=f"Move {folder} away, then run 'tfcli init' there to make the folder (configs are kept)."
+                if folder.exists()
+                else "Restore it, or run 'tfcli init' there to make an empty one (configs are kept).",
+            )
+        return folder
 
     def experiment_folder(self, name: str) -> Path:
+        """``experiments/NAME``. A name that is no plain folder name (a path, '..', too long for a file name)
+        is a SpecError naming the rule for experiment names, before any file is looked at."""
+        if not _plain_folder_name(name):
+            from torchforce.client.spec import check_name
+
+            check_name(name)
         return self.experiments_folder / name
 
     # ------------------------------------------------------------------ configs
@@ -207,16 +271,19 @@ class Project:
         expected = f"a file, or a name in configs/{kind}/"
         if not value.strip():
             raise SpecError(path, f"an empty {what} name", got=value, expected=expected)
-        candidate = Path(value).expanduser()
+        try:
+            candidate = Path(value).expanduser()
+        except RuntimeError:  # ~user of no such user
+            candidate = Path(value)
         folders = []
-        for base in (Path.cwd(), self.root):
+        for base in (current_folder(), self.root):
             full = candidate if candidate.is_absolute() else base / candidate
-            if full.is_file():
+            if _kind_of(full) == "file":
                 return full
-            folders += [full] if full.is_dir() else []
+            folders += [full] if _kind_of(full) == "folder" else []
         bare = candidate.name if candidate.suffix in CONFIG_SUFFIXES else candidate.name + ".json"
         target = self.root / "configs" / kind / bare
-        if target.is_file():
+        if _kind_of(target) == "file":
             return target
         if folders:
             raise SpecError(path, f"'{value}' is a folder, not a file", expected=expected)
@@ -245,3 +312,128 @@ class Project:
             raise SpecError(
                 path, error.message, got=error.got, expected=error.expected, hint=error.hint, file=str(file)
             ) from None
+
+    # ------------------------------------------------------------------ repair
+
+    def repair(self, *, dry_run: bool = False) -> list[Adoption]:
+        """Adopt again the experiment folders the state database does not know (after it was lost, emptied or
+        replaced): a row for each folder whose ``experiment.json`` is valid, its status read from its results.
+        Files are never touched. Returns what was done (or, with ``dry_run``, would be done) per such folder."""
+        path = self.root / MARKER / DATABASE
+        store = Store(path) if path.exists() or not dry_run else None  # a dry run creates no database
+        known = {record.name for record in store.experiments()} if store is not None else set()
+        taken = {name.replace("_", "-"): name for name in known}
+        plan: list[Adoption] = []
+        for entry in sorted(self.experiments_folder.iterdir()):
+            if entry.name.startswith(".") or entry.name in known or not entry.is_dir():
+                continue  # staging and deleting folders, known experiments, stray files
+            adoption = _adoption(self, entry)
+            clash = taken.get(entry.name.replace("_", "-"))
+            if adoption.record is not None and clash is not None:
+                adoption = Adoption(entry.name, "skip", None, f"its name clashes with the experiment '{clash}'")
+            if adoption.record is not None:
+                taken[entry.name.replace("_", "-")] = entry.name
+            plan.append(adoption)
+        if dry_run or store is None:
+            return plan
+        refused = store.adopt_experiments([adoption.record for adoption in plan if adoption.record is not None])
+        return [
+            Adoption(adoption.name, "skip", None, refused[adoption.name]) if refused.get(adoption.name) else adoption
+            for adoption in plan
+        ]
+
+
+@dataclass
+class Adoption:
+    """What ``Project.repair`` does with an experiment folder the database does not know: ``adopt`` it (a row with
+    ``status``; ``record`` is that row) or ``skip`` it; ``message`` says why (or the row's message)."""
+
+    name: str
+    action: str
+    status: str | None
+    message: str | None
+    record: ExperimentRecord | None = None
+
+
+def _adoption(project: Project, folder: Path) -> Adoption:
+    """The row an experiment folder gets, or why it gets none."""
+    from torchforce.client.spec import check_stored
+
+    name, spec_file = folder.name, folder / "experiment.json"
+    if not spec_file.is_file():
+        return Adoption(name, "skip", None, "it has no experiment.json")
+    try:
+        spec = check_stored(project, spec_file, name)
+    except (SpecError, ClientError, OSError) as error:
+        return Adoption(name, "skip", None, f"its experiment.json is not valid: {str(error).splitlines()[0]}")
+    fields = _status_from_results(folder)
+    record = ExperimentRecord(
+        name=name,
+        cluster=(spec.get("cluster") or {}).get("name"),
+        created_at=_created_at(spec, spec_file),
+        updated_at=time.time(),
+        **fields,
+    )
+    return Adoption(name, "adopt", record.status, record.message, record)
+
+
+def _status_from_results(folder: Path) -> dict[str, Any]:
+    """The row's status (and PID, message, start or end time) as the experiment's results tell: the state its
+    worker last wrote to ``progress.json`` (finished, paused, stopped; running only while that worker still lives);
+    a run that ended without saying so is failed (resumable where it has a checkpoint); no results: new."""
+    from torchforce.client.backends.local import process_alive
+
+    results = folder / "results"
+    try:
+        progress = json.loads((results / "progress.json").read_bytes())
+    except (OSError, ValueError, RecursionError):
+        progress = None
+    progress = progress if isinstance(progress, dict) else {}
+    state, pid, updated = progress.get("state"), progress.get("pid"), progress.get("updated_at")
+    ended_at = float(updated) if isinstance(updated, (int, float)) and not isinstance(updated, bool) else time.time()
+    if state == "paused":
+        return {"status": "paused"}
+    if state in ("finished", "stopped"):
+        return {"status": state, "ended_at": ended_at}
+    if state == "running" and isinstance(pid, int) and not isinstance(pid, bool) and process_alive(pid, folder):
+        return {"status": "running", "pid": pid, "started_at": time.time()}
+    command = f"tfcli experiment start -e {folder.name}"
+    if (results / "checkpoints" / "latest.json").is_file():
+        then = f"continue with '{command} --resume'"
+    elif results.is_dir() and any(results.iterdir()):
+        then = f"start it over with '{command} --fresh'"
+    else:
+        return {"status": "new"}
+    message = f"its run did not end cleanly (re-adopted by 'tfcli project repair'); {then}"
+    return {"status": "failed", "message": message, "ended_at": ended_at}
+
+
+def _created_at(spec: dict[str, Any], spec_file: Path) -> float:
+    """When the experiment was created: its spec's stamp, else the time its experiment.json was written."""
+    try:
+        return time.mktime(time.strptime(str(spec.get("created_at")), "%Y-%m-%dT%H:%M:%S"))
+    except (ValueError, OverflowError):
+        return spec_file.stat().st_mtime
+
+
+def _warn_of_stranded_folders(project: Project, new: bool) -> None:
+    """Warn when an empty (or just created) state database leaves experiment folders without a row."""
+    try:
+        stranded = sorted(
+            entry.name
+            for entry in (project.root / "experiments").iterdir()
+            if not entry.name.startswith(".") and (entry / "experiment.json").is_file()
+        )
+    except OSError:
+        return
+    if not stranded:
+        return
+    shown = ", ".join(stranded[:5]) + (f" and {len(stranded) - 5} more" if len(stranded) > 5 else "")
+    database = f"{MARKER}/{DATABASE}"
+    warnings.warn(
+        f"the state database {database} {'was missing and is new' if new else 'is empty'}, but experiments/ holds "
+        f"{len(stranded)} experiment folder{'s' if len(stranded) > 1 else ''} ({shown}): run 'tfcli project repair' "
+        "to adopt them again",
+        ClientWarning,
+        stacklevel=3,
+    )

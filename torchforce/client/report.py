@@ -3,26 +3,57 @@
 from __future__ import annotations
 
 import json
+import math
+import warnings
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
 
+from torchforce.client.commands.output import relative
+from torchforce.client.errors import ClientWarning
+
 WINDOW = 100
 
 
 def read_episodes(path: Path) -> list[dict]:
-    """The episode log; a line cut off by a crash is skipped."""
+    """The episode log's records. A line that is not a whole record (cut off by a crash, garbage, a wrong type) is
+    skipped; skipped lines are counted and reported once, as a ClientWarning naming the file."""
     if not path.is_file():
         return []
-    records = []
-    with open(path) as file:
+    records, damaged = [], 0
+    with open(path, "rb") as file:
         for line in file:
-            try:
-                records.append(json.loads(line))
-            except ValueError:
-                continue
+            record = _episode(line)
+            if record is None:
+                damaged += line.strip() != b""
+            else:
+                records.append(record)
+    if damaged:
+        lines = "line" if damaged == 1 else "lines"
+        warnings.warn(f"{damaged} damaged {lines} skipped in {relative(path)}", ClientWarning, stacklevel=2)
     return records
+
+
+def _episode(line: bytes) -> dict | None:
+    """One line of the log as a record, or None if it is not one: an object with a finite number of ``timesteps``
+    (an integer >= 0) and a numeric ``return`` (and ``wall_time``, if given, a finite number)."""
+    try:
+        record = json.loads(line)
+    except (ValueError, RecursionError):  # ValueError covers bad UTF-8 and JSON
+        return None
+    if not isinstance(record, dict):
+        return None
+    steps, value, seconds = record.get("timesteps"), record.get("return"), record.get("wall_time", 0.0)
+    if not (isinstance(steps, int) and not isinstance(steps, bool) and steps >= 0):
+        return None
+    if not _number(value) or not (_number(seconds) and math.isfinite(seconds)):
+        return None
+    return record
+
+
+def _number(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
 def running_mean(values: np.ndarray, window: int = WINDOW) -> np.ndarray:

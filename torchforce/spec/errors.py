@@ -5,8 +5,9 @@ from __future__ import annotations
 import difflib
 import inspect
 import json
+import reprlib
 import sys
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 
@@ -55,16 +56,83 @@ def what_it_is(value: Any) -> Any:
 
 def describe(value: Any, limit: int = 120) -> str:
     """A short, JSON-like rendering of a value for an error message (Python's repr for what JSON cannot show);
-    ``Words`` are shown as they are."""
+    ``Words`` are shown as they are.
+
+    The value is walked lazily and the walk stops once ``limit`` characters are out, so a huge value (a YAML alias
+    bomb shares its lists exponentially many times) costs no more than a small one; cycles show as ``[...]``."""
+    pieces, size = [], 0
+    for piece in _pieces(value, limit, set()):
+        pieces.append(piece)
+        size += len(piece)
+        if size > limit:
+            break
+    text = "".join(pieces)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _pieces(value: Any, limit: int, open_ids: set[int]) -> Iterator[str]:
+    """The rendering of ``value`` in pieces, as ``json.dumps`` writes it (``repr`` for what JSON has no form for).
+    ``open_ids`` are the containers being rendered around it (to show a cycle instead of following it)."""
+    if isinstance(value, Words):
+        yield str(value)
+        return
+    if type(value).__module__ == "numpy" and hasattr(value, "tolist"):  # np.int64(3) -> 3, arrays -> lists
+        if getattr(value, "size", 1) > 4 * limit:
+            yield f"<array of shape {getattr(value, 'shape', '?')}>"
+            return
+        value = value.tolist()
+    if isinstance(value, (dict, list, tuple)):
+        if id(value) in open_ids or len(open_ids) >= min(limit, 50):
+            yield "{...}" if isinstance(value, dict) else "[...]"
+            return
+        open_ids.add(id(value))
+        try:
+            yield from _container_pieces(value, limit, open_ids)
+        finally:
+            open_ids.discard(id(value))
+        return
+    yield _leaf(value, limit)
+
+
+def _container_pieces(value: dict | list | tuple, limit: int, open_ids: set[int]) -> Iterator[str]:
+    dictionary = isinstance(value, dict)
+    yield "{" if dictionary else "["
+    for index, item in enumerate(value.items() if dictionary else value):
+        if index:
+            yield ", "
+        if dictionary:
+            key, item = item
+            yield _key(key, limit) + ": "
+        yield from _pieces(item, limit, open_ids)
+    yield "}" if dictionary else "]"
+
+
+def _key(key: Any, limit: int) -> str:
+    """A dict key as JSON writes it: a string, with numbers and constants turned into strings (``"1"``,
+    ``"true"``); any other key shows as its repr."""
+    if key is None or isinstance(key, (bool, int, float)):
+        return json.dumps(_leaf(key, limit))
+    return _leaf(key, limit)
+
+
+def _leaf(value: Any, limit: int) -> str:
     if isinstance(value, Words):
         return str(value)
-    if type(value).__module__ == "numpy" and hasattr(value, "tolist"):  # np.int64(3) -> 3, arrays -> lists
-        value = value.tolist()
-    try:
-        text = json.dumps(value)
-    except (TypeError, ValueError):
-        text = repr(value)
-    return text if len(text) <= limit else text[: limit - 3] + "..."
+    if isinstance(value, str):
+        return json.dumps(value[: limit + 1])
+    if value is None or isinstance(value, (bool, float)):
+        return json.dumps(value)
+    if isinstance(value, int):
+        try:
+            return str(value)
+        except ValueError:  # more digits than Python converts (sys.get_int_max_str_digits)
+            return f"<an integer of {value.bit_length()} bits>"
+    return _REPR.repr(value)[: limit + 1]
+
+
+# ``repr`` for what JSON cannot show (sets, objects), with at most a few elements of a container.
+_REPR = reprlib.Repr()
+_REPR.maxstring = _REPR.maxother = _REPR.maxlong = 200
 
 
 def _rebuild(path: str, message: str, got: Any, expected: str | None, hint: str | None, file: str | None) -> SpecError:

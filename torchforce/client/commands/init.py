@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
 from torchforce.client.commands import add_command, command
-from torchforce.client.project import CONFIG_SUFFIXES, Project
+from torchforce.client.project import CONFIG_SUFFIXES, Project, current_folder
 from torchforce.configs import KINDS, folder
 
 
@@ -31,7 +30,7 @@ def add_parser(groups: argparse._SubParsersAction) -> None:
 @command("init")
 def init(args: argparse.Namespace) -> None:
     project, written = Project.init(
-        Path.cwd(), name=args.name, remote_project_id=args.remote_project_id, force=args.force
+        current_folder(), name=args.name, remote_project_id=args.remote_project_id, force=args.force
     )
     kept = _shipped_count() - len(written)
     print(f"Project '{project.name}' in {project.root}")

@@ -3,8 +3,12 @@ progress bar of ``--follow``/``watch``, and the comparison table."""
 
 from __future__ import annotations
 
+import json
+import math
 import sys
 import time
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from torchforce.client.commands.output import elapsed, format_table, relative
@@ -23,6 +27,58 @@ def environment_name(spec: dict) -> str:
     return str(environment.get("gym_id") or environment.get("type", "?"))
 
 
+# The fields of results/progress.json that views show, and their types. The worker writes the file whole (through a
+# rename), but a person, a full disk or another program may leave anything there: a field of another type is
+# dropped and reported as damaged, and shows as "?" (a missing one as 0 or "-").
+PROGRESS_FIELDS: dict[str, type | tuple[type, ...]] = {
+    "state": str,
+    "pid": int,
+    "timesteps": int,
+    "episodes": int,
+    "elapsed_seconds": (int, float),
+    "steps_per_second": (int, float),
+    "mean_return_100": (int, float),
+    "last_return": (int, float),
+}
+DAMAGED = "?"
+
+
+def read_progress(experiment: Experiment) -> tuple[dict[str, Any], list[str]]:
+    """The experiment's progress file, keeping only the fields of the right type (counters >= 0, finite numbers),
+    and the names of the fields that are damaged (every field when the file is not a JSON object at all)."""
+    raw = experiment.progress()  # wherever the worker writes it; {} when there is none or it is unreadable
+    if not isinstance(raw, dict) or not raw:
+        return {}, list(PROGRESS_FIELDS) if _unreadable(experiment.results / "progress.json") else []
+    progress, damaged = {}, []
+    for key, kind in PROGRESS_FIELDS.items():
+        value = raw.get(key)
+        if value is None:
+            continue
+        if _fits(value, kind):
+            progress[key] = value
+        else:
+            damaged.append(key)
+    return progress, damaged
+
+
+def _unreadable(path: Path) -> bool:
+    """Whether ``path`` is there but holds no JSON object."""
+    try:
+        return not isinstance(json.loads(path.read_bytes()), dict)
+    except FileNotFoundError:
+        return False
+    except (OSError, ValueError, RecursionError):
+        return True
+
+
+def _fits(value: Any, kind: type | tuple[type, ...]) -> bool:
+    if isinstance(value, bool) or not isinstance(value, kind):
+        return False
+    if isinstance(value, (int, float)):
+        return math.isfinite(value) and (kind is not int or value >= 0)
+    return True
+
+
 def progress_fraction(spec: dict, progress: dict, status: str) -> float | None:
     """How far the run is, 0..1: the larger of the timestep and episode fractions (whichever limit ends the run
     first), and 1 once it has finished. None when the spec sets no limit."""
@@ -37,8 +93,12 @@ def progress_fraction(spec: dict, progress: dict, status: str) -> float | None:
 
 
 def status_row(experiment: Experiment) -> dict[str, Any]:
+    """The experiment's row for ``list`` and ``show``: fields of a damaged progress file are None, and the row's
+    ``progress_damaged`` names them."""
     record = experiment.record()
-    spec, progress = experiment.spec, experiment.progress()
+    spec = experiment.spec
+    progress, damaged = read_progress(experiment)
+    counters_damaged = bool({"timesteps", "episodes"} & set(damaged)) and record.status != "finished"
     return {
         "name": experiment.name,
         "agent": agent_name(spec),
@@ -46,18 +106,20 @@ def status_row(experiment: Experiment) -> dict[str, Any]:
         "run_mode": spec["run_mode"],
         "num_workers": spec["num_workers"],
         "num_environments": spec.get("num_environments", 1),
-        "cluster": record.backend,  # where it runs; the spec's cluster is ignored by the local backend
+        "cluster": record.cluster or record.backend,  # where it runs: "local", or the name of a Ray cluster
         "spec_cluster": (spec.get("cluster") or {}).get("name"),
         "status": record.status,
         "pid": record.pid,
-        "timesteps": progress.get("timesteps", 0),
-        "episodes": progress.get("episodes", 0),
+        "timesteps": None if "timesteps" in damaged else progress.get("timesteps", 0),
+        "episodes": None if "episodes" in damaged else progress.get("episodes", 0),
         "total_timesteps": spec.get("total_timesteps"),
         "total_episodes": spec.get("episodes"),
-        "progress": progress_fraction(spec, progress, record.status),
+        "progress": None if counters_damaged else progress_fraction(spec, progress, record.status),
         "mean_return_100": progress.get("mean_return_100"),
         "steps_per_second": progress.get("steps_per_second"),
+        "elapsed_seconds": progress.get("elapsed_seconds"),
         "message": record.message,
+        "progress_damaged": damaged,
     }
 
 
@@ -84,7 +146,9 @@ def broken_row(record: ExperimentRecord, project: Project, error: Exception) -> 
         "progress": None,
         "mean_return_100": None,
         "steps_per_second": None,
+        "elapsed_seconds": None,
         "message": f"{spec_file} is {problem}",
+        "progress_damaged": [],
     }
 
 
@@ -99,19 +163,31 @@ def list_table(rows: list[dict[str, Any]]) -> str:
             r["num_workers"],
             r["cluster"],
             r["status"],
-            None if r["progress"] is None else f"{100 * r['progress']:.0f}%",
-            None if r["mean_return_100"] is None else f"{r['mean_return_100']:.1f}",
+            _shown(r, "progress", lambda value: f"{100 * value:.0f}%", also="timesteps"),
+            _shown(r, "mean_return_100", lambda value: f"{value:.1f}"),
         ]
         for r in rows
     ]
     return format_table([*headers, "Mean return (100)"], table)
 
 
+def _shown(row: dict[str, Any], key: str, form: Callable[[Any], str], *, also: str | None = None) -> str | None:
+    """``row[key]`` formatted; "?" when it (or the field ``also``, which it is computed from) is damaged, None
+    (shown as "-") when it is missing."""
+    damaged = row["progress_damaged"]
+    if row[key] is None and (key in damaged or also in damaged):
+        return DAMAGED
+    return None if row[key] is None else form(row[key])
+
+
 def show_lines(experiment: Experiment, row: dict[str, Any], recent: list[float]) -> list[str]:
-    spec, progress = experiment.spec, experiment.progress()
+    spec = experiment.spec
+    record = experiment.project.store.experiment(experiment.name)
+    backend = record.backend if record is not None else "local"
+    place = "this machine" if backend == "local" else f"the Ray cluster '{row['cluster']}'"
     runs_on = row["cluster"] + (
-        f" (the cluster '{row['spec_cluster']}' of its spec is ignored by the {row['cluster']} backend)"
-        if row["spec_cluster"]
+        f" (the cluster '{row['spec_cluster']}' of its spec is ignored: it runs on {place})"
+        if row["spec_cluster"] and row["spec_cluster"] != row["cluster"]
         else ""
     )
     lines = [
@@ -122,17 +198,23 @@ def show_lines(experiment: Experiment, row: dict[str, Any], recent: list[float])
         f"Run mode     {row['run_mode']}, seed {spec.get('seed')}",
         f"Runs on      {runs_on}",
         f"Budget       {budget(spec)}",
-        f"Progress     {row['timesteps']:,} timesteps, {row['episodes']:,} episodes"
+        f"Progress     {_shown(row, 'timesteps', '{:,}'.format)} timesteps, "
+        f"{_shown(row, 'episodes', '{:,}'.format)} episodes"
         + (f" ({100 * row['progress']:.0f}%)" if row["progress"] is not None else "")
-        + (f", {elapsed(progress.get('elapsed_seconds'))}" if progress.get("elapsed_seconds") else ""),
-        f"Speed        {row['steps_per_second'] or 0:,.0f} steps/s",
-        "Mean return  " + ("-" if row["mean_return_100"] is None else f"{row['mean_return_100']:.2f} (last 100)"),
+        + (f", {elapsed(row['elapsed_seconds'])}" if row["elapsed_seconds"] else ""),
+        f"Speed        {_shown(row, 'steps_per_second', '{:,.0f}'.format) or 0} steps/s",
+        "Mean return  " + (_shown(row, "mean_return_100", "{:.2f} (last 100)".format) or "-"),
         "Recent       " + (", ".join(f"{value:g}" for value in recent) or "-"),
         f"Checkpoint   {'yes' if experiment.has_checkpoint() else 'none yet'}",
-        f"Results      {relative(experiment.results)}",
+        f"Results      {relative(experiment.results)}"
+        + ("" if experiment.storage().local == experiment.results else f" (running: {experiment.storage().location})"),
     ]
     if row["message"]:
         lines.append("Message      " + row["message"].replace("\n", "\n             "))
+    if row["progress_damaged"]:
+        damaged = row["progress_damaged"]
+        problem = "is unreadable" if len(damaged) == len(PROGRESS_FIELDS) else "has wrong values: " + ", ".join(damaged)
+        lines.append(f"Damaged      {relative(experiment.results / 'progress.json')} {problem} (shown as '?')")
     return lines
 
 
@@ -150,7 +232,7 @@ def budget(spec: dict) -> str:
 def _this_run(experiment: Experiment, record: ExperimentRecord) -> dict[str, Any]:
     """The progress file if this run's worker wrote it: while a (re)started worker has not written its own yet,
     the file still holds the previous run's counters, which are not shown."""
-    progress = experiment.progress()
+    progress, _ = read_progress(experiment)
     if record.status == "running" and progress.get("pid") != record.pid:
         return {}
     return progress
