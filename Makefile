@@ -22,7 +22,7 @@ lint: setup
 	$(BIN)/ruff format --check torchforce tests bench
 
 test: lint
-	$(BIN)/python -m pytest -n 2 -q
+	$(BIN)/python -m pytest -n 2 --dist loadgroup -q
 
 bench: setup
 	$(PIP) install -q -c constraints.txt -e ".[dev,bench]"

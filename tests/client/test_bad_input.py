@@ -356,7 +356,7 @@ def test_a_bad_field_in_an_experiment_file(root, capsys, fields, expected):
     [
         (["-t", "0"], "experiment.total_timesteps: out of range; expected an integer >= 1, got 0."),
         (["-N", "0"], "experiment.num_environments: out of range; expected an integer >= 1, got 0."),
-        (["-R", "distributed"], "experiment.num_parameter_servers: the distributed run mode needs a parameter server"),
+        (["-R", "distributed", "-p", "-1"], "experiment.num_parameter_servers: out of range; expected an integer >= 0"),
         (["-t", "many"], "tfcli: error: argument -t/--total-timesteps: invalid int value: 'many'"),
         (["-R", "threads"], "tfcli: error: argument -R/--run-mode: invalid choice: 'threads'"),
     ],
@@ -433,7 +433,10 @@ def test_resuming_a_finished_experiment(root, capsys):
     ("argv", "expected"),
     [
         (["start", "--resume", "--fresh"], "--resume and --fresh contradict each other"),
-        (["start", "-c", "small_cluster"], "running on a cluster is not available yet"),
+        (
+            ["start", "-c", "small_cluster"],
+            "configs/clusters/ has a gke spec of that name, but no such cluster was created",
+        ),
         (["pause"], f"experiment '{EXISTING}' is not running (status: new)"),
         (["download"], f"experiment '{EXISTING}' has no results yet"),
         (["logs"], f"experiment '{EXISTING}' has no log yet"),
@@ -462,7 +465,10 @@ def test_starting_again_without_resume_or_fresh(root, capsys, status, checkpoint
     assert ("--resume" in err) == resumable  # never suggested where it would be refused
 
 
-def test_a_run_mode_the_local_backend_lacks(root, capsys):
+def test_a_run_mode_a_backend_lacks(root, capsys, monkeypatch):
+    from torchforce.client.backends.local import LocalBackend
+
+    monkeypatch.setattr(LocalBackend, "supported_run_modes", ("single",))  # as a backend with fewer modes would be
     spec = json.loads((root / "experiments" / EXISTING / "experiment.json").read_text())
     distributed = {**spec, "run_mode": "distributed", "num_parameter_servers": 1}
     write(root / "experiments" / EXISTING / "experiment.json", json.dumps(distributed))
@@ -510,11 +516,11 @@ def test_a_live_worker_wrongly_marked_failed_while_starting_is_running_again(roo
     experiment = Experiment.load(Project(root), EXISTING)
     with fake_worker(root / "experiments" / EXISTING) as pid:
         set_status(root, EXISTING, status="failed", pid=None, message="the worker died")
-        experiment._record_pid(pid, get_backend("local"))
+        experiment._record_handle(pid, get_backend("local"))
         record = Project(root).store.experiment(EXISTING)
         assert (record.status, record.pid, record.message) == ("running", pid, None)
     set_status(root, EXISTING, status="finished", pid=None)  # a worker that ended by itself: its status stands
-    experiment._record_pid(pid, get_backend("local"))
+    experiment._record_handle(pid, get_backend("local"))
     assert Project(root).store.experiment(EXISTING).status == "finished"
 
 

@@ -214,10 +214,13 @@ def test_every_shipped_experiment_config_validates(project, file):
 
 @pytest.mark.parametrize("file", SHIPPED["clusters"])
 def test_every_shipped_cluster_config_validates(file):
-    from torchforce.client import Cluster
+    from torchforce.client.cluster import cluster_from_spec
 
-    spec = Cluster(file=str(folder("clusters") / file)).spec()
-    assert spec["name"] == load_file(folder("clusters") / file)["name"].replace("_", "-")
+    values = load_file(folder("clusters") / file)
+    spec = cluster_from_spec(values).spec()
+    assert spec["type"] == values.get("type", "gke")
+    expected = values["name"] if spec["type"] == "ray" else values["name"].replace("_", "-")  # GKE names have no _
+    assert spec["name"] == expected
 
 
 def test_a_cluster_file_is_found_by_its_bare_name_like_an_experiment_file(project, tmp_path, monkeypatch):

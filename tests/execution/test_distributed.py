@@ -14,19 +14,21 @@ from torchforce.agents import create_agent  # noqa: E402
 from torchforce.environments import make  # noqa: E402
 from torchforce.execution.distributed import OBJECT_STORE, DistributedRunner, ParameterServer, shard  # noqa: E402
 from torchforce.execution.evaluation import evaluate  # noqa: E402
+from torchforce.execution.ray_cluster import init_private  # noqa: E402
 
 MINIMAL = {"type": "minimal", "action_type": "int"}
 PPO = {"type": "ppo", "network": [{"type": "dense", "size": 8}], "update_mode": {"unit": "episodes", "batch_size": 2},
        "step_optimizer": {"type": "adam", "learning_rate": 0.02}, "epochs": 4, "seed": 0}  # fmt: skip
 
 
+pytestmark = pytest.mark.xdist_group("ray-runner")  # one test worker runs the module: one cluster for it
+
+
 @pytest.fixture(scope="module", autouse=True)
 def cluster():
-    """One local Ray cluster for the module, which the runners use (and so leave running)."""
-    with tempfile.TemporaryDirectory(prefix="torchforce-test-ray-") as folder:
-        ray.init(address="local", num_cpus=2, object_store_memory=OBJECT_STORE, include_dashboard=False,
-                 _temp_dir=folder, _node_ip_address="127.0.0.1", log_to_driver=False,
-                 configure_logging=False)  # fmt: skip
+    """One local Ray cluster for the module (loopback only), which the runners use (and so leave running)."""
+    with tempfile.TemporaryDirectory(prefix="tf-ray-") as folder:
+        init_private(num_cpus=2, object_store_memory=OBJECT_STORE, temp_dir=folder)
         try:
             yield
         finally:
@@ -110,3 +112,67 @@ def test_the_shared_model_learns_the_minimal_task():
 def test_bad_arguments():
     with pytest.raises(ValueError, match="must be at least 1"):
         DistributedRunner(main_agent(), MINIMAL, num_workers=0)
+
+
+def test_more_workers_than_the_cluster_has_cpus_are_refused():
+    with pytest.raises(ValueError, match="3 distributed workers need a CPU each; the Ray cluster has 2"):
+        DistributedRunner(main_agent(), MINIMAL, num_workers=3)
+
+
+def test_a_worker_killed_mid_run_is_restarted_and_only_its_chunk_is_lost():
+    lost = []
+    runner = DistributedRunner(main_agent(), MINIMAL, num_workers=2, seed=4,
+                               on_lost_worker=lambda index, steps: lost.append((index, steps)))  # fmt: skip
+    killed = []
+
+    def kill_once(r):
+        if not killed:  # its process dies as a crash would end it: Ray may restart it
+            ray.kill(r.workers[0], no_restart=False)
+            killed.append(True)
+        return True
+
+    try:
+        runner.run(num_timesteps=3000, chunk=100, report=kill_once)
+        status = runner.worker_status()
+        assert lost == [(0, 100)]  # one chunk, handed out again: the run still takes exactly its steps
+        assert runner.global_timestep == 3000
+        assert [row["restarts"] for row in status] == [1, 0] and status[0]["lost_steps"] == 100
+        assert status[1]["steps"] > 0 and status[1]["episodes"] > 0 and status[1]["node"]
+        assert sum(row["steps"] for row in status) == 3000
+    finally:
+        runner.close()
+
+
+def test_worker_agents_come_back_from_their_states():
+    runner = DistributedRunner(main_agent(), MINIMAL, num_workers=2, seed=5)
+    try:
+        runner.run(num_timesteps=400, chunk=100)
+        states = runner.worker_states()
+        before = [state["counters"]["timestep"] for state in states]
+        assert sum(before) == 400
+        runner.run(num_timesteps=400, chunk=100)
+        assert sum(state["counters"]["timestep"] for state in runner.worker_states()) == 800
+        runner.load_worker_states(states)  # back to where they were
+        assert [state["counters"]["timestep"] for state in runner.worker_states()] == before
+        with pytest.raises(ValueError, match="1 worker states for 2 workers"):
+            runner.load_worker_states(states[:1])
+    finally:
+        runner.close()
+
+
+def test_an_agent_spec_asking_for_distributed_execution_is_refused_with_where_to_go():
+    from torchforce.execution import DistributedTFRunner
+    from torchforce.spec import SpecError
+
+    environment = make(MINIMAL)
+    spec = {**PPO, "execution": {"type": "distributed", "distributed_spec": {"cluster_spec": {"ps": ["h:1"]}}}}
+    with pytest.raises(SpecError, match="execution.type: a distributed agent is made by its runner") as error:
+        create_agent(spec, states=environment.states, actions=environment.actions)
+    assert "DistributedRunner" in str(error.value)
+    for kind in ("single", "multi-threaded"):  # nothing to refuse: the runner decides
+        agent = create_agent({**PPO, "execution": {"type": kind}}, states=environment.states,
+                             actions=environment.actions)  # fmt: skip
+        assert agent.execution["type"] == kind
+    with pytest.raises(SpecError, match="execution.type"):
+        create_agent({**PPO, "execution": {"type": "mpi"}}, states=environment.states, actions=environment.actions)
+    assert DistributedTFRunner is DistributedRunner  # the 2018 name

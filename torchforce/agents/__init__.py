@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from torchforce.agents.agent import Agent
+from torchforce.agents.agent import Agent, NonFiniteActionError, NonFiniteError
 from torchforce.agents.transitions import Transitions
 from torchforce.spec import Registry, SpecError, load_spec
 
@@ -34,6 +34,7 @@ AGENTS = Registry(
         "vpg_agent": "vpg",
         "trpo_agent": "trpo",
     },
+    base=Agent,
 )
 
 # 0.3.5 keys and where they went in 0.4 (reference §1.2).
@@ -90,4 +91,4 @@ def create_agent(spec: Any, **kwargs: Any) -> Agent:
         raise (error.with_file(file) if file else error) from None
 
 
-__all__ = ["AGENTS", "Agent", "Transitions", "create_agent"]
+__all__ = ["AGENTS", "Agent", "NonFiniteActionError", "NonFiniteError", "Transitions", "create_agent"]

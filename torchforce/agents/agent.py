@@ -23,11 +23,69 @@ from torchforce.agents.checkpoint import find_checkpoint, load_checkpoint, save_
 from torchforce.agents.rows import STATE_DTYPES, Batch, Rows, Segments, as_batch, as_output, experience_batch, per_row
 from torchforce.agents.state import agent_state, jsonable, load_agent_state, saver_spec
 from torchforce.agents.transitions import Transitions
-from torchforce.agents.update_mode import Schedule, UpdateMode, check_capacity
+from torchforce.agents.update_mode import Schedule, UpdateMode, check_capacity, check_retrieval
 from torchforce.core.memories import FieldSpec, build_memory, with_capacity
 from torchforce.core.modes import follows_training_mode
 from torchforce.core.summaries import Summarizer, learning_rate
-from torchforce.spec import SpecError, expect_float, expect_int, normalize_actions, normalize_states
+from torchforce.spec import (
+    SpecError,
+    expect_choice,
+    expect_dict,
+    expect_float,
+    expect_int,
+    normalize_actions,
+    normalize_states,
+)
+
+
+class NonFiniteError(RuntimeError):
+    """Learning produced NaN or infinite values (typically a diverged update): raised where they would otherwise
+    spread silently (into actions, or prioritized replay's priorities)."""
+
+
+class NonFiniteActionError(NonFiniteError):
+    """``act()`` computed a float action that is NaN or infinite: the policy (or its exploration noise) is no longer
+    finite, typically after updates diverged. Raised instead of handing such an action to the environment."""
+
+    def __init__(self, agent: str, action: str, timestep: int, *, policy_finite: bool) -> None:
+        if policy_finite:
+            cause = "the policy's action was finite, its exploration noise made it NaN or infinite"
+            advice = "Lower the exploration's sigma (or mu)."
+        else:
+            cause = "the policy computed it, so its parameters or inputs are no longer finite (a diverged update?)"
+            advice = (
+                "Try a lower learning rate, gradient clipping (clip_grad_norm in the optimizer spec) or smaller "
+                "rewards (reward_preprocessing), and check that the states are finite."
+            )
+        super().__init__(
+            f"{agent} agent: action '{action}' is NaN or infinite at timestep {timestep}: {cause}. {advice}"
+        )
+        self.agent, self.action, self.timestep = agent, action, timestep
+
+
+EXECUTION_TYPES = ("single", "multi-threaded", "distributed")
+
+
+def check_execution(execution: dict | None) -> dict | None:
+    """The 2018 ``execution`` spec. 2018 built TensorFlow parameter servers and workers from it inside the agent; in
+    torchforce a runner distributes (``DistributedRunner``, or an experiment's run mode), so an agent spec asking
+    for ``distributed`` is refused here, with where to go, rather than silently run alone."""
+    if execution is None:
+        return None
+    execution = dict(expect_dict(execution, "execution"))
+    kind = execution.get("type", "single")
+    kind = {"multi_threaded": "multi-threaded", "threaded": "multi-threaded"}.get(kind, kind)
+    expect_choice(kind, "execution.type", EXECUTION_TYPES)
+    if kind == "distributed":
+        raise SpecError(
+            "execution.type",
+            "a distributed agent is made by its runner in torchforce, not by its spec",
+            got=execution.get("type"),
+            hint="Drop 'execution' and run the agent with torchforce.execution.DistributedRunner(agent, environment, "
+            "num_workers=..., num_parameter_servers=...), or in an experiment with run_mode 'distributed' (tfcli "
+            "reads this execution spec and does that for you).",
+        )
+    return execution
 
 
 class Agent:
@@ -52,6 +110,8 @@ class Agent:
     ) -> None:
         self.states_spec, self.single_state = normalize_states(states)
         self.actions_spec, self.single_action = normalize_actions(actions)
+        # float actions are checked for NaN/inf on every act (NonFiniteActionError); int and bool ones cannot be
+        self._float_actions = tuple(name for name, spec in self.actions_spec.items() if spec.type == "float")
         if not isinstance(batched_observe, bool):  # 0.3.5's integer is 0.4's batching_capacity
             raise SpecError("batched_observe", "is true or false since 0.4", got=batched_observe,
                             expected="true or false", hint=f"The 0.3.5 number is now 'batching_capacity': "
@@ -60,8 +120,10 @@ class Agent:
         self.batching_capacity = expect_int(batching_capacity, "batching_capacity", minimum=1)
         self.scope = scope or self.name
         self.device = self._device(device)
-        self.execution = execution
+        self.execution = check_execution(execution)
         self.seed = expect_int(seed, "seed", minimum=0, allow_none=True)  # numpy and torch take no negative seeds
+        if self.seed is not None and self.seed >= 2**64:  # nor torch one beyond 64 bits
+            raise SpecError("seed", "out of range", got=seed, expected="an integer in [0, 2^64 - 1]")
         if self.seed is not None:
             torch.manual_seed(self.seed)
         self.rng = np.random.default_rng(self.seed)
@@ -154,6 +216,7 @@ class Agent:
         self.fields = self._fields()
         memory_spec = with_capacity(default_memory if memory is None else memory, default_memory["capacity"])
         self.memory = build_memory(memory_spec, self.fields, rng=self.rng.spawn(1)[0], path="memory")
+        check_retrieval(self.update_mode, self.memory, default_memory if memory is None else memory)
         check_capacity(self.update_mode, self.memory.capacity, on_policy=on_policy)
         self._completed = {"timesteps": 0, "episodes": 0}
         self._rows: Rows | None = None
@@ -445,6 +508,10 @@ class Agent:
             for name, exploration in self.explorations.items():
                 actions[name] = explore(self.actions_spec[name], actions[name], exploration,
                                         timestep=self.timestep, rng=self.rng)  # fmt: skip
+        for name in self._float_actions:  # a diverged policy is reported, not handed to the environment
+            if not np.isfinite(actions[name]).all():
+                raise NonFiniteActionError(self.name, name, self.timestep,
+                                           policy_finite=bool(torch.isfinite(sampled[name]).all()))  # fmt: skip
         return actions, internals
 
     def _act_deterministically(self, deterministic: bool) -> bool:

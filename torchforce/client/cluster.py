@@ -1,7 +1,9 @@
-"""The Cluster of seed 000: a GKE cluster spec (nodes, machine type, GPUs, disk, location).
+"""Cluster specs. A spec's ``type`` says which kind: ``gke`` (the default, seed 000's Cluster: nodes, machine type,
+GPUs, disk, location), ``ray`` (a Ray cluster on this machine or one to attach to: ``ray_cluster.py``) or
+``local`` (this machine, no cluster at all).
 
-Only the spec is handled here: checking it and turning it into ``gcloud`` command lines. Creating and deleting
-clusters for real belongs to the GKE backend, which is not built yet; ``create``/``delete`` say so plainly.
+For GKE only the spec is handled here: checking it and turning it into ``gcloud`` command lines. Creating and
+deleting GKE clusters for real belongs to the GKE backend, which is not built yet; ``create``/``delete`` say so.
 """
 
 from __future__ import annotations
@@ -29,16 +31,28 @@ KEYS = (
     "type",
 )
 NAME = re.compile(r"[a-z]([a-z0-9-]{0,38}[a-z0-9])?")
+# What gcloud takes for these (checked before a value goes into a command line: none may start with '-')
+LOCATION = re.compile(r"[a-z]+(-[a-z0-9]+){1,3}")
+MACHINE_TYPE = re.compile(r"[a-z][a-z0-9]*(-[a-z0-9]+){1,4}")
 
 
-def _check_keys(values: dict[str, Any]) -> None:
+def _gcloud_value(value: Any, path: str, pattern: re.Pattern[str], expected: str) -> str | None:
+    if value is None or value == "":
+        return None
+    if not isinstance(value, str) or not pattern.fullmatch(value):
+        raise SpecError(path, "not a value gcloud takes here", got=value, expected=expected)
+    return value
+
+
+def check_keys(values: dict[str, Any], keys: tuple[str, ...] = KEYS, what: str = "cluster field") -> None:
+    """Refuse a field ``keys`` lacks, with a did-you-mean (shared by every kind of cluster spec)."""
     for key in values:
-        if key not in KEYS:
-            guess = did_you_mean(key, KEYS)
+        if key not in keys:
+            guess = did_you_mean(key, keys)
             raise SpecError(
                 f"cluster.{key}",
-                "unknown cluster field",
-                hint=f"Did you mean '{guess}'?" if guess else "Known: " + ", ".join(KEYS) + ".",
+                f"unknown {what}",
+                hint=f"Did you mean '{guess}'?" if guess else "Known: " + ", ".join(keys) + ".",
             )
 
 
@@ -75,18 +89,44 @@ class Cluster:
     Keyword arguments override the values in ``file``. ``_`` in names becomes ``-`` (GKE names allow no ``_``).
     """
 
+    type = "gke"
+
+    def __new__(cls, **kwargs: Any) -> Any:
+        """``Cluster(...)`` of a Ray spec (``type`` "ray", given or in ``file``) is a ``RayCluster``."""
+        kind = kwargs.get("type")
+        if kind is None and isinstance(kwargs.get("file"), (str, Path)) and kwargs["file"]:
+            try:
+                data = load_file(find_cluster_file(str(kwargs["file"])))
+            except SpecError:
+                data = None  # __init__ reports it
+            kind = data.get("type") if isinstance(data, dict) else None
+        if cls is Cluster and kind == "ray":
+            from torchforce.client.ray_cluster import RayCluster
+
+            values = {}
+            if kwargs.get("file"):
+                values = dict(expect_dict(load_file(find_cluster_file(str(kwargs["file"]))), "cluster"))
+            values.update({key: value for key, value in kwargs.items() if key != "file" and value is not None})
+            return RayCluster(**values)
+        return super().__new__(cls)
+
     def __init__(self, **kwargs: Any) -> None:
-        _check_keys(kwargs)
+        check_keys(kwargs)
         values: dict[str, Any] = {}
+        if kwargs.get("file") is not None and not isinstance(kwargs["file"], (str, Path)):
+            raise SpecError("cluster.file", "not a file name", got=kwargs["file"], expected="a string")
         if kwargs.get("file"):
             path = find_cluster_file(str(kwargs["file"]))
             try:
                 values = dict(expect_dict(load_file(path), "cluster"))
-                _check_keys({key: value for key, value in values.items() if key != "file"})
+                check_keys({key: value for key, value in values.items() if key != "file"})
             except SpecError as error:
                 raise error.with_file(str(path)) from None
         values.update({key: value for key, value in kwargs.items() if key != "file" and value is not None})
         values.pop("type", None)
+        for key in ("machine_type", "gpu_type", "location"):  # they become gcloud arguments
+            if values.get(key) is not None and not isinstance(values[key], str):
+                raise SpecError(f"cluster.{key}", "not a string", got=values[key], expected="a string or null")
         self.file = kwargs.get("file")
         name = values.get("name")
         if not isinstance(name, str) or not NAME.fullmatch(name.replace("_", "-").lower()):
@@ -111,8 +151,11 @@ class Cluster:
             self.gpu_type = expect_choice(
                 self.gpu_type or GPU_TYPES[0], "cluster.gpu_type", GPU_TYPES + LEGACY_GPU_TYPES
             )
-        self.location = values.get("location")
-        self.machine_type = values.get("machine_type") or self._custom_machine_type()
+        self.location = _gcloud_value(values.get("location"), "cluster.location", LOCATION, "a zone or region like "
+                                      "'europe-west1-d' (lower-case letters, digits and '-')")  # fmt: skip
+        self.machine_type = _gcloud_value(values.get("machine_type"), "cluster.machine_type", MACHINE_TYPE,
+                                          "a machine type like 'n1-standard-4' or 'custom-4-16384'")  # fmt: skip
+        self.machine_type = self.machine_type or self._custom_machine_type()
 
     def _custom_machine_type(self) -> str:
         if self.cpus_per_node is None and self.memory_per_node is None:
@@ -128,6 +171,7 @@ class Cluster:
     def spec(self) -> dict[str, Any]:
         """The settings that matter, as stored in an experiment (seed 000's ``get_spec``)."""
         return {
+            "type": "gke",
             "name": self.name,
             "num_nodes": self.num_nodes,
             "machine_type": self.machine_type,
@@ -140,29 +184,19 @@ class Cluster:
     get_spec = spec
 
     def create_command(self) -> list[str]:
-        """The ``gcloud`` command line that creates this cluster."""
-        command = [
-            "gcloud",
-            "container",
-            "clusters",
-            "create",
-            self.name,
-            "--machine-type",
-            self.machine_type,
-            "--disk-size",
-            str(self.disk_size),
-            "--num-nodes",
-            str(self.num_nodes),
-        ]
+        """The ``gcloud`` command line that creates this cluster. Every value is checked against a strict pattern
+        and passed as ``--flag=value``, so none can become a flag of its own; print it with ``shlex.join``."""
+        command = ["gcloud", "container", "clusters", "create", self.name, f"--machine-type={self.machine_type}",
+                   f"--disk-size={self.disk_size}", f"--num-nodes={self.num_nodes}"]  # fmt: skip
         if self.location:
-            command += ["--zone", self.location]
+            command.append(f"--zone={self.location}")
         if self.gpus_per_node:
-            command += ["--accelerator", f"type={self.gpu_type},count={self.gpus_per_node}"]
+            command.append(f"--accelerator=type={self.gpu_type},count={self.gpus_per_node}")
         return command
 
     def delete_command(self) -> list[str]:
         command = ["gcloud", "container", "clusters", "delete", self.name, "--quiet", "--async"]
-        return command + (["--zone", self.location] if self.location else [])
+        return command + ([f"--zone={self.location}"] if self.location else [])
 
     def create(self) -> None:
         raise ClientError(
@@ -174,12 +208,43 @@ class Cluster:
         raise ClientError("deleting GKE clusters is not available yet (the GKE backend is still to come)")
 
 
-def get_cluster_from_string(cluster: str, running_clusters: dict[str, Any] | None = None) -> Cluster:
-    """A Cluster from a spec file or a known cluster's name (``running_clusters`` maps names to specs)."""
+class LocalCluster:
+    """``{"type": "local"}``: this machine, where experiments run by default."""
+
+    type = "local"
+
+    def __init__(self, **values: Any) -> None:
+        unknown = set(values) - {"type", "name", "description", "file"}
+        if unknown:
+            raise SpecError(f"cluster.{sorted(unknown)[0]}", "unknown field of a local cluster", hint="Known: name.")
+        self.name = str(values.get("name") or "local")
+
+    def spec(self) -> dict[str, Any]:
+        return {"type": "local", "name": self.name}
+
+
+CLUSTER_TYPES = ("gke", "ray", "local")
+
+
+def cluster_from_spec(values: Any, path: str = "cluster") -> Any:
+    """The cluster a spec describes, by its ``type`` (default ``gke``, as 2018's cluster files have none)."""
+    values = dict(expect_dict(values, path))
+    kind = expect_choice(values.get("type", "gke"), f"{path}.type", CLUSTER_TYPES)
+    if kind == "ray":
+        from torchforce.client.ray_cluster import RayCluster
+
+        return RayCluster(**values)
+    if kind == "local":
+        return LocalCluster(**values)
+    return Cluster(**values)
+
+
+def get_cluster_from_string(cluster: str, running_clusters: dict[str, Any] | None = None) -> Any:
+    """A cluster from a spec file or a known cluster's name (``running_clusters`` maps names to specs)."""
     if running_clusters and cluster in running_clusters:
-        return Cluster(**running_clusters[cluster])
+        return cluster_from_spec(running_clusters[cluster])
     from torchforce.client.project import Project
 
     project = Project.find()
     data, _ = project.load_config(cluster, "clusters", "cluster")
-    return Cluster(**data)
+    return cluster_from_spec(data)

@@ -21,10 +21,11 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from torchforce.client.backends import get_backend
+from torchforce.client.backends import Backend, Handle, get_backend
 from torchforce.client.errors import ClientError, ClientWarning
 from torchforce.client.project import Project, current_umask, write_json_atomically
 from torchforce.client.spec import check_name, check_stored, resolve_experiment
+from torchforce.client.storage import Storage
 from torchforce.client.store import ExperimentRecord
 from torchforce.spec import SpecError, did_you_mean, expect_dict, load_file
 
@@ -171,14 +172,56 @@ class Experiment:
         return target
 
     def setup_cluster(self, cluster: str | None = None, project_id: str | None = None, start: bool = False) -> Any:
-        """The Cluster this experiment would run on (the GKE backend, still to come, will create it)."""
-        from torchforce.client.cluster import Cluster, get_cluster_from_string
+        """The cluster spec this experiment would run on (``cluster``, else its spec's); with ``start``, a Ray
+        cluster the project has not created yet is created."""
+        from torchforce.client.cluster import cluster_from_spec, get_cluster_from_string
 
         spec = (self.spec or {}).get("cluster")
-        found = get_cluster_from_string(cluster) if cluster else Cluster(**spec) if spec else None
-        if start and found is not None:
-            found.create()
+        found = get_cluster_from_string(cluster) if cluster else cluster_from_spec(spec) if spec else None
+        if start and found is not None and self.project.store.cluster(found.name) is None:
+            if getattr(found, "type", None) == "ray":
+                found.create(self.project)
+            else:
+                found.create()
         return found
+
+    def backend(self, record: ExperimentRecord | None = None) -> Backend:
+        """The backend the experiment runs (or last ran) on."""
+        record = record or self.project.store.experiment(self.name)
+        if record is None:
+            raise ClientError(f"no experiment named '{self.name}'")
+        return get_backend(record.backend, project=self.project, cluster=record.cluster)
+
+    def storage(self) -> Storage:
+        """Where the experiment's worker writes its results (its ``results/`` folder unless it runs on a cluster).
+        A cluster that is gone leaves the results downloaded last."""
+        record = self.project.store.experiment(self.name)
+        if record is None or record.backend == "local":
+            return Storage(self.results)
+        try:
+            return self.backend(record).storage(self.folder)
+        except ClientError:
+            return Storage(self.results)
+
+    def _target(self, cluster: str | None, record: ExperimentRecord, resume: bool) -> tuple[str, str | None]:
+        """Where a start runs: ``cluster`` ("local", or a cluster of the project), else the row's cluster when
+        resuming, else the spec's cluster if the project has created it, else this machine."""
+        from torchforce.client import ray_cluster
+
+        spec_cluster = (self.spec or {}).get("cluster") or {}
+        if cluster is None and resume:
+            return record.backend, record.cluster
+        if cluster is None and spec_cluster.get("type") == "ray":
+            cluster = spec_cluster["name"]
+            if self.project.store.cluster(cluster) is None:
+                raise ClientError(
+                    f"experiment '{self.name}' runs on the Ray cluster '{cluster}', which this project has not created",
+                    hint=f"Create it with 'tfcli cluster create -f {cluster}', or give -c local to run here.",
+                )
+        if cluster is None or cluster == "local":
+            return "local", None
+        ray_cluster.find(self.project, cluster)  # a clear error for a name that is no cluster of the project
+        return "ray", cluster
 
     # ------------------------------------------------------------------ status
 
@@ -193,70 +236,92 @@ class Experiment:
             return record
         time.sleep(0.2)  # a worker that just exited may be writing its own final status
         again = store.experiment(self.name)
-        if again is None or again.status != "running" or again.pid != record.pid or self._may_be_alive(again):
+        if again is None or again.status != "running" or _handle(again) != _handle(record) or self._may_be_alive(again):
             return again or record
-        tail = self.log_tail()
-        message = "the worker died" + (f"; its log ends:\n{tail}" if tail else "")
+        outcome = self.backend(record).outcome(_handle(record), self.folder)
+        if outcome is None:
+            tail = self.log_tail()
+            outcome = "failed", "the worker died" + (f"; its log ends:\n{tail}" if tail else "")
+        status, message = outcome
         # only if nothing changed meanwhile (a starting call may just have written the PID)
         store.update_experiment(
             self.name,
             expect=("running",),
             expect_pid=record.pid,
-            status="failed",
+            status=status,
             pid=None,
             message=message,
-            ended_at=time.time(),
+            ended_at=None if status == "paused" else time.time(),
         )
         return store.experiment(self.name) or record
 
     def _may_be_alive(self, record: ExperimentRecord) -> bool:
-        if record.pid is None:
+        handle = _handle(record)
+        if handle is None:
             return time.time() - (record.started_at or 0.0) < STARTING_SECONDS
-        return get_backend(record.backend).alive(record.pid, self.folder)
+        try:
+            return self.backend(record).alive(handle, self.folder)
+        except ClientError:
+            return True  # a cluster that cannot be asked (gone from the project): nothing is judged
 
     def progress(self) -> dict[str, Any]:
-        path = self.results / "progress.json"
         try:
-            return json.loads(path.read_text())
-        except (OSError, ValueError):
+            progress = json.loads(self.storage().read_text("progress.json") or "{}")
+        except ValueError:
             return {}
+        return progress if isinstance(progress, dict) else {}
+
+    def episode_log(self) -> Path:
+        """The episode log to read: where the worker writes it, when that is on this machine, else the one
+        downloaded last."""
+        local = self.storage().local
+        return (local if local is not None else self.results) / "episodes.jsonl"
+
+    def logs(self) -> str:
+        """The worker's log so far (a Ray job's log on a Ray cluster)."""
+        record = self.project.store.experiment(self.name)
+        try:
+            return self.backend(record).logs(_handle(record), self.folder) if record else ""
+        except ClientError:
+            return Storage(self.results).read_text("worker.log") or ""
 
     def log_tail(self, lines: int = 8) -> str:
-        try:
-            text = (self.results / "worker.log").read_text(errors="replace")
-        except OSError:
-            return ""
-        return "\n".join(text.strip().splitlines()[-lines:])
+        return "\n".join(self.logs().strip().splitlines()[-lines:])
 
     def has_checkpoint(self) -> bool:
-        return (self.results / "checkpoints" / "latest.json").is_file()
+        return self.storage().exists("checkpoints/latest.json")
 
     def checkpoint_timesteps(self) -> int:
         """The timestep of the latest checkpoint (0 when there is none): where a resumed run goes on from."""
         try:
-            return int(json.loads((self.results / "checkpoints" / "latest.json").read_text())["timesteps"])
-        except (OSError, ValueError, KeyError, TypeError):
+            return int(json.loads(self.storage().read_text("checkpoints/latest.json") or "")["timesteps"])
+        except (ValueError, KeyError, TypeError):
             return 0
 
     # ------------------------------------------------------------------ lifecycle
 
     def start(
-        self, project_id: str | None = None, resume: bool = False, cluster: str | None = None, fresh: bool = False
-    ) -> int:
+        self,
+        project_id: str | None = None,
+        resume: bool = False,
+        cluster: str | None = None,
+        fresh: bool = False,
+        max_restarts: int = 0,
+    ) -> Handle:
         """Start the experiment (``resume``: continue from its latest checkpoint; ``fresh``: discard the results
-        of an earlier run and start over). Returns the worker's process id."""
-        if cluster is not None:
-            raise ClientError(
-                "running on a cluster is not available yet (the Ray and GKE backends are to come)",
-                hint="Leave out -c/--cluster to run on this machine.",
-            )
+        of an earlier run and start over) on ``cluster`` ("local", or a Ray cluster of the project; default: see
+        ``_target``). ``max_restarts``: after a crash, resume from the last checkpoint up to this many times.
+        Returns the workload's handle (a process id, or a Ray job's id)."""
         spec = self.spec or self.validate()
         record = self.record()
-        backend = get_backend(record.backend)
+        if max_restarts < 0:
+            raise ClientError(f"--max-restarts must be 0 or more, got {max_restarts}")
+        where, cluster_name = self._target(cluster, record, resume)
+        backend = get_backend(where, project=self.project, cluster=cluster_name)
         if record.status == "running":
             raise ClientError(
                 f"experiment '{self.name}' is already running"
-                + (f" (PID {record.pid})" if record.pid else " (its worker is starting)"),
+                + (f" ({_describe(record)})" if _handle(record) is not None else " (its worker is starting)"),
                 hint=f"Pause it with 'tfcli experiment pause -e {self.name}'.",
             )
         if spec["run_mode"] not in backend.supported_run_modes:
@@ -265,12 +330,21 @@ class Experiment:
                 hint="Use run_mode 'single' (with num_environments for vectorized environments) for now.",
             )
         self._check_can_start(record, resume=resume, fresh=fresh)
-        self._refuse_a_live_worker(record, backend)
+        try:
+            previous = self.backend(record)
+        except ClientError:
+            previous = None  # its cluster is gone: nothing of it runs there any more
+        if previous is not None:
+            self._refuse_a_live_worker(record, previous)
+        backend.check(spec)
         if not self.project.store.update_experiment(
             self.name,
             expect=(record.status,),
             status="running",
             pid=None,
+            job=None,
+            backend=where,
+            cluster=cluster_name,
             message=None,
             started_at=time.time(),
             ended_at=None,
@@ -279,19 +353,30 @@ class Experiment:
         try:
             if fresh:
                 shutil.rmtree(self.results, ignore_errors=True)
-            if spec.get("cluster"):
+                backend.discard(self.folder)
+            elif resume and (record.backend, record.cluster) != (where, cluster_name):
+                self.backend(record).download(self.folder)  # the checkpoint comes along to where it resumes
+            spec_cluster = spec.get("cluster") or {}
+            if spec_cluster and spec_cluster.get("type", "gke") == "gke":
                 warnings.warn(
-                    f"experiment '{self.name}' names the cluster '{spec['cluster']['name']}', which the "
-                    f"{backend.name} backend ignores: it runs on this machine (cluster backends are to come)",
+                    f"experiment '{self.name}' names the GKE cluster '{spec_cluster['name']}', which the "
+                    f"{backend.name} backend ignores (GKE comes next): it runs "
+                    + ("on this machine" if where == "local" else f"on the Ray cluster '{cluster_name}'"),
                     ClientWarning,
                     stacklevel=2,
                 )
-            pid = backend.start(self.folder, self.project.root, resume=resume)
+            handle = backend.start(self.folder, self.project.root, resume=resume, max_restarts=max_restarts)
         except BaseException:
-            self.project.store.update_experiment(self.name, status=record.status, started_at=record.started_at)
+            self.project.store.update_experiment(
+                self.name,
+                status=record.status,
+                started_at=record.started_at,
+                backend=record.backend,
+                cluster=record.cluster,
+            )
             raise
-        self._record_pid(pid, backend)
-        return pid
+        self._record_handle(handle, backend)
+        return handle
 
     def _check_can_start(self, record: ExperimentRecord, *, resume: bool, fresh: bool) -> None:
         if resume and fresh:
@@ -320,7 +405,8 @@ class Experiment:
 
     def _refuse_a_live_worker(self, record: ExperimentRecord, backend: Any) -> None:
         """No second worker on the same results (nor --fresh deleting them under one), whatever the status says."""
-        for pid in dict.fromkeys((record.pid, self.progress().get("pid"))):
+        local = record.backend == "local"
+        for pid in dict.fromkeys((_handle(record), self.progress().get("pid") if local else None)):
             if pid and backend.alive(pid, self.folder):
                 raise ClientError(
                     f"a worker of experiment '{self.name}' is still running (PID {pid}), though its status is "
@@ -328,16 +414,18 @@ class Experiment:
                     hint=f"Wait for it to end, or end it with 'kill {pid}'.",
                 )
 
-    def _record_pid(self, pid: int, backend: Any) -> None:
-        """Write the new worker's PID, checked: only onto this start's row (running, no PID yet)."""
+    def _record_handle(self, handle: Handle, backend: Backend) -> None:
+        """Write the new workload's handle (a PID, or a job id), checked: only onto this start's row (running, no
+        handle yet)."""
         store = self.project.store
-        if store.update_experiment(self.name, expect=("running",), expect_pid=None, pid=pid):
+        column = {"pid": handle} if isinstance(handle, int) else {"job": handle}
+        if store.update_experiment(self.name, expect=("running",), expect_pid=None, **column):
             return
         current = store.experiment(self.name)
-        if current is not None and current.status == "failed" and backend.alive(pid, self.folder):
+        if current is not None and current.status == "failed" and backend.alive(handle, self.folder):
             # judged dead while it started (a start slower than STARTING_SECONDS): it is not
             store.update_experiment(
-                self.name, expect=("failed",), status="running", pid=pid, message=None, ended_at=None
+                self.name, expect=("failed",), status="running", message=None, ended_at=None, **column
             )
         # otherwise the worker has ended already and written its own status: that stands
 
@@ -348,7 +436,7 @@ class Experiment:
             record = self.record()
             if record.status != "running":
                 raise ClientError(f"experiment '{self.name}' is not running (status: {record.status})")
-            if record.pid is not None:
+            if _handle(record) is not None:
                 return record
             if time.monotonic() > deadline:
                 raise ClientError(f"the worker of '{self.name}' has not started; cannot {request} it")
@@ -357,10 +445,10 @@ class Experiment:
     def _signal(self, request: str) -> ExperimentRecord:
         """Ask the running worker to pause or stop; the row afterwards, which must say so."""
         record = self._running_record(request)
-        backend = get_backend(record.backend)
-        if not backend.signal(record.pid, request, SIGNAL_TIMEOUT):
+        backend = self.backend(record)
+        if not backend.signal(_handle(record), request, SIGNAL_TIMEOUT, self.folder):
             raise ClientError(
-                f"the worker of '{self.name}' (PID {record.pid}) did not {request} within {SIGNAL_TIMEOUT:.0f} s",
+                f"the worker of '{self.name}' ({_describe(record)}) did not {request} within {SIGNAL_TIMEOUT:.0f} s",
                 hint=f"See its log with 'tfcli experiment logs -e {self.name}'.",
             )
         after = self.record()
@@ -396,22 +484,45 @@ class Experiment:
             self.name, expect=(record.status,), status="stopped", pid=None, ended_at=time.time()
         ):
             raise ClientError(f"experiment '{self.name}' changed state meanwhile; try again")
-        if not no_download and self.results.is_dir():
+        if not no_download and (self.results.is_dir() or self.storage().exists("")):
             self.download()
         return self.record()
 
     def download(self) -> Path:
         """The experiment's results (checkpoints, TensorBoard summaries, episode log) in ``results/``."""
         record = self.record()
-        return get_backend(record.backend).download(self.folder)
+        return self.backend(record).download(self.folder)
 
     def delete(self) -> None:
-        """Remove an experiment that is not running: its folder (if it still has one) and its row."""
+        """Remove an experiment that is not running: its row and its folder (if it still has one).
+
+        The folder is renamed aside first (``experiments/.NAME.deleting-*``), then the row is removed, then the
+        renamed folder: if removing the row fails (the database is busy, a start came first), the folder is put
+        back, so the experiment is either whole or gone, and deleting it again is always possible."""
         record = self.record()
         if record.status == "running":
             raise ClientError(f"experiment '{self.name}' is running", hint="Stop it first.")
-        shutil.rmtree(self.folder, ignore_errors=True)
-        self.project.store.remove_experiment(self.name)
+        aside = self.folder.with_name(f".{self.name}.deleting-{os.urandom(4).hex()}")
+        if self.folder.is_dir():
+            os.rename(self.folder, aside)
+        try:
+            removed = self.project.store.remove_experiment(self.name, expect=(record.status,))
+            if not removed and self.project.store.experiment(self.name) is not None:
+                raise ClientError(f"experiment '{self.name}' changed state meanwhile; try again")
+        except BaseException:
+            if aside.is_dir():
+                os.rename(aside, self.folder)
+            raise
+        shutil.rmtree(aside, ignore_errors=True)
+
+
+def _handle(record: ExperimentRecord) -> Handle | None:
+    """The running workload's handle: its PID, or its Ray job's id."""
+    return record.pid if record.pid is not None else record.job
+
+
+def _describe(record: ExperimentRecord) -> str:
+    return f"PID {record.pid}" if record.pid is not None else f"Ray job {record.job} on '{record.cluster}'"
 
 
 def get_experiment_from_string(experiment: str, running: bool = False, project: Project | None = None) -> Experiment:

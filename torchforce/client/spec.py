@@ -87,6 +87,20 @@ def _check_keys(raw: dict[str, Any]) -> None:
             )
     if raw.get("type", "experiment") != "experiment":
         raise SpecError("experiment.type", "not an experiment spec", got=raw.get("type"), expected='"experiment"')
+    for key in ("description", "created_at", "torchforce_version"):
+        if raw.get(key) is not None and not isinstance(raw[key], str):
+            raise SpecError(f"experiment.{key}", "not a string", got=raw[key], expected="a line of text")
+    sources = raw.get("sources")
+    if sources is not None and not (
+        isinstance(sources, dict)
+        and all(key in CONFIG_KINDS and (value is None or isinstance(value, str)) for key, value in sources.items())
+    ):
+        raise SpecError(
+            "experiment.sources",
+            "not the files the configs came from",
+            got=sources,
+            expected="an object of " + ", ".join(CONFIG_KINDS) + " to a file name or null",
+        )
 
 
 def _positive_or_none(value: Any, path: str) -> int | None:
@@ -105,18 +119,22 @@ def resolve_experiment(project: Project, raw: dict[str, Any], *, build: bool = T
     spec: dict[str, Any] = {"type": "experiment", "name": check_name(raw.get("name"))}
     for key, default in DEFAULTS.items():
         spec[key] = raw.get(key, default) if raw.get(key) is not None else default
-    spec["description"] = str(spec["description"] or "")
+    spec["description"] = spec["description"] or ""
     sources = _load_configs(project, spec)
+    _run_mode_from_execution(spec, explicit=raw.get("run_mode") is not None)
     _check_budget(spec)
     _check_run(spec)
     _check_frequencies(spec)
     if spec["cluster"] is not None:
-        from torchforce.client.cluster import Cluster
+        from torchforce.client.cluster import cluster_from_spec
 
         cluster = expect_dict(spec["cluster"], "experiment.cluster")
-        spec["cluster"] = _prefixed("cluster", sources, lambda: Cluster(**cluster).spec())
+        spec["cluster"] = _prefixed("cluster", sources, lambda: cluster_from_spec(cluster).spec())
     spec["sources"] = sources
     if build:
+        from torchforce.client.modules import modules_folder, use_modules
+
+        use_modules(modules_folder(project.root))  # the one place user classes come from (as in the worker)
         check_buildable(spec)
     return spec
 
@@ -164,6 +182,36 @@ def _load_configs(project: Project, spec: dict[str, Any]) -> dict[str, str | Non
     return sources
 
 
+def _run_mode_from_execution(spec: dict[str, Any], *, explicit: bool) -> None:
+    """A 2018 agent config's ``execution`` says how it runs: ``distributed`` (with a ``distributed_spec`` whose
+    ``cluster_spec`` lists ``ps`` and ``worker`` hosts) or ``multi-threaded``. Unless the experiment says its own run
+    mode, that one drives it (workers and parameter servers counted from the cluster spec); a contradicting run mode
+    is an error. The host addresses themselves mean nothing here: Ray places the processes."""
+    execution = spec["agent"].get("execution")
+    if execution is None:
+        return
+    execution = expect_dict(execution, "experiment.agent.execution")
+    kind = execution.get("type", "single")
+    kind = LEGACY_RUN_MODES.get(kind, kind) if isinstance(kind, str) else kind
+    kind = expect_choice(kind, "experiment.agent.execution.type", RUN_MODES)
+    if explicit and kind != "single" and spec["run_mode"] != kind:
+        raise SpecError(
+            "experiment.run_mode",
+            f"contradicts the agent config's execution type '{kind}'",
+            got=spec["run_mode"],
+            hint=f"Drop one of them (the agent's 'execution', or the experiment's run_mode '{spec['run_mode']}').",
+        )
+    if explicit or kind == "single":
+        return
+    spec["run_mode"] = kind
+    hosts = (execution.get("distributed_spec") or {}).get("cluster_spec") or {}
+    if kind == "distributed" and isinstance(hosts, dict):
+        if isinstance(hosts.get("ps"), list) and hosts["ps"] and not spec["num_parameter_servers"]:
+            spec["num_parameter_servers"] = len(hosts["ps"])
+        if isinstance(hosts.get("worker"), list) and hosts["worker"] and spec["num_workers"] == 1:
+            spec["num_workers"] = len(hosts["worker"])
+
+
 def _check_budget(spec: dict[str, Any]) -> None:
     spec["episodes"] = _positive_or_none(spec["episodes"], "experiment.episodes")
     spec["total_timesteps"] = _positive_or_none(spec["total_timesteps"], "experiment.total_timesteps")
@@ -183,19 +231,18 @@ def _check_run(spec: dict[str, Any]) -> None:
     spec["debug_logging"] = expect_bool(spec["debug_logging"], "experiment.debug_logging")
     spec["repeat_actions"] = expect_int(spec["repeat_actions"], "experiment.repeat_actions", minimum=1)
     spec["run_mode"] = expect_choice(
-        LEGACY_RUN_MODES.get(spec["run_mode"], spec["run_mode"]), "experiment.run_mode", RUN_MODES
+        LEGACY_RUN_MODES.get(spec["run_mode"], spec["run_mode"])
+        if isinstance(spec["run_mode"], str)
+        else spec["run_mode"],
+        "experiment.run_mode",
+        RUN_MODES,
     )
     spec["num_workers"] = expect_int(spec["num_workers"], "experiment.num_workers", minimum=1)
     spec["num_parameter_servers"] = expect_int(
         spec["num_parameter_servers"], "experiment.num_parameter_servers", minimum=0
     )
-    if spec["run_mode"] == "distributed" and spec["num_parameter_servers"] < 1:
-        raise SpecError(
-            "experiment.num_parameter_servers",
-            "the distributed run mode needs a parameter server",
-            got=spec["num_parameter_servers"],
-            expected="an integer >= 1",
-        )
+    if spec["run_mode"] == "distributed" and spec["num_parameter_servers"] == 0:
+        spec["num_parameter_servers"] = 1  # the seeds' default: one parameter server
     spec["num_environments"] = expect_int(spec["num_environments"], "experiment.num_environments", minimum=1)
     spec["vectorization"] = expect_choice(spec["vectorization"], "experiment.vectorization", VECTORIZATION)
     spec["seed"] = None if spec["seed"] is None else expect_int(spec["seed"], "experiment.seed", minimum=0)
@@ -221,11 +268,15 @@ def _check_frequencies(spec: dict[str, Any]) -> None:
 def check_stored(project: Project, path: Path, name: str) -> dict[str, Any]:
     """Read an experiment's stored ``experiment.json`` (which a person may have edited) and check it as cheaply as
     possible: its structure and every field, without building anything. Errors name the file as the project
-    knows it (``experiments/NAME/experiment.json``)."""
+    knows it (``experiments/NAME/experiment.json``). Returns the spec resolved again (so an edited file that left
+    out a field or named a config reads as its resolved form), with the stored sources and creation stamps."""
     file = str(path.relative_to(project.root) if path.is_relative_to(project.root) else path)
     try:
-        spec = dict(expect_dict(load_file(path), "experiment"))
-        resolve_experiment(project, spec, build=False)
+        stored = dict(expect_dict(load_file(path), "experiment"))
+        spec = resolve_experiment(project, stored, build=False)
+        kept = stored.get("sources") or {}
+        spec["sources"] = {key: spec["sources"].get(key) or kept.get(key) for key in {**kept, **spec["sources"]}}
+        spec.update({key: stored[key] for key in ("created_at", "torchforce_version") if key in stored})
         if spec["name"] != name:
             raise SpecError(
                 "experiment.name",
@@ -291,7 +342,9 @@ def _blame_the_network(error: SpecError, spec: dict[str, Any], sources: dict[str
 
 def worker_agent_spec(spec: dict[str, Any], *, summaries: str | None = None) -> dict[str, Any]:
     """The agent spec a worker builds: saving is done by the worker itself, summaries go to ``summaries``."""
-    agent = {key: value for key, value in spec["agent"].items() if key not in ("saver", "summarizer", "seed")}
+    # the worker saves; the experiment's run mode says how it runs (see _run_mode_from_execution)
+    agent = {key: value for key, value in spec["agent"].items()
+             if key not in ("saver", "summarizer", "seed", "execution")}  # fmt: skip
     if summaries is not None:
         frequency = parse_frequency(spec["summary_frequency"], "experiment.summary_frequency")
         unit = "steps" if frequency.unit == "timesteps" else "seconds"

@@ -1,8 +1,10 @@
 """The worker: runs one experiment from its ``experiment.json`` and writes everything under ``results/``.
 
-    python -m torchforce.client.worker EXPERIMENT_FOLDER --project ROOT [--resume]
+    python -I -m torchforce.client.worker EXPERIMENT_FOLDER [--project ROOT] [--resume] [--max-restarts N]
 
-It is what every backend runs (the local backend as a detached process). Results:
+It is what every backend runs: the local backend as a detached process, the Ray backend as a Ray job (then the
+folder is on the cluster's storage). With ``--project`` it records the run's end in the project's state database;
+without (a Ray job, or a supervised run) the client reads it from ``progress.json``. Results:
 
 - ``episodes.jsonl``: one JSON line per finished episode (episode, timesteps, worker, return, length, wall_time);
 - ``progress.json``: counters, recent mean return and steps/s, rewritten about once a second;
@@ -13,14 +15,25 @@ It is what every backend runs (the local backend as a detached process). Results
   return of the last 100 episodes), and DEBUG lines when the experiment says ``debug_logging``.
 
 Signals: SIGUSR1 (or SIGINT) pauses (checkpoint, status ``paused``, exit 0); SIGTERM stops (checkpoint, status
-``stopped``). The local backend starts the worker with these signals blocked and the worker unblocks them once
-its handlers are in place, so one sent while it starts is handled then, instead of killing it.
+``stopped``); so does a ``results/control.json`` saying ``{"request": "pause"}`` or ``"stop"`` (how the Ray
+backend asks, as a job's process is out of its reach), read about once a second. The local backend starts the
+worker with these signals blocked and the worker unblocks them once its handlers are in place, so one sent while it
+starts is handled then, instead of killing it.
 
 Resuming restores the checkpoint exactly (model, optimizer, memory, counters, RNG states, the environments and
 the episodes in progress), so a paused run ends as an uninterrupted one would. The multi-threaded run mode runs
 ``num_workers`` worker agents, one environment each, sharing the model of the first (``ThreadedRunner``); its
 checkpoints hold that agent (the shared model and optimizers) and the history, and a resumed run starts the workers
-on new episodes: threads interleave differently every time, so such a run is not reproducible anyway.
+on new episodes: threads interleave differently every time, so such a run is not reproducible anyway. The
+distributed run mode starts a private Ray cluster on this machine (loopback only) with ``num_parameter_servers``
+parameter servers and ``num_workers`` workers of ``num_environments`` environments each (``DistributedRunner``)
+on a private Ray started on this machine (loopback only), or in the job's cluster when the worker is a Ray job; its
+checkpoints hold the servers' model (as the agent), every Ray worker's agent (optimizer, memory, counters, RNG
+states) and the history, and a resumed run loads them all back, the workers starting new episodes.
+
+``--max-restarts N`` supervises the run: the worker runs in a child process, and when that ends without having
+finished, paused or stopped (a crash, a ``kill -9``, a lost node), it is started again from the last checkpoint,
+up to N times; ``progress.json`` counts the restarts.
 """
 
 from __future__ import annotations
@@ -30,9 +43,9 @@ import contextlib
 import json
 import logging
 import os
-import pickle
-import shutil
 import signal
+import socket
+import subprocess
 import sys
 import time
 import traceback
@@ -40,8 +53,12 @@ from collections import deque
 from pathlib import Path
 from typing import Any
 
+from torchforce.client.checkpoints import Checkpoints
+from torchforce.client.modules import use_modules
+
 LOG = logging.getLogger("torchforce.worker")
-KEEP_CHECKPOINTS = 2
+WORKER_MODULE = "torchforce.client.worker"
+RESTARTS_VARIABLE = "TORCHFORCE_RESTARTS"  # how many times a supervised run has been restarted so far
 PROGRESS_LOG_SECONDS = 5.0  # a progress line in worker.log at most this often (and once at the end)
 
 
@@ -63,48 +80,6 @@ class Signals:
     def _set(cls, request: str) -> None:
         if cls.request != "stop":  # a stop outranks a pause
             cls.request = request
-
-
-class Checkpoints:
-    """Checkpoint folders under ``results/checkpoints``; ``latest.json`` is written last, so it only ever points
-    at a complete checkpoint."""
-
-    def __init__(self, folder: Path) -> None:
-        self.folder = folder
-
-    def latest(self) -> dict[str, Any] | None:
-        pointer = self.folder / "latest.json"
-        return json.loads(pointer.read_text()) if pointer.is_file() else None
-
-    def save(self, agent: Any, runner_state: dict[str, Any], info: dict[str, Any]) -> dict[str, Any]:
-        from torchforce.client.project import write_json_atomically
-
-        name = f"{info['timesteps']:012d}"
-        target = self.folder / name
-        partial = self.folder / f".{name}.partial"
-        shutil.rmtree(partial, ignore_errors=True)
-        partial.mkdir(parents=True)
-        agent.save_model(partial, append_timestep=False)
-        with open(partial / "runner.pkl", "wb") as file:
-            pickle.dump(runner_state, file, protocol=pickle.HIGHEST_PROTOCOL)
-        shutil.rmtree(target, ignore_errors=True)
-        os.replace(partial, target)
-        pointer = {**info, "folder": name, "saved_at": time.time()}
-        write_json_atomically(self.folder / "latest.json", pointer)
-        for old in sorted(p for p in self.folder.iterdir() if p.is_dir() and not p.name.startswith("."))[
-            :-KEEP_CHECKPOINTS
-        ]:
-            shutil.rmtree(old, ignore_errors=True)
-        return pointer
-
-    def load(self, agent: Any) -> tuple[dict[str, Any], dict[str, Any]]:
-        pointer = self.latest()
-        if pointer is None:
-            raise FileNotFoundError(f"no checkpoint in {self.folder}")
-        folder = self.folder / pointer["folder"]
-        agent.restore_model(folder)
-        with open(folder / "runner.pkl", "rb") as file:
-            return pointer, pickle.load(file)  # noqa: S301 - our own file
 
 
 class Frequency:
@@ -140,6 +115,8 @@ class ExperimentRun:
         self._session = {"start": time.monotonic(), "timesteps": 0}
         self._logged = {"seconds": time.monotonic(), "timesteps": 0}
         self.elapsed_before = 0.0
+        self.restarts = int(os.environ.get(RESTARTS_VARIABLE, "0") or 0)
+        self.host = socket.gethostname()
         if self.spec.get("debug_logging"):
             logging.getLogger("torchforce").setLevel(logging.DEBUG)
         LOG.debug("experiment spec: %s", json.dumps(self.spec, sort_keys=True))
@@ -155,7 +132,11 @@ class ExperimentRun:
         if spec["repeat_actions"] > 1:
             environment = {"type": "repeat_actions", "environment": environment, "repeat": spec["repeat_actions"]}
         self.threaded = spec["run_mode"] == "multi-threaded"
-        if self.threaded:  # one environment per worker, as in 2018
+        self.distributed = spec["run_mode"] == "distributed"
+        if self.distributed:  # the environments live in the Ray workers; this one tells the states and actions
+            self.environments, first = [], make(environment)
+            first.close()
+        elif self.threaded:  # one environment per worker, as in 2018
             self.environments = [make(environment) for _ in range(spec["num_workers"])]
             for index, copy in enumerate(self.environments):
                 copy.seed(None if spec["seed"] is None else spec["seed"] + index)
@@ -170,7 +151,21 @@ class ExperimentRun:
             kwargs["network"] = spec["network"]
         agent_spec = worker_agent_spec(spec, summaries=str(self.results / "summaries"))
         self.agent = create_agent(agent_spec, **kwargs)
-        if self.threaded:  # workers sharing the agent's model; the agent is what checkpoints hold
+        if self.distributed:  # Ray workers learning into parameter servers; the agent holds what checkpoints save
+            from torchforce.execution.distributed import DistributedRunner
+
+            self.workers = [self.agent]
+            self.runner = DistributedRunner(
+                self.agent, environment, num_workers=spec["num_workers"],
+                num_parameter_servers=spec["num_parameter_servers"], num_environments=spec["num_environments"],
+                seed=spec["seed"], agent_spec=worker_agent_spec(spec),
+                agent_kwargs={} if spec["network"] is None else {"network": spec["network"]},
+                on_lost_worker=lambda index, steps: LOG.warning(
+                    "Ray worker %d was lost (its process ended): its chunk of %d steps under way is lost (not "
+                    "counted, its episodes not logged); Ray restarts it with the servers' parameters", index, steps),
+            )  # fmt: skip
+            Signals.install()  # ray.init replaces the SIGTERM handler: stop must still checkpoint
+        elif self.threaded:  # workers sharing the agent's model; the agent is what checkpoints hold
             self.workers = clone_worker_agent(self.agent, spec["num_workers"], first, spec["network"], agent_spec)
             self.runner = ThreadedRunner(self.workers, self.environments)
         else:
@@ -180,7 +175,10 @@ class ExperimentRun:
     def restore(self) -> None:
         pointer, state = self.checkpoints.load(self.agent)
         self.runner.load_state_dict(state["runner"])
-        if not self.threaded:  # threaded workers start new episodes (their interleaving is not reproducible anyway)
+        if self.distributed:
+            self.runner.load_agent()  # the restored model into the parameter servers
+            self._load_ray_workers(self.checkpoints.folder / pointer["folder"])
+        elif not self.threaded and state["environments"] is not None:  # else new episodes (see Checkpoints.load)
             self.environments.set_state(state["environments"])
         self.elapsed_before = float(state["elapsed"])
         self.recent.extend(state["recent"])
@@ -201,17 +199,62 @@ class ExperimentRun:
     def save(self) -> None:
         log = self.results / "episodes.jsonl"
         self.episode_log.flush()
+        if self.distributed:
+            self.runner.sync_agent()  # the parameter servers' model into the agent that is saved
         state = {
             "runner": self.runner.state_dict(),
-            "environments": None if self.threaded else self.environments.get_state(),
+            "environments": None if self.threaded or self.distributed else self.environments.get_state(),
             "elapsed": self.elapsed(),
             "recent": list(self.recent),
             "episode_log_bytes": log.stat().st_size if log.exists() else 0,
         }
         info = {"timesteps": self.runner.global_timestep, "episodes": self.runner.global_episode}
-        self.checkpoints.save(self.agent, state, info)
+        self.checkpoints.save(self.agent, state, info, extra=self._save_ray_workers if self.distributed else None)
         self.saver.mark(info["timesteps"], info["episodes"])
         LOG.info("checkpoint at timestep %d, episode %d", info["timesteps"], info["episodes"])
+
+    def _save_ray_workers(self, folder: Path) -> None:
+        """Every Ray worker's agent into ``folder/workers/`` of a checkpoint being written."""
+        from torchforce.agents.checkpoint import save_checkpoint
+
+        for index, state in enumerate(self.runner.worker_states()):
+            save_checkpoint(folder / "workers", f"worker-{index}", state, {"worker": index})
+
+    def _load_ray_workers(self, folder: Path) -> None:
+        from torchforce.agents.checkpoint import find_checkpoint, load_checkpoint
+
+        try:
+            files = [
+                find_checkpoint(folder / "workers", f"worker-{index}") for index in range(self.spec["num_workers"])
+            ]
+        except FileNotFoundError as error:
+            LOG.warning("the checkpoint lacks a Ray worker's agent (%s): the workers start afresh from the servers' "
+                        "model", error)  # fmt: skip
+            return
+        self.runner.load_worker_states([load_checkpoint(file) for file in files])
+
+    def poll_control(self) -> None:
+        """A pause or stop asked through ``results/control.json`` (the Ray backend's way)."""
+        try:
+            request = json.loads((self.results / "control.json").read_text()).get("request")
+        except (OSError, ValueError, AttributeError):
+            return
+        if request in ("pause", "stop") and Signals.request != request:
+            Signals._set(request)
+
+    def worker_rows(self) -> list[dict[str, Any]]:
+        """Per worker: node, steps, episodes, steps/s and restarts (``experiment show`` lists them)."""
+        if self.distributed:
+            return self.runner.worker_status()
+        seconds = max(time.monotonic() - self._session["start"], 1e-9)
+        runners = self.runner.runners if self.threaded else [self.runner]
+        rows = []
+        for index, runner in enumerate(runners):
+            steps = runner.global_timestep - (0 if self.threaded else self._session["timesteps"])
+            rows.append({"worker": index, "node": self.host, "steps": runner.global_timestep,
+                         "episodes": runner.global_episode, "steps_per_second": round(steps / seconds, 1),
+                         "restarts": self.restarts})  # fmt: skip
+        return rows
 
     def write_progress(self, state: str, force: bool = False) -> None:
         from torchforce.client.project import write_json_atomically
@@ -220,6 +263,7 @@ class ExperimentRun:
         if not force and now - self._progress_written < 1.0:
             return
         self._progress_written = now
+        self.poll_control()
         session_seconds = max(now - self._session["start"], 1e-9)
         runner, spec = self.runner, self.spec
         write_json_atomically(
@@ -235,6 +279,8 @@ class ExperimentRun:
                 "steps_per_second": round((runner.global_timestep - self._session["timesteps"]) / session_seconds, 1),
                 "mean_return_100": sum(self.recent) / len(self.recent) if self.recent else None,
                 "last_return": self.recent[-1] if self.recent else None,
+                "restarts": self.restarts,
+                "workers": self.worker_rows(),
                 "updated_at": time.time(),
             },
         )
@@ -321,7 +367,9 @@ class ExperimentRun:
                           "max_episode_timesteps": spec["max_timesteps_per_episode"],
                           "deterministic": spec["deterministic"],
                           "episode_finished": self.episode_finished}  # fmt: skip
-                if self.threaded:
+                if self.distributed:
+                    self.runner.run(**limits, report=self.step_finished)  # after each chunk a Ray worker returns
+                elif self.threaded:
                     self.runner.run(**limits, step_finished=self.worker_step_finished)
                 else:
                     self.runner.run(**limits, step_finished=self.step_finished, resume=self.resume)
@@ -333,37 +381,103 @@ class ExperimentRun:
         self.log_progress(force=True)
         for agent in self.workers:
             agent.close()
-        for environment in self.environments if self.threaded else [self.environments]:
+        if self.distributed:
+            self.runner.close()  # the Ray workers, the servers and the local Ray cluster
+        for environment in self.environments if isinstance(self.environments, list) else [self.environments]:
             environment.close()
         return outcome
+
+
+def _record(project: Path | None, name: str, status: str, message: str | None) -> None:
+    """The run's end in the project's state database, when the worker was given one."""
+    if project is None:
+        return
+    from torchforce.client.store import Store
+
+    ended = None if status == "paused" else time.time()
+    Store(project / ".tfcli" / "state.db").update_experiment(name, status=status, pid=None, message=message,
+                                                              ended_at=ended)  # fmt: skip
+
+
+def _final_state(folder: Path) -> str | None:
+    try:
+        return json.loads((folder / "results" / "progress.json").read_text()).get("state")
+    except (OSError, ValueError, AttributeError):
+        return None
+
+
+def supervise(args: argparse.Namespace) -> int:
+    """Run the experiment in a child worker; when it ends without finishing, pausing or stopping, start it again
+    from the last checkpoint, up to ``args.max_restarts`` times. Pause and stop signals are passed on to it."""
+    child: subprocess.Popen | None = None
+
+    def forward(number: int, _frame: Any) -> None:
+        Signals._set(Signals.REQUESTS[number])
+        if child is not None and child.poll() is None:
+            os.kill(child.pid, number)
+
+    for number in Signals.REQUESTS:
+        signal.signal(number, forward)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, set(Signals.REQUESTS))
+    restarts, resume, name = 0, args.resume, args.folder.name
+    while True:
+        command = [sys.executable, "-I", "-m", WORKER_MODULE, str(args.folder)]
+        command += ["--resume"] if resume else []
+        command += ["--log-file"] if args.log_file else []
+        command += ["--modules", str(args.modules)] if args.modules else []
+        child = subprocess.Popen(command, env={**os.environ, RESTARTS_VARIABLE: str(restarts)})  # noqa: S603
+        code = child.wait()
+        state = _final_state(args.folder)
+        if code == 0 and state in ("finished", "paused", "stopped"):
+            _record(args.project, name, state, None)
+            LOG.info("experiment %s %s", name, state)
+            return 0
+        how = f"signal {-code}" if code < 0 else f"exit code {code}"
+        checkpoint = Checkpoints(args.folder / "results" / "checkpoints").latest()
+        if Signals.request is not None or restarts >= args.max_restarts or checkpoint is None:
+            why = (f"it was asked to {Signals.request}" if Signals.request
+                   else f"after {restarts} restarts" if restarts >= args.max_restarts
+                   else "no checkpoint to resume from")  # fmt: skip
+            LOG.error("the worker ended with %s; not restarted (%s)", how, why)
+            _record(args.project, name, "failed", f"the worker ended with {how}; not restarted ({why})")
+            return 1
+        restarts, resume = restarts + 1, True
+        LOG.warning("the worker ended with %s; restart %d of %d from the checkpoint at timestep %d", how, restarts,
+                    args.max_restarts, checkpoint["timesteps"])  # fmt: skip
 
 
 def main(argv: list[str] | None = None) -> int:
     Signals.install()  # first: a pause that arrives while torch imports must not kill us
     parser = argparse.ArgumentParser(description="Run one torchforce experiment (started by tfcli).")
     parser.add_argument("folder", type=Path, help="the experiment's folder (with experiment.json)")
-    parser.add_argument("--project", type=Path, required=True, help="the project root (for the state database)")
+    parser.add_argument("--project", type=Path, help="the project root, to record the run's end in its database")
     parser.add_argument("--resume", action="store_true", help="continue from the latest checkpoint")
+    parser.add_argument("--max-restarts", type=int, default=0, help="resume after a crash up to this many times")
+    parser.add_argument("--log-file", action="store_true", help="also write the log to results/worker.log")
+    parser.add_argument("--modules", type=Path, help="the folder of the project's own modules (user classes)")
     args = parser.parse_args(argv)
+    use_modules(args.modules)
     logging.basicConfig(level=logging.INFO, stream=sys.stdout, format="%(asctime)s %(levelname)s %(message)s")
+    if args.log_file:
+        (args.folder / "results").mkdir(parents=True, exist_ok=True)
+        handler = logging.FileHandler(args.folder / "results" / "worker.log")
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
+        logging.getLogger().addHandler(handler)
+    if args.max_restarts > 0:
+        return supervise(args)
 
     import torch
 
-    from torchforce.client.store import Store
-
     torch.set_num_threads(1)
-    store = Store(args.project / ".tfcli" / "state.db")
     name = args.folder.name
     try:
         outcome = ExperimentRun(args.folder, args.resume).run()
     except BaseException as error:  # noqa: BLE001 - every failure is recorded, then re-raised as an exit code
         LOG.error("the experiment failed:\n%s", traceback.format_exc())
         message = f"{type(error).__name__}: {error}".strip().splitlines()[0][:500]
-        store.update_experiment(name, status="failed", pid=None, message=message, ended_at=time.time())
+        _record(args.project, name, "failed", message)
         return 1
-    store.update_experiment(
-        name, status=outcome, pid=None, message=None, ended_at=None if outcome == "paused" else time.time()
-    )
+    _record(args.project, name, outcome, None)
     LOG.info("experiment %s %s", name, outcome)
     return 0
 

@@ -8,15 +8,25 @@ to the servers, which add it to theirs, and pulls the result: asynchronous, para
 the 2018 ``distributed`` execution, which was built on TF's parameter servers). The driver hands each worker a
 chunk of steps at a time, as soon as it is free, and gathers its episodes and counters.
 
-Ray is started on this machine (``address="local"``: a new private cluster on 127.0.0.1 with its own temporary
-folder, shut down by ``close``) unless Ray is already initialized, in which case the runner uses that cluster and
-leaves it running. Install Ray with ``pip install torchforce[ray]``.
+Where it runs: in the Ray this process has initialized already (left running); else in the cluster of the Ray job
+this process is (``RAY_ADDRESS``, which Ray sets for a job's driver); else in a new private cluster on this
+machine, every process listening on 127.0.0.1 only, in its own temporary folder, shut down by ``close``. The
+workers are placed with a placement group of one CPU each, spread over the nodes.
+
+Faults: a worker whose process dies (killed, out of memory, its node lost) is restarted by Ray (up to
+``MAX_WORKER_RESTARTS`` times): its new agent pulls the servers' parameters, and the run goes on. Only the chunk it
+had under way is lost: its steps are not counted and its episodes not recorded (``on_lost_worker`` is told).
+
+Install Ray with ``pip install torchforce[ray]``.
 """
 
 from __future__ import annotations
 
 import os
+import shutil
+import socket
 import tempfile
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -27,6 +37,8 @@ from torchforce.execution.runner import episode_callback
 
 CHUNK = 1_000  # steps a worker runs between two reports to the driver
 OBJECT_STORE = 200 * 1024**2  # bytes: parameters and results are small; Ray's default takes a share of all memory
+MAX_WORKER_RESTARTS = 20  # a worker process that keeps dying (a crashing environment) ends the run after this many
+PLACEMENT_TIMEOUT = 120.0  # seconds to wait for the cluster to place the workers
 
 
 def _ray() -> Any:
@@ -64,50 +76,91 @@ class ParameterServer:
     def get(self) -> dict[str, np.ndarray]:
         return self.parameters
 
+    def push_pull(self, deltas: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """``apply`` then ``get`` in one round trip: what a worker does after every update."""
+        self.apply(deltas)
+        return self.parameters
+
+    def set(self, parameters: dict[str, np.ndarray]) -> None:
+        for name, value in parameters.items():
+            self.parameters[name][...] = value
+
 
 class Worker:
     """An agent in its environments, learning into the parameter servers (see the module docstring)."""
 
     def __init__(self, index: int, agent_spec: Any, environment: Any, num_environments: int, seed: int | None,
-                 servers: list[Any], agent_kwargs: dict[str, Any]) -> None:  # fmt: skip
+                 servers: list[Any], layout: list[list[str]], agent_kwargs: dict[str, Any],
+                 sync_every: int = 1) -> None:  # fmt: skip
         import torch
 
         from torchforce.environments import make_vector
         from torchforce.execution.runner import Runner
 
         torch.set_num_threads(1)
-        self.index, self.servers = index, servers
+        self.index, self.servers, self.layout, self.sync_every = index, servers, layout, sync_every
+        self.node = f"{socket.gethostname()}:{_ray().get_runtime_context().get_node_id()[:8]}"
+        self.incarnation = f"{os.getpid()}@{time.time():.6f}"  # a process Ray restarts is a new incarnation
         self.environments = make_vector(environment, num_environments, seed=seed)
         self.agent = create_agent(agent_spec, states=self.environments.states, actions=self.environments.actions,
                                   seed=seed, **agent_kwargs)  # fmt: skip
         self.runner = Runner(self.agent, self.environments, id_=index)
         self._started = False
+        self.sync_seconds, self.syncs = 0.0, 0  # time spent waiting for the servers, and how many exchanges
+        self.pending: list[Any] | None = None  # the servers' answer to the last change sent, not yet folded in
         self._pull()
 
     def _pull(self) -> None:
-        import torch
-
+        """Take the servers' parameters (with every change this worker sent: a worker's calls run in order)."""
         ray = _ray()
-        values: dict[str, np.ndarray] = {}
-        for part in ray.get([server.get.remote() for server in self.servers]):
-            values.update(part)
-        self.base = {name: torch.from_numpy(np.array(value)) for name, value in values.items()}
+        if self.pending is not None:
+            ray.get(self.pending)
+            self.pending = None
+        self.base = self._tensors(ray.get([server.get.remote() for server in self.servers]))
         self.agent.set_parameters(self.base)
         self.pulled_at = self.agent.updates
 
-    def _push(self) -> None:
-        ray = _ray()
-        now = self.agent.get_parameters()
-        deltas = {name: (now[name] - self.base[name]).numpy() for name in now}
-        shards = [{name: deltas[name] for name in names} for names in self.layout]
-        ray.get([server.apply.remote(part) for server, part in zip(self.servers, shards, strict=True) if part])
-        self._pull()
+    @staticmethod
+    def _tensors(parts: list[dict[str, np.ndarray]]) -> dict[str, Any]:
+        import torch
 
-    def set_layout(self, layout: list[list[str]]) -> None:
-        self.layout = layout
+        return {name: torch.from_numpy(np.array(value)) for part in parts for name, value in part.items()}
+
+    def _push(self) -> None:
+        """After an update: send its change to the servers, and fold in their answer to the change sent after the
+        previous update (every other worker's changes since), keeping this update's own. One exchange is in flight
+        at a time, and it runs while the worker acts: the worker waits only when an exchange takes longer than
+        its acting between two updates."""
+        started = time.monotonic()
+        now = self.agent.get_parameters()
+        change = {name: now[name] - self.base[name] for name in now}
+        if self.pending is not None:
+            fresh = self._tensors(_ray().get(self.pending))
+            now = {name: fresh[name] + change[name] for name in now}
+            self.agent.set_parameters(now)
+        self.pending = [server.push_pull.remote({name: change[name].numpy() for name in names})
+                        for server, names in zip(self.servers, self.layout, strict=True)]  # fmt: skip
+        self.base, self.pulled_at = now, self.agent.updates
+        self.sync_seconds += time.monotonic() - started
+        self.syncs += 1
+
+    def ready(self) -> str:
+        """Answers once the worker is built (again, after a restart): which incarnation of it this is."""
+        return self.incarnation
+
+    def get_state(self) -> dict[str, Any]:
+        """The agent's whole state (to checkpoint)."""
+        return self.agent._state()
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        """Continue from a checkpointed agent state; the next chunk starts new episodes with the servers' model."""
+        self.agent._load_state(state)
+        self._started = False
 
     def run(self, steps: int, max_episode_timesteps: int | None, deterministic: bool) -> dict[str, Any]:
-        """Up to ``steps`` more steps; returns the episodes finished meanwhile and the steps taken."""
+        """Up to ``steps`` more steps, from the servers' current parameters; returns the episodes finished
+        meanwhile and the steps taken."""
+        self._pull()
         episodes: list[tuple[float, int, float]] = []
         before = self.runner.global_timestep
 
@@ -116,15 +169,18 @@ class Worker:
             return True
 
         def step_finished(runner: Any) -> bool:
-            if self.agent.updates != self.pulled_at:  # the agent learned something: share it
+            if self.agent.updates - self.pulled_at >= self.sync_every:  # the agent learned something: share it
                 self._push()
             return True
 
+        started = time.monotonic()
         self.runner.run(num_timesteps=steps, max_episode_timesteps=max_episode_timesteps, deterministic=deterministic,
                         episode_finished=episode_finished, step_finished=step_finished,
                         resume=self._started)  # fmt: skip
         self._started = True
-        return {"episodes": episodes, "timesteps": self.runner.global_timestep - before}
+        return {"episodes": episodes, "timesteps": self.runner.global_timestep - before, "node": self.node,
+                "seconds": time.monotonic() - started, "sync_seconds": self.sync_seconds,
+                "syncs": self.syncs, "incarnation": self.incarnation}  # fmt: skip
 
     def close(self) -> None:
         self.environments.close()
@@ -135,7 +191,9 @@ class DistributedRunner:
     receives the servers' parameters for ``save_model`` and after each run) with ``num_workers`` Ray workers, each
     stepping ``num_environments`` copies of ``environment`` (an environment spec), and ``num_parameter_servers``
     parameter servers. ``agent_spec`` is what builds the workers' agents (``agent.spec`` when it can be rebuilt
-    from it); ``agent_kwargs`` add to it (a network object, say). Worker ``i`` is seeded ``seed + 1 + i``."""
+    from it); ``agent_kwargs`` add to it (a network object, say). Worker ``i`` is seeded ``seed + 1 + i``.
+    ``sync_every``: a worker exchanges its parameters with the servers after this many updates of its own (1, the
+    default, after every update as 2018 did; more trades fresher parameters for less waiting)."""
 
     def __init__(
         self,
@@ -149,33 +207,71 @@ class DistributedRunner:
         agent_spec: Any = None,
         agent_kwargs: dict[str, Any] | None = None,
         history: dict[str, list] | None = None,
+        on_lost_worker: Callable[[int, int], Any] | None = None,
+        sync_every: int = 1,
     ) -> None:
+        if sync_every < 1:
+            raise ValueError(f"sync_every must be at least 1, got {sync_every}")
         if num_workers < 1 or num_parameter_servers < 1 or num_environments < 1:
             raise ValueError("num_workers, num_parameter_servers and num_environments must be at least 1, got "
                              f"{num_workers}, {num_parameter_servers} and {num_environments}")  # fmt: skip
         ray = _ray()
         self.agent, self.environment = agent, environment
         self.num_workers, self.num_parameter_servers = num_workers, num_parameter_servers
-        self._own_ray = not ray.is_initialized()
-        if self._own_ray:
-            os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")  # bind and advertise 127.0.0.1 only
-            self._temp = tempfile.mkdtemp(prefix="torchforce-ray-")
-            ray.init(address="local", num_cpus=max(os.cpu_count() or 1, num_workers + num_parameter_servers),
-                     object_store_memory=OBJECT_STORE, include_dashboard=False, _temp_dir=self._temp,
-                     _node_ip_address="127.0.0.1", log_to_driver=False, configure_logging=False)  # fmt: skip
+        self.on_lost_worker, self.sync_every = on_lost_worker, sync_every
+        self._temp: str | None = None
+        self._connected = not ray.is_initialized()  # whether close() disconnects (and ends a private cluster)
+        if self._connected and os.environ.get("RAY_ADDRESS"):  # a Ray job's driver: its cluster
+            ray.init(address=os.environ["RAY_ADDRESS"], log_to_driver=False, configure_logging=False)
+        elif self._connected:
+            from torchforce.execution.ray_cluster import init_private
+
+            self._temp = tempfile.mkdtemp(prefix="tf-ray-")
+            init_private(num_cpus=max(os.cpu_count() or 1, num_workers), object_store_memory=OBJECT_STORE,
+                         temp_dir=self._temp)  # fmt: skip
+        try:
+            self._start(agent, environment, num_environments, seed, agent_spec, agent_kwargs)
+        except BaseException:
+            self.close()
+            raise
+        self.reset(history)
+
+    def _start(self, agent: Agent, environment: Any, num_environments: int, seed: int | None, agent_spec: Any,
+               agent_kwargs: dict[str, Any] | None) -> None:  # fmt: skip
+        """The servers, and the workers placed one CPU each, spread over the nodes."""
+        ray = _ray()
+        from ray.util.placement_group import placement_group
+        from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+        self.workers, self.servers, self.placement = [], [], None
+        cpus = ray.cluster_resources().get("CPU", 0)
+        if cpus < self.num_workers:
+            raise ValueError(f"{self.num_workers} distributed workers need a CPU each; the Ray cluster has {cpus:g}")
         parameters = {name: value.cpu().numpy() for name, value in agent.get_parameters().items()}
-        self.layout = shard(parameters, num_parameter_servers)
+        self.layout = shard(parameters, self.num_parameter_servers)
         server_class = ray.remote(num_cpus=0)(ParameterServer)
         self.servers = [server_class.remote({name: parameters[name] for name in names}) for names in self.layout]
-        spec = agent_spec if agent_spec is not None else {key: value for key, value in agent.spec.items()
-                                                          if key not in ("seed", "states", "actions", "saver",
-                                                                         "summarizer")}  # fmt: skip
-        worker_class = ray.remote(num_cpus=1)(Worker)
-        self.workers = [worker_class.remote(index, spec, environment, num_environments,
-                                            None if seed is None else seed + 1 + index, self.servers,
-                                            dict(agent_kwargs or {})) for index in range(num_workers)]  # fmt: skip
-        ray.get([worker.set_layout.remote(self.layout) for worker in self.workers])
-        self.reset(history)
+        spec = agent_spec if agent_spec is not None else agent.spec
+        if isinstance(spec, dict):  # each worker gets its own seed; only the driver saves and summarizes
+            spec = {key: value for key, value in spec.items()
+                    if key not in ("seed", "states", "actions", "saver", "summarizer")}  # fmt: skip
+        self.placement = placement_group([{"CPU": 1}] * self.num_workers, strategy="SPREAD")
+        try:
+            ray.get(self.placement.ready(), timeout=PLACEMENT_TIMEOUT)
+        except ray.exceptions.GetTimeoutError:
+            raise RuntimeError(f"the Ray cluster placed no {self.num_workers} workers of one CPU each within "
+                               f"{PLACEMENT_TIMEOUT:.0f} s (are its CPUs taken by other work?)") from None  # fmt: skip
+        self.workers = [
+            ray.remote(Worker).options(
+                num_cpus=1, max_restarts=MAX_WORKER_RESTARTS, max_task_retries=0,
+                scheduling_strategy=PlacementGroupSchedulingStrategy(self.placement, placement_group_bundle_index=i),
+            ).remote(i, spec, environment, num_environments, None if seed is None else seed + 1 + i, self.servers,
+                     self.layout, dict(agent_kwargs or {}), self.sync_every)
+            for i in range(self.num_workers)
+        ]  # fmt: skip
+        self.status = [{"worker": i, "node": None, "steps": 0, "episodes": 0, "steps_per_second": None,
+                        "restarts": 0, "lost_steps": 0} for i in range(self.num_workers)]  # fmt: skip
+        self._incarnations = ray.get([worker.ready.remote() for worker in self.workers])
 
     def reset(self, history: dict[str, list] | None = None) -> None:
         history = history or {}
@@ -198,6 +294,27 @@ class DistributedRunner:
         for part in _ray().get([server.get.remote() for server in self.servers]):
             values.update(part)
         return values
+
+    def worker_status(self) -> list[dict[str, Any]]:
+        """Per worker: the node it last ran on, steps and episodes it ran in this run, the steps/s of its last
+        chunk, how often Ray restarted it, and the steps lost with it."""
+        return [dict(row) for row in self.status]
+
+    def worker_states(self) -> list[dict[str, Any]]:
+        """Every worker's agent state (each worker answers once its chunk under way is done)."""
+        return _ray().get([worker.get_state.remote() for worker in self.workers])
+
+    def load_worker_states(self, states: list[dict[str, Any]]) -> None:
+        if len(states) != self.num_workers:
+            raise ValueError(f"{len(states)} worker states for {self.num_workers} workers")
+        _ray().get([worker.set_state.remote(state) for worker, state in zip(self.workers, states, strict=True)])
+
+    def load_agent(self) -> None:
+        """Put the local agent's parameters (a restored checkpoint, say) into the servers; workers pull them at the
+        start of their next chunk."""
+        values = {name: value.cpu().numpy() for name, value in self.agent.get_parameters().items()}
+        _ray().get([server.set.remote({name: values[name] for name in names})
+                    for server, names in zip(self.servers, self.layout, strict=True)])  # fmt: skip
 
     def sync_agent(self) -> Agent:
         """The local agent with the servers' parameters (what ``save_model`` should save)."""
@@ -223,33 +340,44 @@ class DistributedRunner:
         step_limit = None if num_timesteps is None else self.global_timestep + num_timesteps
         episode_limit = None if num_episodes is None else self.global_episode + num_episodes
         assigned = self.global_timestep  # steps handed out so far
-        running: dict[Any, int] = {}
+        running: dict[Any, tuple[int, int]] = {}  # chunk (or, with 0 steps, a readiness probe) -> (worker, steps)
         stop = False
+        failures = [0] * self.num_workers  # calls in a row that found the worker's process gone
 
         def hand_out(index: int) -> None:
             nonlocal assigned
             steps = chunk if step_limit is None else min(chunk, step_limit - assigned)
             if steps > 0 and not stop:
                 assigned += steps
-                running[self.workers[index].run.remote(steps, max_episode_timesteps, deterministic)] = index
+                running[self.workers[index].run.remote(steps, max_episode_timesteps, deterministic)] = index, steps
 
         for index in range(self.num_workers):
             hand_out(index)
         while running:
             (done,), _ = ray.wait(list(running), num_returns=1)
-            index = running.pop(done)
-            result = ray.get(done)
-            self.global_timestep += result["timesteps"]  # steps taken count, also those after a stop
-            for reward, length, seconds in result["episodes"]:
-                if stop or (episode_limit is not None and self.global_episode >= episode_limit):
-                    stop = True  # episodes past the end of the run are not recorded
-                    break
-                self.episode_rewards.append(reward)
-                self.episode_timesteps.append(length)
-                self.episode_times.append(seconds)
-                self.global_episode += 1
-                if callback is not None and not callback(self, index):
-                    stop = True
+            index, steps = running.pop(done)
+            try:
+                result = ray.get(done)
+            except ray.exceptions.RayActorError:  # its process died: Ray restarts it; a chunk under way is lost
+                failures[index] += 1
+                if failures[index] > MAX_WORKER_RESTARTS:
+                    raise
+                if steps:
+                    assigned -= steps
+                    self.status[index]["lost_steps"] += steps
+                    if self.on_lost_worker is not None:
+                        self.on_lost_worker(index, steps)
+                time.sleep(min(0.1 * failures[index], 2.0))  # while Ray restarts it
+                running[self.workers[index].ready.remote()] = index, 0
+                continue
+            failures[index] = 0
+            self._note_incarnation(index, result["incarnation"] if steps else result)
+            if not steps:  # a restarted worker is ready: back to work
+                hand_out(index)
+                continue
+            self._count(index, result)
+            if not stop:  # once the run stops, the episodes of the chunks still under way are not recorded
+                stop = self._record_episodes(index, result["episodes"], episode_limit, callback)
             if not stop and report is not None and not report(self):
                 stop = True
             if episode_limit is not None and self.global_episode >= episode_limit:
@@ -257,16 +385,55 @@ class DistributedRunner:
             hand_out(index)
         self.sync_agent()
 
+    def _record_episodes(self, index: int, episodes: list[tuple[float, int, float]], limit: int | None,
+                         callback: Callable[..., Any] | None) -> bool:  # fmt: skip
+        """Add a chunk's episodes to the history, up to the episode limit; whether the run should stop."""
+        for reward, length, seconds in episodes:
+            if limit is not None and self.global_episode >= limit:
+                return True  # episodes past the end of the run are not recorded
+            self.episode_rewards.append(reward)
+            self.episode_timesteps.append(length)
+            self.episode_times.append(seconds)
+            self.global_episode += 1
+            if callback is not None and not callback(self, index):
+                return True
+        return False
+
+    def _note_incarnation(self, index: int, incarnation: str) -> None:
+        if incarnation != self._incarnations[index]:
+            self._incarnations[index] = incarnation
+            self.status[index]["restarts"] += 1
+
+    def _count(self, index: int, result: dict[str, Any]) -> None:
+        row = self.status[index]
+        row["node"] = result["node"]
+        row["steps"] += result["timesteps"]
+        row["episodes"] += len(result["episodes"])
+        self.global_timestep += result["timesteps"]  # steps taken count, also those after a stop
+        row["steps_per_second"] = round(result["timesteps"] / max(result["seconds"], 1e-9), 1)
+        row["sync_seconds"], row["syncs"] = round(result["sync_seconds"], 3), result["syncs"]
+
     def close(self) -> None:
-        """End the workers and servers, and the Ray cluster if this runner started it."""
+        """End the workers and servers, and disconnect from Ray if this runner connected (ending the private
+        cluster it started)."""
         ray = _ray()
-        if not ray.is_initialized():
-            return
-        ray.get([worker.close.remote() for worker in self.workers])
-        for actor in [*self.workers, *self.servers]:
-            ray.kill(actor)
-        if self._own_ray:
-            ray.shutdown()
+        if ray.is_initialized():
+            try:
+                ray.get([worker.close.remote() for worker in self.workers], timeout=30)
+            except (ray.exceptions.RayError, TimeoutError):
+                pass  # a worker that is gone or stuck is killed below all the same
+            for actor in [*self.workers, *self.servers]:
+                ray.kill(actor)
+            if self.placement is not None:
+                from ray.util.placement_group import remove_placement_group
+
+                remove_placement_group(self.placement)
+            if self._connected:
+                ray.shutdown()
+        self.workers, self.servers, self.placement = [], [], None
+        if self._temp is not None:
+            shutil.rmtree(self._temp, ignore_errors=True)
+            self._temp = None
 
     @property
     def episode(self) -> int:

@@ -90,6 +90,11 @@ class ThreadedRunner:
         self.reset({key: state[key] for key in ("episode_rewards", "episode_timesteps", "episode_times")})
         self._timesteps_before, self.global_episode = int(state["global_timestep"]), int(state["global_episode"])
 
+    @property
+    def runners(self) -> list[Runner]:
+        """This run's per-worker runners (each counts its own worker's steps and episodes)."""
+        return list(self._runners)
+
     # 2018 names
     @property
     def episode(self) -> int:

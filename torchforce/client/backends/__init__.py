@@ -1,19 +1,29 @@
-"""Backends run experiments: ``local`` (this machine, the default). Ray and GKE come later behind the same seam."""
+"""Backends run experiments: ``local`` (this machine, the default) and ``ray`` (a Ray cluster of the project, see
+``tfcli cluster``). GKE comes next, behind the same seam."""
 
 from __future__ import annotations
 
-from torchforce.client.backends.base import Backend
+from typing import Any
+
+from torchforce.client.backends.base import Backend, Handle
 from torchforce.client.errors import ClientError
 
-NAMES = ("local",)
+NAMES = ("local", "ray")
 
 
-def get_backend(name: str = "local") -> Backend:
+def get_backend(name: str = "local", *, project: Any = None, cluster: str | None = None) -> Backend:
+    """The backend ``name``; the Ray backend also needs the project and the name of one of its clusters."""
     if name == "local":
         from torchforce.client.backends.local import LocalBackend
 
         return LocalBackend()
+    if name == "ray":
+        if project is None or cluster is None:
+            raise ClientError("the Ray backend needs a cluster", hint="Give -c CLUSTER.")
+        from torchforce.client.backends.ray import RayBackend
+
+        return RayBackend(project, cluster)
     raise ClientError(f"unknown backend '{name}'", hint="Available: " + ", ".join(NAMES) + ".")
 
 
-__all__ = ["Backend", "NAMES", "get_backend"]
+__all__ = ["Backend", "Handle", "NAMES", "get_backend"]

@@ -1,27 +1,57 @@
-"""The seam between experiments and where they run. Every backend (local now; Ray and GKE later) implements this
-small interface; ``Experiment`` does the bookkeeping (state database, checks) around it."""
+"""The seam between experiments and where they run. Every backend (local, Ray; GKE next) implements this small
+interface; ``Experiment`` does the bookkeeping (state database, checks) around it.
+
+A workload is known by a handle: the worker's process id on the local backend, a Ray job's submission id on a
+Ray cluster. Its results are written to ``storage(folder)``, which the client reads progress, logs and checkpoint
+pointers from; ``download`` brings them into the experiment's ``results/`` folder.
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
+
+from torchforce.client.storage import Storage
+
+Handle = int | str
 
 
 class Backend:
     name: str = "backend"
+    cluster: str | None = None
     supported_run_modes: tuple[str, ...] = ()
 
-    def start(self, folder: Path, project_root: Path, *, resume: bool) -> int:
-        """Launch the worker for the experiment in ``folder``; returns its process id (or a handle id)."""
+    def check(self, spec: dict[str, Any]) -> None:
+        """Refuse (ClientError) an experiment that cannot run here, before anything changes."""
+
+    def start(self, folder: Path, project_root: Path, *, resume: bool, max_restarts: int = 0) -> Handle:
+        """Launch the worker for the experiment in ``folder``; returns its handle."""
         raise NotImplementedError
 
-    def alive(self, pid: int | None, folder: Path | None = None) -> bool:
+    def alive(self, handle: Handle | None, folder: Path | None = None) -> bool:
         """Whether the workload is still running (the one of the experiment in ``folder``, if given)."""
         raise NotImplementedError
 
-    def signal(self, pid: int, request: str, timeout: float) -> bool:
+    def signal(self, handle: Handle, request: str, timeout: float, folder: Path | None = None) -> bool:
         """Ask the workload to ``"pause"`` or ``"stop"`` (checkpointing first); True once it has ended."""
         raise NotImplementedError
+
+    def outcome(self, handle: Handle | None, folder: Path) -> tuple[str, str | None] | None:
+        """For a workload that has ended while its row still says running: the status it ended with and a message,
+        or None when the worker writes its own status (the local backend) and so has died without one."""
+        return None
+
+    def storage(self, folder: Path) -> Storage:
+        """Where the workload of the experiment in ``folder`` writes its results."""
+        return Storage(folder / "results")
+
+    def logs(self, handle: Handle | None, folder: Path) -> str:
+        """The workload's log so far."""
+        return self.storage(folder).read_text("worker.log") or ""
 
     def download(self, folder: Path) -> Path:
         """Bring the results to ``folder/results`` and return that folder."""
         raise NotImplementedError
+
+    def discard(self, folder: Path) -> None:
+        """Remove the results of an earlier run (``start --fresh``) wherever the workload writes them."""

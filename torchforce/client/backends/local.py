@@ -11,8 +11,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from torchforce.client.backends.base import Backend
+from torchforce.client.backends.base import Backend, Handle
 from torchforce.client.errors import ClientError
+from torchforce.client.modules import modules_folder
 from torchforce.client.worker import Signals
 
 WORKER_MODULE = "torchforce.client.worker"
@@ -85,14 +86,19 @@ def worker_signals_blocked() -> Iterator[None]:
 
 class LocalBackend(Backend):
     name = "local"
-    supported_run_modes = ("single", "multi-threaded")
+    supported_run_modes = ("single", "multi-threaded", "distributed")
 
-    def start(self, folder: Path, project_root: Path, *, resume: bool) -> int:
+    def start(self, folder: Path, project_root: Path, *, resume: bool, max_restarts: int = 0) -> int:
         results = folder / "results"
         results.mkdir(exist_ok=True)
-        command = [sys.executable, "-m", WORKER_MODULE, str(folder.resolve()), "--project", str(project_root)]
+        # -I: neither the project folder (the working directory) nor PYTHONPATH is on the worker's path; the
+        # project's modules/ folder is, explicitly (see torchforce/client/modules.py)
+        command = [sys.executable, "-I", "-m", WORKER_MODULE, str(folder.resolve()), "--project", str(project_root),
+                   "--modules", str(modules_folder(project_root))]  # fmt: skip
         if resume:
             command.append("--resume")
+        if max_restarts:
+            command += ["--max-restarts", str(max_restarts)]
         environment = {**os.environ, "PYTHONUNBUFFERED": "1", "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")}
         with open(results / "worker.log", "ab") as log:
             log.write(f"\n=== {time.strftime('%Y-%m-%d %H:%M:%S')} {'resume' if resume else 'start'} ===\n".encode())
@@ -109,12 +115,14 @@ class LocalBackend(Backend):
                 )
         return process.pid
 
-    def alive(self, pid: int | None, folder: Path | None = None) -> bool:
-        return process_alive(pid, folder)
+    def alive(self, pid: Handle | None, folder: Path | None = None) -> bool:
+        return isinstance(pid, int) and process_alive(pid, folder)
 
-    def signal(self, pid: int, request: str, timeout: float) -> bool:
+    def signal(self, pid: Handle, request: str, timeout: float, folder: Path | None = None) -> bool:
         """Ask the worker to pause or stop (it checkpoints first); wait until it has exited."""
         number = signal.SIGUSR1 if request == "pause" else signal.SIGTERM
+        if not isinstance(pid, int):
+            return True
         try:
             os.kill(pid, number)
         except ProcessLookupError:

@@ -1,12 +1,14 @@
-"""``tfcli cluster create | delete | list``: cluster specs (creating GKE clusters comes with the GKE backend)."""
+"""``tfcli cluster create | delete | list``: the project's Ray clusters (started here or attached), and GKE specs
+(creating GKE clusters comes with the GKE backend)."""
 
 from __future__ import annotations
 
 import argparse
+import shlex
 from typing import Any
 
 from torchforce.client.commands import add_command, command, positive_int
-from torchforce.client.commands.output import format_table
+from torchforce.client.commands.output import format_table, print_json
 from torchforce.client.errors import ClientError
 from torchforce.client.project import Project
 
@@ -15,88 +17,192 @@ def add_parser(groups: argparse._SubParsersAction) -> None:
     group = add_command(
         groups,
         "cluster",
-        help="cluster specs (the GKE backend is to come)",
-        description="Cluster specs: the machines an experiment would run on with the GKE backend (still to come).\n"
-        "Experiments run on this machine meanwhile; these commands check specs and show the gcloud commands.",
-        examples=["tfcli cluster list", "tfcli cluster create -f small_cluster --dry-run"],
+        help="the project's clusters: Ray (here or attached); GKE specs",
+        description='Clusters experiments run on. A Ray cluster is started on this machine ("address": "local": '
+        'a head\nand worker nodes on 127.0.0.1) or attached to ("address": "HOST:8265"); experiments then run '
+        "on it\nwith 'tfcli experiment start -e NAME -c CLUSTER'. GKE cluster specs show their gcloud command\n"
+        "(creating GKE clusters comes with the GKE backend).",
+        examples=["tfcli cluster create -f ray_local", "tfcli cluster list", "tfcli cluster delete -c ray_local"],
     )
     clusters = group.add_subparsers(dest="command", metavar="COMMAND", help="one of:")
     create = add_command(
         clusters,
         "create",
-        help="create a GKE cluster (not available yet; --dry-run works)",
-        description="Create a GKE cluster from a spec file and/or flags (flags override the file). Creating it\n"
-        "needs the GKE backend, still to come; --dry-run prints the gcloud command that would run.",
-        examples=["tfcli cluster create -f small_cluster --dry-run", "tfcli cluster create -n big -s 8 --dry-run"],
+        help="start a Ray cluster here, or attach to one (GKE: --dry-run)",
+        description="Create a cluster from a spec file and/or flags (flags override the file). A Ray spec with\n"
+        '"address": "local" starts its nodes on this machine (loopback only) and records their processes;\n'
+        "another address attaches to a running cluster (checked to answer). For a GKE spec, --dry-run prints\n"
+        "the gcloud command that would run.",
+        examples=[
+            "tfcli cluster create -f ray_local",
+            "tfcli cluster create -f ray_local -n big --nodes 3 --cpus 2",
+            "tfcli cluster create -f ray_remote --address 10.0.0.5:8265 --storage file:///mnt/shared/tf",
+            "tfcli cluster create -f small_cluster --dry-run",
+        ],
     )
     create.add_argument("-f", "--file", help="a cluster spec file, or a name in configs/clusters/")
-    create.add_argument("-n", "--name", help="the cluster's name (letters, digits, '-')")
-    create.add_argument("-s", "--size", type=positive_int, default=None, help="number of nodes (default 3)")
-    create.add_argument("-m", "--machine-type", help="the GCE machine type of every node (default n1-standard-1)")
-    create.add_argument("-d", "--disk-size", type=positive_int, default=None, help="GB of disk per node (default 100)")
-    create.add_argument("--dry-run", action="store_true", help="print the gcloud command instead of running it")
+    create.add_argument("-n", "--name", help="the cluster's name (letters, digits, '-', '_')")
+    create.add_argument("--address", help="Ray: 'local', or the Ray Jobs address HOST:PORT of a running cluster")
+    create.add_argument("--nodes", type=positive_int, help="Ray, local: number of nodes (head included)")
+    create.add_argument("--cpus", type=positive_int, help="Ray, local: CPUs of each node")
+    create.add_argument("--storage", help="Ray: where results go, a folder or URI both sides reach")
+    create.add_argument("-s", "--size", type=positive_int, default=None, help="GKE: number of nodes (default 3)")
+    create.add_argument("-m", "--machine-type", help="GKE: the machine type of every node (default n1-standard-1)")
+    create.add_argument("-d", "--disk-size", type=positive_int, default=None, help="GKE: GB of disk per node")
+    create.add_argument("--dry-run", action="store_true", help="print what would be done instead of doing it")
     delete = add_command(
         clusters,
         "delete",
-        help="delete a GKE cluster (not available yet)",
-        description="Delete a GKE cluster (or all of them). This needs the GKE backend, still to come.",
-        examples=["tfcli cluster delete -c small-cluster", "tfcli cluster delete --all"],
+        help="end a cluster this project started (or forget an attached one)",
+        description="End exactly the processes the project started for a local Ray cluster (never 'ray stop',\n"
+        "which would end every Ray on the machine); an attached cluster is only forgotten. Refused while\n"
+        "experiments run on it, unless --force (they are marked failed).",
+        examples=["tfcli cluster delete -c ray_local", "tfcli cluster delete --all --force"],
     )
     delete.add_argument("-c", "--cluster", help="the name of the cluster to delete")
     delete.add_argument("-A", "--all", action="store_true", help="delete every cluster of this project")
-    add_command(
+    delete.add_argument("--force", action="store_true", help="also while experiments run on it")
+    listing = add_command(
         clusters,
         "list",
-        help="list the cluster specs of this project",
-        description="A table of the cluster specs in configs/clusters/: location, machine type, nodes, GPUs.",
-        examples=["tfcli cluster list"],
+        help="the project's clusters, live, and the cluster specs",
+        description="A table of the project's clusters as Ray reports them now (nodes alive, CPUs and GPUs total\n"
+        "and free, experiments on it), then the cluster specs in configs/clusters/.",
+        examples=["tfcli cluster list", "tfcli cluster list --json"],
     )
+    listing.add_argument("--json", action="store_true", help="machine-readable output")
+
+
+def _spec_values(project: Project, args: argparse.Namespace) -> dict[str, Any]:
+    values: dict[str, Any] = {}
+    if args.file:
+        values, _ = project.load_config(args.file, "clusters", "cluster")
+        if not isinstance(values, dict):
+            from torchforce.spec import expect_dict
+
+            values = dict(expect_dict(values, "cluster"))
+    ray = {"name": args.name, "address": args.address, "nodes": args.nodes, "cpus": args.cpus, "storage": args.storage}
+    gke = {"name": args.name, "num_nodes": args.size, "machine_type": args.machine_type, "disk_size": args.disk_size}
+    kind = values.get("type", "ray" if any(v is not None for v in (args.address, args.nodes, args.cpus)) else "gke")
+    overrides = ray if kind == "ray" else gke
+    flags = {"ray": ("--address", "--nodes", "--cpus", "--storage"), "gke": ("-s", "-m", "-d")}
+    other = gke if kind == "ray" else ray
+    given = [key for key, value in other.items() if key != "name" and value is not None]
+    if given:
+        raise ClientError(
+            f"--{given[0].replace('_', '-')} is not a setting of a {kind} cluster",
+            hint=f"A {kind} cluster takes " + ", ".join(flags[kind]) + ".",
+        )
+    return {**values, "type": kind, **{key: value for key, value in overrides.items() if value is not None}}
 
 
 @command("cluster", "create")
 def cluster_create(args: argparse.Namespace) -> None:
-    from torchforce.client.cluster import Cluster
+    from torchforce.client.cluster import cluster_from_spec
 
     project = Project.find()
-    values: dict[str, Any] = {}
-    if args.file:
-        values, _ = project.load_config(args.file, "clusters", "cluster")
-    overrides = {
-        "name": args.name,
-        "num_nodes": args.size,
-        "machine_type": args.machine_type,
-        "disk_size": args.disk_size,
-    }
-    cluster = Cluster(**{**values, **{k: v for k, v in overrides.items() if v is not None}})
-    if args.dry_run:
-        print(" ".join(cluster.create_command()))
+    cluster = cluster_from_spec(_spec_values(project, args))
+    if cluster.type == "local":
+        raise ClientError("the local cluster is this machine: there is nothing to create", hint="Run experiments.")
+    if cluster.type == "gke":
+        if args.dry_run:
+            print(shlex.join(cluster.create_command()))
+            return
+        cluster.create()
         return
-    cluster.create()
+    if args.dry_run:
+        where = (
+            f"start {cluster.nodes} Ray node(s) of {cluster.cpus} CPU(s) on 127.0.0.1"
+            if cluster.local
+            else f"attach to the Ray cluster at {cluster.dashboard}"
+        )
+        print(f"Would {where} as cluster '{cluster.name}'")
+        return
+    record = cluster.create(project)
+    if cluster.local:
+        print(
+            f"Started Ray cluster '{record.name}': {cluster.nodes} node(s) on 127.0.0.1, Ray Jobs at "
+            f"{record.runtime['dashboard']}; processes {', '.join(map(str, record.runtime['pids']))}"
+        )
+    else:
+        print(f"Attached to the Ray cluster '{record.name}' at {record.runtime['dashboard']} "
+              f"(Ray {record.runtime['ray_version']})")  # fmt: skip
+    print(f"Run an experiment on it: tfcli experiment start -e NAME -c {record.name}")
 
 
 @command("cluster", "delete")
 def cluster_delete(args: argparse.Namespace) -> None:
-    raise ClientError("deleting GKE clusters is not available yet (the GKE backend is still to come)")
+    from torchforce.client import ray_cluster
+
+    project = Project.find()
+    if args.all == bool(args.cluster):
+        raise ClientError("give -c CLUSTER or --all", hint="See the clusters with 'tfcli cluster list'.")
+    records = project.store.clusters() if args.all else [ray_cluster.find(project, args.cluster)]
+    if args.all and not args.force:  # refuse before deleting any, so --all does all or nothing
+        for record in records:
+            running = [r.name for r in project.store.experiments()
+                       if r.cluster == record.name and r.status == "running"]  # fmt: skip
+            if running:
+                raise ClientError(
+                    f"cluster '{record.name}' runs experiments: {', '.join(running)}",
+                    hint="Pause or stop them first, or give --force to end them with the cluster.",
+                )
+    for record in records:
+        ended = ray_cluster.delete(project, record, force=args.force)
+        what = "Ended" if record.spec.get("address", "local") == "local" else "Forgot the attached"
+        print(f"{what} cluster '{record.name}'" + (f"; marked failed: {', '.join(ended)}" if ended else ""))
+    if args.all and not records:
+        print("This project has no clusters.")
 
 
 @command("cluster", "list")
 def cluster_list(args: argparse.Namespace) -> None:
-    from torchforce.client.cluster import Cluster
+    from torchforce.client import ray_cluster
+    from torchforce.client.cluster import cluster_from_spec
 
     project = Project.find()
-    rows = []
+    live = []
+    for record in project.store.clusters():
+        state = ray_cluster.status(record)
+        experiments = [r.name for r in project.store.experiments()
+                       if r.cluster == record.name and r.status == "running"]  # fmt: skip
+        live.append({"name": record.name, "type": record.spec.get("type", "ray"),
+                     "address": record.runtime.get("dashboard") or record.spec.get("address"),
+                     **state, "experiments": experiments, "pids": record.runtime.get("pids", [])})  # fmt: skip
+    specs = []
     for name in project.config_names("clusters"):
         values, _ = project.load_config(name, "clusters", "cluster")
-        cluster = Cluster(**values)
-        rows.append(
-            [
-                cluster.name,
-                cluster.location or "(default)",
-                cluster.machine_type,
-                cluster.num_nodes,
-                cluster.gpus_per_node,
-                "spec only",
-            ]
-        )
-    print(format_table(["Cluster", "Location", "Machine-Type", "Nodes", "GPUs/Node", "Status"], rows))
-    print("\nExperiments run on this machine by default; creating GKE clusters comes with the GKE backend.")
+        try:
+            cluster = cluster_from_spec(values)
+        except Exception as error:  # noqa: BLE001 - a broken spec file is listed as such
+            specs.append({"file": name, "type": "?", "name": None, "summary": f"unreadable: {error}"})
+            continue
+        specs.append({"file": name, "type": cluster.type, "name": cluster.name, "summary": _summary(cluster)})
+    if args.json:
+        print_json({"clusters": live, "specs": specs})
+        return
+
+    def amount(free: float | None, total: float | None) -> str | None:
+        return None if total is None else f"{free:g}/{total:g}"
+
+    if live:
+        rows = [[c["name"], c["type"], c["address"], c["state"], c["nodes"], amount(c["cpus_free"], c["cpus"]),
+                 amount(c["gpus_free"], c["gpus"]), ", ".join(c["experiments"]) or None] for c in live]  # fmt: skip
+        print(format_table(["Cluster", "Type", "Address", "State", "Nodes", "CPUs free", "GPUs free", "Running"], rows))
+    else:
+        print("This project has no clusters; experiments run on this machine. Start one: tfcli cluster create -f "
+              "ray_local")  # fmt: skip
+    print()
+    print(format_table(["Spec file", "Type", "Name", "Settings"],
+                       [[s["file"], s["type"], s["name"], s["summary"]] for s in specs]))  # fmt: skip
+
+
+def _summary(cluster: Any) -> str:
+    if cluster.type == "ray":
+        if cluster.local:
+            return f"{cluster.nodes} node(s) x {cluster.cpus} CPU(s), {cluster.gpus} GPU(s), on this machine"
+        return f"attach to {cluster.address}, storage {cluster.storage}"
+    if cluster.type == "local":
+        return "this machine"
+    gpus = f", {cluster.gpus_per_node} x {cluster.gpu_type}" if cluster.gpus_per_node else ""
+    return f"GKE: {cluster.num_nodes} x {cluster.machine_type}{gpus} in {cluster.location or '(default zone)'}"

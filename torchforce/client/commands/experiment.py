@@ -23,7 +23,8 @@ def add_parser(groups: argparse._SubParsersAction) -> None:
         "experiment",
         help="create, run and inspect experiments",
         description="Experiments: an agent on an environment with a budget, validated completely when created,\n"
-        "run by a background worker (on this machine), paused, resumed and compared.",
+        "run by a background worker (on this machine, or as a Ray job on a cluster of the project), paused,\n"
+        "resumed and compared.",
         examples=[
             "tfcli experiment new -n cp -A ppo_cartpole -E cartpole -t 50000",
             "tfcli experiment start -e cp --follow",
@@ -85,15 +86,24 @@ def _add_running(experiments: argparse._SubParsersAction) -> None:
         experiments,
         "start",
         help="start (or resume) an experiment",
-        description="Start the experiment's worker in the background (on this machine). --resume continues a "
-        "paused,\nstopped or crashed run from its latest checkpoint; --fresh discards earlier results and "
-        "starts over.",
-        examples=["tfcli experiment start -e cp --follow", "tfcli experiment start -e cp --resume"],
+        description="Start the experiment's worker in the background: on this machine, or with -c CLUSTER as a "
+        "Ray job\non a cluster made with 'tfcli cluster create' (the spec's Ray cluster is used when it names one)."
+        "\n--resume continues a paused, stopped or crashed run from its latest checkpoint (where it ran last,\n"
+        "unless -c says otherwise); --fresh discards earlier results and starts over. --max-restarts N resumes\n"
+        "from the last checkpoint by itself after a crash, a killed worker or a lost node, up to N times.",
+        examples=[
+            "tfcli experiment start -e cp --follow",
+            "tfcli experiment start -e cp --resume",
+            "tfcli experiment start -e a3c -c ray_local --max-restarts 3",
+        ],
     )
     _experiment_argument(start)
     start.add_argument("-R", "--resume", action="store_true", help="continue from the latest checkpoint")
     start.add_argument("--fresh", action="store_true", help="discard earlier results and start over")
-    start.add_argument("-c", "--cluster", help="run on this cluster (the Ray and GKE backends are to come)")
+    start.add_argument("-c", "--cluster", help="a Ray cluster of the project, or 'local' (this machine)")
+    start.add_argument(
+        "--max-restarts", type=int, default=0, metavar="N", help="resume by itself after a crash, up to N times"
+    )
     start.add_argument("-F", "--follow", action="store_true", help="show progress until the experiment ends")
     pause = add_command(
         experiments,
@@ -130,7 +140,7 @@ def _add_inspecting(experiments: argparse._SubParsersAction) -> None:
         experiments,
         "logs",
         help="print an experiment's worker log",
-        description="Print the worker's log (progress lines, checkpoints, errors).",
+        description="Print the worker's log (progress lines, checkpoints, errors); on a Ray cluster, the job's log.",
         examples=["tfcli experiment logs -e cp", "tfcli experiment logs -e cp --follow"],
     )
     _experiment_argument(logs)
@@ -256,11 +266,14 @@ def _in_file(error: SpecError, project: Project, file: str | None, flags: set[st
 def experiment_start(args: argparse.Namespace) -> int | None:
     experiment = Experiment.load(Project.find(), args.experiment)
     since = experiment.checkpoint_timesteps() if args.resume else 0
-    pid = experiment.start(resume=args.resume, cluster=args.cluster, fresh=args.fresh)
-    print(
-        f"{'Resumed' if args.resume else 'Started'} '{experiment.name}' (worker PID {pid}); "
-        f"results in {relative(experiment.results)}"
+    handle = experiment.start(
+        resume=args.resume, cluster=args.cluster, fresh=args.fresh, max_restarts=args.max_restarts
     )
+    record = experiment.record()
+    where = f"worker PID {handle}" if isinstance(handle, int) else f"Ray job {handle} on '{record.cluster}'"
+    results = experiment.storage()
+    location = relative(experiment.results) if results.local == experiment.results else results.location
+    print(f"{'Resumed' if args.resume else 'Started'} '{experiment.name}' ({where}); results in {location}")
     return views.follow(experiment, since=since) if args.follow else None
 
 
@@ -332,18 +345,35 @@ def experiment_list(args: argparse.Namespace) -> None:
 def experiment_show(args: argparse.Namespace) -> None:
     experiment = Experiment.load(Project.find(), args.experiment)
     row = views.status_row(experiment)
-    recent = [r["return"] for r in read_episodes(experiment.results / "episodes.jsonl")[-10:]]
+    recent = [r["return"] for r in read_episodes(experiment.episode_log())[-10:]]
+    workers = experiment.progress().get("workers") or []
     if args.json:
-        print_json(
-            {**row, "spec": experiment.spec, "recent_returns": recent, "has_checkpoint": experiment.has_checkpoint()}
-        )
+        print_json({**row, "spec": experiment.spec, "recent_returns": recent,
+                    "has_checkpoint": experiment.has_checkpoint(), "workers": workers})  # fmt: skip
     else:
         print("\n".join(views.show_lines(experiment, row, recent)))
+        if workers:
+            print("\n" + worker_table(workers))
+
+
+def worker_table(workers: list[dict]) -> str:
+    """Per worker: where it runs, its steps and episodes, its speed and restarts."""
+    from torchforce.client.commands.output import format_table
+
+    def number(value: object) -> str | None:
+        return f"{value:,.0f}" if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+    rows = [[row.get("worker"), row.get("node"), number(row.get("steps")), number(row.get("episodes")),
+             number(row.get("steps_per_second")), number(row.get("restarts"))] for row in workers]  # fmt: skip
+    return format_table(["Worker", "Node", "Steps", "Episodes", "Steps/s", "Restarts"], rows)
 
 
 @command("experiment", "logs")
 def experiment_logs(args: argparse.Namespace) -> None:
     experiment = Experiment.load(Project.find(), args.experiment)
+    if experiment.record().backend != "local":
+        _follow_text(experiment, args.follow)
+        return
     path = experiment.results / "worker.log"
     if not path.is_file():
         raise ClientError(f"experiment '{experiment.name}' has no log yet", hint="Start it first.")
@@ -362,11 +392,26 @@ def experiment_logs(args: argparse.Namespace) -> None:
                 time.sleep(0.3)
 
 
+def _follow_text(experiment: Experiment, follow: bool) -> None:
+    """A log read whole each time (a Ray job's): print it, then what it gains, until the run ends."""
+    shown = 0
+    while True:
+        text = experiment.logs()
+        sys.stdout.write(text[shown:])
+        sys.stdout.flush()
+        shown = len(text)
+        if not follow or experiment.record().status != "running":
+            if follow:
+                sys.stdout.write(experiment.logs()[shown:])
+            break
+        time.sleep(1.0)
+
+
 @command("experiment", "plot")
 def experiment_plot(args: argparse.Namespace) -> None:
     project = Project.find()
     experiments = [Experiment.load(project, name) for name in args.experiment]
-    logs = {e.name: e.results / "episodes.jsonl" for e in experiments}
+    logs = {e.name: e.episode_log() for e in experiments}
     empty = [name for name, path in logs.items() if not read_episodes(path)]
     if empty:
         raise ClientError(f"no finished episodes yet in {', '.join(empty)}", hint="Start it and let it run a little.")
@@ -388,7 +433,7 @@ def experiment_plot(args: argparse.Namespace) -> None:
 def experiment_compare(args: argparse.Namespace) -> None:
     project = Project.find()
     summaries = [
-        summarize(name, read_episodes(Experiment.load(project, name).results / "episodes.jsonl"), args.threshold)
+        summarize(name, read_episodes(Experiment.load(project, name).episode_log()), args.threshold)
         for name in args.experiments
     ]
     if args.json:

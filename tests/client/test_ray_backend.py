@@ -1,0 +1,225 @@
+"""The Ray backend end to end, on one real 2-node Ray cluster on 127.0.0.1 that ``tfcli cluster create`` starts for
+the module (the tests share it: ``xdist_group`` keeps them on one test worker) and ``tfcli cluster delete`` ends.
+
+Experiments run as Ray jobs of the worker: started, paused, resumed, finished, downloaded, plotted; a worker actor
+killed with ``kill -9`` is restarted; a killed driver resumes with ``--max-restarts``; bad input is refused with
+exit code 2 and changes nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ray = pytest.importorskip("ray")
+
+from tests.client.conftest import tfcli, wait_for  # noqa: E402
+from torchforce.client import Experiment, Project  # noqa: E402
+from torchforce.client import ray_cluster as clusters  # noqa: E402
+from torchforce.execution.ray_cluster import (  # noqa: E402
+    cluster_processes,
+    is_loopback,
+    listening_sockets,
+    pid_alive,
+)
+
+pytestmark = [pytest.mark.xdist_group("ray-client"), pytest.mark.slow]
+CLUSTER = "ray_local"
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory: pytest.TempPathFactory):
+    """A project with the shipped ray_local cluster started (2 nodes of 1 CPU); deleted at the end, and checked
+    to leave no process of its own behind."""
+    root = tmp_path_factory.mktemp("ray-project") / "project"
+    root.mkdir()
+    project, _ = Project.init(root)
+    created = tfcli(root, "cluster", "create", "-f", CLUSTER, "--cpus", "1", timeout=180)
+    assert created.returncode == 0, created.stderr
+    record = project.store.cluster(CLUSTER)
+    processes = cluster_processes(clusters.local_handle(record))
+    assert len(record.runtime["pids"]) == 2 and processes
+    try:
+        yield project
+    finally:
+        processes |= cluster_processes(clusters.local_handle(record))
+        deleted = tfcli(root, "cluster", "delete", "-c", CLUSTER, "--force", timeout=120)
+        assert deleted.returncode == 0, deleted.stderr
+        assert [pid for pid in processes if pid_alive(pid)] == []
+        assert project.store.cluster(CLUSTER) is None
+
+
+def new(project: Project, name: str, *flags: str, agent: str = "vpg_cartpole") -> Experiment:
+    result = tfcli(project.root, "experiment", "new", "-n", name, "-A", agent, "-E", "cartpole", *flags)
+    assert result.returncode == 0, result.stderr
+    return Experiment.load(project, name)
+
+
+def episodes(experiment: Experiment) -> list[dict]:
+    return [json.loads(line) for line in (experiment.results / "episodes.jsonl").read_text().splitlines()]
+
+
+def progress_at_least(experiment: Experiment, timesteps: int):
+    return lambda: experiment.progress().get("timesteps", 0) >= timesteps
+
+
+def wait_until_done(experiment: Experiment, timeout: float = 240.0) -> str:
+    return wait_for(lambda: (r := experiment.record()).status != "running" and r, timeout, 0.3, "the job to end").status
+
+
+def test_the_cluster_is_listed_live_and_listens_on_loopback_only(project):
+    listed = tfcli(project.root, "cluster", "list", "--json")
+    assert listed.returncode == 0, listed.stderr
+    (cluster,) = json.loads(listed.stdout)["clusters"]
+    assert (cluster["name"], cluster["state"], cluster["nodes"], cluster["cpus"]) == (CLUSTER, "alive", 2, 2)
+    sockets = listening_sockets(cluster_processes(clusters.local_handle(project.store.cluster(CLUSTER))))
+    assert sockets, "the cluster's processes listen somewhere"
+    assert [s for s in sockets if not is_loopback(s[0])] == []
+
+
+def test_a_distributed_experiment_pauses_resumes_finishes_and_downloads(project):
+    experiment = new(
+        project, "dist", "-R", "distributed", "-w", "2", "-p", "1", "-t", "20000", "-N", "2", agent="dqn_cartpole"
+    )  # learns at every step: slow enough to be paused on the way
+    started = tfcli(project.root, "experiment", "start", "-e", "dist", "-c", CLUSTER)
+    assert started.returncode == 0 and "Ray job" in started.stdout, started.stderr
+    assert experiment.record().backend == "ray" and experiment.record().job
+    wait_for(progress_at_least(experiment, 3000), timeout=180, what="progress")
+    paused = tfcli(project.root, "experiment", "pause", "-e", "dist")
+    assert paused.returncode == 0, paused.stderr + experiment.log_tail()
+    assert experiment.record().status == "paused"
+    paused_at = experiment.checkpoint_timesteps()
+    assert 3000 <= paused_at < 20000
+    checkpoint = json.loads(experiment.storage().read_text("checkpoints/latest.json"))
+    workers = Path(experiment.storage().local) / "checkpoints" / checkpoint["folder"] / "workers"
+    assert sorted(path.name for path in workers.glob("*.pt")) == ["worker-0.pt", "worker-1.pt"]  # every Ray worker
+    resumed = tfcli(project.root, "experiment", "start", "-e", "dist", "--resume")
+    assert resumed.returncode == 0, resumed.stderr
+    assert wait_until_done(experiment) == "finished", experiment.log_tail()
+    assert tfcli(project.root, "experiment", "download", "-e", "dist").returncode == 0
+    log = episodes(experiment)
+    assert [episode["episode"] for episode in log] == list(range(1, len(log) + 1))
+    assert {episode["worker"] for episode in log} == {0, 1}
+    assert log[-1]["timesteps"] <= 20000 <= experiment.progress()["timesteps"]
+    assert "resumed from checkpoint" in experiment.logs()
+    shown = tfcli(project.root, "experiment", "show", "-e", "dist", "--json")
+    rows = json.loads(shown.stdout)["workers"]
+    assert [row["worker"] for row in rows] == [0, 1] and all(row["steps"] > 0 for row in rows)
+    plotted = tfcli(project.root, "experiment", "plot", "-e", "dist")
+    assert plotted.returncode == 0 and Path(plotted.stdout.split(": ")[-1].strip()).is_file(), plotted.stderr
+
+
+def test_the_same_spec_runs_in_single_mode_here_and_on_the_cluster(project):
+    spec = project.root / "single.json"
+    spec.write_text(json.dumps({"agent": "vpg_cartpole", "environment": "cartpole", "total_timesteps": 1500}))
+    for name, cluster in (("here", "local"), ("there", CLUSTER)):
+        assert tfcli(project.root, "experiment", "new", "-f", str(spec), "-n", name).returncode == 0
+        experiment = Experiment.load(project, name)
+        experiment.start(cluster=cluster)
+        assert wait_until_done(experiment) == "finished", experiment.log_tail()
+        experiment.download()
+        assert experiment.progress()["timesteps"] >= 1500 and episodes(experiment)
+    assert Experiment.load(project, "there").record().backend == "ray"
+    assert Experiment.load(project, "here").record().backend == "local"
+
+
+def test_an_attached_cluster_with_file_storage_runs_stops_and_downloads(project, tmp_path):
+    """Attach to the running cluster as to someone else's (its Jobs address and token, results on a file:// URI),
+    run a multi-threaded experiment there and stop it: it checkpoints, and stop downloads the results."""
+    record = project.store.cluster(CLUSTER)
+    address = record.runtime["dashboard"].removeprefix("http://")
+    storage = f"file://{tmp_path / 'shared'}"
+    environment = {**os.environ, "RAY_AUTH_TOKEN_PATH": record.runtime["token"]}
+    attach = ["cluster", "create", "-f", "ray_remote", "-n", "lab", "--address", address, "--storage", storage]
+    attached = subprocess.run([sys.executable, "-m", "torchforce", *attach], cwd=project.root, env=environment,
+                              capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert attached.returncode == 0 and "Attached" in attached.stdout, attached.stderr
+    experiment = new(project, "threads", "-R", "multi-threaded", "-w", "2", "-t", "200000")
+    experiment.start(cluster="lab")
+    assert experiment.storage().location.startswith(storage)
+    wait_for(progress_at_least(experiment, 2000), timeout=180, what="progress")
+    assert len(experiment.progress()["workers"]) == 2
+    stopped = tfcli(project.root, "experiment", "stop", "-e", "threads")
+    assert stopped.returncode == 0, stopped.stderr + experiment.log_tail()
+    assert experiment.record().status == "stopped" and experiment.checkpoint_timesteps() >= 2000
+    assert (tmp_path / "shared" / project.name / "threads" / "results" / "checkpoints" / "latest.json").is_file()
+    assert (experiment.results / "checkpoints" / "latest.json").is_file()  # stop downloaded them
+    forgotten = tfcli(project.root, "cluster", "delete", "-c", "lab")
+    assert forgotten.returncode == 0 and "Forgot" in forgotten.stdout
+    assert project.store.cluster(CLUSTER) is not None  # the cluster itself runs on
+
+
+def ray_worker_pids(project: Project) -> list[int]:
+    """The processes of the cluster that are the DistributedRunner's worker actors."""
+    found = []
+    for pid in cluster_processes(clusters.local_handle(project.store.cluster(CLUSTER))):
+        try:
+            command = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except OSError:
+            continue
+        if command.startswith("ray::Worker"):
+            found.append(pid)
+    return found
+
+
+def test_a_killed_worker_actor_is_restarted_and_the_run_finishes(project):
+    experiment = new(project, "fault", "-R", "distributed", "-w", "2", "-t", "60000")
+    experiment.start(cluster=CLUSTER)
+    wait_for(progress_at_least(experiment, 2000), timeout=180, what="progress")
+    victims = wait_for(lambda: ray_worker_pids(project), timeout=30, what="the worker actors")
+    os.kill(victims[0], signal.SIGKILL)
+    assert wait_until_done(experiment) == "finished", experiment.log_tail()
+    experiment.download()
+    log = episodes(experiment)
+    assert [episode["episode"] for episode in log] == list(range(1, len(log) + 1))
+    assert sum(row["restarts"] for row in experiment.progress()["workers"]) == 1
+    assert "was lost" in experiment.logs()
+
+
+def test_a_killed_driver_resumes_with_max_restarts_and_fails_without(project):
+    for name, restarts in (("driver", "1"), ("driver-once", "0")):
+        experiment = new(project, name, "-t", "30000", "--seed", "1")
+        spec = json.loads((experiment.folder / "experiment.json").read_text())
+        (experiment.folder / "experiment.json").write_text(json.dumps({**spec, "saver_frequency": "1000t"}))
+        experiment = Experiment.load(project, name)
+        experiment.start(cluster=CLUSTER, max_restarts=int(restarts))
+        wait_for(lambda e=experiment: e.checkpoint_timesteps() >= 1000, timeout=120, what="a checkpoint")
+        running = wait_for(lambda e=experiment: e.progress().get("pid"), timeout=30, what="the driver's PID")
+        os.kill(running, signal.SIGKILL)
+        status = wait_until_done(experiment)
+        if restarts == "1":
+            assert status == "finished", experiment.log_tail()
+            assert experiment.progress()["restarts"] == 1
+        else:
+            assert status == "failed"
+            assert "ended" in experiment.record().message
+
+
+@pytest.mark.parametrize(
+    "arguments, message",
+    [
+        (["experiment", "start", "-e", "bad", "-c", "nope"], "no cluster named 'nope'"),
+        (["experiment", "start", "-e", "bad", "-c", "gone"], "does not answer"),
+        (["experiment", "start", "-e", "wide", "-c", CLUSTER], "needs 5 CPUs"),
+        (["cluster", "create", "-f", "ray_remote", "-n", "far", "--address", "127.0.0.1:9"], "no Ray cluster answers"),
+        (["cluster", "create", "-f", CLUSTER], "exists already"),
+        (["cluster", "delete", "-c", "nope"], "no cluster named 'nope'"),
+    ],
+)
+def test_bad_cluster_input_is_refused_and_changes_nothing(project, arguments, message):
+    if project.store.experiment("bad") is None:
+        new(project, "bad", "-t", "1000")
+        new(project, "wide", "-R", "distributed", "-w", "5", "-t", "1000")
+        project.store.add_cluster("gone", {"type": "ray", "name": "gone", "address": "127.0.0.1:9", "storage": "/tmp"},
+                                  "attached", {"dashboard": "http://127.0.0.1:9", "storage": "/tmp"})  # fmt: skip
+    before = (project.store.experiments(), project.store.clusters())
+    result = tfcli(project.root, *arguments)
+    assert result.returncode == 2 and message in result.stderr, result.stderr
+    assert "Traceback" not in result.stderr
+    assert (project.store.experiments(), project.store.clusters()) == before

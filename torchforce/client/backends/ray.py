@@ -1,0 +1,197 @@
+"""The Ray backend: each experiment run is a Ray Job on one of the project's Ray clusters.
+
+The job runs the same worker as the local backend (``python -I -m torchforce.client.worker``), on the cluster's
+head node, in the experiment's folder on the cluster's storage: ``<storage>/<project>/<experiment>/`` holds its
+``experiment.json`` (uploaded at start) and ``results/`` (written by the worker). The client reads progress and
+checkpoints from there and ``download`` copies the results into ``experiments/<name>/results/``.
+
+Pausing and stopping write ``results/control.json``; the worker reads it about once a second, checkpoints and ends,
+so the job ends with status SUCCEEDED and the experiment ``paused`` or ``stopped``. The worker never reaches the
+project's state database (a remote cluster cannot): when a job has ended, the client takes the status the worker
+left in ``progress.json``, or ``failed`` with the job's log tail.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+import sys
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+from torchforce.client.backends.base import Backend, Handle
+from torchforce.client.errors import ClientError
+from torchforce.client.modules import modules_folder
+from torchforce.client.storage import Storage
+
+WORKER_MODULE = "torchforce.client.worker"
+ENDED = ("SUCCEEDED", "FAILED", "STOPPED")
+CONTROL = "control.json"
+
+
+class RayBackend(Backend):
+    name = "ray"
+    supported_run_modes = ("single", "multi-threaded", "distributed")
+
+    def __init__(self, project: Any, cluster: str) -> None:
+        from torchforce.client import ray_cluster
+
+        self.project, self.cluster = project, cluster
+        self.record = ray_cluster.find(project, cluster)
+        self.spec = ray_cluster.from_record(self.record)
+        self.dashboard = str(self.record.runtime.get("dashboard") or "")
+        self._client: Any = None
+
+    # ------------------------------------------------------------------ the cluster
+
+    @property
+    def client(self) -> Any:
+        """The cluster's Ray Jobs client; a ClientError when the cluster does not answer."""
+        if self._client is None:
+            from torchforce.client.ray_cluster import headers, reach
+
+            reach(self.dashboard, runtime=self.record.runtime)
+            from ray.job_submission import JobSubmissionClient
+
+            try:
+                self._client = JobSubmissionClient(self.dashboard, headers=headers(self.record.runtime))
+            except (ConnectionError, RuntimeError) as error:
+                raise ClientError(f"cannot use the Ray cluster '{self.cluster}' at {self.dashboard}: {error}") from None
+        return self._client
+
+    def check(self, spec: dict[str, Any]) -> None:
+        """Enough CPUs for the run: one per Ray worker in the distributed run mode, one for the job otherwise."""
+        from torchforce.client.ray_cluster import status
+
+        state = status(self.record)
+        if state["state"] != "alive":
+            raise ClientError(
+                f"the Ray cluster '{self.cluster}' does not answer at {self.dashboard} ({state['state']})",
+                hint=f"Has it ended? 'tfcli cluster delete -c {self.cluster}' forgets it; create it again with "
+                "'tfcli cluster create'.",
+            )
+        needed = spec["num_workers"] if spec["run_mode"] == "distributed" else 1
+        if state["cpus"] is not None and needed > state["cpus"]:
+            raise ClientError(
+                f"experiment '{spec['name']}' needs {needed} CPUs on the cluster '{self.cluster}', which has "
+                f"{state['cpus']:g}",
+                hint="Give fewer workers (-w), or a larger cluster (more nodes or cpus per node).",
+            )
+
+    def storage(self, folder: Path) -> Storage:
+        root = Storage(self.record.runtime.get("storage") or self.spec.storage or "")
+        return root.child(self.project.name, folder.name, "results")
+
+    def _run_folder(self, folder: Path) -> Storage:
+        return Storage(self.storage(folder).location.rsplit("/", 1)[0])
+
+    # ------------------------------------------------------------------ a run
+
+    def start(self, folder: Path, project_root: Path, *, resume: bool, max_restarts: int = 0) -> str:
+        run = self._run_folder(folder)
+        results = self.storage(folder)
+        run.upload(folder / "experiment.json", "experiment.json")
+        results.remove(CONTROL)  # an old pause request must not end the new run at once
+        if resume and not results.exists("checkpoints/latest.json") and (folder / "results").is_dir():
+            self._upload_results(folder / "results", results)  # resuming what ran elsewhere: its checkpoint first
+        python = self.spec.python or (sys.executable if self.spec.local else "python")
+        location = run.local if run.local is not None else run.location
+        command = [python, "-I", "-m", WORKER_MODULE, str(location), "--log-file"]
+        runtime_env: dict[str, Any] = {"env_vars": {"PYTHONUNBUFFERED": "1", "OMP_NUM_THREADS": "1"}}
+        modules = modules_folder(project_root)
+        if modules.is_dir():  # the project's own classes: in place on this machine, uploaded to a remote cluster
+            if self.spec.local:
+                command += ["--modules", str(modules.resolve())]
+            else:
+                runtime_env["working_dir"] = str(modules)
+                command += ["--modules", "."]
+        if resume:
+            command.append("--resume")
+        if max_restarts:
+            command += ["--max-restarts", str(max_restarts)]
+        submission = f"tfcli-{folder.name}-{uuid.uuid4().hex[:8]}"
+        spec = json.loads((folder / "experiment.json").read_text())
+        try:
+            self.client.submit_job(
+                entrypoint=shlex.join(command),
+                submission_id=submission,
+                # the job's own process: the run itself in the single and multi-threaded modes; in the distributed
+                # one, the Ray workers it starts ask for a CPU each and the driver only coordinates
+                entrypoint_num_cpus=0 if spec.get("run_mode") == "distributed" else 1,
+                runtime_env=runtime_env,
+                metadata={"torchforce_experiment": folder.name, "torchforce_project": self.project.name},
+            )
+        except (RuntimeError, ConnectionError, ValueError) as error:
+            raise ClientError(f"submitting the job to the Ray cluster '{self.cluster}' failed: {error}") from None
+        return submission
+
+    @staticmethod
+    def _upload_results(source: Path, target: Storage) -> None:
+        for path in sorted(source.rglob("*")):
+            if path.is_file() and not path.is_symlink():
+                target.upload(path, str(path.relative_to(source)))
+
+    def job_status(self, handle: Handle | None) -> str | None:
+        if not isinstance(handle, str):
+            return None
+        try:
+            return str(self.client.get_job_status(handle).value)
+        except ClientError:
+            return "UNREACHABLE"
+        except (RuntimeError, ConnectionError, ValueError):
+            return None
+
+    def alive(self, handle: Handle | None, folder: Path | None = None) -> bool:
+        status = self.job_status(handle)
+        return status not in (None, *ENDED)  # a cluster that does not answer is not judged dead
+
+    def signal(self, handle: Handle, request: str, timeout: float, folder: Path | None = None) -> bool:
+        """Ask the worker through ``control.json``; wait until the job has ended."""
+        if folder is None:
+            raise ValueError("the Ray backend signals through the experiment's folder")
+        self.storage(folder).write_text(CONTROL, json.dumps({"request": request, "at": time.time()}))
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            status = self.job_status(handle)
+            if status is None or status in ENDED:
+                return True
+            time.sleep(0.2)
+        return False
+
+    def outcome(self, handle: Handle | None, folder: Path) -> tuple[str, str | None] | None:
+        status = self.job_status(handle)
+        if status == "UNREACHABLE":
+            return None
+        try:
+            progress = json.loads(self.storage(folder).read_text("progress.json") or "{}")
+        except ValueError:
+            progress = {}
+        state = progress.get("state")
+        if status == "SUCCEEDED" and state in ("finished", "paused", "stopped"):
+            return state, None
+        tail = "\n".join(self.logs(handle, folder).strip().splitlines()[-8:])
+        reason = f"the Ray job {handle} ended {status or 'unknown'}"
+        return "failed", reason + (f"; its log ends:\n{tail}" if tail else "")
+
+    def logs(self, handle: Handle | None, folder: Path) -> str:
+        """The job's log (the worker's output), or the worker's log file in storage when the job is unknown."""
+        if isinstance(handle, str):
+            try:
+                return str(self.client.get_job_logs(handle))
+            except (ClientError, RuntimeError, ConnectionError, ValueError):
+                pass
+        return super().logs(handle, folder)
+
+    def download(self, folder: Path) -> Path:
+        target = folder / "results"
+        storage = self.storage(folder)
+        if not storage.exists("") and not target.is_dir():
+            raise ClientError(f"experiment '{folder.name}' has no results yet", hint="Start it first.")
+        target.mkdir(parents=True, exist_ok=True)
+        storage.download("", target)
+        return target
+
+    def discard(self, folder: Path) -> None:
+        self.storage(folder).remove("")

@@ -1,0 +1,288 @@
+"""The checkpoints a worker writes under ``results/checkpoints``: the agent, the runner's state as plain data, and
+the environments' state, which only a trusted (signed) checkpoint unpickles. See ``Checkpoints``."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import logging
+import os
+import secrets
+import shutil
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+LOG = logging.getLogger("torchforce.worker")
+KEEP_CHECKPOINTS = 2
+
+
+class Checkpoints:
+    """Checkpoint folders under ``results/checkpoints``; ``latest.json`` is written last, so it only ever points
+    at a complete checkpoint.
+
+    A checkpoint folder ``<timestep:012d>/`` holds the agent's files (``torch.save``, loaded with
+    ``weights_only=True``), the runner state as plain data (``runner.json``; its arrays and tensors in
+    ``runner.pt``, loaded with ``weights_only=True``) and the environments' state (``environments.pkl``, the
+    pickled copies of ``VectorEnvironment.get_state``: Gymnasium environments can only be saved whole).
+
+    Unpickling runs whatever the file says, so ``load`` unpickles ``environments.pkl`` only when it is trusted:
+    signed by this user (an HMAC-SHA256 with the secret in ``key_file``, by default ``default_key_file()``,
+    readable by the user alone, as Jupyter signs notebooks) or loaded with ``trust_pickle=True``. Otherwise
+    (``trust_pickle=False``, or a checkpoint written by someone else or on another machine) it is not read: the
+    state comes back without the environments and without the episodes in progress, so the run goes on in fresh
+    environments, starting new episodes, and a warning says why. ``load`` follows no ``latest.json`` or file out of
+    the checkpoints folder (``..``, an absolute path, a symlink). Files get the usual permissions of results (0666
+    less the umask), as ``write_json_atomically`` gives them.
+    """
+
+    RUNNER = "runner.json"
+    ARRAYS = "runner.pt"
+    ENVIRONMENTS = "environments.pkl"
+    FORMAT = 2  # 1: runner.pkl, a pickle of the whole runner state (loaded only with trust_pickle=True)
+
+    def __init__(self, folder: Path, *, key_file: Path | None = None) -> None:
+        self.folder = folder
+        self.key_file = key_file if key_file is not None else self.default_key_file()
+        self._unsigned_warned = False
+
+    @staticmethod
+    def default_key_file() -> Path:
+        """The user's signing secret: ``$XDG_DATA_HOME/torchforce/checkpoint.key`` (``~/.local/share`` by default),
+        created (0600) by the first checkpoint."""
+        data = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+        return Path(data) / "torchforce" / "checkpoint.key"
+
+    def latest(self) -> dict[str, Any] | None:
+        pointer = self.folder / "latest.json"
+        return json.loads(pointer.read_text()) if pointer.is_file() else None
+
+    # ------------------------------------------------------------------------------------------------ saving
+
+    def save(self, agent: Any, runner_state: dict[str, Any], info: dict[str, Any],
+             extra: Callable[[Path], None] | None = None) -> dict[str, Any]:  # fmt: skip
+        """Write a checkpoint; ``extra(folder)`` may add files to it before it is complete. ``runner_state`` is
+        plain data (JSON values, numpy arrays, tensors) but for ``environments``, the blobs of
+        ``VectorEnvironment.get_state`` (or None)."""
+        from torchforce.client.project import write_json_atomically
+
+        name = f"{info['timesteps']:012d}"
+        target = self.folder / name
+        partial = self.folder / f".{name}.partial"
+        shutil.rmtree(partial, ignore_errors=True)
+        partial.mkdir(parents=True)
+        model = agent.save_model(partial, append_timestep=False)
+        if extra is not None:
+            extra(partial)
+        state = dict(runner_state)
+        environments = state.pop("environments", None)
+        arrays: dict[str, Any] = {}
+        record = {
+            "format": self.FORMAT,
+            "model": Path(model).name,
+            "state": self._plain(state, arrays, "runner_state"),
+            "environments": None if environments is None else self._write_environments(partial, environments),
+        }
+        if arrays:
+            import torch
+
+            torch.save(arrays, partial / self.ARRAYS)
+        (partial / self.RUNNER).write_text(json.dumps(record) + "\n")  # one line: the history may be long
+        shutil.rmtree(target, ignore_errors=True)
+        os.replace(partial, target)
+        pointer = {**info, "folder": name, "saved_at": time.time()}
+        write_json_atomically(self.folder / "latest.json", pointer)
+        for old in sorted(p for p in self.folder.iterdir() if p.is_dir() and not p.name.startswith("."))[
+            :-KEEP_CHECKPOINTS
+        ]:
+            shutil.rmtree(old, ignore_errors=True)
+        return pointer
+
+    @classmethod
+    def _plain(cls, value: Any, arrays: dict[str, Any], where: str) -> Any:
+        """``value`` as JSON, its numpy arrays and tensors moved into ``arrays`` (named by a small placeholder)."""
+        import numpy as np
+        import torch
+
+        if value is None or isinstance(value, (bool, int, float, str)):
+            return value
+        if isinstance(value, np.generic):
+            return value.item()
+        if isinstance(value, np.ndarray) and not value.dtype.hasobject:
+            key = f"array{len(arrays)}"  # raw bytes: every numeric dtype comes back exactly
+            arrays[key] = torch.from_numpy(np.frombuffer(np.ascontiguousarray(value).tobytes(), np.uint8).copy())
+            return {"__array__": key, "dtype": value.dtype.str, "shape": list(value.shape)}
+        if isinstance(value, torch.Tensor):
+            key = f"tensor{len(arrays)}"
+            arrays[key] = value.detach().cpu()
+            return {"__tensor__": key}
+        if isinstance(value, dict) and all(isinstance(key, str) for key in value):
+            return {key: cls._plain(item, arrays, f"{where}.{key}") for key, item in value.items()}
+        if isinstance(value, (list, tuple)):
+            return [cls._plain(item, arrays, f"{where}[{index}]") for index, item in enumerate(value)]
+        raise TypeError(f"{where}: {type(value).__qualname__} is not plain data (JSON values, numpy arrays, tensors)")
+
+    @classmethod
+    def _restored(cls, value: Any, arrays: dict[str, Any]) -> Any:
+        """``value`` of ``_plain`` with its arrays and tensors put back."""
+        import numpy as np
+
+        if isinstance(value, list):
+            return [cls._restored(item, arrays) for item in value]
+        if not isinstance(value, dict):
+            return value
+        if "__array__" in value:
+            raw = arrays[value["__array__"]].numpy().tobytes()
+            return np.frombuffer(raw, dtype=np.dtype(value["dtype"])).reshape(value["shape"]).copy()
+        if "__tensor__" in value:
+            return arrays[value["__tensor__"]]
+        return {key: cls._restored(item, arrays) for key, item in value.items()}
+
+    def _write_environments(self, folder: Path, blobs: list[bytes]) -> dict[str, Any]:
+        data = b"".join(blobs)
+        (folder / self.ENVIRONMENTS).write_bytes(data)
+        lengths = [len(blob) for blob in blobs]
+        key = self._key(create=True)
+        if key is None and not self._unsigned_warned:
+            self._unsigned_warned = True
+            LOG.warning("the environments' state is saved unsigned (no key in %s): a resumed run starts new episodes "
+                        "in fresh environments, unless resumed with trust_pickle", self.key_file)  # fmt: skip
+        return {"lengths": lengths, "hmac": None if key is None else self._signature(key, lengths, data)}
+
+    # ------------------------------------------------------------------------------------------------ the key
+
+    @staticmethod
+    def _signature(key: bytes, lengths: list[int], data: bytes) -> str:
+        message = b"torchforce environments\n" + json.dumps(lengths).encode() + b"\n" + data
+        return hmac.new(key, message, hashlib.sha256).hexdigest()
+
+    def _key(self, *, create: bool = False) -> bytes | None:
+        """The user's signing secret; None when there is none (or it cannot be created, or others can read it)."""
+        try:
+            return self._read_key()
+        except FileNotFoundError:
+            if not create:
+                return None
+        except OSError as error:  # a symlink (O_NOFOLLOW), a folder, no permission
+            LOG.warning("cannot read the checkpoint key %s: %s", self.key_file, error)
+            return None
+        try:
+            self.key_file.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+            temporary = self.key_file.with_name(f".{self.key_file.name}.{secrets.token_hex(8)}")
+            handle = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(handle, "w") as file:
+                file.write(secrets.token_hex(32) + "\n")
+            try:
+                os.link(temporary, self.key_file)  # atomic, and never replaces a key another worker just made
+            except FileExistsError:
+                pass
+            finally:
+                temporary.unlink()
+            return self._read_key()
+        except OSError as error:
+            LOG.warning("cannot create the checkpoint key %s: %s", self.key_file, error)
+            return None
+
+    def _read_key(self) -> bytes | None:
+        handle = os.open(self.key_file, os.O_RDONLY | os.O_NOFOLLOW)
+        with os.fdopen(handle, "rb") as file:
+            status = os.fstat(file.fileno())
+            if status.st_uid != os.getuid() or status.st_mode & 0o077:
+                LOG.warning("the checkpoint key %s is not private to this user (mode %o): it is not used",
+                            self.key_file, status.st_mode & 0o777)  # fmt: skip
+                return None
+            return file.read().strip() or None
+
+    # ------------------------------------------------------------------------------------------------ loading
+
+    def load(self, agent: Any, *, trust_pickle: bool | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
+        """Restore the agent from the latest checkpoint; return its pointer and the runner state.
+
+        ``trust_pickle``: None unpickles the environments' state when this user signed it, True always, False
+        never; when it is not unpickled, ``state["environments"]`` and the runner's episodes in progress
+        (``state["runner"]["rows"]``) are None and a warning says why (see the class doc).
+        """
+        root = self.folder.resolve()
+        pointer_file = self.folder / "latest.json"
+        if not pointer_file.is_file():
+            raise FileNotFoundError(f"no checkpoint in {self.folder}")
+        self._inside(pointer_file, root, pointer_file)
+        pointer = json.loads(pointer_file.read_text())
+        name = pointer.get("folder") if isinstance(pointer, dict) else None
+        if not self._plain_name(name):
+            raise ValueError(f"{pointer_file}: 'folder' must name a checkpoint folder inside {self.folder}, got "
+                             f"{name!r}; refusing to follow it out of the checkpoints folder")  # fmt: skip
+        folder = self.folder / name
+        self._inside(folder, root, pointer_file)
+        inner = folder.resolve()
+        for parent, folders, files in os.walk(folder):  # the agent's files, the Ray workers': none leads elsewhere
+            for entry in (*folders, *files):
+                self._inside(Path(parent) / entry, inner, pointer_file)
+        if not (folder / self.RUNNER).is_file() and (folder / "runner.pkl").is_file():
+            return pointer, self._load_format_1(agent, folder, trust_pickle)
+        record = json.loads((folder / self.RUNNER).read_text())
+        model = record.get("model")
+        if not self._plain_name(model):
+            raise ValueError(f"{folder / self.RUNNER}: 'model' must name a file in {folder}, got {model!r}")
+        agent.restore_model(folder, file=model)
+        arrays = {}
+        if (folder / self.ARRAYS).is_file():
+            import torch
+
+            arrays = torch.load(folder / self.ARRAYS, map_location="cpu", weights_only=True)
+        state = self._restored(record["state"], arrays)
+        state["environments"] = None
+        if record.get("environments") is not None:
+            state["environments"] = self._load_environments(folder, record["environments"], trust_pickle)
+            if state["environments"] is None and isinstance(state.get("runner"), dict) and "rows" in state["runner"]:
+                state["runner"]["rows"] = None  # their environments are not restored: new episodes start
+        return pointer, state
+
+    @staticmethod
+    def _plain_name(name: Any) -> bool:
+        return isinstance(name, str) and name not in ("", ".", "..") and Path(name).name == name and "\\" not in name
+
+    @staticmethod
+    def _inside(path: Path, root: Path, pointer_file: Path) -> None:
+        resolved = path.resolve()
+        if resolved != root and root not in resolved.parents:
+            raise ValueError(f"{path} leads out of {root} (to {resolved}); refusing to load the checkpoint named by "
+                             f"{pointer_file}: results files are never followed out of the results folder")  # fmt: skip
+
+    def _load_environments(self, folder: Path, entry: dict[str, Any], trust_pickle: bool | None) -> list[bytes] | None:
+        lengths = entry.get("lengths")
+        if not isinstance(lengths, list) or not all(isinstance(n, int) and n >= 0 for n in lengths):
+            raise ValueError(f"{folder / self.RUNNER}: damaged 'environments' entry {entry!r}")
+        if trust_pickle is False:
+            reason = "trust_pickle is False"
+        else:
+            data = (folder / self.ENVIRONMENTS).read_bytes()
+            if sum(lengths) != len(data):
+                raise ValueError(f"{folder / self.ENVIRONMENTS} is damaged: {len(data)} bytes, expected {sum(lengths)}")
+            key = self._key()
+            signature = entry.get("hmac")
+            signed = key is not None and isinstance(signature, str)
+            if trust_pickle or (signed and hmac.compare_digest(signature, self._signature(key, lengths, data))):
+                offsets = [sum(lengths[:index]) for index in range(len(lengths) + 1)]
+                return [data[lo:hi] for lo, hi in zip(offsets[:-1], offsets[1:], strict=True)]
+            reason = (f"it is not signed with this user's key ({self.key_file}): it was written by someone else, "
+                      "on another machine, or changed since")  # fmt: skip
+        LOG.warning("checkpoint %s: the environments' state (%s) is not loaded, because %s, and unpickling it would "
+                    "run whatever it holds. The run goes on in fresh environments, starting new episodes, so it will "
+                    "not end exactly as an uninterrupted one. Resume with trust_pickle=True only if you trust whoever "
+                    "wrote it.", folder.name, self.ENVIRONMENTS, reason)  # fmt: skip
+        return None
+
+    def _load_format_1(self, agent: Any, folder: Path, trust_pickle: bool | None) -> dict[str, Any]:
+        """A checkpoint of the first format: the whole runner state in one pickle, loaded only when trusted."""
+        if not trust_pickle:
+            raise ValueError(f"{folder} was written by an earlier torchforce: its runner state is a pickle "
+                             "(runner.pkl), and unpickling runs whatever it holds; load it with trust_pickle=True "
+                             "only if you trust whoever wrote it")  # fmt: skip
+        import pickle
+
+        agent.restore_model(folder)
+        with open(folder / "runner.pkl", "rb") as file:
+            return pickle.load(file)  # noqa: S301 - the caller trusts it (trust_pickle=True)
