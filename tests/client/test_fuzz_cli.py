@@ -7,8 +7,8 @@ project.json, the checkpoint pointer, state.db): random bytes, truncation, flipp
 values of other types, rows given odd values, files removed.
 
 A few examples per test by default, for CI; ``TORCHFORCE_FUZZ=N`` runs N per test. Commands that start workers or
-wait for them (start, pause, watch, logs --follow) are not drawn; nor is plot, which reads the episode log through
-torchforce.plots (see test_damaged.py's xfail).
+wait for them (start, pause, watch, logs --follow) are not drawn; nor is plot (matplotlib makes each call slow;
+test_damaged.py covers it on a damaged episode log).
 """
 
 from __future__ import annotations

@@ -91,6 +91,8 @@ def test_a_distributed_experiment_pauses_resumes_finishes_and_downloads(project)
     assert started.returncode == 0 and "Ray job" in started.stdout, started.stderr
     assert experiment.record().backend == "ray" and experiment.record().job
     wait_for(progress_at_least(experiment, 3000), timeout=180, what="progress")
+    running = cluster_processes(clusters.local_handle(project.store.cluster(CLUSTER)))  # driver, servers, workers
+    assert [s for s in listening_sockets(running) if not is_loopback(s[0])] == []
     paused = tfcli(project.root, "experiment", "pause", "-e", "dist")
     assert paused.returncode == 0, paused.stderr + experiment.log_tail()
     assert experiment.record().status == "paused"
@@ -178,7 +180,8 @@ def test_a_killed_worker_actor_is_restarted_and_the_run_finishes(project):
     experiment.download()
     log = episodes(experiment)
     assert [episode["episode"] for episode in log] == list(range(1, len(log) + 1))
-    assert sum(row["restarts"] for row in experiment.progress()["workers"]) == 1
+    shown = json.loads(tfcli(project.root, "experiment", "show", "-e", "fault", "--json").stdout)
+    assert sum(row["restarts"] for row in shown["workers"]) == 1
     assert "was lost" in experiment.logs()
 
 
@@ -198,7 +201,10 @@ def test_a_killed_driver_resumes_with_max_restarts_and_fails_without(project):
             assert experiment.progress()["restarts"] == 1
         else:
             assert status == "failed"
-            assert "ended" in experiment.record().message
+            assert "ended FAILED; its log ends:" in experiment.record().message
+            experiment.start(resume=True)  # by hand: from the last checkpoint, on the cluster it ran on
+            assert wait_until_done(experiment) == "finished", experiment.log_tail()
+            assert experiment.record().cluster == CLUSTER
 
 
 @pytest.mark.parametrize(
@@ -223,3 +229,30 @@ def test_bad_cluster_input_is_refused_and_changes_nothing(project, arguments, me
     assert result.returncode == 2 and message in result.stderr, result.stderr
     assert "Traceback" not in result.stderr
     assert (project.store.experiments(), project.store.clusters()) == before
+
+
+def test_a_ray_run_resumes_here_and_a_deleted_cluster_leaves_its_results_home(project, tmp_path):
+    """Paused on a second cluster (made through the Python API), resumed on this machine with -c local; that
+    cluster's deletion brings the results of what ran there home first."""
+    from torchforce.client import Cluster
+
+    second = Cluster(file="ray_local", name="second", nodes=1, cpus=1)
+    record = second.create(project)
+    assert second.status(project)["nodes"] == 1
+    experiment = new(project, "moving", "-t", "200000", agent="dqn_cartpole")
+    experiment.start(cluster="second")
+    wait_for(progress_at_least(experiment, 1500), timeout=180, what="progress")
+    assert experiment.pause().status == "paused"
+    assert "running dist" not in experiment.logs() and "running moving" in experiment.logs()
+    paused_at = experiment.checkpoint_timesteps()
+    processes = cluster_processes(clusters.local_handle(record))
+    second.delete(project)
+    assert [pid for pid in processes if pid_alive(pid)] == [] and project.store.cluster("second") is None
+    assert experiment.checkpoint_timesteps() == paused_at  # from the downloaded copy now
+    assert not (experiment.results / "control.json").exists()  # the pause request stayed behind
+    experiment.start(resume=True, cluster="local")
+    wait_for(progress_at_least(experiment, paused_at + 500), timeout=120, what="progress here")
+    assert experiment.record().status == "running"  # not paused at once by an old request
+    assert experiment.stop().status == "stopped"
+    log = episodes(experiment)
+    assert [episode["episode"] for episode in log] == list(range(1, len(log) + 1))

@@ -351,11 +351,12 @@ class Experiment:
         ):
             raise ClientError(f"experiment '{self.name}' changed state meanwhile; try again")
         try:
+            carry = resume and (record.backend, record.cluster) != (where, cluster_name)
             if fresh:
                 shutil.rmtree(self.results, ignore_errors=True)
                 backend.discard(self.folder)
-            elif resume and (record.backend, record.cluster) != (where, cluster_name):
-                self.backend(record).download(self.folder)  # the checkpoint comes along to where it resumes
+            elif carry:
+                self._bring_home(record)  # the checkpoint comes along to where it resumes
             spec_cluster = spec.get("cluster") or {}
             if spec_cluster and spec_cluster.get("type", "gke") == "gke":
                 warnings.warn(
@@ -365,7 +366,9 @@ class Experiment:
                     ClientWarning,
                     stacklevel=2,
                 )
-            handle = backend.start(self.folder, self.project.root, resume=resume, max_restarts=max_restarts)
+            handle = backend.start(
+                self.folder, self.project.root, resume=resume, max_restarts=max_restarts, carry=carry
+            )
         except BaseException:
             self.project.store.update_experiment(
                 self.name,
@@ -377,6 +380,18 @@ class Experiment:
             raise
         self._record_handle(handle, backend)
         return handle
+
+    def _bring_home(self, record: ExperimentRecord) -> None:
+        """The results of the last run into ``results/``; from a cluster that is gone, those downloaded before."""
+        try:
+            self.backend(record).download(self.folder)
+        except ClientError:
+            if not (self.results / "checkpoints" / "latest.json").is_file():
+                raise ClientError(
+                    f"experiment '{self.name}' ran on the cluster '{record.cluster}', which is gone, and no checkpoint "
+                    "of it was downloaded",
+                    hint=f"Start it afresh with 'tfcli experiment start -e {self.name} --fresh'.",
+                ) from None
 
     def _check_can_start(self, record: ExperimentRecord, *, resume: bool, fresh: bool) -> None:
         if resume and fresh:

@@ -36,7 +36,7 @@ KEYS = ("file", "type", "name", "description", "address", "nodes", "cpus", "gpus
 NAME = re.compile(r"[a-z]([a-z0-9_-]{0,38}[a-z0-9])?")
 ADDRESS = re.compile(r"(?:https?://)?(?P<host>[A-Za-z0-9.-]+|\[[0-9A-Fa-f:]+\]):(?P<port>[0-9]{1,5})")
 MAX_LOCAL_NODES = 16
-REACH_TIMEOUT = 10.0  # seconds to wait for a cluster's Jobs API to answer
+REACH_TIMEOUT = 5.0  # seconds to wait for a cluster's Jobs API to answer
 
 
 class RayCluster:
@@ -74,6 +74,16 @@ class RayCluster:
         storage = values.get("storage")
         if storage is not None and (not isinstance(storage, str) or not storage.strip()):
             raise SpecError("cluster.storage", "not a folder or URI", got=storage, expected='"file:///path" or a path')
+        if isinstance(storage, str) and "://" in storage and not storage.startswith("file://"):
+            raise SpecError(
+                "cluster.storage",
+                "only a folder that both sides reach (a path, or file://) is supported on Ray clusters so far",
+                got=storage,
+                hint="Object stores such as gs:// come with the GKE backend, whose workers mirror their results "
+                "there; mount a shared folder (NFS, a bucket mount) and give its path meanwhile.",
+            )
+        if isinstance(storage, str) and not storage.startswith("file://"):
+            storage = str(Path(storage).expanduser().resolve())  # the client and the jobs resolve it alike
         if storage is None and not self.local:
             raise SpecError(
                 "cluster.storage",
@@ -192,12 +202,14 @@ def _get_json(url: str, runtime: dict[str, Any], timeout: float) -> Any:
 def delete(project: Any, record: ClusterRecord, *, force: bool = False) -> list[str]:
     """End what the project started for the cluster (an attached one is only forgotten); returns the experiments
     that were running there. Refuses while experiments run on it, unless ``force`` (they are marked failed)."""
-    running = [r.name for r in project.store.experiments() if r.cluster == record.name and r.status == "running"]
+    ran_here = [r for r in project.store.experiments() if r.cluster == record.name]
+    running = [r.name for r in ran_here if r.status == "running"]
     if running and not force:
         raise ClientError(
             f"cluster '{record.name}' runs experiments: {', '.join(running)}",
             hint="Pause or stop them first, or give --force to end them with the cluster.",
         )
+    _stop_and_bring_home(project, record, ran_here)
     if record.spec.get("address", "local") == "local" and record.runtime.get("pids"):
         from torchforce.execution.ray_cluster import stop_local_cluster
 
@@ -210,6 +222,28 @@ def delete(project: Any, record: ClusterRecord, *, force: bool = False) -> list[
         )  # fmt: skip
     project.store.remove_cluster(record.name)
     return running
+
+
+def _stop_and_bring_home(project: Any, record: ClusterRecord, experiments: list[Any]) -> None:
+    """Before a cluster goes: end the jobs of ours still running there and download every experiment's results
+    (``show``, ``plot`` and ``--resume -c local`` then find them). Best effort: a cluster that does not answer,
+    or storage that cannot be read, leaves what was downloaded before."""
+    from torchforce.client.backends.ray import RayBackend
+
+    try:
+        backend = RayBackend(project, record.name)
+    except ClientError:
+        return
+    for row in experiments:
+        if row.status == "running" and row.job:
+            try:
+                backend.client.stop_job(row.job)
+            except Exception:  # noqa: BLE001 - a job or cluster that is gone already
+                pass
+        try:
+            backend.download(project.experiment_folder(row.name))
+        except (ClientError, OSError):
+            pass
 
 
 def reach(dashboard: str, timeout: float = REACH_TIMEOUT, runtime: dict[str, Any] | None = None) -> str:

@@ -58,18 +58,24 @@ class Storage:
 
     def read_text(self, relative: str) -> str | None:
         """The file's text, or None when it does not exist (or cannot be read)."""
-        try:
-            if self.local is not None:
+        if self.local is not None:
+            try:
                 return (self.local / relative).read_text(errors="replace")
+            except (OSError, ValueError):
+                return None
+        try:
             with self.fs.open(self._remote(relative), "r") as file:
                 return str(file.read())
-        except (OSError, ValueError):
+        except Exception:  # noqa: BLE001 - a remote filesystem raises its own kinds; unreadable is unreadable
             return None
 
     def exists(self, relative: str) -> bool:
         if self.local is not None:
             return (self.local / relative).exists()
-        return bool(self.fs.exists(self._remote(relative)))
+        try:
+            return bool(self.fs.exists(self._remote(relative)))
+        except Exception:  # noqa: BLE001 - as in read_text
+            return False
 
     def write_text(self, relative: str, text: str) -> None:
         """Write a file whole (through a temporary name and a rename where the filesystem has one)."""
@@ -103,9 +109,10 @@ class Storage:
             return
         self.fs.put_file(str(source), self._remote(relative))
 
-    def download(self, relative: str, target: Path) -> int:
+    def download(self, relative: str, target: Path, skip: tuple[str, ...] = ()) -> int:
         """Copy the folder ``relative`` into the local folder ``target`` (files there that it also has are
-        replaced; others are kept). Symbolic links are not followed. Returns the number of files copied."""
+        replaced; others are kept), leaving out files named in ``skip``. Symbolic links are not followed. Returns
+        the number of files copied."""
         copied = 0
         if self.local is not None:
             source = self.local / relative
@@ -119,7 +126,7 @@ class Storage:
                 destination.mkdir(parents=True, exist_ok=True)
                 folders[:] = [name for name in folders if not (base / name).is_symlink()]
                 for name in files:
-                    if (base / name).is_symlink():
+                    if (base / name).is_symlink() or name in skip:
                         continue
                     shutil.copyfile(base / name, destination / name)
                     copied += 1
@@ -128,6 +135,8 @@ class Storage:
         if not self.fs.exists(remote):
             return 0
         for path in self.fs.find(remote):
+            if Path(path).name in skip:
+                continue
             destination = target / Path(path).relative_to(Path(self.fs._strip_protocol(remote)))
             destination.parent.mkdir(parents=True, exist_ok=True)
             self.fs.get_file(path, str(destination))

@@ -377,6 +377,7 @@ class ExperimentRun:
             latest = self.checkpoints.latest()
             if latest is None or latest["timesteps"] != self.runner.global_timestep:
                 self.save()
+            (self.results / "control.json").unlink(missing_ok=True)  # answered: no later run may read it
         self.write_progress(outcome, force=True)
         self.log_progress(force=True)
         for agent in self.workers:
@@ -425,7 +426,14 @@ def supervise(args: argparse.Namespace) -> int:
         command += ["--resume"] if resume else []
         command += ["--log-file"] if args.log_file else []
         command += ["--modules", str(args.modules)] if args.modules else []
-        child = subprocess.Popen(command, env={**os.environ, RESTARTS_VARIABLE: str(restarts)})  # noqa: S603
+        # the signals wait while the child starts: one that comes meanwhile is forwarded once ``child`` is set
+        signal.pthread_sigmask(signal.SIG_BLOCK, set(Signals.REQUESTS))
+        try:  # (the child starts with them blocked too, and unblocks them once its handlers are in place)
+            child = subprocess.Popen(command, env={**os.environ, RESTARTS_VARIABLE: str(restarts)})  # noqa: S603
+            if Signals.request is not None:  # asked after the decision to restart: the new child gets it
+                os.kill(child.pid, signal.SIGTERM if Signals.request == "stop" else signal.SIGUSR1)
+        finally:
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, set(Signals.REQUESTS))
         code = child.wait()
         state = _final_state(args.folder)
         if code == 0 and state in ("finished", "paused", "stopped"):

@@ -301,8 +301,20 @@ class DistributedRunner:
         return [dict(row) for row in self.status]
 
     def worker_states(self) -> list[dict[str, Any]]:
-        """Every worker's agent state (each worker answers once its chunk under way is done)."""
-        return _ray().get([worker.get_state.remote() for worker in self.workers])
+        """Every worker's agent state (each worker answers once its chunk under way is done; one that Ray is
+        restarting answers once it is back)."""
+        ray = _ray()
+        states = []
+        for worker in self.workers:
+            for attempt in range(MAX_WORKER_RESTARTS + 1):
+                try:
+                    states.append(ray.get(worker.get_state.remote()))
+                    break
+                except ray.exceptions.RayActorError:
+                    if attempt == MAX_WORKER_RESTARTS:
+                        raise
+                    time.sleep(min(0.1 * (attempt + 1), 2.0))
+        return states
 
     def load_worker_states(self, states: list[dict[str, Any]]) -> None:
         if len(states) != self.num_workers:

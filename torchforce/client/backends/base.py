@@ -24,8 +24,11 @@ class Backend:
     def check(self, spec: dict[str, Any]) -> None:
         """Refuse (ClientError) an experiment that cannot run here, before anything changes."""
 
-    def start(self, folder: Path, project_root: Path, *, resume: bool, max_restarts: int = 0) -> Handle:
-        """Launch the worker for the experiment in ``folder``; returns its handle."""
+    def start(
+        self, folder: Path, project_root: Path, *, resume: bool, max_restarts: int = 0, carry: bool = False
+    ) -> Handle:
+        """Launch the worker for the experiment in ``folder``; returns its handle. ``carry``: the run resumes from
+        the checkpoint in ``folder/results`` (brought there from where it ran before), wherever it writes now."""
         raise NotImplementedError
 
     def alive(self, handle: Handle | None, folder: Path | None = None) -> bool:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -88,9 +89,15 @@ class LocalBackend(Backend):
     name = "local"
     supported_run_modes = ("single", "multi-threaded", "distributed")
 
-    def start(self, folder: Path, project_root: Path, *, resume: bool, max_restarts: int = 0) -> int:
+    def start(
+        self, folder: Path, project_root: Path, *, resume: bool, max_restarts: int = 0, carry: bool = False
+    ) -> int:
         results = folder / "results"
         results.mkdir(exist_ok=True)
+        (results / "control.json").unlink(missing_ok=True)  # a request left by a run elsewhere is not for this one
+        workspace = folder / ".worker"  # the worker's (empty) current folder: Ray puts a driver's on its actors' path
+        shutil.rmtree(workspace, ignore_errors=True)
+        workspace.mkdir()
         # -I: neither the project folder (the working directory) nor PYTHONPATH is on the worker's path; the
         # project's modules/ folder is, explicitly (see torchforce/client/modules.py)
         command = [sys.executable, "-I", "-m", WORKER_MODULE, str(folder.resolve()), "--project", str(project_root),
@@ -109,7 +116,7 @@ class LocalBackend(Backend):
                     stdin=subprocess.DEVNULL,
                     stdout=log,
                     stderr=subprocess.STDOUT,
-                    cwd=project_root,
+                    cwd=workspace,
                     env=environment,
                     start_new_session=True,  # detached: survives the tfcli call and its terminal
                 )

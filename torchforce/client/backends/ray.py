@@ -27,6 +27,18 @@ from torchforce.client.modules import modules_folder
 from torchforce.client.storage import Storage
 
 WORKER_MODULE = "torchforce.client.worker"
+UNREACHABLE_SECONDS = 30.0  # a cluster that did not answer is not asked again for this long (by this process)
+_unreachable: dict[str, float] = {}  # dashboard -> when it last failed to answer
+
+
+def _job_errors() -> tuple[type[BaseException], ...]:
+    """What the Jobs client raises when a call fails: HTTP errors, lost connections (OSError), Ray's own errors
+    (a refused token)."""
+    from ray.exceptions import RayError
+
+    return RuntimeError, OSError, ValueError, RayError
+
+
 ENDED = ("SUCCEEDED", "FAILED", "STOPPED")
 CONTROL = "control.json"
 
@@ -52,12 +64,19 @@ class RayBackend(Backend):
         if self._client is None:
             from torchforce.client.ray_cluster import headers, reach
 
-            reach(self.dashboard, runtime=self.record.runtime)
+            failed = _unreachable.get(self.dashboard)
+            if failed is not None and time.monotonic() - failed < UNREACHABLE_SECONDS:
+                raise ClientError(f"the Ray cluster '{self.cluster}' at {self.dashboard} did not answer just now")
+            try:
+                reach(self.dashboard, runtime=self.record.runtime)
+            except ClientError:
+                _unreachable[self.dashboard] = time.monotonic()
+                raise
             from ray.job_submission import JobSubmissionClient
 
             try:
                 self._client = JobSubmissionClient(self.dashboard, headers=headers(self.record.runtime))
-            except (ConnectionError, RuntimeError) as error:
+            except _job_errors() as error:
                 raise ClientError(f"cannot use the Ray cluster '{self.cluster}' at {self.dashboard}: {error}") from None
         return self._client
 
@@ -89,13 +108,17 @@ class RayBackend(Backend):
 
     # ------------------------------------------------------------------ a run
 
-    def start(self, folder: Path, project_root: Path, *, resume: bool, max_restarts: int = 0) -> str:
+    def start(
+        self, folder: Path, project_root: Path, *, resume: bool, max_restarts: int = 0, carry: bool = False
+    ) -> str:
         run = self._run_folder(folder)
         results = self.storage(folder)
+        if not resume or carry:  # a new run, or one resuming what ran elsewhere: nothing of an older run stays
+            results.remove("")
         run.upload(folder / "experiment.json", "experiment.json")
         results.remove(CONTROL)  # an old pause request must not end the new run at once
-        if resume and not results.exists("checkpoints/latest.json") and (folder / "results").is_dir():
-            self._upload_results(folder / "results", results)  # resuming what ran elsewhere: its checkpoint first
+        if carry:
+            self._upload_results(folder / "results", results)  # the checkpoint it resumes from
         python = self.spec.python or (sys.executable if self.spec.local else "python")
         location = run.local if run.local is not None else run.location
         command = [python, "-I", "-m", WORKER_MODULE, str(location), "--log-file"]
@@ -123,24 +146,29 @@ class RayBackend(Backend):
                 runtime_env=runtime_env,
                 metadata={"torchforce_experiment": folder.name, "torchforce_project": self.project.name},
             )
-        except (RuntimeError, ConnectionError, ValueError) as error:
+        except _job_errors() as error:
             raise ClientError(f"submitting the job to the Ray cluster '{self.cluster}' failed: {error}") from None
         return submission
 
     @staticmethod
     def _upload_results(source: Path, target: Storage) -> None:
         for path in sorted(source.rglob("*")):
-            if path.is_file() and not path.is_symlink():
+            if path.is_file() and not path.is_symlink() and path.name != CONTROL:
                 target.upload(path, str(path.relative_to(source)))
 
     def job_status(self, handle: Handle | None) -> str | None:
         if not isinstance(handle, str):
             return None
+        from ray.exceptions import RayError
+
         try:
             return str(self.client.get_job_status(handle).value)
         except ClientError:
             return "UNREACHABLE"
-        except (RuntimeError, ConnectionError, ValueError):
+        except (OSError, RayError):  # the cluster stopped answering: nothing is judged
+            _unreachable[self.dashboard] = time.monotonic()
+            return "UNREACHABLE"
+        except (RuntimeError, ValueError):  # the cluster answers, and knows no such job
             return None
 
     def alive(self, handle: Handle | None, folder: Path | None = None) -> bool:
@@ -180,7 +208,7 @@ class RayBackend(Backend):
         if isinstance(handle, str):
             try:
                 return str(self.client.get_job_logs(handle))
-            except (ClientError, RuntimeError, ConnectionError, ValueError):
+            except (ClientError, *_job_errors()):
                 pass
         return super().logs(handle, folder)
 
@@ -190,7 +218,7 @@ class RayBackend(Backend):
         if not storage.exists("") and not target.is_dir():
             raise ClientError(f"experiment '{folder.name}' has no results yet", hint="Start it first.")
         target.mkdir(parents=True, exist_ok=True)
-        storage.download("", target)
+        storage.download("", target, skip=(CONTROL,))
         return target
 
     def discard(self, folder: Path) -> None:

@@ -90,7 +90,7 @@ def _add_running(experiments: argparse._SubParsersAction) -> None:
         "Ray job\non a cluster made with 'tfcli cluster create' (the spec's Ray cluster is used when it names one)."
         "\n--resume continues a paused, stopped or crashed run from its latest checkpoint (where it ran last,\n"
         "unless -c says otherwise); --fresh discards earlier results and starts over. --max-restarts N resumes\n"
-        "from the last checkpoint by itself after a crash, a killed worker or a lost node, up to N times.",
+        "from the last checkpoint by itself after a crash or a killed worker process, up to N times.",
         examples=[
             "tfcli experiment start -e cp --follow",
             "tfcli experiment start -e cp --resume",
@@ -237,8 +237,9 @@ def experiment_new(args: argparse.Namespace) -> None:
         f"{views.environment_name(spec)}, {spec['run_mode']} run mode"
     )
     if args.start:
-        pid = experiment.start()
-        print(f"Started it (worker PID {pid}). Follow it with: tfcli experiment watch -e {experiment.name}")
+        handle = experiment.start()
+        where = f"worker PID {handle}" if isinstance(handle, int) else f"Ray job {handle}"
+        print(f"Started it ({where}). Follow it with: tfcli experiment watch -e {experiment.name}")
     else:
         print(f"Start it with: tfcli experiment start -e {experiment.name}")
 

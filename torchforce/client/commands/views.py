@@ -39,6 +39,7 @@ PROGRESS_FIELDS: dict[str, type | tuple[type, ...]] = {
     "steps_per_second": (int, float),
     "mean_return_100": (int, float),
     "last_return": (int, float),
+    "updated_at": (int, float),
 }
 DAMAGED = "?"
 
@@ -232,8 +233,8 @@ def budget(spec: dict) -> str:
 def _this_run(experiment: Experiment, record: ExperimentRecord) -> dict[str, Any]:
     """The progress file if this run's worker wrote it: while a (re)started worker has not written its own yet,
     the file still holds the previous run's counters, which are not shown."""
-    progress, _ = read_progress(experiment)
-    if record.status == "running" and progress.get("pid") != record.pid:
+    progress, _ = read_progress(experiment)  # written by this run once it is newer than the run's start
+    if record.status == "running" and progress.get("updated_at", 0.0) < (record.started_at or 0.0):
         return {}
     return progress
 
