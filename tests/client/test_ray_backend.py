@@ -129,6 +129,8 @@ def test_the_same_spec_runs_in_single_mode_here_and_on_the_cluster(project):
         assert experiment.progress()["timesteps"] >= 1500 and episodes(experiment)
     assert Experiment.load(project, "there").record().backend == "ray"
     assert Experiment.load(project, "here").record().backend == "local"
+    followed = tfcli(project.root, "experiment", "logs", "-e", "there", "--follow")  # the job's log, to its end
+    assert followed.returncode == 0 and "experiment there finished" in followed.stdout, followed.stderr
 
 
 def test_an_attached_cluster_with_file_storage_runs_stops_and_downloads(project, tmp_path):

@@ -102,3 +102,21 @@ def test_resuming_a_tampered_checkpoint_runs_nothing(
     wait_until_done(experiment)
     log = (experiment.results / "worker.log").read_text()
     assert "the environments' state (environments.pkl) is not loaded, because it is not signed" in log, log
+    assert wait_until_done(experiment) == "finished", experiment.log_tail(20)
+    assert not marker.exists()
+
+
+def test_results_from_someone_else_resume_their_environments_only_when_trusted(
+    project: Project, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "theirs"))  # they ran and signed it
+    experiment = Experiment(project, name="received", agent="ppo_cartpole", environment="cartpole",
+                            total_timesteps=200_000, seed=0)  # fmt: skip
+    experiment.generate_locally()
+    experiment.start()
+    assert experiment.pause().status == "paused", experiment.log_tail()
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "mine"))  # we resume it with our own key
+    refused = "the environments' state (environments.pkl) is not loaded"
+    experiment.start(resume=True, trust_pickle=True)  # the explicit opt-in: their pickle is loaded
+    assert experiment.pause().status == "paused", experiment.log_tail()
+    assert refused not in (experiment.results / "worker.log").read_text()

@@ -271,8 +271,9 @@ class Checkpoints:
                       "on another machine, or changed since")  # fmt: skip
         LOG.warning("checkpoint %s: the environments' state (%s) is not loaded, because %s, and unpickling it would "
                     "run whatever it holds. The run goes on in fresh environments, starting new episodes, so it will "
-                    "not end exactly as an uninterrupted one. Resume with trust_pickle=True only if you trust whoever "
-                    "wrote it.", folder.name, self.ENVIRONMENTS, reason)  # fmt: skip
+                    "not end exactly as an uninterrupted one. Resume with 'tfcli experiment start --resume "
+                    "--trust-pickle' (or trust_pickle=True) only if you trust whoever wrote it.", folder.name,
+                    self.ENVIRONMENTS, reason)  # fmt: skip
         return None
 
     def _load_format_1(self, agent: Any, folder: Path, trust_pickle: bool | None) -> dict[str, Any]:

@@ -307,10 +307,13 @@ class Experiment:
         cluster: str | None = None,
         fresh: bool = False,
         max_restarts: int = 0,
+        trust_pickle: bool = False,
     ) -> Handle:
         """Start the experiment (``resume``: continue from its latest checkpoint; ``fresh``: discard the results
         of an earlier run and start over) on ``cluster`` ("local", or a Ray cluster of the project; default: see
         ``_target``). ``max_restarts``: after a crash, resume from the last checkpoint up to this many times.
+        ``trust_pickle``: resuming, unpickle the environments' state even if this user did not sign it (results
+        from someone else: it runs whatever that file says).
         Returns the workload's handle (a process id, or a Ray job's id)."""
         spec = self.spec or self.validate()
         record = self.record()
@@ -367,7 +370,12 @@ class Experiment:
                     stacklevel=2,
                 )
             handle = backend.start(
-                self.folder, self.project.root, resume=resume, max_restarts=max_restarts, carry=carry
+                self.folder,
+                self.project.root,
+                resume=resume,
+                max_restarts=max_restarts,
+                carry=carry,
+                trust_pickle=trust_pickle,
             )
         except BaseException:
             self.project.store.update_experiment(

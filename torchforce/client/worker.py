@@ -103,13 +103,14 @@ class Frequency:
 class ExperimentRun:
     """One run (or continuation) of the experiment in ``folder``."""
 
-    def __init__(self, folder: Path, resume: bool) -> None:
+    def __init__(self, folder: Path, resume: bool, trust_pickle: bool | None = None) -> None:
         self.folder = folder
         self.spec = json.loads((folder / "experiment.json").read_text())
         self.results = folder / "results"
         self.results.mkdir(exist_ok=True)
         self.checkpoints = Checkpoints(self.results / "checkpoints")
-        self.resume = resume
+        self.resume, self.trust_pickle = resume, trust_pickle
+        self.episodes_restored = False  # whether a resumed run continues the environments' episodes in progress
         self.recent: deque[float] = deque(maxlen=100)
         self._progress_written = 0.0
         self._session = {"start": time.monotonic(), "timesteps": 0}
@@ -173,13 +174,14 @@ class ExperimentRun:
             self.runner = Runner(self.agent, self.environments)
 
     def restore(self) -> None:
-        pointer, state = self.checkpoints.load(self.agent)
+        pointer, state = self.checkpoints.load(self.agent, trust_pickle=self.trust_pickle)
         self.runner.load_state_dict(state["runner"])
         if self.distributed:
             self.runner.load_agent()  # the restored model into the parameter servers
             self._load_ray_workers(self.checkpoints.folder / pointer["folder"])
         elif not self.threaded and state["environments"] is not None:  # else new episodes (see Checkpoints.load)
             self.environments.set_state(state["environments"])
+            self.episodes_restored = True
         self.elapsed_before = float(state["elapsed"])
         self.recent.extend(state["recent"])
         log = self.results / "episodes.jsonl"
@@ -372,7 +374,7 @@ class ExperimentRun:
                 elif self.threaded:
                     self.runner.run(**limits, step_finished=self.worker_step_finished)
                 else:
-                    self.runner.run(**limits, step_finished=self.step_finished, resume=self.resume)
+                    self.runner.run(**limits, step_finished=self.step_finished, resume=self.episodes_restored)
             outcome = {"pause": "paused", "stop": "stopped"}.get(Signals.request or "", "finished")
             latest = self.checkpoints.latest()
             if latest is None or latest["timesteps"] != self.runner.global_timestep:
@@ -426,6 +428,7 @@ def supervise(args: argparse.Namespace) -> int:
         command += ["--resume"] if resume else []
         command += ["--log-file"] if args.log_file else []
         command += ["--modules", str(args.modules)] if args.modules else []
+        command += ["--trust-pickle"] if args.trust_pickle else []
         # the signals wait while the child starts: one that comes meanwhile is forwarded once ``child`` is set
         signal.pthread_sigmask(signal.SIG_BLOCK, set(Signals.REQUESTS))
         try:  # (the child starts with them blocked too, and unblocks them once its handlers are in place)
@@ -463,6 +466,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-restarts", type=int, default=0, help="resume after a crash up to this many times")
     parser.add_argument("--log-file", action="store_true", help="also write the log to results/worker.log")
     parser.add_argument("--modules", type=Path, help="the folder of the project's own modules (user classes)")
+    parser.add_argument("--trust-pickle", action="store_true", help="unpickle the environments' state of a checkpoint "
+                        "not signed by this user (it runs whatever the file says)")  # fmt: skip
     args = parser.parse_args(argv)
     use_modules(args.modules)
     logging.basicConfig(level=logging.INFO, stream=sys.stdout, format="%(asctime)s %(levelname)s %(message)s")
@@ -479,7 +484,7 @@ def main(argv: list[str] | None = None) -> int:
     torch.set_num_threads(1)
     name = args.folder.name
     try:
-        outcome = ExperimentRun(args.folder, args.resume).run()
+        outcome = ExperimentRun(args.folder, args.resume, trust_pickle=True if args.trust_pickle else None).run()
     except BaseException as error:  # noqa: BLE001 - every failure is recorded, then re-raised as an exit code
         LOG.error("the experiment failed:\n%s", traceback.format_exc())
         message = f"{type(error).__name__}: {error}".strip().splitlines()[0][:500]

@@ -25,10 +25,18 @@ class Backend:
         """Refuse (ClientError) an experiment that cannot run here, before anything changes."""
 
     def start(
-        self, folder: Path, project_root: Path, *, resume: bool, max_restarts: int = 0, carry: bool = False
+        self,
+        folder: Path,
+        project_root: Path,
+        *,
+        resume: bool,
+        max_restarts: int = 0,
+        carry: bool = False,
+        trust_pickle: bool = False,
     ) -> Handle:
         """Launch the worker for the experiment in ``folder``; returns its handle. ``carry``: the run resumes from
-        the checkpoint in ``folder/results`` (brought there from where it ran before), wherever it writes now."""
+        the checkpoint in ``folder/results`` (brought there from where it ran before), wherever it writes now.
+        ``trust_pickle``: a resumed run unpickles its environments' state even when this user did not sign it."""
         raise NotImplementedError
 
     def alive(self, handle: Handle | None, folder: Path | None = None) -> bool:

@@ -90,7 +90,14 @@ class LocalBackend(Backend):
     supported_run_modes = ("single", "multi-threaded", "distributed")
 
     def start(
-        self, folder: Path, project_root: Path, *, resume: bool, max_restarts: int = 0, carry: bool = False
+        self,
+        folder: Path,
+        project_root: Path,
+        *,
+        resume: bool,
+        max_restarts: int = 0,
+        carry: bool = False,
+        trust_pickle: bool = False,
     ) -> int:
         results = folder / "results"
         results.mkdir(exist_ok=True)
@@ -106,6 +113,8 @@ class LocalBackend(Backend):
             command.append("--resume")
         if max_restarts:
             command += ["--max-restarts", str(max_restarts)]
+        if trust_pickle:
+            command.append("--trust-pickle")
         environment = {**os.environ, "PYTHONUNBUFFERED": "1", "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")}
         with open(results / "worker.log", "ab") as log:
             log.write(f"\n=== {time.strftime('%Y-%m-%d %H:%M:%S')} {'resume' if resume else 'start'} ===\n".encode())

@@ -109,7 +109,14 @@ class RayBackend(Backend):
     # ------------------------------------------------------------------ a run
 
     def start(
-        self, folder: Path, project_root: Path, *, resume: bool, max_restarts: int = 0, carry: bool = False
+        self,
+        folder: Path,
+        project_root: Path,
+        *,
+        resume: bool,
+        max_restarts: int = 0,
+        carry: bool = False,
+        trust_pickle: bool = False,
     ) -> str:
         run = self._run_folder(folder)
         results = self.storage(folder)
@@ -134,6 +141,8 @@ class RayBackend(Backend):
             command.append("--resume")
         if max_restarts:
             command += ["--max-restarts", str(max_restarts)]
+        if trust_pickle:
+            command.append("--trust-pickle")
         submission = f"tfcli-{folder.name}-{uuid.uuid4().hex[:8]}"
         spec = json.loads((folder / "experiment.json").read_text())
         try:

@@ -104,6 +104,12 @@ def _add_running(experiments: argparse._SubParsersAction) -> None:
     start.add_argument(
         "--max-restarts", type=int, default=0, metavar="N", help="resume by itself after a crash, up to N times"
     )
+    start.add_argument(
+        "--trust-pickle",
+        action="store_true",
+        help="resuming results from someone else: unpickle their environments' state anyway (it runs their code; "
+        "without it such a run goes on in fresh environments)",
+    )
     start.add_argument("-F", "--follow", action="store_true", help="show progress until the experiment ends")
     pause = add_command(
         experiments,
@@ -268,7 +274,11 @@ def experiment_start(args: argparse.Namespace) -> int | None:
     experiment = Experiment.load(Project.find(), args.experiment)
     since = experiment.checkpoint_timesteps() if args.resume else 0
     handle = experiment.start(
-        resume=args.resume, cluster=args.cluster, fresh=args.fresh, max_restarts=args.max_restarts
+        resume=args.resume,
+        cluster=args.cluster,
+        fresh=args.fresh,
+        max_restarts=args.max_restarts,
+        trust_pickle=args.trust_pickle,
     )
     record = experiment.record()
     where = f"worker PID {handle}" if isinstance(handle, int) else f"Ray job {handle} on '{record.cluster}'"
