@@ -64,6 +64,15 @@ def fake_worker(folder: Path, script: str = "import time; time.sleep(60)") -> It
     line names the worker module and the folder, as a real worker's does)."""
     command = [sys.executable, "-c", script, "torchforce.client.worker", str(folder.resolve())]
     process = subprocess.Popen(command)
+    cmdline = Path(f"/proc/{process.pid}/cmdline")
+    deadline = time.monotonic() + 10
+    while cmdline.parent.is_dir() and time.monotonic() < deadline:  # until it has exec'd: its command line is ours
+        try:
+            if b"torchforce.client.worker" in cmdline.read_bytes():
+                break
+        except OSError:  # it has ended already
+            break
+        time.sleep(0.01)
     try:
         yield process.pid
     finally:

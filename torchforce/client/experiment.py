@@ -21,7 +21,7 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from torchforce.client.backends import Backend, Handle, get_backend
+from torchforce.client.backends import Backend, Handle, Launch, get_backend
 from torchforce.client.errors import ClientError, ClientWarning
 from torchforce.client.project import Project, current_umask, write_json_atomically
 from torchforce.client.spec import check_name, check_stored, resolve_experiment
@@ -369,14 +369,8 @@ class Experiment:
                     ClientWarning,
                     stacklevel=2,
                 )
-            handle = backend.start(
-                self.folder,
-                self.project.root,
-                resume=resume,
-                max_restarts=max_restarts,
-                carry=carry,
-                trust_pickle=trust_pickle,
-            )
+            launch = Launch(resume=resume, max_restarts=max_restarts, carry=carry, trust_pickle=trust_pickle)
+            handle = backend.start(self.folder, self.project.root, launch)
         except BaseException:
             self.project.store.update_experiment(
                 self.name,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from torchforce.client.backends.base import Backend, Handle
+from torchforce.client.backends.base import Backend, Handle, Launch
 from torchforce.client.errors import ClientError
 
 NAMES = ("local", "ray")
@@ -26,4 +26,4 @@ def get_backend(name: str = "local", *, project: Any = None, cluster: str | None
     raise ClientError(f"unknown backend '{name}'", hint="Available: " + ", ".join(NAMES) + ".")
 
 
-__all__ = ["Backend", "Handle", "NAMES", "get_backend"]
+__all__ = ["Backend", "Handle", "Launch", "NAMES", "get_backend"]

@@ -8,12 +8,32 @@ pointers from; ``download`` brings them into the experiment's ``results/`` folde
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from torchforce.client.storage import Storage
 
 Handle = int | str
+
+
+@dataclass(frozen=True)
+class Launch:
+    """How a run starts: ``resume`` from the latest checkpoint; ``max_restarts``: resume by itself after a crash,
+    up to that many times; ``carry``: the checkpoint to resume from is in the experiment's ``results/`` (brought
+    there from where it ran before), wherever the run writes now; ``trust_pickle``: unpickle the environments'
+    state even when this user did not sign it."""
+
+    resume: bool = False
+    max_restarts: int = 0
+    carry: bool = False
+    trust_pickle: bool = False
+
+    def worker_flags(self) -> list[str]:
+        """The worker's command-line flags for these choices (the same on every backend)."""
+        flags = ["--resume"] if self.resume else []
+        flags += ["--max-restarts", str(self.max_restarts)] if self.max_restarts else []
+        return flags + (["--trust-pickle"] if self.trust_pickle else [])
 
 
 class Backend:
@@ -24,19 +44,8 @@ class Backend:
     def check(self, spec: dict[str, Any]) -> None:
         """Refuse (ClientError) an experiment that cannot run here, before anything changes."""
 
-    def start(
-        self,
-        folder: Path,
-        project_root: Path,
-        *,
-        resume: bool,
-        max_restarts: int = 0,
-        carry: bool = False,
-        trust_pickle: bool = False,
-    ) -> Handle:
-        """Launch the worker for the experiment in ``folder``; returns its handle. ``carry``: the run resumes from
-        the checkpoint in ``folder/results`` (brought there from where it ran before), wherever it writes now.
-        ``trust_pickle``: a resumed run unpickles its environments' state even when this user did not sign it."""
+    def start(self, folder: Path, project_root: Path, launch: Launch) -> Handle:
+        """Launch the worker for the experiment in ``folder`` as ``launch`` says; returns its handle."""
         raise NotImplementedError
 
     def alive(self, handle: Handle | None, folder: Path | None = None) -> bool:

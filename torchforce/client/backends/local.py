@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from torchforce.client.backends.base import Backend, Handle
+from torchforce.client.backends.base import Backend, Handle, Launch
 from torchforce.client.errors import ClientError
 from torchforce.client.modules import modules_folder
 from torchforce.client.worker import Signals
@@ -89,16 +89,7 @@ class LocalBackend(Backend):
     name = "local"
     supported_run_modes = ("single", "multi-threaded", "distributed")
 
-    def start(
-        self,
-        folder: Path,
-        project_root: Path,
-        *,
-        resume: bool,
-        max_restarts: int = 0,
-        carry: bool = False,
-        trust_pickle: bool = False,
-    ) -> int:
+    def start(self, folder: Path, project_root: Path, launch: Launch) -> int:
         results = folder / "results"
         results.mkdir(exist_ok=True)
         (results / "control.json").unlink(missing_ok=True)  # a request left by a run elsewhere is not for this one
@@ -108,16 +99,12 @@ class LocalBackend(Backend):
         # -I: neither the project folder (the working directory) nor PYTHONPATH is on the worker's path; the
         # project's modules/ folder is, explicitly (see torchforce/client/modules.py)
         command = [sys.executable, "-I", "-m", WORKER_MODULE, str(folder.resolve()), "--project", str(project_root),
-                   "--modules", str(modules_folder(project_root))]  # fmt: skip
-        if resume:
-            command.append("--resume")
-        if max_restarts:
-            command += ["--max-restarts", str(max_restarts)]
-        if trust_pickle:
-            command.append("--trust-pickle")
+                   "--modules", str(modules_folder(project_root)), *launch.worker_flags()]  # fmt: skip
         environment = {**os.environ, "PYTHONUNBUFFERED": "1", "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")}
         with open(results / "worker.log", "ab") as log:
-            log.write(f"\n=== {time.strftime('%Y-%m-%d %H:%M:%S')} {'resume' if resume else 'start'} ===\n".encode())
+            log.write(
+                f"\n=== {time.strftime('%Y-%m-%d %H:%M:%S')} {'resume' if launch.resume else 'start'} ===\n".encode()
+            )
             log.flush()
             with worker_signals_blocked():
                 process = subprocess.Popen(  # noqa: S603 - our own interpreter and module

@@ -21,7 +21,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from torchforce.client.backends.base import Backend, Handle
+from torchforce.client.backends.base import Backend, Handle, Launch
 from torchforce.client.errors import ClientError
 from torchforce.client.modules import modules_folder
 from torchforce.client.storage import Storage
@@ -108,23 +108,16 @@ class RayBackend(Backend):
 
     # ------------------------------------------------------------------ a run
 
-    def start(
-        self,
-        folder: Path,
-        project_root: Path,
-        *,
-        resume: bool,
-        max_restarts: int = 0,
-        carry: bool = False,
-        trust_pickle: bool = False,
-    ) -> str:
+    def start(self, folder: Path, project_root: Path, launch: Launch) -> str:
         run = self._run_folder(folder)
         results = self.storage(folder)
-        if not resume or carry:  # a new run, or one resuming what ran elsewhere: nothing of an older run stays
+        if (
+            not launch.resume or launch.carry
+        ):  # a new run, or one resuming what ran elsewhere: nothing of an older run stays
             results.remove("")
         run.upload(folder / "experiment.json", "experiment.json")
         results.remove(CONTROL)  # an old pause request must not end the new run at once
-        if carry:
+        if launch.carry:
             self._upload_results(folder / "results", results)  # the checkpoint it resumes from
         python = self.spec.python or (sys.executable if self.spec.local else "python")
         location = run.local if run.local is not None else run.location
@@ -137,12 +130,7 @@ class RayBackend(Backend):
             else:
                 runtime_env["working_dir"] = str(modules)
                 command += ["--modules", "."]
-        if resume:
-            command.append("--resume")
-        if max_restarts:
-            command += ["--max-restarts", str(max_restarts)]
-        if trust_pickle:
-            command.append("--trust-pickle")
+        command += launch.worker_flags()
         submission = f"tfcli-{folder.name}-{uuid.uuid4().hex[:8]}"
         spec = json.loads((folder / "experiment.json").read_text())
         try:
