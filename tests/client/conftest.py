@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -78,3 +79,24 @@ def fake_worker(folder: Path, script: str = "import time; time.sleep(60)") -> It
     finally:
         process.kill()
         process.wait()
+
+
+def template_project(tmp_path_factory: pytest.TempPathFactory, name: str, total_timesteps: int) -> Path:
+    """A project with one experiment ``name`` (its agent built once), for module fixtures to copy per test."""
+    root = tmp_path_factory.mktemp("template") / "project"
+    root.mkdir()
+    with pytest.MonkeyPatch.context() as patch:
+        patch.chdir(root)
+        project, _ = Project.init(root)
+        Experiment(
+            project, name=name, agent="ppo_cartpole", environment="cartpole", total_timesteps=total_timesteps
+        ).generate_locally()
+    return root
+
+
+def copied_project(template: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A fresh copy of a template project (without SQLite's side files), made the current folder."""
+    copy = tmp_path / "project"
+    shutil.copytree(template, copy, ignore=shutil.ignore_patterns("*-wal", "*-shm"))
+    monkeypatch.chdir(copy)
+    return copy

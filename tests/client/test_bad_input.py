@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.client.conftest import fake_worker, tfcli
+from tests.client.conftest import copied_project, fake_worker, template_project, tfcli
 from torchforce.client import ClientError, Experiment, Project
 from torchforce.client.cli import main
 from torchforce.client.experiment import STARTING_SECONDS
@@ -94,23 +94,12 @@ def set_status(root: Path, name: str, **values) -> None:
 @pytest.fixture(scope="module")
 def template(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A project with one experiment (built once), copied afresh for every test."""
-    root = tmp_path_factory.mktemp("template") / "project"
-    root.mkdir()
-    with pytest.MonkeyPatch.context() as patch:
-        patch.chdir(root)
-        project, _ = Project.init(root)
-        Experiment(
-            project, name=EXISTING, agent="ppo_cartpole", environment="cartpole", total_timesteps=1000
-        ).generate_locally()
-    return root
+    return template_project(tmp_path_factory, EXISTING, 1000)
 
 
 @pytest.fixture
 def root(template: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    copy = tmp_path / "project"
-    shutil.copytree(template, copy, ignore=shutil.ignore_patterns("*-wal", "*-shm"))
-    monkeypatch.chdir(copy)
-    return copy
+    return copied_project(template, tmp_path, monkeypatch)
 
 
 @pytest.fixture(scope="module")

@@ -21,8 +21,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.client.conftest import fake_worker
-from torchforce.client import ClientError, Experiment, Project
+from tests.client.conftest import copied_project, fake_worker, template_project
+from torchforce.client import ClientError, Project
 from torchforce.client import store as store_module
 from torchforce.client.cli import main
 from torchforce.client.store import Store
@@ -37,27 +37,17 @@ EPISODE = {"episode": 1, "timesteps": 20, "worker": 0, "return": 20.0, "length":
 @pytest.fixture(scope="module")
 def template(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A project with two experiments (the agent built once), copied afresh for every test."""
-    root = tmp_path_factory.mktemp("template") / "project"
-    root.mkdir()
-    with pytest.MonkeyPatch.context() as patch:
-        patch.chdir(root)
-        project, _ = Project.init(root)
-        Experiment(
-            project, name=FIRST, agent="ppo_cartpole", environment="cartpole", total_timesteps=2000
-        ).generate_locally()
-        spec = json.loads((root / "experiments" / FIRST / "experiment.json").read_text())
-        (root / "experiments" / SECOND).mkdir()
-        (root / "experiments" / SECOND / "experiment.json").write_text(json.dumps({**spec, "name": SECOND}))
-        project.store.add_experiment(SECOND)
+    root = template_project(tmp_path_factory, FIRST, 2000)
+    spec = json.loads((root / "experiments" / FIRST / "experiment.json").read_text())
+    (root / "experiments" / SECOND).mkdir()
+    (root / "experiments" / SECOND / "experiment.json").write_text(json.dumps({**spec, "name": SECOND}))
+    Project(root).store.add_experiment(SECOND)
     return root
 
 
 @pytest.fixture
 def root(template: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    copy = tmp_path / "project"
-    shutil.copytree(template, copy, ignore=shutil.ignore_patterns("*-wal", "*-shm"))
-    monkeypatch.chdir(copy)
-    return copy
+    return copied_project(template, tmp_path, monkeypatch)
 
 
 def rows(root: Path) -> list[tuple] | None:

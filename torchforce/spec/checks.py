@@ -31,14 +31,19 @@ MAX_SPAN = 1e38
 FLOAT32_MAX = 3.4028234663852886e38  # numpy.finfo(numpy.float32).max, without importing numpy here
 
 
-def _int_range(minimum: int | None, maximum: int | None) -> str:
+def _range(kind: str, minimum: float | None, maximum: float | None) -> str:
+    """What is expected, in words: ``kind`` ("an integer", "a finite number") within the bounds given."""
     if minimum is not None and maximum is not None:
-        return f"an integer in [{minimum}, {maximum}]"
+        return f"{kind} in [{minimum}, {maximum}]"
     if minimum is not None:
-        return f"an integer >= {minimum}"
+        return f"{kind} >= {minimum}"
     if maximum is not None:
-        return f"an integer <= {maximum}"
-    return "an integer"
+        return f"{kind} <= {maximum}"
+    return kind
+
+
+def _int_range(minimum: int | None, maximum: int | None) -> str:
+    return _range("an integer", minimum, maximum)
 
 
 def expect_int(
@@ -64,13 +69,7 @@ def expect_int(
 
 
 def _float_range(minimum: float | None, maximum: float | None) -> str:
-    if minimum is not None and maximum is not None:
-        return f"a finite number in [{minimum}, {maximum}]"
-    if minimum is not None:
-        return f"a finite number >= {minimum}"
-    if maximum is not None:
-        return f"a finite number <= {maximum}"
-    return "a finite number"
+    return _range("a finite number", minimum, maximum)
 
 
 def expect_float(
