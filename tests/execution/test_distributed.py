@@ -161,7 +161,7 @@ def test_worker_agents_come_back_from_their_states():
 
 
 def test_an_agent_spec_asking_for_distributed_execution_is_refused_with_where_to_go():
-    from torchforce.execution import DistributedTFRunner
+    from torchforce.execution import Runner
     from torchforce.spec import SpecError
 
     environment = make(MINIMAL)
@@ -175,4 +175,6 @@ def test_an_agent_spec_asking_for_distributed_execution_is_refused_with_where_to
         assert agent.execution["type"] == kind
     with pytest.raises(SpecError, match="execution.type"):
         create_agent({**PPO, "execution": {"type": "mpi"}}, states=environment.states, actions=environment.actions)
-    assert DistributedTFRunner is DistributedRunner  # the 2018 name
+    with pytest.warns(DeprecationWarning, match="use DistributedRunner"):
+        from torchforce.execution import DistributedTFRunner
+    assert DistributedTFRunner is Runner  # 0.4's alias: TensorFlow distributed the agent, the runner ran one

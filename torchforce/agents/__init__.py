@@ -1,12 +1,49 @@
-"""Agents: the registry of agent types and ``create_agent`` (what ``Agent.from_spec`` calls)."""
+"""Agents: the ten agent classes under their 2018 names, the registry of agent types, and ``create_agent`` (what
+``Agent.from_spec`` calls).
+
+A TensorForce 0.4 script's imports work with the package renamed: ``from torchforce.agents import PPOAgent``, and the
+0.4 module paths (``torchforce.agents.ppo_agent``, ``torchforce.agents.learning_agent``...) name the modules that
+hold those classes now (``LEGACY_MODULES``).
+"""
 
 from __future__ import annotations
 
+import importlib
+import sys
 from typing import Any
 
-from torchforce.agents.agent import Agent, NonFiniteActionError, NonFiniteError
+from torchforce.agents.agent import Agent, LearningAgent, NonFiniteActionError, NonFiniteError
+from torchforce.agents.constant import ConstantAgent
+from torchforce.agents.ddpg import DDPGAgent
+from torchforce.agents.dqfd import DQFDAgent
+from torchforce.agents.dqn import DQNAgent
+from torchforce.agents.dqn_nstep import DQNNstepAgent
+from torchforce.agents.naf import NAFAgent
+from torchforce.agents.ppo import PPOAgent
+from torchforce.agents.random import RandomAgent
 from torchforce.agents.transitions import Transitions
+from torchforce.agents.trpo import TRPOAgent
+from torchforce.agents.vpg import VPGAgent
 from torchforce.spec import Registry, SpecError, load_spec
+
+# TensorForce 0.4's module names under tensorforce.agents, and the module of ours that holds what each defined.
+LEGACY_MODULES = {
+    "agent": "agent",
+    "learning_agent": "agent",
+    "constant_agent": "constant",
+    "random_agent": "random",
+    "ddpg_agent": "ddpg",
+    "dqn_agent": "dqn",
+    "dqn_nstep_agent": "dqn_nstep",
+    "dqfd_agent": "dqfd",
+    "naf_agent": "naf",
+    "ppo_agent": "ppo",
+    "vpg_agent": "vpg",
+    "trpo_agent": "trpo",
+}
+for _legacy, _module in LEGACY_MODULES.items():
+    if _legacy != _module:
+        sys.modules[f"{__name__}.{_legacy}"] = importlib.import_module(f"{__name__}.{_module}")
 
 AGENTS = Registry(
     "agent",
@@ -91,4 +128,22 @@ def create_agent(spec: Any, **kwargs: Any) -> Agent:
         raise (error.with_file(file) if file else error) from None
 
 
-__all__ = ["AGENTS", "Agent", "NonFiniteActionError", "NonFiniteError", "Transitions", "create_agent"]
+__all__ = [
+    "AGENTS",
+    "Agent",
+    "ConstantAgent",
+    "DDPGAgent",
+    "DQFDAgent",
+    "DQNAgent",
+    "DQNNstepAgent",
+    "LearningAgent",
+    "NAFAgent",
+    "NonFiniteActionError",
+    "NonFiniteError",
+    "PPOAgent",
+    "RandomAgent",
+    "TRPOAgent",
+    "Transitions",
+    "VPGAgent",
+    "create_agent",
+]

@@ -20,6 +20,7 @@ import torch
 from torch import nn
 
 from torchforce.agents.checkpoint import find_checkpoint, load_checkpoint, save_checkpoint
+from torchforce.agents.fetch import check_fetch, fetch, fetchable
 from torchforce.agents.rows import STATE_DTYPES, Batch, Rows, Segments, as_batch, as_output, experience_batch, per_row
 from torchforce.agents.state import agent_state, jsonable, load_agent_state, saver_spec
 from torchforce.agents.transitions import Transitions
@@ -141,6 +142,7 @@ class Agent:
         self._training = True  # modules start in training mode; acting switches them to eval mode
         self._follows_mode: bool | None = None  # whether any module computes differently in the two modes
         self._warned_truncation = False
+        self._last_observation: dict[str, Any] = {}
         self._update_lock: threading.Lock | None = None  # set when worker agents share this agent's model
         self.processed_states = dict(self.states_spec)
         self.saver = saver_spec(saver)
@@ -256,16 +258,30 @@ class Agent:
                 if self._segments is not None:
                     self._flush_segments()
 
-    def act(self, states: Any, deterministic: bool = False, independent: bool = False) -> Any:
+    def act(
+        self,
+        states: Any,
+        deterministic: bool = False,
+        independent: bool = False,
+        fetch_tensors: list[str] | None = None,
+        buffered: bool = True,
+    ) -> Any:
         """Actions for one state, or for a batch of states (one row per parallel environment).
 
         ``deterministic`` turns exploration and sampling off; ``independent`` acts without recording the step
-        (no observe expected, counters unchanged), e.g. for evaluation.
+        (no observe expected, counters unchanged), e.g. for evaluation. ``fetch_tensors`` (names from
+        ``fetchable_tensors()``: distribution parameters, Q-values, the state value, internals, the network's named
+        outputs) makes it return ``(actions, {name: array})``, computed on the states the actions came from.
+        ``buffered`` is 2018's and changes nothing: observe is always cheap.
         """
         batch, batched = self._as_batch(states)
         rows = next(iter(batch.values())).shape[0]
+        wanted = None if fetch_tensors is None else check_fetch(self, fetch_tensors)
         if independent:
-            return self._as_output(self._act_independent(batch, rows, deterministic), batched)
+            actions, processed, internals = self._act_independent(batch, rows, deterministic)
+            if wanted is None:
+                return self._as_output(actions, batched)
+            return self._as_output(actions, batched), fetch(self, processed, internals, wanted, batched)
         if rows != self._num_rows:
             self._resize(rows)
         if self._acted:
@@ -287,7 +303,12 @@ class Agent:
             self._record(batch, before, actions)
         self._acted = True
         self.timestep += rows
-        return self._as_output(actions, batched)
+        output = self._as_output(actions, batched)
+        self._last_observation = {"states": states, "internals": before, "actions": output,
+                                  "terminal": None, "reward": None}  # fmt: skip
+        if wanted is not None:
+            return output, fetch(self, batch, before, wanted, batched)
+        return output
 
     def observe(self, terminal: Any, reward: Any, next_states: Any = None) -> None:
         """What followed the last ``act``: ``terminal`` (0/False, 1/True, or 2 for a time-limit truncation) and
@@ -295,10 +316,12 @@ class Agent:
         learning targets bootstrap through the truncation."""
         if not self._acted:
             raise RuntimeError("observe() was called without a preceding act().")
+        given = {"terminal": terminal, "reward": reward}
         terminal = self._per_row(terminal, np.int8, "terminal")
         reward = self._per_row(reward, np.float32, "reward")
         if np.any((terminal < 0) | (terminal > 2)):
             raise ValueError(f"terminal must be 0/False, 1/True or 2 (truncated), got {terminal.tolist()}")
+        self._last_observation.update(given)
         self._acted = False
         ended = terminal != 0
         self._returns += reward
@@ -318,6 +341,42 @@ class Agent:
         if self.learning:
             self._maybe_update()
         self._maybe_save()
+
+    def last_observation(self) -> dict[str, Any]:
+        """The last step as 0.4 kept it: ``states`` (as given to ``act``), ``internals`` (the recurrent state the
+        action came from, per row), ``actions`` (as ``act`` returned them), and ``terminal`` and ``reward`` (as given
+        to ``observe``; None until it follows the ``act``). Empty before the first ``act``."""
+        return dict(self._last_observation)
+
+    def fetchable_tensors(self) -> list[str]:
+        """The names ``act(..., fetch_tensors=[...])`` accepts for this agent (see ``torchforce.agents.fetch``)."""
+        return fetchable(self)
+
+    def initialize_model(self) -> dict[str, nn.Module]:
+        """The model: in 0.4, a separate step after the agent's checks that built the TensorFlow graph. Here the
+        constructor has built it already (networks, optimizers, memory), so this returns its modules by name, the
+        same objects ``trainable_modules()`` returns; it builds nothing again and changes nothing."""
+        return self.trainable_modules()
+
+    def set_normalized_states(self, states: Any) -> None:
+        """Set the states spec from any 2018 form (one state, or a dict of named states), normalized as the
+        constructor does. The model was built for the agent's states: a spec that normalizes to a different one is
+        a ValueError (build a new agent for other states)."""
+        self.states_spec, self.single_state = self._same_spec(normalize_states(states), "states", self.states_spec)
+
+    def set_normalized_actions(self, actions: Any) -> None:
+        """Set the actions spec from any 2018 form, as ``set_normalized_states`` does for states."""
+        self.actions_spec, self.single_action = self._same_spec(normalize_actions(actions), "actions",
+                                                                self.actions_spec)  # fmt: skip
+
+    @staticmethod
+    def _same_spec(normalized: tuple[dict, bool], what: str, current: dict) -> tuple[dict, bool]:
+        if normalized[0] != current:
+            raise ValueError(
+                f"the model was built for {what} {jsonable(current)}, not {jsonable(normalized[0])}: build a new "
+                f"agent for other {what}"
+            )
+        return normalized
 
     def should_stop(self) -> bool:
         """Whether ``stop()`` was asked for: runners end their run after the current step."""
@@ -445,19 +504,29 @@ class Agent:
             return {name: torch.from_numpy(values) for name, values in batch.items()}
         return {name: torch.from_numpy(values).to(self.device) for name, values in batch.items()}
 
-    def _act_independent(self, batch: Batch, rows: int, deterministic: bool) -> dict[str, np.ndarray]:
+    def _act_independent(
+        self, batch: Batch, rows: int, deterministic: bool
+    ) -> tuple[dict[str, np.ndarray], Batch, dict[str, torch.Tensor]]:
         """Acting that leaves the training rows alone: their recurrent state is read, never advanced, and a batch
-        of another size starts from zero recurrent state. (Stateful preprocessors such as ``sequence`` do advance.)"""
+        of another size starts from zero recurrent state. (Stateful preprocessors such as ``sequence`` do advance.)
+        Returns the actions, the preprocessed states and the recurrent state they were computed from."""
         if not self.learning:
-            return self._act_rows(batch, {}, deterministic=deterministic)[0]
+            return self._act_rows(batch, {}, deterministic=deterministic)[0], batch, {}
         batch = self._preprocess(batch)
+        before = self._independent_internals(rows)
+        actions, internals = self._act_rows(batch, before, deterministic=deterministic)
         if self._independent is not None and self._independent[0] == rows:
-            actions, internals = self._act_rows(batch, self._independent[1], deterministic=deterministic)
             self._independent = (rows, internals)
-            return actions
+        return actions, batch, before
+
+    def _independent_internals(self, rows: int) -> dict[str, torch.Tensor]:
+        """The recurrent state ``_act_independent`` acts from for ``rows`` rows."""
+        if not self.learning:
+            return {}
+        if self._independent is not None and self._independent[0] == rows:
+            return self._independent[1]
         internals = self._internals if rows == self._num_rows else self.policy.network.initial_internals(rows)
-        internals = {k: v.to(self.device) for k, v in internals.items()}
-        return self._act_rows(batch, internals, deterministic=deterministic)[0]
+        return {k: v.to(self.device) for k, v in internals.items()}
 
     def start_independent_episode(self, rows: int = 1, *, restart: Any = None) -> None:
         """Give independent acting (evaluation) its own recurrent state, starting from zero: from now on
@@ -732,3 +801,10 @@ class Agent:
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(timestep={self.timestep}, episode={self.episode}, updates={self.updates})"
+
+
+class LearningAgent(Agent):
+    """Base of the agents that learn (every agent but constant and random): they store experience in a memory and
+    update a policy on the schedule of their ``update_mode``. TensorForce 0.4's ``LearningAgent`` under its name."""
+
+    learning: ClassVar[bool] = True

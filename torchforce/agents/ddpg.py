@@ -17,7 +17,7 @@ from typing import Any
 
 import torch
 
-from torchforce.agents.agent import Agent
+from torchforce.agents.agent import Agent, LearningAgent
 from torchforce.agents.q_learning import target_synchronization
 from torchforce.agents.transitions import Transitions, group
 from torchforce.core.critics import Critic
@@ -25,9 +25,8 @@ from torchforce.core.optimizers import build_optimizer
 from torchforce.spec import SpecError, expect_dict, expect_float
 
 
-class DDPGAgent(Agent):
+class DDPGAgent(LearningAgent):
     name = "ddpg"
-    learning = True
 
     def __init__(
         self,

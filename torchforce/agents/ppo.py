@@ -17,7 +17,7 @@ from typing import Any
 import torch
 
 from torchforce.agents import policy_gradient
-from torchforce.agents.agent import Agent
+from torchforce.agents.agent import LearningAgent
 from torchforce.agents.policy_gradient import (
     baseline_loss,
     statistics,
@@ -31,9 +31,8 @@ from torchforce.spec import SpecError, expect_float, expect_int
 from torchforce.spec.checks import MAX_STEPS, expect_steps
 
 
-class PPOAgent(Agent):
+class PPOAgent(LearningAgent):
     name = "ppo"
-    learning = True
 
     def __init__(
         self,

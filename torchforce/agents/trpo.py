@@ -18,7 +18,7 @@ from typing import Any
 import torch
 
 from torchforce.agents import policy_gradient
-from torchforce.agents.agent import Agent
+from torchforce.agents.agent import LearningAgent
 from torchforce.agents.policy_gradient import (
     baseline_loss,
     split,
@@ -32,9 +32,8 @@ from torchforce.spec import expect_bool, expect_float
 from torchforce.spec.checks import expect_steps
 
 
-class TRPOAgent(Agent):
+class TRPOAgent(LearningAgent):
     name = "trpo"
-    learning = True
 
     def __init__(
         self,

@@ -15,7 +15,7 @@ from typing import Any
 import torch
 
 from torchforce.agents import policy_gradient
-from torchforce.agents.agent import Agent
+from torchforce.agents.agent import LearningAgent
 from torchforce.agents.policy_gradient import (
     baseline_loss,
     regularized,
@@ -27,9 +27,8 @@ from torchforce.agents.transitions import Transitions
 from torchforce.core.optimizers import build_optimizer
 
 
-class VPGAgent(Agent):
+class VPGAgent(LearningAgent):
     name = "vpg"
-    learning = True
 
     def __init__(
         self,

@@ -33,6 +33,7 @@ from typing import Any
 import numpy as np
 
 from torchforce.agents import Agent, create_agent
+from torchforce.execution.base import BaseRunner
 from torchforce.execution.runner import episode_callback
 
 CHUNK = 1_000  # steps a worker runs between two reports to the driver
@@ -186,7 +187,7 @@ class Worker:
         self.environments.close()
 
 
-class DistributedRunner:
+class DistributedRunner(BaseRunner):
     """Trains ``agent`` (a local agent: its spec and initial parameters start the servers and workers, and it
     receives the servers' parameters for ``save_model`` and after each run) with ``num_workers`` Ray workers, each
     stepping ``num_environments`` copies of ``environment`` (an environment spec), and ``num_parameter_servers``

@@ -18,9 +18,10 @@ import numpy as np
 
 from torchforce.agents import Agent
 from torchforce.environments import Environment, VectorEnvironment
+from torchforce.execution.base import BaseRunner
 
 
-class Runner:
+class Runner(BaseRunner):
     """Runs ``agent`` in ``environment`` (an Environment, a VectorEnvironment, or a list of Environments).
 
     One environment: one ``act`` per step; with ``repeat_actions`` > 1 the action is executed that many times (fewer

@@ -21,12 +21,13 @@ from typing import Any
 
 from torchforce.agents import Agent, create_agent
 from torchforce.environments import Environment
+from torchforce.execution.base import BaseRunner
 from torchforce.execution.runner import Runner, episode_callback
 
 SAVE_UNITS = {"s": "seconds", "t": "timesteps", "e": "episodes"}
 
 
-class ThreadedRunner:
+class ThreadedRunner(BaseRunner):
     """Runs ``agent[i]`` in ``environment[i]`` in thread ``i`` (lists of equal length; ``agents``/``environments``
     are the deprecated names). ``save_path`` with ``save_frequency`` and ``save_frequency_unit`` ("s", "t" or "e")
     saves the first agent (the shared model) that often; ``save_episodes`` is the deprecated episode form."""

@@ -133,6 +133,7 @@ class LayeredNetwork(Network):
                 path, "not a layer list", got=layers, expected='a list like [{"type": "dense", "size": 32}]'
             )
         self.layer_names: list[str] = []
+        self._output_names: list[str] = []  # what output layers register, in order
         self._regularized: list[Layer] = []
         self._steps: list[tuple[int, Callable[..., Any], str | None]] = []
         self._states = {name: Value(spec.shape, spec.type, spec) for name, spec in states.items()}
@@ -195,6 +196,7 @@ class LayeredNetwork(Network):
                 owner = "a state" if output_name in self._states else "an earlier output"
                 raise SpecError(path, f"the name '{output_name}' is already taken by {owner}")
             named[output_name] = value
+            self._output_names.append(output_name)
         kind = STEP_KINDS[layer.kind]
         key = None
         if kind == RECURRENT:
@@ -217,9 +219,22 @@ class LayeredNetwork(Network):
             return x, {}
         return self._run(states, {} if internals is None else internals)
 
-    def _run(self, states: dict[str, Tensor], internals: dict[str, Tensor]) -> tuple[Tensor, dict[str, Tensor]]:
+    def output_names(self) -> list[str]:
+        """The names that the network's ``output`` layers (and layers such as ``dueling``) register."""
+        return list(self._output_names)
+
+    def named_outputs(self, states: dict[str, Tensor], internals: dict[str, Tensor] | None = None) -> dict[str, Tensor]:
+        """The tensors registered under ``output_names()`` for these states (for ``act(..., fetch_tensors=...)``)."""
+        named = dict(states)
+        self._run(states, {} if internals is None else internals, named)
+        return {name: named[name] for name in self._output_names}
+
+    def _run(
+        self, states: dict[str, Tensor], internals: dict[str, Tensor], named: dict[str, Tensor] | None = None
+    ) -> tuple[Tensor, dict[str, Tensor]]:
         x = None if self._state is None else states[self._state]
-        named = dict(states) if self._copy_named else states
+        if named is None:
+            named = dict(states) if self._copy_named else states
         next_internals = {}
         for kind, step, key in self._steps:
             if kind == LAYER:
