@@ -641,3 +641,30 @@ def test_specs_of_2018_configs_build():
     wrapped = build_optimizer({"type": "global_optimizer", "optimizer": {"type": "adam"}}, parameters)
     assert isinstance(wrapped, GlobalOptimizer)
     assert wrapped.step(regression_loss(parameters), batch)["loss"] > 0
+
+
+@pytest.mark.parametrize("kernel", ["unverified", "refusing"])
+def test_adam_takes_the_public_step_without_a_verified_fused_kernel(monkeypatch, kernel):
+    """On a torch version the fast path was not verified on, or when the private kernel refuses its arguments, Adam
+    steps through torch.optim.Adam's public step, with the same results and state as the fast path."""
+    from torchforce.core.optimizers import torch_optimizers
+
+    def refuse(*args, **kwargs):
+        raise TypeError("_fused_adam_() got an unexpected keyword argument")
+
+    parameters, batch = make_problem()
+    expected = clone_parameters(parameters)
+    fast = build_optimizer({"type": "adam", "learning_rate": 0.01}, expected)
+    if kernel == "unverified":
+        monkeypatch.setattr(torch_optimizers, "FUSED_ADAM_VERIFIED", ("0.1",))
+    optimizer = build_optimizer({"type": "adam", "learning_rate": 0.01}, parameters)
+    if kernel == "refusing":
+        optimizer._kernel = refuse
+    else:
+        assert optimizer._kernel is None
+    for _ in range(3):
+        optimizer.step(regression_loss(parameters), batch)
+        fast.step(regression_loss(expected), batch)
+    assert optimizer._kernel is None and fast._kernel is not None
+    assert_same(parameters, expected)
+    assert_state_equal(optimizer.state_dict()["torch"], fast.state_dict()["torch"])

@@ -69,9 +69,11 @@ class TorchOptimizer(Optimizer):
         loss = objective.loss(batch, reference)
         grads = gradients(loss, self.parameters, fill_zeros=False)
         present = [grad for grad in grads if grad is not None]
-        grad_norm = torch.linalg.vector_norm(torch.stack(torch._foreach_norm(present))) if present else None
+        grad_norm = torch.nn.utils.get_total_norm(present) if present else None
         if self.clip_grad_norm is not None and grad_norm is not None:
-            torch._foreach_mul_(present, torch.clamp(self.clip_grad_norm / (grad_norm + 1e-6), max=1.0))
+            scale = torch.clamp(self.clip_grad_norm / (grad_norm + 1e-6), max=1.0)
+            for grad in present:
+                grad.mul_(scale)
         self._apply_gradients(grads)
         return {"loss": float(loss.detach()), "grad_norm": 0.0 if grad_norm is None else float(grad_norm)}
 
@@ -91,6 +93,18 @@ class TorchOptimizer(Optimizer):
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.torch_optimizer.load_state_dict(state["torch"])
+
+
+# Adam's fast path calls the kernel behind torch.optim.Adam(fused=True) itself. It is torch's private op, verified on
+# the torch versions below; on another version, or if the op is missing or refuses its arguments, Adam takes the
+# public path (torch.optim.Adam.step()) instead, which computes the same step a little slower.
+FUSED_ADAM_VERIFIED = ("2.13",)
+
+
+def _fused_adam_kernel() -> Any:
+    if not torch.__version__.startswith(FUSED_ADAM_VERIFIED):
+        return None
+    return getattr(torch, "_fused_adam_", None)
 
 
 def _fusable(parameter: torch.Tensor) -> bool:
@@ -128,13 +142,14 @@ class Adam(TorchOptimizer):
             eps=_nonnegative(epsilon, "epsilon"),
         )
         group = self.torch_optimizer.param_groups[0]
-        self._direct = bool(group["fused"]) and len({(p.device, p.dtype) for p in self.parameters}) == 1
+        same_kind = len({(p.device, p.dtype) for p in self.parameters}) == 1
+        self._kernel = _fused_adam_kernel() if group["fused"] and same_kind else None
 
     def _apply_gradients(self, grads: list[torch.Tensor | None]) -> None:
         """The fused kernel called directly, as ``torch.optim.Adam(fused=True).step()`` calls it (same state
         tensors, so results and ``state_dict`` are identical): skips the ~0.1 ms of Python around it per step,
-        which on small networks is as much as the backward pass."""
-        if not self._direct:
+        which on small networks is as much as the backward pass. Without a verified kernel: the public step."""
+        if self._kernel is None:
             return super()._apply_gradients(grads)
         group, state = self.torch_optimizer.param_groups[0], self.torch_optimizer.state
         parameters, present, exp_avgs, exp_avg_sqs, steps = [], [], [], [], []
@@ -155,10 +170,17 @@ class Adam(TorchOptimizer):
             return
         beta1, beta2 = group["betas"]
         with torch.no_grad():
-            torch._foreach_add_(steps, 1)
-            torch._fused_adam_(parameters, present, exp_avgs, exp_avg_sqs, [], steps, amsgrad=False, lr=group["lr"],
-                               beta1=beta1, beta2=beta2, weight_decay=group["weight_decay"], eps=group["eps"],
-                               maximize=False, grad_scale=None, found_inf=None)  # fmt: skip
+            for step in steps:  # counted before the step, as torch's fused Adam does
+                step.add_(1)
+            try:
+                self._kernel(parameters, present, exp_avgs, exp_avg_sqs, [], steps, amsgrad=False, lr=group["lr"],
+                             beta1=beta1, beta2=beta2, weight_decay=group["weight_decay"], eps=group["eps"],
+                             maximize=False, grad_scale=None, found_inf=None)  # fmt: skip
+            except (TypeError, RuntimeError):  # the op refused its arguments: the public path from now on
+                for step in steps:
+                    step.sub_(1)
+                self._kernel = None
+                super()._apply_gradients(grads)
 
 
 class Nadam(TorchOptimizer):
