@@ -1,4 +1,5 @@
-"""Preprocessors: outputs and shapes, per-row sequence buffers, running statistics, specs and their errors."""
+"""Preprocessors: outputs and shapes against hand-computed arrays (TensorForce 0.4's semantics), per-row sequence
+buffers and running statistics, specs and their errors."""
 
 import copy
 
@@ -43,14 +44,24 @@ def test_registry_names():
     ]
 
 
-def test_only_sequence_keeps_per_episode_state():
+def test_sequence_and_per_episode_running_standardize_keep_episode_state():
     """What import_experience asks to decide whether steps can be preprocessed as one batch."""
     stacks = build_preprocessing(
-        {"position": [{"type": "running_standardize"}, {"type": "sequence", "length": 2}], "count": ["flatten"]},
+        {
+            "position": [{"type": "running_standardize"}],
+            "count": ["flatten", {"type": "running_standardize", "reset_after_batch": False}],
+            "screen": {"type": "sequence"},
+        },
         STATES,
     )
-    assert stacks["position"].keeps_episode_state and not stacks["count"].keeps_episode_state
-    assert [name for name in PREPROCESSORS.names() if PREPROCESSORS.get(name).keeps_episode_state] == ["sequence"]
+    assert stacks["position"].keeps_episode_state and stacks["screen"].keeps_episode_state
+    assert not stacks["count"].keeps_episode_state
+    assert Sequence().keeps_episode_state and RunningStandardize().keeps_episode_state
+    assert not RunningStandardize(reset_after_batch=False).keeps_episode_state
+    others = [
+        PREPROCESSORS.get(name) for name in PREPROCESSORS.names() if name not in ("running_standardize", "sequence")
+    ]
+    assert not any(kind.keeps_episode_state for kind in others)
 
 
 def test_sequence_repeats_the_first_frame_then_shifts():
@@ -116,44 +127,101 @@ def test_sequence_state_dict_round_trip():
 
 def test_standardize_per_instance_and_across_batch():
     batch = np.array([[1.0, 2.0, 3.0], [2.0, 4.0, 6.0]])
-    std_row0, std_row1 = np.sqrt(2 / 3), 2 * np.sqrt(2 / 3)
-    expected = [[-1 / (std_row0 + 1e-6), 0, 1 / (std_row0 + 1e-6)], [-2 / (std_row1 + 1e-6), 0, 2 / (std_row1 + 1e-6)]]
+    std_row0, std_row1 = np.sqrt(2 / 3), 2 * np.sqrt(2 / 3)  # population standard deviations
+    expected = [[-1 / std_row0, 0, 1 / std_row0], [-2 / std_row1, 0, 2 / std_row1]]
     out = Standardize().process(batch)
     assert out.dtype == np.float32
     np.testing.assert_allclose(out, expected, rtol=1e-6)
     std = np.sqrt(((batch - 3.0) ** 2).mean())  # mean of all six values is 3
-    np.testing.assert_allclose(Standardize(across_batch=True).process(batch), (batch - 3.0) / (std + 1e-6), rtol=1e-6)
+    np.testing.assert_allclose(Standardize(across_batch=True).process(batch), (batch - 3.0) / std, rtol=1e-6)
 
 
-def test_running_standardize_uses_all_rows_seen():
+def test_standardize_floors_the_deviation_at_epsilon():
+    """2018: (x - mean) / max(std, 1e-6), not / (std + 1e-6)."""
+    np.testing.assert_allclose(Standardize().process(np.array([[0.0, 4e-6]])), [[-1.0, 1.0]], rtol=1e-4)  # std 2e-6
+    np.testing.assert_allclose(Standardize().process(np.array([[0.0, 1e-6]])), [[-0.5, 0.5]], rtol=1e-4)  # std 5e-7
+    np.testing.assert_array_equal(Standardize().process(np.array([[3.0, 3.0]])), [[0.0, 0.0]])
+    batch = np.array([[0.0], [4e-6]])
+    np.testing.assert_allclose(Standardize(across_batch=True).process(batch), [[-1.0], [1.0]], rtol=1e-4)
+
+
+def test_running_standardize_over_episodes_with_a_reset_between():
+    """2018 (one environment): the statistics restart with every episode; a first state passes through raw, then
+    (x - mean) / max(sample std, 1e-6) with the current state counted in. Column 1 is constant: std 0, output 0."""
     running = RunningStandardize()
-    seen = []
-    for batch in (np.array([[1.0, 0.0]]), np.array([[3.0, 1.0], [5.0, 1.0]]), np.array([[11.0, 6.0]])):
-        seen.extend(batch)
-        out = running.process(batch)
-    everything = np.array(seen)
-    np.testing.assert_allclose(running.mean, everything.mean(axis=0))
-    np.testing.assert_allclose(running.variance, everything.var(axis=0))
-    expected = (np.array([[11.0, 6.0]]) - everything.mean(axis=0)) / (everything.std(axis=0) + 1e-6)
-    np.testing.assert_allclose(out, expected, rtol=1e-6)
-    assert out.dtype == np.float32
-    np.testing.assert_array_equal(RunningStandardize().process(np.array([[4.0]])), [[0.0]])  # one sample: std 0
+    episode_1 = [[2.0, 1.0], [4.0, 1.0], [9.0, 1.0]]
+    expected_1 = [[2.0, 1.0], [1 / np.sqrt(2), 0.0], [4 / np.sqrt(13), 0.0]]  # means 3, 5; variances 2, 13
+    for state, expected in zip(episode_1, expected_1, strict=True):
+        out = running.process(np.array([state]))
+        assert out.dtype == np.float32
+        np.testing.assert_allclose(out, [expected], rtol=1e-6, atol=1e-7)
+    running.reset([0])  # the agent's episode start for its one row
+    np.testing.assert_array_equal(running.process(np.array([[10.0, 5.0]])), [[10.0, 5.0]])
+    # mean (8, 4); sample variances 8 and 2
+    np.testing.assert_allclose(running.process(np.array([[6.0, 3.0]])), [[-1 / np.sqrt(2), -1 / np.sqrt(2)]], rtol=1e-6)
+    running.reset()  # a full reset clears every row
+    assert running.state_dict() == {"count": None, "mean": None, "m2": None}
+    np.testing.assert_array_equal(running.process(np.array([[7.0, 7.0]])), [[7.0, 7.0]])
 
 
-def test_running_standardize_reset_and_state_dict():
+def test_running_standardize_keeps_statistics_per_row():
     running = RunningStandardize()
-    running.process(np.array([[1.0], [3.0]]))
-    running.reset([0])  # one row's episode start: the shared statistics stay
-    assert running.mean == pytest.approx([2.0])
-    restored = RunningStandardize()
-    restored.load_state_dict(copy.deepcopy(running.state_dict()))
-    np.testing.assert_array_equal(restored.process(np.array([[6.0]])), running.process(np.array([[6.0]])))
-    running.reset()  # a full reset clears them (reset_after_batch=True)
-    assert running.mean is None and running.state_dict()["count"] == 0
-    keeping = RunningStandardize(reset_after_batch=False)
-    keeping.process(np.array([[1.0], [3.0]]))
-    keeping.reset()
-    assert keeping.mean == pytest.approx([2.0])
+    np.testing.assert_array_equal(running.process(np.array([[1.0], [100.0]])), [[1.0], [100.0]])
+    np.testing.assert_allclose(running.process(np.array([[3.0], [100.0]])), [[1 / np.sqrt(2)], [0.0]], rtol=1e-6)
+    running.reset([1])  # row 1 starts an episode; row 0 goes on
+    out = running.process(np.array([[8.0], [50.0]]))
+    np.testing.assert_allclose(out, [[4 / np.sqrt(13)], [50.0]], rtol=1e-6)  # row 0: 1, 3, 8 -> mean 4, var 13
+    # a subset of rows, and a row beyond those seen (it starts fresh)
+    np.testing.assert_allclose(running.process(np.array([[40.0]]), rows=[1]), [[-1 / np.sqrt(2)]], rtol=1e-6)
+    np.testing.assert_array_equal(running.process(np.array([[-3.0]]), rows=[4]), [[-3.0]])
+    # one row twice in a batch: its values in order
+    np.testing.assert_allclose(running.process(np.array([[1.0], [3.0]]), rows=[2, 2]), [[1.0], [1 / np.sqrt(2)]])
+    state = running.state_dict()
+    np.testing.assert_array_equal(state["count"], [3, 2, 2, 0, 1])
+    np.testing.assert_allclose(state["mean"][:, 0], [4.0, 45.0, 2.0, 0.0, -3.0])
+    np.testing.assert_allclose(state["m2"][:, 0], [26.0, 50.0, 2.0, 0.0, 0.0])
+
+
+def test_running_standardize_without_reset_after_batch_is_shared_and_never_cleared():
+    running = RunningStandardize(reset_after_batch=False)
+    np.testing.assert_array_equal(running.process(np.array([[1.0]])), [[1.0]])  # one sample: raw
+    running.reset()  # no effect: 2018 reset only with reset_after_batch
+    running.reset([0])
+    np.testing.assert_allclose(running.process(np.array([[3.0]])), [[1 / np.sqrt(2)]], rtol=1e-6)  # mean 2, var 2
+    # two rows fold in together, then both are standardized: 1, 3, 5, 11 -> mean 5, sample variance 56 / 3
+    out = running.process(np.array([[5.0], [11.0]]))
+    np.testing.assert_allclose(out, [[0.0], [6 / np.sqrt(56 / 3)]], rtol=1e-6)
+    assert running.state_dict()["count"] == 4
+    np.testing.assert_array_equal(RunningStandardize(reset_after_batch=False).process(np.array([[4.0]])), [[4.0]])
+
+
+def test_running_standardize_state_dict_round_trip():
+    for reset_after_batch in (True, False):
+        running = RunningStandardize(reset_after_batch=reset_after_batch)
+        running.process(np.array([[1.0, 2.0], [3.0, 5.0]]))
+        running.process(np.array([[2.0, 2.0], [4.0, 6.0]]))
+        restored = RunningStandardize(reset_after_batch=reset_after_batch)
+        restored.load_state_dict(copy.deepcopy(running.state_dict()))
+        batch = np.array([[6.0, 1.0], [0.0, 9.0]])
+        np.testing.assert_array_equal(restored.process(batch), running.process(batch))
+        empty = RunningStandardize(reset_after_batch=reset_after_batch)
+        empty.load_state_dict(RunningStandardize(reset_after_batch=reset_after_batch).state_dict())
+        np.testing.assert_array_equal(empty.process(batch[:1]), batch[:1])
+
+
+def test_imported_experience_is_standardized_per_episode():
+    """import_experience runs a per-episode running_standardize over each episode from its start, as acting does."""
+    from torchforce.agents.rows import experience_states
+
+    stacks = build_preprocessing({"type": "running_standardize"}, {"position": StateSpec("position", (1,))})
+    states = {"position": np.array([[2.0], [4.0], [9.0], [10.0], [6.0]])}
+    terminal = np.array([0, 0, 1, 0, 1])
+    processed, following = experience_states(
+        states, terminal, stacks, lambda batch: {k: stacks[k].process(v) for k, v in batch.items()}
+    )
+    expected = [[2.0], [1 / np.sqrt(2)], [4 / np.sqrt(13)], [10.0], [-1 / np.sqrt(2)]]
+    np.testing.assert_allclose(processed["position"], expected, rtol=1e-6)
+    assert stacks["position"].state_dict() == {"0": {"count": None, "mean": None, "m2": None}}  # left untouched
 
 
 def test_normalize_grayscale_divide_clip():
@@ -247,6 +315,7 @@ def test_stacks_are_separate_per_state_and_round_trip():
     batch = np.array([[0.0, 1.0], [7.0, 7.0]])
     np.testing.assert_array_equal(stacks["b"].process(batch), stacks["a"].process(batch))
     stacks["a"].reset([0])
+    np.testing.assert_array_equal(stacks["a"].process(np.array([[5.0, 5.0]]), rows=[0]), [[5.0, 5.0, 5.0, 5.0]])
     stacks["a"].reset()
     with pytest.raises(ValueError, match="a state of 1 preprocessors for a stack of 2"):
         stacks["a"].load_state_dict({"0": {}})
@@ -258,9 +327,10 @@ def test_reward_preprocessing():
     assert build_reward_preprocessing(None) is None
     stack = build_reward_preprocessing([{"type": "clip", "min_value": -1, "max_value": 1}])
     np.testing.assert_array_equal(stack.process(np.array([-3.0, 0.5, 2.0], dtype=np.float32)), [-1.0, 0.5, 1.0])
+    # rewards one step at a time; the agent never resets reward preprocessing (nor did 2018's Model.reset)
     running = build_reward_preprocessing({"type": "running_standardize"})
-    out = running.process(np.array([1.0, 3.0], dtype=np.float32))
-    np.testing.assert_allclose(out, [-1.0, 1.0], rtol=1e-5)
+    outs = [running.process(np.array([reward], dtype=np.float32)) for reward in (1.0, 3.0, 8.0)]
+    np.testing.assert_allclose(np.concatenate(outs), [1.0, 1 / np.sqrt(2), 4 / np.sqrt(13)], rtol=1e-6)
     with pytest.warns(UserWarning, match="maps every scalar reward to 0"):
         build_reward_preprocessing({"type": "standardize"})
 
@@ -321,3 +391,17 @@ def test_reward_spec_errors(spec, message):
     with pytest.raises(SpecError) as error:
         build_reward_preprocessing(spec)
     assert message in str(error.value)
+
+
+def test_running_standardize_restores_statistics_saved_before_they_were_per_row():
+    """A checkpoint written before statistics were kept per row holds one shared set (count 3 here): with
+    reset_after_batch the rows start over, as each would at its next episode, and the first state passes raw."""
+    from torchforce.core.preprocessors import RunningStandardize
+
+    preprocessor = RunningStandardize()
+    preprocessor.load_state_dict({"count": 3, "mean": np.array([1.0, 2.0]), "m2": np.array([2.0, 8.0])})
+    first = preprocessor.process(np.array([[5.0, -1.0]]))
+    np.testing.assert_array_equal(first, [[5.0, -1.0]])
+    shared = RunningStandardize(reset_after_batch=False)
+    shared.load_state_dict({"count": 3, "mean": np.array([1.0, 2.0]), "m2": np.array([2.0, 8.0])})
+    assert shared.state_dict()["count"] == 3

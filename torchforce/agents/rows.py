@@ -406,10 +406,11 @@ def experience_states(
     step's state within its episode; a step that ends one (terminal != 0) stands in its own.
 
     ``process`` (the agent's preprocessing) takes all steps as one batch, unless a preprocessor keeps per-episode
-    state (``sequence``): one batch would stack frames across steps and episodes as if they were parallel rows. Then
+    state (``sequence``, ``running_standardize`` resetting per episode): one batch would stack frames, or pool
+    statistics, across steps and episodes as if they were parallel rows. Then
     the steps run through a copy of the agent's preprocessors, each episode as a row of its own that starts over
     (as a new episode does in acting), step after step in order; the agent's own preprocessors are left untouched
-    (their sequence buffers, and the running statistics of any ``running_standardize`` in the same stack)."""
+    (their sequence buffers and running statistics)."""
     if any(stack.keeps_episode_state for stack in preprocessing.values()):
         processed = _by_episode(states, terminal, preprocessing)
     else:
@@ -429,7 +430,7 @@ def _by_episode(states: Batch, terminal: np.ndarray, preprocessing: dict[str, An
     position = np.arange(count) - starts[episode]  # the step's index within its episode
     stacks = copy.deepcopy(preprocessing)
     for stack in stacks.values():
-        stack.reset(np.arange(len(starts)))  # every episode row starts over; running statistics carry on
+        stack.reset(np.arange(len(starts)))  # every episode row starts over, as a new episode does in acting
     order = np.argsort(position, kind="stable")
     bounds = np.cumsum(np.bincount(position))
     processed: Batch = {}

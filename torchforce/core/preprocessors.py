@@ -1,10 +1,33 @@
 """State and reward preprocessors (reference §1.8), spec keys ``states_preprocessing`` / ``reward_preprocessing``.
 
 Numpy in, numpy out, batch first: ``process(batch [B, *shape], rows=None) -> [B, *processed_shape]``. ``rows``
-says which per-row slots the batch rows belong to (default ``0..B-1``); only ``sequence`` keeps per-row state.
-Steps that compute values (standardize, running_standardize, normalize, grayscale, image_resize, divide) output
-float32; the others (sequence, clip, flatten, expand_dims) keep the dtype. Preprocessed states are what the agent
-feeds its network and stores in memory.
+says which per-row slots the batch rows belong to (default ``0..B-1``); ``sequence`` and ``running_standardize``
+keep per-row state. Steps that compute values (standardize, running_standardize, normalize, grayscale,
+image_resize, divide) output float32; the others (sequence, clip, flatten, expand_dims) keep the dtype.
+Preprocessed states are what the agent feeds its network and stores in memory.
+
+2018 semantics (TensorForce 0.4.0-0.4.3, ``core/preprocessors/*.py``), kept: running_standardize passes an
+episode's first state through raw, then standardizes with the sample variance and ``max(std, 1e-6)``, its
+statistics cleared at every episode start when ``reset_after_batch``; standardize uses the population variance
+and ``max(std, 1e-6)``; normalize ``(x - min) / (max - min + 1e-6)`` per instance; sequence repeats an episode's
+first frame ``length`` times; grayscale sums ``weights * channels`` over the last axis. Deliberate deviations,
+each where 2018 had a plain bug:
+
+- More than one row (parallel environments, import_experience). 2018 only ever saw one: sequence asserted it, and
+  running_standardize counted a batch as one sample while summing all its deviations. Here sequence keeps a buffer
+  and running_standardize (with ``reset_after_batch``) statistics per row, each reset at that row's episode start.
+- sequence with ``length > 2``: 2018's ring-buffer index was off by one, giving frames in the order ``t-1, t-2,
+  ..., t-length+1, t`` (neither forward nor backward in time). Here frames run oldest to newest; for the default
+  ``length=2`` both orders are ``t-1, t``, and to a network any fixed order is only a permutation of its inputs.
+- image_resize: 2018 passed ``(width, height)`` where TensorFlow takes ``(height, width)``, so its output had
+  ``width`` rows; here ``height`` is the rows. 2018's TF1 bilinear also sampled a grid shifted by half a pixel
+  without antialiasing; Pillow's bilinear is centred and averages when downscaling.
+- expand_dims with ``axis >= 0``: 2018 declared the axis inside the state but inserted it at that index of the
+  batched tensor (one axis too early; broken unless it met the batch of one at axis 0). Here the output matches
+  the declared shape.
+- A single ``{"type": ...}`` states spec: 2018 built one stack and shared it, variables included, between all
+  states; and it gave every step of a stack the unprocessed state shape, so running_standardize failed after a
+  shape-changing step. Here every state gets its own stack and each step the shape it actually receives.
 """
 
 from __future__ import annotations
@@ -42,7 +65,7 @@ PREPROCESSORS = Registry(
     base="torchforce.core.preprocessors:Preprocessor",
 )
 
-#: added to standard deviations and ranges before dividing (2018's util.epsilon)
+#: 2018's util.epsilon: the floor of a standard deviation (standardize), added to a range (normalize)
 EPSILON = 1e-6
 
 Bounds = tuple[float | None, float | None]
@@ -67,8 +90,8 @@ class Preprocessor:
 
     #: whether the output is float32 (values computed), rather than the input dtype (values moved or clipped)
     produces_float = True
-    #: whether a row's output depends on the earlier steps of its episode (``sequence``): such a step must see each
-    #: episode from its start, in order, one row per episode
+    #: whether a row's output depends on the earlier steps of its episode (``sequence``, ``running_standardize``
+    #: with ``reset_after_batch``): such a step must see each episode from its start, in order, one row per episode
     keeps_episode_state = False
 
     def processed_shape(self, shape: tuple[int, ...]) -> tuple[int, ...]:
@@ -175,8 +198,8 @@ class Sequence(Preprocessor):
 
 
 class Standardize(Preprocessor):
-    """``(x - mean) / (std + 1e-6)`` with the statistics of each instance (``across_batch=False``) or of the
-    whole batch (``across_batch=True``, all axes including the batch)."""
+    """``(x - mean) / max(std, 1e-6)`` with the mean and (population) standard deviation of each instance
+    (``across_batch=False``) or of the whole batch (``across_batch=True``, all axes including the batch)."""
 
     def __init__(self, *, across_batch: bool = False) -> None:
         self.across_batch = expect_bool(across_batch, "across_batch")
@@ -186,70 +209,113 @@ class Standardize(Preprocessor):
         axes = None if self.across_batch else tuple(range(1, batch.ndim))
         mean = batch.mean(axis=axes, keepdims=True)
         std = batch.std(axis=axes, keepdims=True)
-        return ((batch - mean) / (std + EPSILON)).astype(np.float32, copy=False)
+        return ((batch - mean) / np.maximum(std, EPSILON)).astype(np.float32, copy=False)
 
 
 class RunningStandardize(Preprocessor):
-    """``(x - mean) / (std + 1e-6)`` per element, with the mean and (population) variance of every row seen so
-    far, this batch included, kept with Welford's/Chan's update in float64 and saved in ``state_dict``.
+    """``(x - mean) / max(std, 1e-6)`` per element, with the mean and sample standard deviation (divisor
+    ``count - 1``) of the states seen so far, the current one included (Welford's update in float64, saved in
+    ``state_dict``). A first sample has no deviation yet: it passes through unchanged (as float32), as in 2018.
 
-    The statistics are shared by all rows. ``reset_after_batch=True`` (2018 default): a full ``reset()`` (the
-    agent's reset; in 2018 the runner reset the agent every episode) clears them; a per-row ``reset(rows)`` (one
-    environment of a batch starting an episode) keeps them, since the other rows are mid-episode.
-    ``reset_after_batch=False``: the statistics are never cleared (a run-long normalizer).
+    ``reset_after_batch=True`` (2018 default): the statistics are the episode's. 2018 cleared them at every agent
+    reset, i.e. every episode start, so each episode's first state came out raw. Here each row keeps its own and
+    ``reset(rows)`` clears those rows (one row is 2018's one environment), so an output depends on the earlier
+    steps of its episode (``keeps_episode_state``).
+    ``reset_after_batch=False``: one set of statistics for all rows, never cleared (a run-long normalizer); a batch
+    is folded in whole (Chan's update) before any of its rows is standardized.
     """
 
     def __init__(self, *, reset_after_batch: bool = True) -> None:
         self.reset_after_batch = expect_bool(reset_after_batch, "reset_after_batch")
-        self._count = 0
+        # per row with reset_after_batch: count [rows], mean and m2 [rows, *shape]; shared: int, [*shape]
+        self._count: Any = None if self.reset_after_batch else 0
         self._mean: np.ndarray | None = None
-        self._m2: np.ndarray | None = None
+        self._m2: np.ndarray | None = None  # sums of squared deviations from the mean
 
-    def update(self, batch: np.ndarray) -> None:
-        """Fold a batch into the running count, mean and sum of squared deviations (Chan et al.)."""
-        values = np.asarray(batch, dtype=np.float64)
-        count = len(values)
-        if count == 0:
-            return
+    @property
+    def keeps_episode_state(self) -> bool:
+        return self.reset_after_batch
+
+    def _update_rows(self, values: np.ndarray, indices: np.ndarray) -> tuple[np.ndarray, ...]:
+        """Fold each row's value into that row's statistics; returns the rows' updated count, mean and m2."""
+        if len(np.unique(indices)) < len(indices):  # a row twice in one batch: its values in order
+            parts = [self._update_rows(values[i : i + 1], indices[i : i + 1]) for i in range(len(indices))]
+            return tuple(np.concatenate(part) for part in zip(*parts, strict=True))
+        num_rows, shape = int(indices.max()) + 1, values.shape[1:]
+        if self._mean is None or self._mean.shape[1:] != shape:
+            self._count = np.zeros(num_rows, dtype=np.int64)
+            self._mean, self._m2 = np.zeros((num_rows, *shape)), np.zeros((num_rows, *shape))
+        elif len(self._count) < num_rows:
+            extra = num_rows - len(self._count)
+            self._count = np.concatenate([self._count, np.zeros(extra, dtype=np.int64)])
+            self._mean = np.concatenate([self._mean, np.zeros((extra, *shape))])
+            self._m2 = np.concatenate([self._m2, np.zeros((extra, *shape))])
+        count = self._count[indices] + 1
+        delta = values - self._mean[indices]
+        mean = self._mean[indices] + delta / _trailing(count, values.ndim)
+        m2 = self._m2[indices] + delta * (values - mean)
+        self._count[indices], self._mean[indices], self._m2[indices] = count, mean, m2
+        return count, mean, m2
+
+    def _update_shared(self, values: np.ndarray) -> tuple[np.ndarray, ...]:
+        """Fold the whole batch into the shared statistics (Chan et al.); returns them, count per row."""
         mean = values.mean(axis=0)
         m2 = ((values - mean) ** 2).sum(axis=0)
         if self._mean is None or self._mean.shape != mean.shape:
-            self._count, self._mean, self._m2 = count, mean, m2
-            return
-        total = self._count + count
-        delta = mean - self._mean
-        self._mean = self._mean + delta * (count / total)
-        self._m2 = self._m2 + m2 + delta**2 * (self._count * count / total)
-        self._count = total
-
-    @property
-    def mean(self) -> np.ndarray | None:
-        return self._mean
-
-    @property
-    def variance(self) -> np.ndarray | None:
-        return None if self._m2 is None else self._m2 / self._count
+            self._count, self._mean, self._m2 = len(values), mean, m2
+        else:
+            total = self._count + len(values)
+            delta = mean - self._mean
+            self._mean = self._mean + delta * (len(values) / total)
+            self._m2 = self._m2 + m2 + delta**2 * (self._count * len(values) / total)
+            self._count = total
+        return np.full(len(values), self._count), self._mean, self._m2
 
     def process(self, batch: np.ndarray, rows: Any = None) -> np.ndarray:
-        batch = _float(batch)
-        self.update(batch)
-        if self._mean is None:
-            return batch
-        std = np.sqrt(self.variance)
-        return ((batch - self._mean) / (std + EPSILON)).astype(np.float32)
+        values = np.asarray(batch, dtype=np.float64)
+        indices = row_indices(rows, len(values))
+        if len(values) == 0:
+            return values.astype(np.float32)
+        if self.reset_after_batch:
+            count, mean, m2 = self._update_rows(values, indices)
+        else:
+            count, mean, m2 = self._update_shared(values)
+        count = _trailing(count, values.ndim)
+        std = np.sqrt(m2 / np.maximum(count - 1, 1))
+        return np.where(count > 1, (values - mean) / np.maximum(std, EPSILON), values).astype(np.float32)
 
     def reset(self, rows: Any = None) -> None:
-        if rows is None and self.reset_after_batch:
-            self._count, self._mean, self._m2 = 0, None, None
+        if not self.reset_after_batch:
+            return
+        if rows is None or self._mean is None:
+            self._count = self._mean = self._m2 = None
+            return
+        indices = row_indices(rows, -1)
+        indices = indices[indices < len(self._count)]
+        self._count[indices], self._mean[indices], self._m2[indices] = 0, 0.0, 0.0
 
     def state_dict(self) -> dict[str, Any]:
-        copy_or_none = lambda value: None if value is None else value.copy()  # noqa: E731
-        return {"count": self._count, "mean": copy_or_none(self._mean), "m2": copy_or_none(self._m2)}
+        copy_or_none = lambda value: value.copy() if isinstance(value, np.ndarray) else value  # noqa: E731
+        return {"count": copy_or_none(self._count), "mean": copy_or_none(self._mean), "m2": copy_or_none(self._m2)}
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        self._count = int(state["count"])
+        count = state["count"]
+        if self.reset_after_batch and count is not None and np.ndim(count) == 0:
+            # a checkpoint from before statistics were per row (shared by all rows, never cleared): the rows start
+            # over, as each would at its next episode
+            self._count = self._mean = self._m2 = None
+            return
+        if self.reset_after_batch:
+            self._count = None if count is None else np.array(count, dtype=np.int64).reshape(-1)
+        else:
+            self._count = int(count)
         self._mean = None if state["mean"] is None else np.array(state["mean"], dtype=np.float64)
         self._m2 = None if state["m2"] is None else np.array(state["m2"], dtype=np.float64)
+
+
+def _trailing(values: np.ndarray, ndim: int) -> np.ndarray:
+    """``values`` with trailing axes of size 1 up to ``ndim`` axes (a per-row number against [rows, *shape])."""
+    return values.reshape(values.shape + (1,) * (ndim - values.ndim))
 
 
 class Normalize(Preprocessor):
@@ -419,7 +485,7 @@ class PreprocessorStack:
 
     @property
     def keeps_episode_state(self) -> bool:
-        """Whether a step keeps per-episode state (``sequence``; see ``Preprocessor.keeps_episode_state``)."""
+        """Whether a step keeps per-episode state (see ``Preprocessor.keeps_episode_state``)."""
         return any(preprocessor.keeps_episode_state for preprocessor in self.preprocessors)
 
     def state_dict(self) -> dict[str, Any]:
