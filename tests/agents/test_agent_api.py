@@ -177,7 +177,8 @@ def test_bad_values_name_their_path():
         create_agent({"type": "dqn", "update_mode": {"unit": "episodes", "batch_size": 4}},
                      states=env.states, actions=env.actions, network=MLP)  # fmt: skip
     with pytest.raises(
-        SpecError, match="actions.action.type: DQN picks actions by argmax over Q-values, so only int actions work"
+        SpecError,
+        match="actions.action.type: DQN picks actions by argmax over Q-values, so only bool and int actions work",
     ):
         float_env = make("minimal", action_type="float")
         create_agent({"type": "dqn"}, states=float_env.states, actions=float_env.actions, network=MLP)

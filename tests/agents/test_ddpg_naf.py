@@ -157,11 +157,21 @@ def test_spec_errors(kind, options, message):
         build(kind, **options)
 
 
-@pytest.mark.parametrize("kind", ["ddpg", "naf"])
-def test_only_float_actions(kind):
+def test_ddpg_only_float_actions():
     env = make("minimal", action_type="int")
-    with pytest.raises(SpecError, match=f"agent.actions.action.type: {kind.upper()} acts with a deterministic"):
-        build(kind, env=env)
+    with pytest.raises(SpecError, match="agent.actions.action.type: DDPG acts with a deterministic"):
+        build("ddpg", env=env)
+
+
+@pytest.mark.parametrize("action_type", ["bool", "int"])
+def test_naf_only_float_actions_and_points_to_dqn(action_type):
+    with pytest.raises(SpecError) as error:
+        build("naf", env=make("minimal", action_type=action_type))
+    assert str(error.value) == (
+        "agent.actions.action.type: NAF's Q-function is quadratic in float actions, maximal at the mu(s) it acts "
+        f'with, so only float actions work; expected "float", got "{action_type}".\n'
+        "  Use dqn, dqn_nstep or dqfd for bool and int actions."
+    )
 
 
 def test_2018_long_names_and_the_2018_critic_form():

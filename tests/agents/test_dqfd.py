@@ -11,25 +11,26 @@ from torchforce.environments import make
 from torchforce.spec import SpecError
 
 ENV = make("minimal", action_type="int", episode_length=5)
+BOOL = make("minimal", action_type="bool", episode_length=5)
 NETWORK = [{"type": "dense", "size": 8}]
 
 
-def dqfd(**options):
+def dqfd(env=ENV, **options):
     spec = {"type": "dqfd", "network": NETWORK, "update_mode": {"unit": "timesteps", "batch_size": 8, "frequency": 4},
             "memory": {"type": "replay", "capacity": 256}, "demo_memory_capacity": 64, "demo_sampling_ratio": 0.5,
             "target_sync_frequency": 8, "seed": 0}  # fmt: skip
-    return create_agent({**spec, **options}, states=ENV.states, actions=ENV.actions)
+    return create_agent({**spec, **options}, states=env.states, actions=env.actions)
 
 
-def demonstrations(episodes=4, seed=0):
-    """The minimal task's expert: action 1 exactly when the state is positive."""
-    ENV.seed(seed)
+def demonstrations(episodes=4, seed=0, env=ENV):
+    """The minimal task's expert: action 1 (True for a bool action) exactly when the state is positive."""
+    env.seed(seed)
     steps = []
     for _ in range(episodes):
-        state, terminal = ENV.reset(), 0
+        state, terminal = env.reset(), 0
         while not terminal:
-            action = int(state[0] > 0)
-            following, terminal, reward = ENV.execute(action)
+            action = bool(state[0] > 0) if env is BOOL else int(state[0] > 0)
+            following, terminal, reward = env.execute(action)
             steps.append({"states": state, "actions": action, "terminal": terminal, "reward": reward})
             state = following
     return steps
@@ -48,6 +49,55 @@ def test_large_margin_loss_by_hand():
     # TD: Q(s, a_E) = 1 and 2 against targets 1 and 2: zero
     assert agent._demo_loss(data).item() == pytest.approx((1.8 + 0.0) / 2)
     assert agent._loss(data).item() == pytest.approx(0.0)
+
+
+def test_large_margin_loss_by_hand_with_bool_actions():
+    # the same numbers with the expert's actions False/True: Q(s, False) = 1, Q(s, True) = 2
+    agent = dqfd(BOOL, supervised_weight=1.0, expert_margin=0.8, discount=0.0)
+    head = agent.policy.heads["action"]
+    with torch.no_grad():
+        head.logits.weight.zero_()
+        head.logits.bias.copy_(torch.tensor([1.0, 2.0]))
+    data = {"states/state": torch.zeros(2, 1), "next_states/state": torch.zeros(2, 1),
+            "reward": torch.tensor([1.0, 2.0]), "terminal": torch.tensor([1, 1], dtype=torch.int8),
+            "actions/action": torch.tensor([False, True])}  # fmt: skip
+    assert agent._demo_loss(data).item() == pytest.approx((1.8 + 0.0) / 2)
+    assert agent._loss(data).item() == pytest.approx(0.0)
+
+
+def test_bool_actions_pretrain_act_store_and_update():
+    agent = dqfd(BOOL, update_mode={"unit": "timesteps", "batch_size": 16, "frequency": 4}, supervised_weight=1.0,
+                 optimizer={"type": "adam", "learning_rate": 0.02})  # fmt: skip
+    assert type(agent.policy.heads["action"]).__name__ == "Categorical"  # Q(s, False), Q(s, True)
+    agent.import_demonstrations(demonstrations(8, env=BOOL))
+    assert agent.demo_memory.retrieve_timesteps(4)["actions/action"].dtype == np.bool_
+    agent.pretrain(301)
+    states = np.array([[-0.8], [-0.3], [0.3], [0.8]], dtype=np.float32)
+    assert (agent.act(states, deterministic=True, independent=True) == (states[:, 0] > 0)).all()
+    BOOL.seed(1)
+    state = BOOL.reset()
+    while agent.updates < 2:  # online updates, each followed by one on demonstrations
+        action = agent.act(state)
+        assert isinstance(action, np.bool_)
+        state, terminal, reward = BOOL.execute(action)
+        agent.observe(terminal, reward)
+        if terminal:
+            state = BOOL.reset()
+    assert agent.memory.retrieve_timesteps(4)["actions/action"].dtype == np.bool_
+    assert (agent.act(states, deterministic=True, independent=True) == (states[:, 0] > 0)).all()
+
+
+@pytest.mark.parametrize("env", [ENV, BOOL], ids=["int", "bool"])
+def test_acting_is_greedy_unless_exploring_as_in_2018(env):
+    # tied Q-values: the argmax (the first action) whether deterministic or not, as 2018's Q models acted
+    states = np.zeros((1000, 1), dtype=np.float32)
+    for constant, explored in ((0.0, 0.0), (1.0, 0.5)):
+        agent = dqfd(env, actions_exploration={"type": "constant", "constant": constant})
+        with torch.no_grad():
+            agent.policy.heads["action"].logits.weight.zero_()
+            agent.policy.heads["action"].logits.bias.zero_()
+        assert np.mean(agent.act(states, independent=True)) == pytest.approx(explored, abs=0.05)
+        assert not agent.act(states, deterministic=True, independent=True).any()
 
 
 def test_demonstrations_go_to_their_own_memory():

@@ -273,14 +273,82 @@ def test_dueling_network_learns_end_to_end():
     assert 0 <= int(agent.act(ENV.reset(), deterministic=True, independent=True)) < 2
 
 
-@pytest.mark.parametrize("action_type, got", [("float", "float"), ("bool", "bool"), ("bounded", "float")])
-def test_dqn_rejects_non_int_actions(action_type, got):
+@pytest.mark.parametrize("action_type", ["float", "bounded"])
+def test_dqn_rejects_float_actions(action_type):
     with pytest.raises(SpecError) as error:
         dqn(env=make("minimal", action_type=action_type))
     assert str(error.value) == (
-        "agent.actions.action.type: DQN picks actions by argmax over Q-values, so only int actions work; "
-        f'expected "int", got "{got}".\n  Use ppo for bool and float actions.'
+        "agent.actions.action.type: DQN picks actions by argmax over Q-values, so only bool and int actions work; "
+        'expected "bool" or "int", got "float".\n  Use naf or ddpg for float actions, or ppo.'
     )
+
+
+BOOL = make("minimal", action_type="bool")
+
+
+def test_bool_actions_get_two_q_values_and_are_acted_and_stored_as_bools():
+    agent = dqn(env=BOOL, memory={"type": "replay", "capacity": 10})
+    head = agent.policy.heads["action"]
+    assert type(head).__name__ == "Categorical" and head.num_actions == 2  # Q(s, False), Q(s, True)
+    acted = {}
+    for state, terminal in ((0.5, 0), (-0.5, 1)):
+        acted[state] = agent.act(np.array([state], dtype=np.float32))
+        agent.observe(terminal=terminal, reward=1.0)
+    assert all(isinstance(action, np.bool_) for action in acted.values())
+    stored = agent.memory.retrieve_timesteps(8)
+    assert stored["actions/action"].dtype == np.bool_
+    assert all(
+        acted[float(state)] == action
+        for state, action in zip(stored["states/state"][:, 0], stored["actions/action"], strict=True)
+    )
+
+
+@pytest.mark.parametrize("double_q_model, y", [(False, Y_PLAIN), (True, Y_DOUBLE)])
+def test_td_target_by_hand_with_bool_actions(double_q_model, y):
+    # the hand batch with actions 0/1 as False/True: Q(s, False) and Q(s, True) are the head's two outputs
+    agent = dqn(env=BOOL, discount=GAMMA, double_q_model=double_q_model)
+    set_q(agent.policy, [1.0, -1.0], [0.0, 0.0])
+    set_q(agent.target, [2.0, 1.0], [0.0, 0.5])
+    batch = hand_batch()
+    batch.actions["action"] = batch.actions["action"].bool()
+    loss, errors = loss_and_errors(agent, batch)
+    assert errors == pytest.approx(np.abs(y - Q_TAKEN), abs=1e-6)
+    assert loss.item() == pytest.approx(np.mean(0.5 * (y - Q_TAKEN) ** 2), rel=1e-6)
+
+
+def test_bool_actions_learn_the_minimal_task():
+    agent = dqn(env=BOOL, network=[{"type": "dense", "size": 16}], memory={"type": "replay", "capacity": 500},
+                update_mode={"unit": "timesteps", "batch_size": 16, "frequency": 2}, target_sync_frequency=20,
+                optimizer={"type": "adam", "learning_rate": 0.01}, discount=0.5,
+                actions_exploration={"type": "constant", "constant": 0.3})  # fmt: skip
+    run(agent, BOOL, 600)
+    assert agent.updates > 0
+    states = np.array([[-0.8], [-0.3], [0.3], [0.8]], dtype=np.float32)
+    assert (agent.act(states, deterministic=True, independent=True) == (states[:, 0] > 0)).all()
+
+
+def test_a_bool_head_without_q_values_is_refused():
+    with pytest.raises(SpecError) as error:
+        dqn(env=BOOL, distributions={"action": "bernoulli"})
+    assert str(error.value).startswith(
+        "agent.distributions.action: a bernoulli head has no Q-values, and the dqn agent reads its Q-values off the "
+        'action\'s head; expected "categorical" (or leave it out).'
+    )
+
+
+@pytest.mark.parametrize("env", [ENV, BOOL], ids=["int", "bool"])
+def test_acting_is_greedy_unless_exploring_as_in_2018(env):
+    # tied Q-values: 2018's Q models took the argmax (the first action) whether deterministic or not, never a
+    # sample of softmax(Q); only epsilon-greedy exploration picks other actions, and deterministic turns it off
+    states = np.zeros((ROWS, 1), dtype=np.float32)
+    agent = dqn(env=env)
+    set_q(agent.policy, [0.0, 0.0], [0.0, 0.0])
+    for deterministic in (False, True):
+        assert not agent.act(states, deterministic=deterministic, independent=True).any()
+    exploring = dqn(env=env, actions_exploration={"type": "constant", "constant": 1.0})
+    set_q(exploring.policy, [0.0, 0.0], [0.0, 0.0])
+    assert np.mean(exploring.act(states, independent=True)) == pytest.approx(0.5, abs=0.03)
+    assert not exploring.act(states, deterministic=True, independent=True).any()
 
 
 @pytest.mark.parametrize("unit", ["episodes", "sequences"])

@@ -11,12 +11,13 @@ from torchforce.environments import make
 from torchforce.spec import SpecError
 
 ENV = make("minimal", action_type="int")
+BOOL = make("minimal", action_type="bool")
 NETWORK = [{"type": "dense", "size": 8}]
 
 
-def nstep(**options):
+def nstep(env=ENV, **options):
     spec = {"type": "dqn_nstep", "network": NETWORK, "update_mode": {"unit": "episodes", "batch_size": 2}, "seed": 0}
-    return create_agent({**spec, **options}, states=ENV.states, actions=ENV.actions)
+    return create_agent({**spec, **options}, states=env.states, actions=env.actions)
 
 
 def constant_target_value(agent, values=(1.0, 3.0)):
@@ -67,12 +68,12 @@ def test_double_q_lets_the_online_network_pick_the_action():
     np.testing.assert_allclose(targets["action"].numpy(), [1.5, 1.5])
 
 
-def run(agent, episodes, seed=0):
-    ENV.seed(seed)
+def run(agent, episodes, seed=0, env=ENV):
+    env.seed(seed)
     for _ in range(episodes):
-        state, terminal = ENV.reset(), 0
+        state, terminal = env.reset(), 0
         while not terminal:
-            state, terminal, reward = ENV.execute(agent.act(state))
+            state, terminal, reward = env.execute(agent.act(state))
             agent.observe(terminal, reward)
 
 
@@ -85,17 +86,43 @@ def test_an_update_regresses_q_onto_the_targets_and_syncs_the_target():
         assert torch.equal(online, target)
 
 
+@pytest.mark.parametrize("env", [ENV, BOOL], ids=["int", "bool"])
 @pytest.mark.parametrize("horizon", [1, 3, None])
-def test_learns_the_minimal_task(horizon):
+def test_learns_the_minimal_task(horizon, env):
     # one update per episode on the latest two, ten gradient steps each (2018's multi_step), some exploration
     # throughout: without replay, an action the greedy policy stops taking is never learned about again
     ten_steps = {"type": "multi_step", "num_steps": 10, "optimizer": {"type": "adam", "learning_rate": 0.01}}
-    agent = nstep(update_mode={"unit": "episodes", "batch_size": 2, "frequency": 1}, discount=0.5, horizon=horizon,
-                  optimizer=ten_steps, network=[{"type": "dense", "size": 16}], target_sync_frequency=50,
-                  actions_exploration={"type": "constant", "constant": 0.2})  # fmt: skip
-    run(agent, 60)
+    agent = nstep(env, update_mode={"unit": "episodes", "batch_size": 2, "frequency": 1}, discount=0.5,
+                  horizon=horizon, optimizer=ten_steps, network=[{"type": "dense", "size": 16}],
+                  target_sync_frequency=50, actions_exploration={"type": "constant", "constant": 0.2})  # fmt: skip
+    run(agent, 60, env=env)
     states = np.array([[-0.8], [-0.3], [0.3], [0.8]], dtype=np.float32)
     assert (agent.act(states, deterministic=True, independent=True) == (states[:, 0] > 0)).all()
+
+
+def test_bool_actions_have_two_q_values_and_are_stored_as_bools():
+    agent = nstep(BOOL, discount=0.5, horizon=1)
+    assert type(agent.policy.heads["action"]).__name__ == "Categorical"  # Q(s, False), Q(s, True)
+    constant_target_value(agent, (1.0, 3.0))  # V' = Q'(s, True) = 3
+    bools = batch([1.0, 1.0], [0, 2])
+    bools.actions["action"] = torch.tensor([True, False])
+    np.testing.assert_allclose(agent._targets(bools)["action"].numpy(), [2.5, 2.5])
+    run(agent, 2, env=BOOL)  # one update, on the two episodes' bool actions
+    assert agent.updates == 1
+    stored = agent.memory.retrieve_episodes(2)["actions/action"]
+    assert stored.dtype == np.bool_ and len(stored) == 20
+
+
+@pytest.mark.parametrize("env", [ENV, BOOL], ids=["int", "bool"])
+def test_acting_is_greedy_unless_exploring_as_in_2018(env):
+    # tied Q-values: the argmax (the first action) whether deterministic or not, as 2018's Q models acted
+    states = np.zeros((1000, 1), dtype=np.float32)
+    for constant, explored in ((0.0, 0.0), (1.0, 0.5)):
+        agent = nstep(env, actions_exploration={"type": "constant", "constant": constant})
+        constant_target_value(agent, (0.0, 0.0))
+        agent.policy.load_state_dict(agent.target.state_dict())
+        assert np.mean(agent.act(states, independent=True)) == pytest.approx(explored, abs=0.05)
+        assert not agent.act(states, deterministic=True, independent=True).any()
 
 
 @pytest.mark.parametrize(

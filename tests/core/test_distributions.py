@@ -91,6 +91,31 @@ def test_bernoulli_against_torch():
     assert torch.equal(distribution.sample(params, deterministic=True), torch_a.probs > 0.5)
 
 
+def test_categorical_over_a_bool_action_is_a_two_logit_bernoulli():
+    # values False, True at indices 0, 1: P(True) = sigmoid(logit_True - logit_False); samples are bools
+    distribution = build(BOOL, "categorical")
+    params, other = params_of(distribution, seed=0), params_of(distribution, seed=1)
+    (logits,) = params
+    assert logits.shape == (4, 2, 3, 2) and distribution.q_values(params) is logits
+    difference = logits[..., 1] - logits[..., 0]
+    torch_a = reference.Bernoulli(logits=difference)
+    torch_b = reference.Bernoulli(logits=other[0][..., 1] - other[0][..., 0])
+    for deterministic in (False, True):
+        assert distribution.sample(params, deterministic).dtype == torch.bool
+    action = distribution.sample(params)
+    torch.testing.assert_close(distribution.log_prob(params, action), torch_a.log_prob(action.float()))
+    torch.testing.assert_close(distribution.entropy(params), torch_a.entropy())
+    torch.testing.assert_close(distribution.kl_divergence(params, other), reference.kl_divergence(torch_a, torch_b))
+    torch.testing.assert_close(distribution.probabilities(params)[..., 1], torch_a.probs)
+    assert torch.equal(distribution.sample(params, deterministic=True), difference > 0)
+    torch.manual_seed(0)
+    n = 20000
+    drawn = distribution.sample((torch.log(torch.tensor([0.75, 0.25])).expand(n, 2),))
+    assert drawn.shape == (n,) and abs(drawn.float().mean().item() - 0.25) < 0.015
+    initial = build(BOOL, {"type": "categorical", "probabilities": [0.2, 0.8]})
+    torch.testing.assert_close(initial.probabilities(initial(torch.zeros(1, 5)))[..., 1], torch.full((1, 2, 3), 0.8))
+
+
 def test_gaussian_against_torch():
     distribution = build(FLOAT)
     params, other = params_of(distribution, seed=0), params_of(distribution, seed=1)

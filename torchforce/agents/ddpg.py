@@ -132,7 +132,7 @@ def setup_deterministic_policy(agent: Agent, *, default_batch_size: int, distrib
         if action.type != "float":
             raise SpecError(f"actions.{name}.type", f"{agent.name.upper()} acts with a deterministic policy over "
                             "float actions", got=action.type, expected='"float"',
-                            hint="Use dqn for int actions, ppo for bool and int.")  # fmt: skip
+                            hint="Use dqn for bool and int actions, or ppo.")  # fmt: skip
     heads = {name: "deterministic" for name in agent.actions_spec}
     distributions = {} if distributions is None else expect_dict(distributions, "distributions")
     update_mode = learning["update_mode"]

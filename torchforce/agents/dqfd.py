@@ -18,16 +18,15 @@ from typing import Any
 import torch
 
 from torchforce.agents import q_learning
-from torchforce.agents.agent import Agent
+from torchforce.agents.agent import LearningAgent
 from torchforce.agents.dqn import bootstrap
 from torchforce.agents.transitions import Transitions, group
 from torchforce.core.memories import build_memory
 from torchforce.spec import SpecError, expect_float, expect_int
 
 
-class DQFDAgent(Agent):
+class DQFDAgent(LearningAgent):
     name = "dqfd"
-    learning = True
 
     def __init__(
         self,
@@ -103,7 +102,7 @@ class DQFDAgent(Agent):
         return q_learning.optimizers(self)
 
     def _act_deterministically(self, deterministic: bool) -> bool:
-        return True  # greedy in Q; exploration (epsilon) does the exploring
+        return True  # greedy in Q, as 2018's Q models (q_learning's docstring); epsilon explores
 
     # ------------------------------------------------------------------ demonstrations
 
@@ -163,7 +162,7 @@ class DQFDAgent(Agent):
         margins = []
         for name, head in self.policy.heads.items():
             q = head.q_values(params[name])
-            expert = actions[name].unsqueeze(-1)
+            expert = actions[name].long().unsqueeze(-1)  # a bool action's False/True: 0/1
             margin = torch.full_like(q, self.expert_margin).scatter(-1, expert, 0.0)
             j_e = (q + margin).max(dim=-1).values - q.gather(-1, expert).squeeze(-1)
             margins.append(j_e.reshape(len(j_e), -1).mean(dim=1))

@@ -5,7 +5,8 @@ The TD target, with the target network's parameters theta^-:
 (the online network picks a' when ``double_q_model`` is set). The loss is half the squared TD error (its gradient is
 the TD error), or the Huber loss with threshold ``huber_loss`` (the gradient clipped to [-h, h]), per action element;
 prioritized replay's importance-sampling weights multiply each transition's loss, and its priorities are the |TD
-errors|. Q-values are the raw outputs of each int action's categorical head. Unlike 2018, terminal transitions are
+errors|. Q-values are the raw outputs of each action's categorical head (two, False and True, for a bool action).
+Acting is greedy in Q, with ``actions_exploration`` on top, as in 2018. Unlike 2018, terminal transitions are
 trained (their target is the reward) and time-limit truncations (terminal 2) bootstrap from the next state.
 """
 
@@ -16,13 +17,12 @@ from typing import Any
 import torch
 
 from torchforce.agents import q_learning
-from torchforce.agents.agent import Agent, NonFiniteError
+from torchforce.agents.agent import LearningAgent, NonFiniteError
 from torchforce.agents.transitions import Transitions, group
 
 
-class DQNAgent(Agent):
+class DQNAgent(LearningAgent):
     name = "dqn"
-    learning = True
 
     def __init__(
         self,
@@ -79,7 +79,7 @@ class DQNAgent(Agent):
         return q_learning.optimizers(self)
 
     def _act_deterministically(self, deterministic: bool) -> bool:
-        return True  # greedy in Q; exploration (epsilon) does the exploring
+        return True  # greedy in Q, as 2018's Q models (q_learning's docstring); epsilon explores
 
     def _loss(self, batch: dict[str, torch.Tensor], reference: Any = None) -> torch.Tensor:
         states, internals, actions = group(batch, "states"), group(batch, "internals"), group(batch, "actions")

@@ -16,15 +16,14 @@ import numpy as np
 import torch
 
 from torchforce.agents import q_learning
-from torchforce.agents.agent import Agent
+from torchforce.agents.agent import LearningAgent
 from torchforce.agents.transitions import Transitions, group
 from torchforce.core.returns import discounted_returns, n_step_returns
 from torchforce.spec import expect_int
 
 
-class DQNNstepAgent(Agent):
+class DQNNstepAgent(LearningAgent):
     name = "dqn_nstep"
-    learning = True
 
     def __init__(
         self,
@@ -81,7 +80,7 @@ class DQNNstepAgent(Agent):
         return q_learning.optimizers(self)
 
     def _act_deterministically(self, deterministic: bool) -> bool:
-        return True  # greedy in Q; exploration (epsilon) does the exploring
+        return True  # greedy in Q, as 2018's Q models (q_learning's docstring); epsilon explores
 
     def _update(self, batch: Transitions) -> dict[str, float]:
         data = batch.flat()

@@ -8,7 +8,8 @@ entries of L are Linear heads on the same embedding. The TD target is
     y = r + gamma * (1 - done) * V'(s')
 from the target network's V head (2018 used the log-density of its Gaussian instead: a quirk, fixed), with the
 squared or Huber (``huber_loss``) error. All float actions form one vector a of their flattened elements.
-``double_q_model`` is accepted for 2018 configs and changes nothing: V' needs no argmax.
+``double_q_model`` is accepted for 2018 configs and changes nothing: V' needs no argmax. Float actions only, as in
+2018: bool and int actions are the DQN agents' (a SpecError points there).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from torchforce.agents.agent import Agent
+from torchforce.agents.agent import LearningAgent
 from torchforce.agents.ddpg import setup_deterministic_policy
 from torchforce.agents.q_learning import target_synchronization
 from torchforce.agents.transitions import Transitions, group
@@ -58,9 +59,8 @@ def quadratic_advantage(lower: Tensor, action: Tensor, mu: Tensor) -> Tensor:
     return -0.5 * projected.square().sum(dim=1)
 
 
-class NAFAgent(Agent):
+class NAFAgent(LearningAgent):
     name = "naf"
-    learning = True
 
     def __init__(
         self,
@@ -94,6 +94,12 @@ class NAFAgent(Agent):
         super().__init__(states, actions, batched_observe=batched_observe, batching_capacity=batching_capacity,
                          scope=scope, device=device, saver=saver, summarizer=summarizer, execution=execution,
                          seed=seed)  # fmt: skip
+        for name, action in self.actions_spec.items():  # before the shared check: NAF's own reason and pointer
+            if action.type != "float":
+                raise SpecError(f"actions.{name}.type", "NAF's Q-function is quadratic in float actions, maximal "
+                                "at the mu(s) it acts with, so only float actions work", got=action.type,
+                                expected='"float"',
+                                hint="Use dqn, dqn_nstep or dqfd for bool and int actions.")  # fmt: skip
         setup_deterministic_policy(
             self, network=network, update_mode=update_mode, memory=memory, states_preprocessing=states_preprocessing,
             actions_exploration=actions_exploration, reward_preprocessing=reward_preprocessing,

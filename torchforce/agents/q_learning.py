@@ -1,9 +1,22 @@
 """What the Q-learning agents (DQN, DQN n-step, DQfD) share, as functions of the agent: their construction
-(int actions only, a target network kept in sync, the optimizer), the target network's value of next states, and
-the regression of Q(s, a) onto targets.
+(bool and int actions, a target network kept in sync, the optimizer), the target network's value of next states,
+and the regression of Q(s, a) onto targets.
 
-Q-values are the raw outputs of each int action's categorical head (reference §1.9). The functions read the
+Q-values are the raw outputs of each action's categorical head (reference §1.9): ``num_actions`` per element of an
+int action, two (False, True) per element of a bool action, which is stored as a bool. The functions read the
 agent's ``policy``, ``target``, ``double_q_model``, ``huber_loss`` and ``entropy_regularization``.
+
+Bool actions, clean rather than faithful: 2018 gave a bool action its ``bernoulli`` head, one logit l per element,
+and read the Q-values off it as l + log P(True) and l + log P(False). Both then hang on the one number l, and
+Q(s, False) = -softplus(-l) can never be positive, so that head cannot hold two independent Q-values (CartPole's
+are near 100). Here a bool action gets a ``categorical`` head over its two values by default, and an explicit
+head without Q-values (``bernoulli``) is a SpecError.
+
+Acting, faithful: the Q agents act greedily, ``argmax_a Q(s, a)``, whether ``act`` is deterministic or not, and
+only ``actions_exploration`` (epsilon-greedy) explores; ``deterministic=True`` turns that off. 2018's Q models did
+the same (``QModel`` built its ``DistributionModel`` with ``requires_deterministic=True``, so the categorical head
+never sampled for them; tensorforce issue #306), unlike 2018's policy-gradient models, which sample. So a Q agent
+without ``actions_exploration`` never explores, then as now.
 """
 
 from __future__ import annotations
@@ -15,7 +28,7 @@ import torch
 
 from torchforce.core.losses import huber, l2
 from torchforce.core.optimizers import Synchronization, build_optimizer
-from torchforce.spec import SpecError, expect_bool, expect_float, expect_int
+from torchforce.spec import ActionSpec, SpecError, expect_bool, expect_dict, expect_float, expect_int
 
 Data = dict[str, torch.Tensor]
 
@@ -37,17 +50,26 @@ def setup(
     huber_loss: Any,
     **learning: Any,
 ) -> None:
-    """What every Q-learning agent's constructor does: only int actions (Q-values are per discrete action), the
-    learning setup (``Agent._setup_learning`` with ``learning``), ``update_mode.unit`` required to be ``unit``
-    (``unit_reason`` says why), the options checked and set, the optimizer, and a target network synchronized
-    every ``target_sync_frequency`` timesteps (a copy, or a soft update by ``target_update_weight``)."""
+    """What every Q-learning agent's constructor does: only bool and int actions (Q-values are per discrete
+    action value), the learning setup (``Agent._setup_learning`` with ``learning``, bool actions getting a
+    categorical head), heads that have Q-values, ``update_mode.unit`` required to be ``unit`` (``unit_reason``
+    says why), the options checked and set, the optimizer, and a target network synchronized every
+    ``target_sync_frequency`` timesteps (a copy, or a soft update by ``target_update_weight``)."""
     for name, action in agent.actions_spec.items():
-        if action.type != "int":
-            raise SpecError(f"actions.{name}.type", "DQN picks actions by argmax over Q-values, so only int "
-                            "actions work", got=action.type, expected='"int"',
-                            hint="Use ppo for bool and float actions.")  # fmt: skip
+        if action.type not in ("bool", "int"):
+            raise SpecError(f"actions.{name}.type", "DQN picks actions by argmax over Q-values, so only bool and "
+                            "int actions work", got=action.type, expected='"bool" or "int"',
+                            hint="Use naf or ddpg for float actions, or ppo.")  # fmt: skip
+    learning["distributions"] = q_value_heads(agent.actions_spec, learning["distributions"])
     agent._setup_learning(**learning, on_policy=on_policy, default_update_mode=default_update_mode,
                           default_memory=default_memory)  # fmt: skip
+    for name, head in agent.policy.heads.items():
+        if not callable(getattr(head, "q_values", None)):
+            raise SpecError(f"distributions.{name}", f"a {type(head).__name__.lower()} head has no Q-values, and "
+                            f"the {agent.name} agent reads its Q-values off the action's head",
+                            expected='"categorical" (or leave it out)',
+                            hint="A categorical head has one Q-value per action value: two for a bool "
+                            "action.")  # fmt: skip
     if agent.update_mode.unit != unit:
         raise SpecError("update_mode.unit", unit_reason, got=agent.update_mode.unit, expected=f'"{unit}"')
     agent.discount = expect_float(discount, "discount", minimum=0.0, maximum=1.0)
@@ -62,6 +84,13 @@ def setup(
     agent.target = copy.deepcopy(agent.policy).requires_grad_(False)
     agent.target_sync = target_synchronization(list(agent.policy.parameters()), list(agent.target.parameters()),
                                                target_sync_frequency, target_update_weight)  # fmt: skip
+
+
+def q_value_heads(actions: dict[str, ActionSpec], distributions: Any) -> dict[str, Any]:
+    """The ``distributions`` spec of a Q agent: a ``categorical`` head, a Q-value per action value, for every
+    bool action not given one (2018 defaulted it to ``bernoulli``, see above); the rest as given."""
+    specs = {} if distributions is None else expect_dict(distributions, "distributions")
+    return {**{name: "categorical" for name, action in actions.items() if action.type == "bool"}, **specs}
 
 
 def target_synchronization(
@@ -120,7 +149,7 @@ def regression_loss(
     error| per instance (no gradient), for prioritized replay's priorities."""
     losses, errors = [], []
     for name, head in agent.policy.heads.items():
-        q_taken = head.q_values(params[name]).gather(-1, actions[name].unsqueeze(-1)).squeeze(-1)
+        q_taken = head.q_values(params[name]).gather(-1, actions[name].long().unsqueeze(-1)).squeeze(-1)
         delta = targets[name] - q_taken
         loss = huber(delta, agent.huber_loss) if agent.huber_loss is not None else l2(delta)
         losses.append(loss.reshape(len(loss), -1).mean(dim=1))

@@ -2,8 +2,9 @@
 
 Each action gets its own ``Distribution`` module, which owns the Linear layer(s) from the embedding to its
 parameters. The type defaults by action: bool -> ``bernoulli``, int -> ``categorical``, unbounded float ->
-``gaussian``, bounded float -> ``beta``; ``deterministic`` (a float action's mu(s), for DDPG and NAF) is new. The
-2018 keyword arguments (``probability``, ``probabilities``, ``mean``,
+``gaussian``, bounded float -> ``beta``; ``deterministic`` (a float action's mu(s), for DDPG and NAF) is new, and
+so is ``categorical`` over a bool action (two values, False and True: the Q-learning agents' default, since a Q-value
+per value needs a logit per value). The 2018 keyword arguments (``probability``, ``probabilities``, ``mean``,
 ``log_stddev``, ``alpha``, ``beta``) set the initial biases of those layers.
 """
 

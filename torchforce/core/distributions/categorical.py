@@ -1,4 +1,5 @@
-"""Categorical distribution for int actions: one logit per action value, per action element."""
+"""Categorical distribution for int actions, one logit per action value and action element; also for bool actions
+as two values (False, True), which is how the Q-learning agents model them."""
 
 from __future__ import annotations
 
@@ -14,18 +15,22 @@ from torchforce.spec import ActionSpec, SpecError, expect_float
 
 
 class Categorical(Distribution):
-    """Softmax over ``num_actions`` logits for each element of an int action.
+    """Softmax over ``num_actions`` logits for each element of an int action, or over the two values False, True
+    (in that order: index 0 is False) of a bool action, whose samples are then bools.
 
     ``params = (logits,)`` shaped ``[B, *shape, num_actions]``. As in 2018 the logits double as Q-values
     (``q_values``): 2018's ``state_action_value = logsumexp(logits) + log_softmax(logits)`` is the raw logit.
-    ``probabilities`` (2018 kwarg) sets the initial softmax: the bias is ``log(probabilities)``.
+    ``probabilities`` (2018 kwarg) sets the initial softmax: the bias is ``log(probabilities)``. Over a bool
+    action the head is a Bernoulli with two logits, ``P(True) = sigmoid(logit_True - logit_False)``: the
+    ``bernoulli`` head's one logit cannot hold two Q-values (see ``agents/q_learning.py``).
     """
 
-    action_types = ("int",)
+    action_types = ("int", "bool")
 
     def __init__(self, action: ActionSpec, input_size: int, *, probabilities: Sequence[float] | None = None) -> None:
         super().__init__(action, input_size)
-        self.num_actions = int(action.num_actions)
+        self.as_bool = action.type == "bool"
+        self.num_actions = 2 if self.as_bool else int(action.num_actions)
         bias: float | Tensor = 0.0
         if probabilities is not None:
             bias = torch.log(self._check_probabilities(probabilities))
@@ -55,10 +60,12 @@ class Categorical(Distribution):
     def sample(self, params: Params, deterministic: bool = False) -> Tensor:
         (logits,) = params
         if deterministic:
-            return logits.argmax(dim=-1)
-        # Gumbel-max: argmax(logits + G) with G = -log(-log U) is a sample of softmax(logits).
-        gumbel = torch.rand_like(logits).log_().neg_().log_()
-        return (logits - gumbel).argmax(dim=-1)
+            index = logits.argmax(dim=-1)
+        else:
+            # Gumbel-max: argmax(logits + G) with G = -log(-log U) is a sample of softmax(logits).
+            gumbel = torch.rand_like(logits).log_().neg_().log_()
+            index = (logits - gumbel).argmax(dim=-1)
+        return index.bool() if self.as_bool else index
 
     def log_prob(self, params: Params, action: Tensor) -> Tensor:
         (logits,) = params
