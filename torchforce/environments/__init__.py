@@ -6,6 +6,7 @@
 from torchforce.environments.environment import Environment
 from torchforce.environments.gym import Gym
 from torchforce.environments.minimal import Minimal, MultiState
+from torchforce.environments.minimal_test import MinimalTest
 from torchforce.environments.vector import VectorEnvironment, VectorEnvironmentError, VectorStep, make_vector
 from torchforce.spec import Registry
 
@@ -14,6 +15,7 @@ ENVIRONMENTS = Registry(
     {
         "gym": "torchforce.environments.gym:Gym",
         "minimal": "torchforce.environments.minimal:Minimal",
+        "minimal_test": "torchforce.environments.minimal_test:MinimalTest",
         "multi": "torchforce.environments.minimal:MultiState",
         "repeat_actions": "torchforce.environments.wrappers:RepeatActions",
     },
@@ -22,8 +24,7 @@ ENVIRONMENTS = Registry(
         "openai_gym": "gym",
         "OpenAIGym": "gym",
         "tensorforce.contrib.openai_gym.OpenAIGym": "gym",
-        "minimal_test": "minimal",
-        "MinimalTest": "minimal",
+        "MinimalTest": "minimal_test",
         "multi_state": "multi",
     },
 )
@@ -34,11 +35,15 @@ def make(spec: object, **kwargs: object) -> Environment:
     return Environment.from_spec(spec, kwargs or None)
 
 
+OpenAIGym = Gym  # TensorForce 0.4's name of the Gym adapter (tensorforce.contrib.openai_gym)
+
 __all__ = [
     "ENVIRONMENTS",
     "Environment",
     "Gym",
+    "OpenAIGym",
     "Minimal",
+    "MinimalTest",
     "MultiState",
     "VectorEnvironment",
     "VectorEnvironmentError",
