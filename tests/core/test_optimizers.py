@@ -492,19 +492,56 @@ def test_optimized_step_with_a_kl_bound_rejects_fractions_outside_it():
 
 
 def test_line_search_uses_the_estimated_improvement():
-    # the loss falls by half the predicted amount at every fraction: never accepted at ratio 0.9,
-    # accepted at once at ratio 0.4; without acceptance the best fraction (the full step) is kept
+    # the loss falls by (0.5 - 0.2 s) of the predicted amount at fraction s: the ratio rises as the step shrinks
+    # but never reaches 0.9, so nothing is accepted and the best fraction (the full step) is kept; at ratio 0.2 the
+    # full step (0.3) is accepted at once
     def evaluate(scale):
-        return 1.0 - 0.5 * scale
+        return 1.0 - scale * (0.5 - 0.2 * scale)
 
-    kwargs = {"base_value": 1.0, "full_step_value": 0.5, "estimated_improvement": 1.0, "max_iterations": 4}
+    kwargs = {"base_value": 1.0, "full_step_value": 0.7, "estimated_improvement": 1.0, "max_iterations": 4}
     result = backtracking_line_search(evaluate, accept_ratio=0.9, **kwargs)
     assert (result.scale, result.accepted, result.iterations) == (1.0, False, 4)
-    result = backtracking_line_search(evaluate, accept_ratio=0.4, **kwargs)
+    result = backtracking_line_search(evaluate, accept_ratio=0.2, **kwargs)
     assert (result.scale, result.accepted, result.iterations) == (1.0, True, 0)
+    tried = []  # linear fractions; none improves, so all are tried and the step is undone
+    kwargs["full_step_value"] = 2.0
+    result = backtracking_line_search(lambda s: tried.append(s) or 2.0, accept_ratio=0.9, mode="linear",
+                                      parameter=0.3, **kwargs)  # fmt: skip
+    assert tried == pytest.approx([0.7, 0.4, 0.1]) and (result.scale, result.accepted) == (0.0, False)
+
+
+@pytest.mark.parametrize(
+    ("ratios", "scale", "iterations"),
+    [
+        ([0.3, 0.2], 1.0, 1),  # halving lowers the ratio: the full step is kept (TRPO's usual case)
+        ([0.3, 0.5, 0.6, 0.55], 0.25, 3),  # it rises twice, then falls: back to the quarter step
+        ([-1.0, 0.3, 0.2], 0.5, 2),  # the full step worsens the loss: never kept, the ratio-stop starts at 1/2
+        ([0.3, -1.0], 1.0, 1),  # a fraction that worsens the loss stops the search too
+        ([0.3, 0.3], 1.0, 1),  # an equal ratio is no rise
+    ],
+)
+def test_line_search_stops_once_shrinking_no_longer_raises_the_ratio(ratios, scale, iterations):
+    # 2018's rule (spec 1.6: "it stops ... when there is no improvement (it then undoes the last step)"), without
+    # which a 0.9 accept ratio halves every natural-gradient step down to where the surrogate is linear
+    fractions = [0.5**k for k in range(len(ratios))]
+    values = {s: 1.0 - r * s * 0.1 for s, r in zip(fractions, ratios, strict=True)}  # estimated improvement 0.1
     tried = []
-    backtracking_line_search(lambda s: tried.append(s) or 2.0, accept_ratio=0.9, mode="linear", parameter=0.3, **kwargs)
-    assert tried == pytest.approx([0.7, 0.4, 0.1])
+
+    def evaluate(s):
+        tried.append(s)
+        return values[s] if s in values else 1.0 - 0.9 * s * 0.1  # past the list: accepted
+
+    result = backtracking_line_search(evaluate, base_value=1.0, full_step_value=values[1.0], estimated_improvement=0.1,
+                                      max_iterations=10, accept_ratio=0.9)  # fmt: skip
+    assert (result.scale, result.iterations, result.accepted) == (scale, iterations, True)
+    assert result.value == pytest.approx(values[scale])
+    assert tried == fractions[1 : iterations + 1]
+
+
+def test_line_search_without_an_estimate_takes_the_first_improving_fraction():
+    result = backtracking_line_search(lambda s: {0.5: 1.5, 0.25: 0.9}[s], base_value=1.0, full_step_value=3.0,
+                                      estimated_improvement=None, max_iterations=10, accept_ratio=0.9)  # fmt: skip
+    assert (result.scale, result.value, result.iterations, result.accepted) == (0.25, 0.9, 2, True)
 
 
 # -- evolutionary ----------------------------------------------------------------------------------------------

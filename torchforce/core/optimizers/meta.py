@@ -146,8 +146,9 @@ class OptimizedStep(MetaOptimizer):
     The search tries fractions ``ls_parameter**k`` (``exponential``) or ``1 - k*ls_parameter`` (``linear``) of the
     step, ``k = 1..ls_max_iterations``, and accepts one whose loss decrease is at least ``ls_accept_ratio`` times
     the predicted decrease (the inner optimizer's estimate, e.g. natural_gradient's, scaled by the fraction; else
-    the full step's own decrease). Without an accepted fraction it keeps the best one evaluated, and undoes the
-    step when none improves the loss (see ``solvers.backtracking_line_search``). ``ls_max_kl`` (not in 2018; needs
+    the full step's own decrease), or, as 2018, stops at the last fraction once shrinking no longer raises that
+    ratio. Otherwise it keeps the best fraction evaluated, and undoes the step when none improves the loss (see
+    ``solvers.backtracking_line_search``). ``ls_max_kl`` (not in 2018; needs
     ``kl_fn``) also rejects fractions whose KL from the reference exceeds it, as the TRPO paper's line search does.
     Info: the inner info, ``loss`` (before the step), ``loss_after``, ``ls_scale`` and ``ls_iterations``.
     """

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import NamedTuple
 
@@ -39,7 +40,8 @@ def conjugate_gradient(
 
 
 class LineSearchResult(NamedTuple):
-    """The chosen fraction of the step (0 = undone), the loss there, evaluations after the first, accepted or not."""
+    """The chosen fraction of the step (0 = undone), the loss there, evaluations after the first, and whether a
+    stopping rule chose it (else it is the best fraction tried)."""
 
     scale: float
     value: float
@@ -69,35 +71,48 @@ def backtracking_line_search(
     mode: str = "exponential",
     parameter: float = 0.5,
 ) -> LineSearchResult:
-    """Shrink a step until the loss decrease is a large enough share of the predicted one.
+    """Shrink a step until the loss decrease is a large enough share of the predicted one, or stops getting closer.
 
     ``base_value`` is the loss before the step, ``full_step_value`` the loss after the whole step, and
-    ``evaluate(scale)`` the loss with ``scale`` times the step (it may leave the parameters there). A fraction
-    ``s`` is accepted when ``improvement = base_value - loss(s) > 0`` and ``improvement >= accept_ratio * s *
-    estimated_improvement``. Without a positive estimate the full step's own improvement is the estimate, so an
-    improving full step is accepted at once and otherwise the first improving fraction is. If none is accepted
-    after ``max_iterations`` shrinks, the result is the fraction with the lowest loss, 0 (undo) included.
+    ``evaluate(scale)`` the loss with ``scale`` times the step (it may leave the parameters there). The ratio of a
+    fraction ``s`` is ``(base_value - loss(s)) / (s * estimated_improvement)``, 2018's "improvement". The search
+    stops, as 2018's did, at the first fraction whose ratio reaches ``accept_ratio``, or, when a smaller fraction's
+    ratio is no higher than the last one's, at that last fraction (2018 undid the shrink). Unlike 2018, a stop
+    needs a real decrease (``base_value - loss(s) > 0``): a fraction that worsens the loss (or is infinite, e.g.
+    outside a KL bound) is never kept. Without a positive estimate the full step's own improvement is the estimate,
+    so an improving full step is accepted at once and otherwise the first improving fraction is. If nothing stops
+    the search within ``max_iterations`` shrinks, the result is the fraction with the lowest loss, 0 (undo) included.
+
+    Why the ratio-stop matters: the ratio tends to 1 as ``s`` tends to 0 for any smooth loss, so a search that only
+    stops at ``accept_ratio`` (0.9 in 2018's TRPO) keeps halving a natural-gradient step until the surrogate is
+    nearly linear along it, typically 1/64 to 1/16 of the step: TRPO then moves its policy by a KL well under 1% of
+    its ``learning_rate`` bound per update and barely learns (worst with a Beta policy, whose surrogate curves most
+    along the step; tests/agents/test_trpo.py).
     """
     if estimated_improvement is None or not estimated_improvement > 0.0:
         estimated_improvement = base_value - full_step_value
 
-    def accepted(scale: float, value: float) -> bool:
+    def ratio(scale: float, value: float) -> float:
         improvement = base_value - value
-        if not improvement > 0.0:
-            return False
-        return estimated_improvement <= 0.0 or improvement >= accept_ratio * scale * estimated_improvement
+        if not improvement > 0.0:  # no decrease (or NaN): never kept, and lower than any decrease's ratio
+            return -math.inf
+        return improvement / (scale * estimated_improvement) if estimated_improvement > 0.0 else math.inf
 
-    if accepted(1.0, full_step_value):
-        return LineSearchResult(1.0, full_step_value, 0, True)
-    best = LineSearchResult(0.0, base_value, 0, False)
-    if full_step_value < base_value:
-        best = LineSearchResult(1.0, full_step_value, 0, False)
+    last = LineSearchResult(1.0, full_step_value, 0, False)
+    last_ratio = ratio(1.0, full_step_value)
+    if last_ratio >= accept_ratio:
+        return last._replace(accepted=True)
+    best = last if full_step_value < base_value else LineSearchResult(0.0, base_value, 0, False)
     iterations = 0
     for scale in step_scales(mode, parameter, max_iterations):
         iterations += 1
         value = evaluate(scale)
-        if accepted(scale, value):
+        current = ratio(scale, value)
+        if current >= accept_ratio:
             return LineSearchResult(scale, value, iterations, True)
+        if current <= last_ratio and last_ratio > -math.inf:  # shrinking stopped helping: back to the last fraction
+            return last._replace(iterations=iterations, accepted=True)
+        last, last_ratio = LineSearchResult(scale, value, 0, False), current
         if value < best.value:
-            best = LineSearchResult(scale, value, 0, False)
+            best = last
     return best._replace(iterations=iterations)
