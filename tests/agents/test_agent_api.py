@@ -182,7 +182,7 @@ def test_bad_values_name_their_path():
     ):
         float_env = make("minimal", action_type="float")
         create_agent({"type": "dqn"}, states=float_env.states, actions=float_env.actions, network=MLP)
-    with pytest.raises(SpecError, match="agent: agent 'ppo' needs 'network'"):
+    with pytest.raises(SpecError, match="agent.network: ppo needs a network"):
         create_agent({"type": "ppo"}, states=env.states, actions=env.actions)
 
 

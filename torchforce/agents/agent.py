@@ -8,7 +8,6 @@ bookkeeping), and learns from what ``observe`` tells it. Algorithms subclass ``A
 from __future__ import annotations
 
 import contextlib
-import inspect
 import threading
 import time
 import warnings
@@ -20,6 +19,7 @@ import torch
 from torch import nn
 
 from torchforce.agents.checkpoint import find_checkpoint, load_checkpoint, save_checkpoint
+from torchforce.agents.config import AgentConfig, LearningConfig
 from torchforce.agents.fetch import check_fetch, fetch, fetchable
 from torchforce.agents.rows import STATE_DTYPES, Batch, Rows, Segments, as_batch, as_output, experience_batch, per_row
 from torchforce.agents.state import agent_state, jsonable, load_agent_state, saver_spec
@@ -32,8 +32,6 @@ from torchforce.spec import (
     SpecError,
     expect_choice,
     expect_dict,
-    expect_float,
-    expect_int,
     normalize_actions,
     normalize_states,
 )
@@ -95,36 +93,19 @@ class Agent:
     name: ClassVar[str] = "agent"
     learning: ClassVar[bool] = False  # agents that store experience and update
 
-    def __init__(
-        self,
-        states: Any,
-        actions: Any,
-        *,
-        batched_observe: bool = True,
-        batching_capacity: int = 1000,
-        scope: str | None = None,
-        device: str | None = None,
-        saver: dict | None = None,
-        summarizer: dict | None = None,
-        execution: dict | None = None,
-        seed: int | None = None,
-    ) -> None:
+    def __init__(self, states: Any, actions: Any, *, config: AgentConfig) -> None:
+        """What every agent sets up from its ``config`` (checked already: see ``torchforce.agents.config``)."""
+        self.config = config
         self.states_spec, self.single_state = normalize_states(states)
         self.actions_spec, self.single_action = normalize_actions(actions)
         # float actions are checked for NaN/inf on every act (NonFiniteActionError); int and bool ones cannot be
         self._float_actions = tuple(name for name, spec in self.actions_spec.items() if spec.type == "float")
-        if not isinstance(batched_observe, bool):  # 0.3.5's integer is 0.4's batching_capacity
-            raise SpecError("batched_observe", "is true or false since 0.4", got=batched_observe,
-                            expected="true or false", hint=f"The 0.3.5 number is now 'batching_capacity': "
-                            f"{batched_observe}.")  # fmt: skip
-        self.batched_observe = batched_observe  # accepted for 2018 configs: observe is always cheap now
-        self.batching_capacity = expect_int(batching_capacity, "batching_capacity", minimum=1)
-        self.scope = scope or self.name
-        self.device = self._device(device)
-        self.execution = check_execution(execution)
-        self.seed = expect_int(seed, "seed", minimum=0, allow_none=True)  # numpy and torch take no negative seeds
-        if self.seed is not None and self.seed >= 2**64:  # nor torch one beyond 64 bits
-            raise SpecError("seed", "out of range", got=seed, expected="an integer in [0, 2^64 - 1]")
+        self.batched_observe = config.batched_observe  # 2018 keys with no effect: see AgentConfig
+        self.batching_capacity = config.batching_capacity
+        self.scope = config.scope or self.name
+        self.device = self._device(config.device)
+        self.execution = check_execution(config.execution_spec)
+        self.seed = config.seed
         if self.seed is not None:
             torch.manual_seed(self.seed)
         self.rng = np.random.default_rng(self.seed)
@@ -145,8 +126,8 @@ class Agent:
         self._last_observation: dict[str, Any] = {}
         self._update_lock: threading.Lock | None = None  # set when worker agents share this agent's model
         self.processed_states = dict(self.states_spec)
-        self.saver = saver_spec(saver)
-        self.summarizer = Summarizer(summarizer or {}, "summarizer")
+        self.saver = saver_spec(config.saver)
+        self.summarizer = Summarizer(config.summarizer or {}, "summarizer")
         self._last_save = (0, time.monotonic())
 
     # ------------------------------------------------------------------ construction helpers
@@ -163,14 +144,11 @@ class Agent:
             raise SpecError("device", "CUDA is not available on this machine", got=device, hint='Use "cpu".')
         return resolved
 
-    def _remember(self, arguments: dict[str, Any]) -> None:
-        """Record the resolved spec (every constructor argument, defaults included) for checkpoints."""
-        signature = inspect.signature(type(self).__init__)
-        spec: dict[str, Any] = {"type": self.name}
-        for key, parameter in signature.parameters.items():
-            if key in ("self", "states", "actions") or parameter.kind is inspect.Parameter.VAR_KEYWORD:
-                continue
-            spec[key] = jsonable(arguments.get(key, parameter.default))
+    def _record_spec(self, **arguments: Any) -> None:
+        """Record the resolved spec for checkpoints: the config's options (defaults included), the states and
+        actions, and the constructor's other ``arguments`` (``network``, ``action_values``)."""
+        spec = self.config.to_spec()
+        spec.update({key: jsonable(value) for key, value in arguments.items()})
         spec["states"] = jsonable(self.states_spec)
         spec["actions"] = jsonable(self.actions_spec)
         self.spec = spec
@@ -179,31 +157,30 @@ class Agent:
         self,
         *,
         network: Any,
-        update_mode: Any,
-        memory: Any,
-        states_preprocessing: Any,
-        actions_exploration: Any,
-        reward_preprocessing: Any,
-        distributions: Any,
-        variable_noise: float | None,
+        config: LearningConfig,
         default_update_mode: dict[str, Any],
         default_memory: dict[str, Any],
         on_policy: bool,
     ) -> None:
-        """Build what every learning agent has: preprocessing, the policy, explorations, memory and schedule."""
+        """Build what every learning agent has from its ``network`` and ``config``: preprocessing, the policy,
+        explorations, memory and schedule."""
         from torchforce.core.explorations import build_explorations
         from torchforce.core.networks import build_network
         from torchforce.core.policy import Policy
         from torchforce.core.preprocessors import build_preprocessing, build_reward_preprocessing
 
-        self.preprocessing = build_preprocessing(states_preprocessing, self.states_spec, path="states_preprocessing")
+        self.preprocessing = build_preprocessing(
+            config.states_preprocessing, self.states_spec, path="states_preprocessing"
+        )
         self.processed_states = {
             name: (self.preprocessing[name].processed_spec if name in self.preprocessing else spec)
             for name, spec in self.states_spec.items()
         }
-        self.reward_preprocessing = build_reward_preprocessing(reward_preprocessing, path="reward_preprocessing")
-        self.explorations = build_explorations(actions_exploration, self.actions_spec, path="actions_exploration")
-        self.variable_noise = expect_float(variable_noise, "variable_noise", minimum=0.0, allow_none=True)
+        self.reward_preprocessing = build_reward_preprocessing(config.reward_preprocessing, path="reward_preprocessing")
+        self.explorations = build_explorations(
+            config.actions_exploration, self.actions_spec, path="actions_exploration"
+        )
+        self.variable_noise = config.variable_noise
         if network is None:
             raise SpecError(
                 "network",
@@ -211,14 +188,16 @@ class Agent:
                 hint='Pass a layer list, e.g. [{"type": "dense", "size": 64}].',
             )
         self.policy = Policy(build_network(network, self.processed_states, path="network"), self.actions_spec,
-                             distributions, path="distributions").to(self.device)  # fmt: skip
-        self.update_mode = UpdateMode.from_spec(update_mode, default_update_mode)
+                             config.distributions, path="distributions").to(self.device)  # fmt: skip
+        self.update_mode = UpdateMode.from_spec(config.update_mode, default_update_mode)
         self.schedule = Schedule(self.update_mode)
         self.on_policy = on_policy
         self.fields = self._fields()
-        memory_spec = with_capacity(default_memory if memory is None else memory, default_memory["capacity"])
+        memory_spec = with_capacity(
+            default_memory if config.memory is None else config.memory, default_memory["capacity"]
+        )
         self.memory = build_memory(memory_spec, self.fields, rng=self.rng.spawn(1)[0], path="memory")
-        check_retrieval(self.update_mode, self.memory, default_memory if memory is None else memory)
+        check_retrieval(self.update_mode, self.memory, default_memory if config.memory is None else config.memory)
         check_capacity(self.update_mode, self.memory.capacity, on_policy=on_policy)
         self._completed = {"timesteps": 0, "episodes": 0}
         self._rows: Rows | None = None

@@ -8,32 +8,32 @@ import numpy as np
 import torch
 
 from torchforce.agents.agent import Agent, Batch
+from torchforce.agents.config import ConstantConfig
 from torchforce.agents.rows import action_value
 from torchforce.spec import SpecError, expect_dict, unknown_name_error
 
+NOT_GIVEN: Any = object()  # action_values may be given as null, which is an error to report
+
 
 class ConstantAgent(Agent):
+    """Always takes the same action, ``action_values``; learns nothing. Options: ``ConstantConfig``."""
+
     name = "constant"
 
     def __init__(
         self,
         states: Any,
         actions: Any,
-        action_values: Any,
+        action_values: Any = NOT_GIVEN,
         *,
-        batched_observe: bool = True,
-        batching_capacity: int = 1000,
-        scope: str = "constant",
-        device: str | None = None,
-        saver: dict | None = None,
-        summarizer: dict | None = None,
-        execution: dict | None = None,
-        distributed: dict | None = None,
-        seed: int | None = None,
+        config: ConstantConfig | None = None,
+        **options: Any,
     ) -> None:
-        super().__init__(states, actions, batched_observe=batched_observe, batching_capacity=batching_capacity,
-                         scope=scope, device=device, saver=saver, summarizer=summarizer,
-                         execution=execution or distributed, seed=seed)  # fmt: skip
+        if action_values is not NOT_GIVEN:  # 0.4's third positional argument (or a keyword)
+            options["action_values"] = action_values
+        config = ConstantConfig.resolve(config, options)
+        super().__init__(states, actions, config=config)
+        action_values = config.action_values
         if self.single_action and not isinstance(action_values, dict):
             action_values = {next(iter(self.actions_spec)): action_values}
         action_values = expect_dict(action_values, "action_values")
@@ -45,7 +45,7 @@ class ConstantAgent(Agent):
         for name in action_values:
             if name not in self.actions_spec:
                 raise unknown_name_error(f"action_values.{name}", "action", name, self.actions_spec)
-        self._remember(locals())
+        self._record_spec()
         self._load_on_start()
 
     def _act_rows(

@@ -13,68 +13,45 @@ time-limit truncations (terminal 2) bootstrap.
 from __future__ import annotations
 
 import copy
+import dataclasses
 from typing import Any
 
 import torch
 
 from torchforce.agents.agent import Agent, LearningAgent
+from torchforce.agents.config import DDPGConfig, NAFConfig
 from torchforce.agents.q_learning import target_synchronization
 from torchforce.agents.transitions import Transitions, group
 from torchforce.core.critics import Critic
 from torchforce.core.optimizers import build_optimizer
-from torchforce.spec import SpecError, expect_dict, expect_float
+from torchforce.spec import SpecError, expect_dict
 
 
 class DDPGAgent(LearningAgent):
+    """Deep Deterministic Policy Gradient (Lillicrap et al. 2016, "Continuous control with deep reinforcement
+    learning"): for float actions, a deterministic actor mu(s) that ascends a critic Q(s, a), the critic regressed
+    onto TD targets of target copies of both, which follow slowly, on transitions sampled from a replay memory;
+    exploration is the ``actions_exploration`` noise.
+
+    Options: see ``DDPGConfig``.
+    """
+
     name = "ddpg"
 
     def __init__(
-        self,
-        states: Any,
-        actions: Any,
-        network: Any,
-        *,
-        batched_observe: bool = True,
-        batching_capacity: int = 1000,
-        scope: str = "ddpg",
-        device: str | None = None,
-        saver: dict | None = None,
-        summarizer: dict | None = None,
-        execution: dict | None = None,
-        variable_noise: float | None = None,
-        states_preprocessing: Any = None,
-        actions_exploration: Any = None,
-        reward_preprocessing: Any = None,
-        update_mode: dict | None = None,
-        memory: Any = None,
-        optimizer: Any = None,
-        discount: float = 0.99,
-        distributions: dict | None = None,
-        entropy_regularization: float | None = None,
-        critic_network: Any = None,
-        critic_optimizer: Any = None,
-        target_sync_frequency: int = 10000,
-        target_update_weight: float = 1.0,
-        seed: int | None = None,
+        self, states: Any, actions: Any, network: Any = None, *, config: DDPGConfig | None = None, **options: Any
     ) -> None:
-        super().__init__(states, actions, batched_observe=batched_observe, batching_capacity=batching_capacity,
-                         scope=scope, device=device, saver=saver, summarizer=summarizer, execution=execution,
-                         seed=seed)  # fmt: skip
-        setup_deterministic_policy(
-            self, network=network, update_mode=update_mode, memory=memory, states_preprocessing=states_preprocessing,
-            actions_exploration=actions_exploration, reward_preprocessing=reward_preprocessing,
-            distributions=distributions, variable_noise=variable_noise, default_batch_size=10,
-        )  # fmt: skip
-        self.discount = expect_float(discount, "discount", minimum=0.0, maximum=1.0)
-        if entropy_regularization:
-            raise SpecError("entropy_regularization", "a deterministic policy has no entropy",
-                            got=entropy_regularization, expected="null")  # fmt: skip
-        self.optimizer = build_optimizer(optimizer or {"type": "adam", "learning_rate": 1e-3},
+        config = DDPGConfig.resolve(config, options)
+        super().__init__(states, actions, config=config)
+        setup_deterministic_policy(self, network=network, config=config, default_batch_size=10)
+        self.discount = config.discount
+        self.optimizer = build_optimizer(config.optimizer or {"type": "adam", "learning_rate": 1e-3},
                                          list(self.policy.parameters()), path="optimizer",
                                          without_kl="the ddpg agent")  # fmt: skip
-        self.critic = Critic(network if critic_network is None else critic_network, self.processed_states,
-                             self.actions_spec, path="critic_network").to(self.device)  # fmt: skip
-        self.critic_optimizer = build_optimizer(critic_optimizer or {"type": "adam", "learning_rate": 1e-3},
+        critic_network = network if config.critic_network is None else config.critic_network
+        self.critic = Critic(critic_network, self.processed_states, self.actions_spec,
+                             path="critic_network").to(self.device)  # fmt: skip
+        self.critic_optimizer = build_optimizer(config.critic_optimizer or {"type": "adam", "learning_rate": 1e-3},
                                                 list(self.critic.parameters()), path="critic_optimizer",
                                                 without_kl="the ddpg critic")  # fmt: skip
         self.target = copy.deepcopy(self.policy).requires_grad_(False)
@@ -82,10 +59,10 @@ class DDPGAgent(LearningAgent):
         self.target_sync = target_synchronization(
             [*self.policy.parameters(), *self.critic.parameters()],
             [*self.target.parameters(), *self.target_critic.parameters()],
-            target_sync_frequency,
-            target_update_weight,
+            config.target_sync_frequency,
+            config.target_update_weight,
         )
-        self._remember(locals())
+        self._record_spec(network=network)
         self._load_on_start()
 
     def trainable_modules(self) -> dict[str, torch.nn.Module]:
@@ -125,21 +102,23 @@ class DDPGAgent(LearningAgent):
         return -self.critic(states, mu).mean() + self.policy.regularization_loss()
 
 
-def setup_deterministic_policy(agent: Agent, *, default_batch_size: int, distributions: Any, **learning: Any) -> None:
+def setup_deterministic_policy(
+    agent: Agent, *, network: Any, config: DDPGConfig | NAFConfig, default_batch_size: int
+) -> None:
     """What the deterministic-policy agents (DDPG, NAF) share: float actions only, a ``deterministic`` head for
-    each unless ``distributions`` says otherwise, a replay memory of 1000 batches and timestep updates."""
+    each unless ``config.distributions`` says otherwise, a replay memory of 1000 batches and timestep updates."""
     for name, action in agent.actions_spec.items():
         if action.type != "float":
             raise SpecError(f"actions.{name}.type", f"{agent.name.upper()} acts with a deterministic policy over "
                             "float actions", got=action.type, expected='"float"',
                             hint="Use dqn for bool and int actions, or ppo.")  # fmt: skip
     heads = {name: "deterministic" for name in agent.actions_spec}
-    distributions = {} if distributions is None else expect_dict(distributions, "distributions")
-    update_mode = learning["update_mode"]
+    distributions = {} if config.distributions is None else expect_dict(config.distributions, "distributions")
+    update_mode = config.update_mode
     size = update_mode.get("batch_size", default_batch_size) if isinstance(update_mode, dict) else default_batch_size
     agent._setup_learning(
-        **learning, distributions={**heads, **distributions}, on_policy=False,
-        default_update_mode={"unit": "timesteps", "batch_size": default_batch_size},
+        network=network, config=dataclasses.replace(config, distributions={**heads, **distributions}),
+        on_policy=False, default_update_mode={"unit": "timesteps", "batch_size": default_batch_size},
         default_memory={"type": "replay", "capacity": 1000 * size if isinstance(size, int) and size > 0 else 10_000},
     )  # fmt: skip
     if agent.update_mode.unit != "timesteps":

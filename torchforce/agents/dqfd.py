@@ -19,80 +19,48 @@ import torch
 
 from torchforce.agents import q_learning
 from torchforce.agents.agent import LearningAgent
+from torchforce.agents.config import DQFDConfig
 from torchforce.agents.dqn import bootstrap
 from torchforce.agents.transitions import Transitions, group
 from torchforce.core.memories import build_memory
-from torchforce.spec import SpecError, expect_float, expect_int
+from torchforce.spec import SpecError, expect_int
 
 
 class DQFDAgent(LearningAgent):
+    """Deep Q-learning from Demonstrations (Hester et al. 2018): double DQN on bool and int actions that also
+    learns from a separate memory of expert demonstrations, adding to their TD loss a large-margin loss that
+    lifts the expert's action above every other; ``pretrain`` learns from them alone before any interaction.
+
+    Options: see ``DQFDConfig``.
+    """
+
     name = "dqfd"
 
     def __init__(
-        self,
-        states: Any,
-        actions: Any,
-        network: Any,
-        *,
-        batched_observe: bool = True,
-        batching_capacity: int = 1000,
-        scope: str = "dqfd",
-        device: str | None = None,
-        saver: dict | None = None,
-        summarizer: dict | None = None,
-        execution: dict | None = None,
-        variable_noise: float | None = None,
-        states_preprocessing: Any = None,
-        actions_exploration: Any = None,
-        reward_preprocessing: Any = None,
-        update_mode: dict | None = None,
-        memory: Any = None,
-        optimizer: Any = None,
-        discount: float = 0.99,
-        distributions: dict | None = None,
-        entropy_regularization: float | None = None,
-        target_sync_frequency: int = 10000,
-        target_update_weight: float = 1.0,
-        huber_loss: float | None = None,
-        expert_margin: float = 0.5,
-        supervised_weight: float = 0.1,
-        demo_memory_capacity: int = 10000,
-        demo_sampling_ratio: float = 0.2,
-        seed: int | None = None,
+        self, states: Any, actions: Any, network: Any = None, *, config: DQFDConfig | None = None, **options: Any
     ) -> None:
-        super().__init__(states, actions, batched_observe=batched_observe, batching_capacity=batching_capacity,
-                         scope=scope, device=device, saver=saver, summarizer=summarizer, execution=execution,
-                         seed=seed)  # fmt: skip
+        config = DQFDConfig.resolve(config, options)
+        super().__init__(states, actions, config=config)
         q_learning.setup(
-            self, network=network, update_mode=update_mode, memory=memory, states_preprocessing=states_preprocessing,
-            actions_exploration=actions_exploration, reward_preprocessing=reward_preprocessing,
-            distributions=distributions, variable_noise=variable_noise, on_policy=False,
+            self, network=network, config=config, on_policy=False,
             default_update_mode={"unit": "timesteps", "batch_size": 32, "frequency": 4},
-            default_memory=q_learning.default_memory("replay", update_mode), unit="timesteps",
-            unit_reason="DQfD learns from single transitions sampled from its memories", optimizer=optimizer,
-            discount=discount, entropy_regularization=entropy_regularization,
-            target_sync_frequency=target_sync_frequency, target_update_weight=target_update_weight,
-            double_q_model=True, huber_loss=huber_loss,
+            default_memory=q_learning.default_memory("replay", config.update_mode), unit="timesteps",
+            unit_reason="DQfD learns from single transitions sampled from its memories",
         )  # fmt: skip
-        self.expert_margin = expect_float(expert_margin, "expert_margin", minimum=0.0)
-        self.supervised_weight = expect_float(supervised_weight, "supervised_weight", minimum=0.0)
-        ratio = expect_float(demo_sampling_ratio, "demo_sampling_ratio")
-        if not 0.0 < ratio < 1.0:
-            raise SpecError(
-                "demo_sampling_ratio", "out of range", got=demo_sampling_ratio, expected="a number in (0, 1)"
-            )
-        batch_size = self.update_mode.batch_size
+        self.expert_margin = config.expert_margin
+        self.supervised_weight = config.supervised_weight
+        ratio, batch_size = config.demo_sampling_ratio, self.update_mode.batch_size
         self.demo_batch_size = int(ratio * batch_size / (1.0 - ratio))
         if self.demo_batch_size < 1:
             raise SpecError("demo_sampling_ratio", f"gives no demonstrations per batch of {batch_size}",
-                            got=demo_sampling_ratio, hint="Raise it, or update_mode.batch_size.")  # fmt: skip
-        capacity = expect_int(demo_memory_capacity, "demo_memory_capacity", minimum=self.demo_batch_size)
+                            got=ratio, hint="Raise it, or update_mode.batch_size.")  # fmt: skip
+        capacity = expect_int(config.demo_memory_capacity, "demo_memory_capacity", minimum=self.demo_batch_size)
         self.demo_memory = build_memory({"type": "replay", "capacity": capacity}, self.fields,
                                         rng=self.rng.spawn(1)[0], path="demo_memory_capacity")  # fmt: skip
         # pre-training counts updates, not timesteps: the target follows as often, in updates, as when online
         self.pretrain_sync = max(1, self.target_sync.sync_frequency // self.update_mode.frequency)
         self.pretrained = 0  # pre-training updates so far
-        self._remember(locals())
+        self._record_spec(network=network)
         self._load_on_start()
 
     def trainable_modules(self) -> dict[str, torch.nn.Module]:

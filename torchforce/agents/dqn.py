@@ -18,58 +18,35 @@ import torch
 
 from torchforce.agents import q_learning
 from torchforce.agents.agent import LearningAgent, NonFiniteError
+from torchforce.agents.config import DQNConfig
 from torchforce.agents.transitions import Transitions, group
 
 
 class DQNAgent(LearningAgent):
+    """Deep Q-network (Mnih et al. 2015, "Human-level control through deep reinforcement learning"): Q(s, a) of
+    bool and int actions regressed onto one-step TD targets from a target network, on transitions sampled from a
+    replay memory, optionally with double Q-learning (van Hasselt et al. 2016) and a Huber loss; it acts greedily
+    in Q, exploring only through ``actions_exploration``.
+
+    Options: see ``DQNConfig``.
+    """
+
     name = "dqn"
 
     def __init__(
-        self,
-        states: Any,
-        actions: Any,
-        network: Any,
-        *,
-        batched_observe: bool = True,
-        batching_capacity: int = 1000,
-        scope: str = "dqn",
-        device: str | None = None,
-        saver: dict | None = None,
-        summarizer: dict | None = None,
-        execution: dict | None = None,
-        variable_noise: float | None = None,
-        states_preprocessing: Any = None,
-        actions_exploration: Any = None,
-        reward_preprocessing: Any = None,
-        update_mode: dict | None = None,
-        memory: Any = None,
-        optimizer: Any = None,
-        discount: float = 0.99,
-        distributions: dict | None = None,
-        entropy_regularization: float | None = None,
-        target_sync_frequency: int = 10000,
-        target_update_weight: float = 1.0,
-        double_q_model: bool = False,
-        huber_loss: float | None = None,
-        seed: int | None = None,
+        self, states: Any, actions: Any, network: Any = None, *, config: DQNConfig | None = None, **options: Any
     ) -> None:
-        super().__init__(states, actions, batched_observe=batched_observe, batching_capacity=batching_capacity,
-                         scope=scope, device=device, saver=saver, summarizer=summarizer, execution=execution,
-                         seed=seed)  # fmt: skip
+        config = DQNConfig.resolve(config, options)
+        super().__init__(states, actions, config=config)
         q_learning.setup(
-            self, network=network, update_mode=update_mode, memory=memory, states_preprocessing=states_preprocessing,
-            actions_exploration=actions_exploration, reward_preprocessing=reward_preprocessing,
-            distributions=distributions, variable_noise=variable_noise, on_policy=False,
+            self, network=network, config=config, on_policy=False,
             default_update_mode={"unit": "timesteps", "batch_size": 32, "frequency": 4},
-            default_memory=q_learning.default_memory("replay", update_mode), unit="timesteps",
-            unit_reason="DQN learns from single transitions sampled from its replay memory", optimizer=optimizer,
-            discount=discount, entropy_regularization=entropy_regularization,
-            target_sync_frequency=target_sync_frequency, target_update_weight=target_update_weight,
-            double_q_model=double_q_model, huber_loss=huber_loss,
+            default_memory=q_learning.default_memory("replay", config.update_mode), unit="timesteps",
+            unit_reason="DQN learns from single transitions sampled from its replay memory",
         )  # fmt: skip
         self._full_batch: dict[str, torch.Tensor] | None = None
         self._td_error: torch.Tensor | None = None
-        self._remember(locals())
+        self._record_spec(network=network)
         self._load_on_start()
 
     def trainable_modules(self) -> dict[str, torch.nn.Module]:

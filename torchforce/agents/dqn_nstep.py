@@ -17,60 +17,35 @@ import torch
 
 from torchforce.agents import q_learning
 from torchforce.agents.agent import LearningAgent
+from torchforce.agents.config import DQNNstepConfig
 from torchforce.agents.transitions import Transitions, group
 from torchforce.core.returns import discounted_returns, n_step_returns
-from torchforce.spec import expect_int
 
 
 class DQNNstepAgent(LearningAgent):
+    """DQN n-step: Q-learning of bool and int actions on the discounted returns of whole episodes (or of
+    ``horizon`` steps), bootstrapped with a target network's value (the n-step returns of Mnih et al. 2016,
+    "Asynchronous Methods for Deep Reinforcement Learning", on the latest episodes rather than a replay memory);
+    it acts greedily in Q, exploring only through ``actions_exploration``.
+
+    Options: see ``DQNNstepConfig``.
+    """
+
     name = "dqn_nstep"
 
     def __init__(
-        self,
-        states: Any,
-        actions: Any,
-        network: Any,
-        *,
-        batched_observe: bool = True,
-        batching_capacity: int = 1000,
-        scope: str = "dqn-nstep",
-        device: str | None = None,
-        saver: dict | None = None,
-        summarizer: dict | None = None,
-        execution: dict | None = None,
-        variable_noise: float | None = None,
-        states_preprocessing: Any = None,
-        actions_exploration: Any = None,
-        reward_preprocessing: Any = None,
-        update_mode: dict | None = None,
-        memory: Any = None,
-        optimizer: Any = None,
-        discount: float = 0.99,
-        distributions: dict | None = None,
-        entropy_regularization: float | None = None,
-        target_sync_frequency: int = 10000,
-        target_update_weight: float = 1.0,
-        double_q_model: bool = False,
-        huber_loss: float | None = None,
-        horizon: int | None = None,
-        seed: int | None = None,
+        self, states: Any, actions: Any, network: Any = None, *, config: DQNNstepConfig | None = None, **options: Any
     ) -> None:
-        super().__init__(states, actions, batched_observe=batched_observe, batching_capacity=batching_capacity,
-                         scope=scope, device=device, saver=saver, summarizer=summarizer, execution=execution,
-                         seed=seed)  # fmt: skip
+        config = DQNNstepConfig.resolve(config, options)
+        super().__init__(states, actions, config=config)
         q_learning.setup(
-            self, network=network, update_mode=update_mode, memory=memory, states_preprocessing=states_preprocessing,
-            actions_exploration=actions_exploration, reward_preprocessing=reward_preprocessing,
-            distributions=distributions, variable_noise=variable_noise, on_policy=True,
+            self, network=network, config=config, on_policy=True,
             default_update_mode={"unit": "episodes", "batch_size": 10},
-            default_memory=q_learning.default_memory("latest", update_mode, batch_size=10), unit="episodes",
-            unit_reason="DQN n-step learns from the returns of whole episodes", optimizer=optimizer,
-            discount=discount, entropy_regularization=entropy_regularization,
-            target_sync_frequency=target_sync_frequency, target_update_weight=target_update_weight,
-            double_q_model=double_q_model, huber_loss=huber_loss,
+            default_memory=q_learning.default_memory("latest", config.update_mode, batch_size=10), unit="episodes",
+            unit_reason="DQN n-step learns from the returns of whole episodes",
         )  # fmt: skip
-        self.horizon = expect_int(horizon, "horizon", minimum=1, allow_none=True)
-        self._remember(locals())
+        self.horizon = config.horizon
+        self._record_spec(network=network)
         self._load_on_start()
 
     def trainable_modules(self) -> dict[str, torch.nn.Module]:

@@ -22,12 +22,13 @@ import torch
 from torch import Tensor, nn
 
 from torchforce.agents.agent import LearningAgent
+from torchforce.agents.config import NAFConfig
 from torchforce.agents.ddpg import setup_deterministic_policy
 from torchforce.agents.q_learning import target_synchronization
 from torchforce.agents.transitions import Transitions, group
 from torchforce.core.losses import huber, l2
 from torchforce.core.optimizers import build_optimizer
-from torchforce.spec import SpecError, expect_bool, expect_float
+from torchforce.spec import SpecError
 from torchforce.spec.checks import expect_elements
 
 
@@ -60,57 +61,30 @@ def quadratic_advantage(lower: Tensor, action: Tensor, mu: Tensor) -> Tensor:
 
 
 class NAFAgent(LearningAgent):
+    """Normalized Advantage Functions (Gu et al. 2016, "Continuous Deep Q-Learning with Model-based
+    Acceleration"): Q-learning for float actions with a Q-function quadratic in the action, V(s) minus a
+    positive-definite form around mu(s), so the greedy action mu(s) and its value V(s) are known in closed form; TD
+    targets come from a target network's V, on transitions sampled from a replay memory.
+
+    Options: see ``NAFConfig``.
+    """
+
     name = "naf"
 
     def __init__(
-        self,
-        states: Any,
-        actions: Any,
-        network: Any,
-        *,
-        batched_observe: bool = True,
-        batching_capacity: int = 1000,
-        scope: str = "naf",
-        device: str | None = None,
-        saver: dict | None = None,
-        summarizer: dict | None = None,
-        execution: dict | None = None,
-        variable_noise: float | None = None,
-        states_preprocessing: Any = None,
-        actions_exploration: Any = None,
-        reward_preprocessing: Any = None,
-        update_mode: dict | None = None,
-        memory: Any = None,
-        optimizer: Any = None,
-        discount: float = 0.99,
-        distributions: dict | None = None,
-        entropy_regularization: float | None = None,
-        target_sync_frequency: int = 10000,
-        target_update_weight: float = 1.0,
-        double_q_model: bool = False,
-        huber_loss: float | None = None,
-        seed: int | None = None,
+        self, states: Any, actions: Any, network: Any = None, *, config: NAFConfig | None = None, **options: Any
     ) -> None:
-        super().__init__(states, actions, batched_observe=batched_observe, batching_capacity=batching_capacity,
-                         scope=scope, device=device, saver=saver, summarizer=summarizer, execution=execution,
-                         seed=seed)  # fmt: skip
+        config = NAFConfig.resolve(config, options)
+        super().__init__(states, actions, config=config)
         for name, action in self.actions_spec.items():  # before the shared check: NAF's own reason and pointer
             if action.type != "float":
                 raise SpecError(f"actions.{name}.type", "NAF's Q-function is quadratic in float actions, maximal "
                                 "at the mu(s) it acts with, so only float actions work", got=action.type,
                                 expected='"float"',
                                 hint="Use dqn, dqn_nstep or dqfd for bool and int actions.")  # fmt: skip
-        setup_deterministic_policy(
-            self, network=network, update_mode=update_mode, memory=memory, states_preprocessing=states_preprocessing,
-            actions_exploration=actions_exploration, reward_preprocessing=reward_preprocessing,
-            distributions=distributions, variable_noise=variable_noise, default_batch_size=32,
-        )  # fmt: skip
-        self.discount = expect_float(discount, "discount", minimum=0.0, maximum=1.0)
-        if entropy_regularization:
-            raise SpecError("entropy_regularization", "a deterministic policy has no entropy",
-                            got=entropy_regularization, expected="null")  # fmt: skip
-        expect_bool(double_q_model, "double_q_model")
-        self.huber_loss = expect_float(huber_loss, "huber_loss", minimum=0.0, allow_none=True) or None
+        setup_deterministic_policy(self, network=network, config=config, default_batch_size=32)
+        self.discount = config.discount
+        self.huber_loss = config.huber_loss or None  # 0: none; double_q_model changes nothing (V' needs no argmax)
         size = sum(math.prod(action.shape) for action in self.actions_spec.values())
         # L(s) has n (n + 1) / 2 entries: the head's weights grow with the square of the action's size
         expect_elements(
@@ -120,7 +94,7 @@ class NAFAgent(LearningAgent):
             hint="NAF suits small float actions.",
         )
         self.heads = AdvantageHeads(self.policy.network.output_size, size).to(self.device)
-        self.optimizer = build_optimizer(optimizer or {"type": "adam", "learning_rate": 1e-3},
+        self.optimizer = build_optimizer(config.optimizer or {"type": "adam", "learning_rate": 1e-3},
                                          [*self.policy.parameters(), *self.heads.parameters()],
                                          path="optimizer", without_kl="the naf agent")  # fmt: skip
         self.target = copy.deepcopy(self.policy).requires_grad_(False)
@@ -128,10 +102,10 @@ class NAFAgent(LearningAgent):
         self.target_sync = target_synchronization(
             [*self.policy.parameters(), *self.heads.parameters()],
             [*self.target.parameters(), *self.target_heads.parameters()],
-            target_sync_frequency,
-            target_update_weight,
+            config.target_sync_frequency,
+            config.target_update_weight,
         )
-        self._remember(locals())
+        self._record_spec(network=network)
         self._load_on_start()
 
     def trainable_modules(self) -> dict[str, torch.nn.Module]:

@@ -11,41 +11,32 @@ from typing import Any
 
 import torch
 
+from torchforce.agents.config import PolicyGradientConfig
 from torchforce.agents.transitions import Transitions, group
 from torchforce.core.baselines import EMBEDDING, build_pg_baseline
 from torchforce.core.returns import advantages, cut_windows
-from torchforce.spec import expect_bool, expect_float
 
 Data = dict[str, torch.Tensor]
 
 
-def setup(
-    agent: Any,
-    *,
-    discount: Any,
-    entropy_regularization: Any,
-    gae_lambda: Any,
-    normalize_advantages: Any,
-    baseline_mode: Any,
-    baseline: Any,
-    baseline_optimizer: Any,
-    **learning: Any,
-) -> None:
-    """What every policy-gradient agent's constructor does: the learning setup (``Agent._setup_learning`` with
-    ``learning``: network, update_mode, memory, preprocessing...; on-policy, 10 episodes per update and a latest
-    memory by default), the options of the module docstring checked and set, and the baseline built."""
-    agent._setup_learning(**learning, on_policy=True, default_update_mode={"unit": "episodes", "batch_size": 10},
-                          default_memory={"type": "latest",
-                                          "capacity": default_capacity(learning["update_mode"])})  # fmt: skip
-    agent.discount = expect_float(discount, "discount", minimum=0.0, maximum=1.0)
-    agent.entropy_regularization = expect_float(
-        entropy_regularization, "entropy_regularization", minimum=0.0, allow_none=True
+def setup(agent: Any, *, network: Any, config: PolicyGradientConfig) -> None:
+    """What every policy-gradient agent's constructor does: the learning setup (``Agent._setup_learning``: on-policy,
+    10 episodes per update and a latest memory by default), the options of the module docstring set from the
+    ``config`` (checked already), and the baseline built."""
+    agent._setup_learning(
+        network=network,
+        config=config,
+        default_update_mode={"unit": "episodes", "batch_size": 10},
+        default_memory={"type": "latest", "capacity": default_capacity(config.update_mode)},
+        on_policy=True,
     )
-    agent.gae_lambda = expect_float(gae_lambda, "gae_lambda", minimum=0.0, maximum=1.0, allow_none=True)
-    agent.normalize_advantages = expect_bool(normalize_advantages, "normalize_advantages")
+    agent.discount = config.discount
+    agent.entropy_regularization = config.entropy_regularization
+    agent.gae_lambda = config.gae_lambda
+    agent.normalize_advantages = config.normalize_advantages
     agent.baseline_mode, agent.baseline, agent.baseline_optimizer = build_pg_baseline(
-        baseline_mode, baseline, baseline_optimizer, gae_lambda, states=agent.processed_states,
-        embedding_size=agent.policy.network.output_size, device=agent.device,
+        config.baseline_mode, config.baseline, config.baseline_optimizer, config.gae_lambda,
+        states=agent.processed_states, embedding_size=agent.policy.network.output_size, device=agent.device,
     )  # fmt: skip
 
 

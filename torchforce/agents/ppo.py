@@ -18,6 +18,7 @@ import torch
 
 from torchforce.agents import policy_gradient
 from torchforce.agents.agent import LearningAgent
+from torchforce.agents.config import PPOConfig
 from torchforce.agents.policy_gradient import (
     baseline_loss,
     statistics,
@@ -27,77 +28,39 @@ from torchforce.agents.policy_gradient import (
 from torchforce.agents.transitions import Transitions
 from torchforce.core.memories.latest import Latest
 from torchforce.core.optimizers import build_optimizer
-from torchforce.spec import SpecError, expect_float, expect_int
-from torchforce.spec.checks import MAX_STEPS, expect_steps
+from torchforce.spec import SpecError
+from torchforce.spec.checks import MAX_STEPS
 
 
 class PPOAgent(LearningAgent):
+    """Proximal Policy Optimization (Schulman et al. 2017, "Proximal Policy Optimization Algorithms"): several
+    optimizer steps per batch on the clipped surrogate E[min(ratio * A, clip(ratio, 1 - eps, 1 + eps) * A)], which
+    keeps the policy near the one that collected the batch; advantages from an optional state-value baseline (GAE
+    with ``gae_lambda``), steps either on random subsamples (2018) or over shuffled minibatches for ``epochs``.
+
+    Options: see ``PPOConfig`` (``torchforce.agents.config``), one line of documentation each.
+    """
+
     name = "ppo"
 
     def __init__(
-        self,
-        states: Any,
-        actions: Any,
-        network: Any,
-        *,
-        batched_observe: bool = True,
-        batching_capacity: int = 1000,
-        scope: str = "ppo",
-        device: str | None = None,
-        saver: dict | None = None,
-        summarizer: dict | None = None,
-        execution: dict | None = None,
-        variable_noise: float | None = None,
-        states_preprocessing: Any = None,
-        actions_exploration: Any = None,
-        reward_preprocessing: Any = None,
-        update_mode: dict | None = None,
-        memory: Any = None,
-        discount: float = 0.99,
-        distributions: dict | None = None,
-        entropy_regularization: float | None = None,
-        baseline_mode: str | None = None,
-        baseline: Any = None,
-        baseline_optimizer: Any = None,
-        gae_lambda: float | None = None,
-        likelihood_ratio_clipping: float | None = 0.2,
-        step_optimizer: Any = None,
-        subsampling_fraction: float = 0.1,
-        optimization_steps: int = 50,
-        epochs: int | None = None,
-        minibatch_size: int | None = None,
-        normalize_advantages: bool = False,
-        seed: int | None = None,
+        self, states: Any, actions: Any, network: Any = None, *, config: PPOConfig | None = None, **options: Any
     ) -> None:
-        super().__init__(states, actions, batched_observe=batched_observe, batching_capacity=batching_capacity,
-                         scope=scope, device=device, saver=saver, summarizer=summarizer, execution=execution,
-                         seed=seed)  # fmt: skip
-        policy_gradient.setup(
-            self, network=network, update_mode=update_mode, memory=memory, states_preprocessing=states_preprocessing,
-            actions_exploration=actions_exploration, reward_preprocessing=reward_preprocessing,
-            distributions=distributions, variable_noise=variable_noise, discount=discount,
-            entropy_regularization=entropy_regularization, gae_lambda=gae_lambda,
-            normalize_advantages=normalize_advantages, baseline_mode=baseline_mode, baseline=baseline,
-            baseline_optimizer=baseline_optimizer,
-        )  # fmt: skip
+        config = PPOConfig.resolve(config, options)
+        super().__init__(states, actions, config=config)
+        policy_gradient.setup(self, network=network, config=config)
         if self.update_mode.unit == "timesteps" and not isinstance(self.memory, Latest):
             # a replay memory would hand out random, old timesteps: PPO needs the latest contiguous ones
+            memory = config.memory
             raise SpecError("memory.type", "PPO updating on timesteps learns from the most recent ones",
                             got=memory.get("type") if isinstance(memory, dict) else memory, expected='"latest"',
                             hint='Use {"type": "latest"}, or update_mode.unit "episodes".')  # fmt: skip
-        self.clipping = expect_float(
-            likelihood_ratio_clipping, "likelihood_ratio_clipping", minimum=0.0, allow_none=True
-        )
-        self.subsampling_fraction = expect_float(subsampling_fraction, "subsampling_fraction")
-        if not 0.0 < self.subsampling_fraction <= 1.0:
-            raise SpecError("subsampling_fraction", "out of range", got=subsampling_fraction,
-                            expected="a number in (0, 1]")  # fmt: skip
-        self.optimization_steps = expect_steps(optimization_steps, "optimization_steps")
-        self.epochs = expect_steps(epochs, "epochs", allow_none=True)
-        self.minibatch_size = expect_int(minibatch_size, "minibatch_size", minimum=1, allow_none=True)
-        if self.minibatch_size is not None and self.epochs is None:
-            raise SpecError("minibatch_size", "goes with 'epochs'", hint="Set epochs too, or use subsampling_fraction.")
-        self.optimizer = build_optimizer(step_optimizer or {"type": "adam", "learning_rate": 1e-3},
+        self.clipping = config.likelihood_ratio_clipping
+        self.subsampling_fraction = config.subsampling_fraction
+        self.optimization_steps = config.optimization_steps
+        self.epochs = config.epochs
+        self.minibatch_size = config.minibatch_size
+        self.optimizer = build_optimizer(config.step_optimizer or {"type": "adam", "learning_rate": 1e-3},
                                          list(self.policy.parameters()), path="step_optimizer",
                                          without_kl="the ppo agent")  # fmt: skip
         steps = (self.epochs or self.optimization_steps) * self.optimizer.inner_steps
@@ -106,7 +69,7 @@ class PPOAgent(LearningAgent):
             raise SpecError(key, f"an update takes {steps} inner steps ({key} times those of step_optimizer)",
                             expected=f"at most {MAX_STEPS}",
                             hint=f"Lower {key}, or step_optimizer's num_steps.")  # fmt: skip
-        self._remember(locals())
+        self._record_spec(network=network)
         self._load_on_start()
 
     def trainable_modules(self) -> dict[str, torch.nn.Module]:

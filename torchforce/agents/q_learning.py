@@ -22,13 +22,15 @@ without ``actions_exploration`` never explores, then as now.
 from __future__ import annotations
 
 import copy
+import dataclasses
 from typing import Any
 
 import torch
 
+from torchforce.agents.config import DQFDConfig, DQNConfig, DQNNstepConfig
 from torchforce.core.losses import huber, l2
 from torchforce.core.optimizers import Synchronization, build_optimizer
-from torchforce.spec import ActionSpec, SpecError, expect_bool, expect_dict, expect_float, expect_int
+from torchforce.spec import ActionSpec, SpecError, expect_dict
 
 Data = dict[str, torch.Tensor]
 
@@ -36,33 +38,27 @@ Data = dict[str, torch.Tensor]
 def setup(
     agent: Any,
     *,
+    network: Any,
+    config: DQNConfig | DQNNstepConfig | DQFDConfig,
     unit: str,
     unit_reason: str,
     on_policy: bool,
     default_update_mode: dict[str, Any],
     default_memory: dict[str, Any],
-    optimizer: Any,
-    discount: Any,
-    entropy_regularization: Any,
-    target_sync_frequency: Any,
-    target_update_weight: Any,
-    double_q_model: Any,
-    huber_loss: Any,
-    **learning: Any,
 ) -> None:
     """What every Q-learning agent's constructor does: only bool and int actions (Q-values are per discrete
-    action value), the learning setup (``Agent._setup_learning`` with ``learning``, bool actions getting a
+    action value), the learning setup (``Agent._setup_learning`` with ``config``, bool actions getting a
     categorical head), heads that have Q-values, ``update_mode.unit`` required to be ``unit`` (``unit_reason``
-    says why), the options checked and set, the optimizer, and a target network synchronized every
+    says why), the config's options set on the agent, the optimizer, and a target network synchronized every
     ``target_sync_frequency`` timesteps (a copy, or a soft update by ``target_update_weight``)."""
     for name, action in agent.actions_spec.items():
         if action.type not in ("bool", "int"):
             raise SpecError(f"actions.{name}.type", "DQN picks actions by argmax over Q-values, so only bool and "
                             "int actions work", got=action.type, expected='"bool" or "int"',
                             hint="Use naf or ddpg for float actions, or ppo.")  # fmt: skip
-    learning["distributions"] = q_value_heads(agent.actions_spec, learning["distributions"])
-    agent._setup_learning(**learning, on_policy=on_policy, default_update_mode=default_update_mode,
-                          default_memory=default_memory)  # fmt: skip
+    config = dataclasses.replace(config, distributions=q_value_heads(agent.actions_spec, config.distributions))
+    agent._setup_learning(network=network, config=config, on_policy=on_policy,
+                          default_update_mode=default_update_mode, default_memory=default_memory)  # fmt: skip
     for name, head in agent.policy.heads.items():
         if not callable(getattr(head, "q_values", None)):
             raise SpecError(f"distributions.{name}", f"a {type(head).__name__.lower()} head has no Q-values, and "
@@ -72,18 +68,17 @@ def setup(
                             "action.")  # fmt: skip
     if agent.update_mode.unit != unit:
         raise SpecError("update_mode.unit", unit_reason, got=agent.update_mode.unit, expected=f'"{unit}"')
-    agent.discount = expect_float(discount, "discount", minimum=0.0, maximum=1.0)
-    agent.entropy_regularization = expect_float(
-        entropy_regularization, "entropy_regularization", minimum=0.0, allow_none=True
-    )
-    agent.double_q_model = expect_bool(double_q_model, "double_q_model")
-    agent.huber_loss = expect_float(huber_loss, "huber_loss", minimum=0.0, allow_none=True) or None  # 0: none
-    agent.optimizer = build_optimizer(optimizer or {"type": "adam", "learning_rate": 1e-3},
+    agent.discount = config.discount
+    agent.entropy_regularization = config.entropy_regularization
+    agent.double_q_model = getattr(config, "double_q_model", True)  # DQfD has no such option: always double DQN
+    agent.huber_loss = config.huber_loss or None  # 0: none
+    agent.optimizer = build_optimizer(config.optimizer or {"type": "adam", "learning_rate": 1e-3},
                                       list(agent.policy.parameters()), path="optimizer",
                                       without_kl=f"the {agent.name} agent")  # fmt: skip
     agent.target = copy.deepcopy(agent.policy).requires_grad_(False)
     agent.target_sync = target_synchronization(list(agent.policy.parameters()), list(agent.target.parameters()),
-                                               target_sync_frequency, target_update_weight)  # fmt: skip
+                                               config.target_sync_frequency,
+                                               config.target_update_weight)  # fmt: skip
 
 
 def q_value_heads(actions: dict[str, ActionSpec], distributions: Any) -> dict[str, Any]:
@@ -94,16 +89,11 @@ def q_value_heads(actions: dict[str, ActionSpec], distributions: Any) -> dict[st
 
 
 def target_synchronization(
-    source: list[torch.nn.Parameter], target: list[torch.Tensor], frequency: Any, weight: Any
+    source: list[torch.nn.Parameter], target: list[torch.Tensor], frequency: int, weight: float
 ) -> Synchronization:
     """Target parameters following ``source``: ``weight`` of the way (1: a copy) every ``frequency`` timesteps,
-    checked as the agent keys ``target_sync_frequency`` and ``target_update_weight``."""
-    weight_value = expect_float(weight, "target_update_weight")
-    if not 0.0 < weight_value <= 1.0:  # a weight of 0 would never move the target
-        raise SpecError("target_update_weight", "out of range", got=weight, expected="a number in (0, 1]",
-                        hint="1 copies the network, 0.01 is a slow soft update.")  # fmt: skip
-    return Synchronization(source, target, sync_frequency=expect_int(frequency, "target_sync_frequency", minimum=1),
-                           update_weight=weight_value)  # fmt: skip
+    the agent config's ``target_update_weight`` and ``target_sync_frequency`` (which it checks)."""
+    return Synchronization(source, target, sync_frequency=frequency, update_weight=weight)
 
 
 def default_memory(memory_type: str, update_mode: Any, batch_size: int = 32) -> dict[str, Any]:

@@ -9,30 +9,18 @@ import numpy as np
 import torch
 
 from torchforce.agents.agent import Agent, Batch
+from torchforce.agents.config import RandomConfig
 
 
 class RandomAgent(Agent):
+    """Acts uniformly at random and learns nothing. Options: ``RandomConfig``."""
+
     name = "random"
 
-    def __init__(
-        self,
-        states: Any,
-        actions: Any,
-        *,
-        batched_observe: bool = True,
-        batching_capacity: int = 1000,
-        scope: str = "random",
-        device: str | None = None,
-        saver: dict | None = None,
-        summarizer: dict | None = None,
-        execution: dict | None = None,
-        distributed: dict | None = None,
-        seed: int | None = None,
-    ) -> None:
-        super().__init__(states, actions, batched_observe=batched_observe, batching_capacity=batching_capacity,
-                         scope=scope, device=device, saver=saver, summarizer=summarizer,
-                         execution=execution or distributed, seed=seed)  # fmt: skip
-        self._remember(locals())
+    def __init__(self, states: Any, actions: Any, *, config: RandomConfig | None = None, **options: Any) -> None:
+        config = RandomConfig.resolve(config, options)
+        super().__init__(states, actions, config=config)
+        self._record_spec()
         self._load_on_start()
 
     def _act_rows(

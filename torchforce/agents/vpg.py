@@ -16,6 +16,7 @@ import torch
 
 from torchforce.agents import policy_gradient
 from torchforce.agents.agent import LearningAgent
+from torchforce.agents.config import VPGConfig
 from torchforce.agents.policy_gradient import (
     baseline_loss,
     regularized,
@@ -28,53 +29,25 @@ from torchforce.core.optimizers import build_optimizer
 
 
 class VPGAgent(LearningAgent):
+    """Vanilla policy gradient (REINFORCE, Williams 1992, "Simple statistical gradient-following algorithms for
+    connectionist reinforcement learning"): one gradient step per update on -log pi(a|s) * A, with A the discounted
+    return, or its advantage over a learned state-value baseline (GAE, Schulman et al. 2016, with ``gae_lambda``).
+
+    Options: see ``VPGConfig`` (``torchforce.agents.config``), one line of documentation each.
+    """
+
     name = "vpg"
 
     def __init__(
-        self,
-        states: Any,
-        actions: Any,
-        network: Any,
-        *,
-        batched_observe: bool = True,
-        batching_capacity: int = 1000,
-        scope: str = "vpg",
-        device: str | None = None,
-        saver: dict | None = None,
-        summarizer: dict | None = None,
-        execution: dict | None = None,
-        variable_noise: float | None = None,
-        states_preprocessing: Any = None,
-        actions_exploration: Any = None,
-        reward_preprocessing: Any = None,
-        update_mode: dict | None = None,
-        memory: Any = None,
-        optimizer: Any = None,
-        discount: float = 0.99,
-        distributions: dict | None = None,
-        entropy_regularization: float | None = None,
-        baseline_mode: str | None = None,
-        baseline: Any = None,
-        baseline_optimizer: Any = None,
-        gae_lambda: float | None = None,
-        normalize_advantages: bool = False,
-        seed: int | None = None,
+        self, states: Any, actions: Any, network: Any = None, *, config: VPGConfig | None = None, **options: Any
     ) -> None:
-        super().__init__(states, actions, batched_observe=batched_observe, batching_capacity=batching_capacity,
-                         scope=scope, device=device, saver=saver, summarizer=summarizer, execution=execution,
-                         seed=seed)  # fmt: skip
-        policy_gradient.setup(
-            self, network=network, update_mode=update_mode, memory=memory, states_preprocessing=states_preprocessing,
-            actions_exploration=actions_exploration, reward_preprocessing=reward_preprocessing,
-            distributions=distributions, variable_noise=variable_noise, discount=discount,
-            entropy_regularization=entropy_regularization, gae_lambda=gae_lambda,
-            normalize_advantages=normalize_advantages, baseline_mode=baseline_mode, baseline=baseline,
-            baseline_optimizer=baseline_optimizer,
-        )  # fmt: skip
-        self.optimizer = build_optimizer(optimizer or {"type": "adam", "learning_rate": 1e-3},
+        config = VPGConfig.resolve(config, options)
+        super().__init__(states, actions, config=config)
+        policy_gradient.setup(self, network=network, config=config)
+        self.optimizer = build_optimizer(config.optimizer or {"type": "adam", "learning_rate": 1e-3},
                                          list(self.policy.parameters()), path="optimizer",
                                          without_kl="the vpg agent")  # fmt: skip
-        self._remember(locals())
+        self._record_spec(network=network)
         self._load_on_start()
 
     def trainable_modules(self) -> dict[str, torch.nn.Module]:

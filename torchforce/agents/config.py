@@ -1,0 +1,775 @@
+"""Typed agent configs: one frozen dataclass per agent type with its options, their defaults and one line of
+documentation each, validated when it is built.
+
+The classes (configs only; agents themselves stay ``Agent -> XAgent``)::
+
+    AgentConfig                   what every agent has: seed, device, saver, summarizer, execution, 2018 no-op keys
+      ConstantConfig, RandomConfig
+      LearningConfig              agents that learn: preprocessing, exploration, update_mode, memory, discount...
+        PolicyGradientConfig      a state-value baseline, GAE, advantage normalization
+          VPGConfig, PPOConfig, TRPOConfig
+        DQNConfig, DQNNstepConfig, DQFDConfig, DDPGConfig, NAFConfig
+
+``XConfig.from_spec(options)`` builds a config from the flat keys of a 2018 agent spec; ``to_spec()`` gives them
+back as JSON (with ``type``), as they are saved beside checkpoints. ``states``, ``actions`` and ``network`` are
+not options: they are the agent constructor's arguments, as in 0.4's ``PPOAgent(states, actions, network, ...)``
+(``parse`` splits a whole agent spec into the two). Scalar options are checked here with the ``torchforce.spec``
+validators; structured ones (network, memory, optimizers, preprocessing, exploration, saver...) pass through as
+given, and their builders check them when the agent is made.
+
+2018 keys that change nothing in torchforce are accepted, so 2018 configs keep loading, and handled here once:
+``batched_observe`` (observe is always cheap; 0.3.5's integer form is an error naming ``batching_capacity``),
+``batching_capacity`` (checked, then unused), ``scope`` (a name only) and, for the constant and random agents, the
+2018 client's ``distributed`` (the name of ``execution`` before 0.4). Their one-line docs say so.
+
+``json_schema(config_class)`` and ``schemas()`` turn the same classes into JSON Schemas (draft 2020-12) for
+editors (``tfcli config schema``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from collections.abc import Mapping
+from dataclasses import MISSING, dataclass, field
+from typing import Any, ClassVar, Self
+
+from torchforce.spec import SpecError, check_kwargs, expect_bool, expect_choice, expect_dict, expect_float, expect_int
+from torchforce.spec.checks import MAX_STEPS, expect_steps
+
+JSON_SCHEMA_DRAFT = "https://json-schema.org/draft/2020-12/schema"
+CONSTRUCTOR_KEYS = ("states", "actions", "network")  # an agent constructor's arguments, not config options
+SCHEMA_KEY = "$schema"  # where a config file may name its schema for editors; ignored when a config is built
+
+
+# ---------------------------------------------------------------------------------------------------------- checks
+# A check validates one scalar option (``check(value, path) -> value``, normalized: 4.0 -> 4 for an integer) and
+# says what JSON Schema knows of it (``schema()``: ranges, choices).
+
+
+def _bound(value: float) -> str:
+    return f"{value:g}"
+
+
+@dataclass(frozen=True)
+class Integer:
+    """An integer within [``minimum``, ``maximum``]; ``steps``: a number of an update's inner steps (at most
+    ``MAX_STEPS``, as ``expect_steps``); ``expected`` words the range in an out-of-range error."""
+
+    minimum: int | None = None
+    maximum: int | None = None
+    nullable: bool = False
+    steps: bool = False
+    expected: str | None = None
+
+    def __call__(self, value: Any, path: str) -> int | None:
+        if self.steps:
+            return expect_steps(value, path, minimum=self.minimum or 0, allow_none=self.nullable)
+        value = expect_int(value, path, minimum=self.minimum, allow_none=self.nullable)
+        if value is not None and self.maximum is not None and value > self.maximum:
+            raise SpecError(path, "out of range", got=value, expected=self.expected or f"an integer <= {self.maximum}")
+        return value
+
+    def schema(self) -> dict[str, Any]:
+        bounds = {"minimum": self.minimum, "maximum": MAX_STEPS if self.steps else self.maximum}
+        return {key: value for key, value in bounds.items() if value is not None}
+
+
+@dataclass(frozen=True)
+class Number:
+    """A finite number within [``minimum``, ``maximum``]; ``open_minimum``/``open_maximum`` leave an end out
+    (``Number(minimum=0.0, maximum=1.0, open_minimum=True)``: (0, 1]); ``hint`` goes with an out-of-range error."""
+
+    minimum: float | None = None
+    maximum: float | None = None
+    open_minimum: bool = False
+    open_maximum: bool = False
+    nullable: bool = False
+    hint: str | None = None
+
+    def __call__(self, value: Any, path: str) -> float | None:
+        if not (self.open_minimum or self.open_maximum):
+            return expect_float(value, path, minimum=self.minimum, maximum=self.maximum, allow_none=self.nullable)
+        number = expect_float(value, path, allow_none=self.nullable)
+        if number is not None and not self._within(number):
+            low = "-inf" if self.minimum is None else _bound(self.minimum)
+            high = "inf" if self.maximum is None else _bound(self.maximum)
+            interval = f"{'(' if self.open_minimum else '['}{low}, {high}{')' if self.open_maximum else ']'}"
+            raise SpecError(path, "out of range", got=value, expected=f"a number in {interval}", hint=self.hint)
+        return number
+
+    def _within(self, number: float) -> bool:
+        if self.minimum is not None and (number <= self.minimum if self.open_minimum else number < self.minimum):
+            return False
+        return self.maximum is None or (number < self.maximum if self.open_maximum else number <= self.maximum)
+
+    def schema(self) -> dict[str, Any]:
+        bounds = {
+            "exclusiveMinimum" if self.open_minimum else "minimum": self.minimum,
+            "exclusiveMaximum" if self.open_maximum else "maximum": self.maximum,
+        }
+        return {key: value for key, value in bounds.items() if value is not None}
+
+
+@dataclass(frozen=True)
+class Flag:
+    """``true`` or ``false``."""
+
+    def __call__(self, value: Any, path: str) -> bool:
+        return expect_bool(value, path)
+
+    def schema(self) -> dict[str, Any]:
+        return {}
+
+
+@dataclass(frozen=True)
+class Choice:
+    """One of ``choices`` (or null where ``nullable``)."""
+
+    choices: tuple[str, ...]
+    nullable: bool = False
+
+    def __call__(self, value: Any, path: str) -> str | None:
+        return None if value is None and self.nullable else expect_choice(value, path, self.choices)
+
+    def schema(self) -> dict[str, Any]:
+        return {"enum": [*self.choices, *([None] if self.nullable else [])]}
+
+
+@dataclass(frozen=True)
+class Text:
+    """A string (or null where ``nullable``)."""
+
+    nullable: bool = False
+
+    def __call__(self, value: Any, path: str) -> str | None:
+        if not isinstance(value, str) and not (value is None and self.nullable):
+            raise SpecError(path, "not a string", got=value, expected="a string" + " or null" * self.nullable)
+        return value
+
+    def schema(self) -> dict[str, Any]:
+        return {}
+
+
+@dataclass(frozen=True)
+class BatchedObserve:
+    """0.4's ``batched_observe``: true or false; 0.3.5's integer is now ``batching_capacity``."""
+
+    def __call__(self, value: Any, path: str) -> bool:
+        if not isinstance(value, bool):
+            raise SpecError(
+                path,
+                "is true or false since 0.4",
+                got=value,
+                expected="true or false",
+                hint=f"The 0.3.5 number is now 'batching_capacity': {value}.",
+            )
+        return value
+
+    def schema(self) -> dict[str, Any]:
+        return {}
+
+
+@dataclass(frozen=True)
+class NoEntropy:
+    """A deterministic policy's ``entropy_regularization``: left out (null, or 0)."""
+
+    def __call__(self, value: Any, path: str) -> Any:
+        if value:
+            raise SpecError(path, "a deterministic policy has no entropy", got=value, expected="null")
+        return value
+
+    def schema(self) -> dict[str, Any]:
+        return {"enum": [None, 0]}
+
+
+Check = Integer | Number | Flag | Choice | Text | BatchedObserve | NoEntropy
+
+
+def option(default: Any = MISSING, doc: str = "", check: Check | None = None) -> Any:
+    """A config field: its ``default`` (none: required), one line of ``doc``, and the ``check`` of a scalar option
+    (None: a structured spec its builder checks). A mutable default would be shared, so it is refused."""
+    if isinstance(default, (dict, list, set)):
+        raise TypeError(f"option default {default!r} is mutable: use None and document what None stands for")
+    return field(default=default, metadata={"doc": doc, "check": check})
+
+
+# Options several agent configs have, one definition each.
+
+
+def optimizer_option(doc: str = "The policy's optimizer spec; null: adam with learning rate 1e-3.") -> Any:
+    return option(None, doc)
+
+
+def target_sync_frequency_option() -> Any:
+    return option(10000, "Timesteps between updates of the target network.", Integer(minimum=1))
+
+
+def target_update_weight_option() -> Any:
+    return option(
+        1.0,
+        "How far the target network moves toward the online one at each sync: 1 copies, 0.01 is a slow soft update.",
+        Number(minimum=0.0, maximum=1.0, open_minimum=True, hint="1 copies the network, 0.01 is a slow soft update."),
+    )
+
+
+def huber_loss_option() -> Any:
+    return option(
+        None,
+        "Huber loss threshold on the TD error (the gradient clipped to it); null or 0: squared error.",
+        Number(minimum=0.0, nullable=True),
+    )
+
+
+def scope_option(name: str | None) -> Any:
+    return option(name, "2018 key with no effect: the agent's TensorFlow scope, a name only.", Text(nullable=True))
+
+
+def no_entropy_option() -> Any:
+    return option(None, "Not for a deterministic policy, which has no entropy: null.", NoEntropy())
+
+
+# --------------------------------------------------------------------------------------------------------- configs
+
+
+@dataclass(frozen=True, kw_only=True)
+class AgentConfig:
+    """The options every agent has."""
+
+    kind: ClassVar[str] = "agent"  # the agent type this config is for (its AGENTS registry name)
+    takes_network: ClassVar[bool] = False  # whether the agent's constructor takes a ``network``
+
+    batched_observe: bool = option(
+        True,
+        "2018 key with no effect (observe is always cheap): true or false; 0.3.5's number is batching_capacity.",
+        BatchedObserve(),
+    )
+    batching_capacity: int = option(
+        1000, "2018 key with no effect beyond this check: the most rows observe buffered.", Integer(minimum=1)
+    )
+    scope: str | None = scope_option(None)
+    device: str | None = option(None, 'The torch device to compute on ("cpu", "cuda", "cuda:1"); null: the CPU.')
+    saver: dict | None = option(None, "Checkpointing: directory, seconds or steps, load, basename; null: off.")
+    summarizer: dict | None = option(None, "TensorBoard summaries: directory, steps, labels; null: off.")
+    execution: dict | None = option(None, "2018 execution spec; single or multi-threaded (a runner distributes).")
+    seed: int | None = option(
+        None,
+        "Seeds torch's and the agent's random numbers; null: unseeded.",
+        Integer(minimum=0, maximum=2**64 - 1, nullable=True, expected="an integer in [0, 2^64 - 1]"),
+    )
+
+    def __post_init__(self) -> None:
+        for item in dataclasses.fields(self):
+            check = item.metadata.get("check")
+            if check is not None:
+                object.__setattr__(self, item.name, check(getattr(self, item.name), item.name))
+
+    # ------------------------------------------------------------------ from and to specs
+
+    @classmethod
+    def from_spec(cls, options: Mapping[str, Any]) -> Self:
+        """The config of the flat 2018 keys in ``options``; ``type``, if given, must name this config's agent (or
+        its 2018 alias), ``$schema`` is ignored. An unknown key is a SpecError naming it, with a did-you-mean."""
+        options = dict(expect_dict(options, ""))
+        options.pop(SCHEMA_KEY, None)
+        kind = options.pop("type", None)
+        if kind is not None and _canonical(kind) != cls.kind:
+            raise SpecError("type", f"not the type of a {cls.__name__}", got=kind, expected=f'"{cls.kind}"')
+        for key in options:
+            if key in CONSTRUCTOR_KEYS:
+                raise SpecError(
+                    key,
+                    "an argument of the agent's constructor, not an option of its config",
+                    hint="Pass it to the agent, or split the spec with parse().",
+                )
+            legacy = _legacy_keys().get(key)
+            if legacy is not None:
+                raise SpecError(key, f"'{key}' is the 0.3.5 name; use '{legacy}'")
+        check_kwargs(cls, options, "", what=f"agent '{cls.kind}'", got=...)
+        return cls(**options)
+
+    @classmethod
+    def resolve(cls, config: AgentConfig | None, options: Mapping[str, Any]) -> Self:
+        """What an agent constructor ``__init__(states, actions, network, *, config=None, **options)`` works from:
+        ``config``, with ``options`` replacing some of its values (each checked like ``from_spec``'s)."""
+        if config is None:
+            return cls.from_spec(options)
+        if type(config) is not cls:
+            raise SpecError("config", f"a {cls.kind} agent takes a {cls.__name__}", got=config, expected=cls.__name__)
+        return cls.from_spec({**config.options(), **options}) if options else config
+
+    @property
+    def execution_spec(self) -> dict | None:
+        """The execution spec the agent checks (``execution``; the constant and random agents also take 2018's
+        ``distributed`` in its place)."""
+        return self.execution
+
+    def options(self) -> dict[str, Any]:
+        """The options as they are (not converted to JSON), by name."""
+        return {item.name: getattr(self, item.name) for item in dataclasses.fields(self)}
+
+    def to_spec(self) -> dict[str, Any]:
+        """The flat spec as JSON: ``type`` and every option, defaults included (what checkpoints record, with the
+        agent's states, actions and network)."""
+        from torchforce.agents.state import jsonable  # imports torch: only when a spec is written
+
+        return {"type": self.kind, **{name: jsonable(value) for name, value in self.options().items()}}
+
+    @classmethod
+    def docs(cls) -> dict[str, str]:
+        """Each option's one line of documentation, by name."""
+        return {item.name: item.metadata.get("doc", "") for item in dataclasses.fields(cls)}
+
+
+@dataclass(frozen=True, kw_only=True)
+class ConstantConfig(AgentConfig):
+    """ConstantAgent: always the same action."""
+
+    kind: ClassVar[str] = "constant"
+
+    action_values: Any = option(doc="The action to take: a value, or {action_name: value} for several actions.")
+    scope: str | None = scope_option("constant")
+    distributed: dict | None = option(
+        None, "2018 client's name of execution (before 0.4); used when execution is not given."
+    )
+
+    @property
+    def execution_spec(self) -> dict | None:
+        """``execution``, or the 2018 client's ``distributed`` in its place."""
+        return self.execution or self.distributed
+
+
+@dataclass(frozen=True, kw_only=True)
+class RandomConfig(AgentConfig):
+    """RandomAgent: uniform random actions, the baseline every other agent must beat."""
+
+    kind: ClassVar[str] = "random"
+
+    scope: str | None = scope_option("random")
+    distributed: dict | None = option(None, ConstantConfig.docs()["distributed"])
+
+    @property
+    def execution_spec(self) -> dict | None:
+        """``execution``, or the 2018 client's ``distributed`` in its place."""
+        return self.execution or self.distributed
+
+
+@dataclass(frozen=True, kw_only=True)
+class LearningConfig(AgentConfig):
+    """The options of every agent that learns."""
+
+    takes_network: ClassVar[bool] = True
+
+    variable_noise: float | None = option(
+        None,
+        "Std of Gaussian noise added to the policy's parameters while it acts; null: none.",
+        Number(minimum=0.0, nullable=True),
+    )
+    states_preprocessing: list | dict | None = option(
+        None, "Preprocessing of the states: a list of steps, one step, or {state_name: steps}; null: none."
+    )
+    actions_exploration: dict | str | None = option(
+        None, "Exploration added to actions: one spec, or {action_name: spec}; null: none."
+    )
+    reward_preprocessing: list | dict | None = option(
+        None, "Preprocessing of the reward: a list of steps or one step; null: none."
+    )
+    update_mode: dict | None = option(
+        None, "When to update on what: unit, batch_size, frequency; null: the agent's default."
+    )
+    memory: dict | str | None = option(
+        None, "Where experience is stored: a memory spec (type, capacity); null: the agent's default."
+    )
+    discount: float = option(0.99, "Discount factor gamma of future rewards.", Number(minimum=0.0, maximum=1.0))
+    distributions: dict | None = option(
+        None, "The policy's head per action: {action_name: distribution spec}; null: by action type."
+    )
+    entropy_regularization: float | None = option(
+        None, "Weight of the entropy bonus in the policy loss; null: none.", Number(minimum=0.0, nullable=True)
+    )
+
+
+@dataclass(frozen=True, kw_only=True)
+class PolicyGradientConfig(LearningConfig):
+    """The options of the policy-gradient agents: a state-value baseline and how advantages are computed."""
+
+    baseline_mode: str | None = option(
+        None,
+        'What the baseline sees: "states", or the policy\'s embedding ("network"); null: no baseline.',
+        Choice(("states", "network"), nullable=True),
+    )
+    baseline: dict | None = option(None, "The state-value baseline: a baseline spec (mlp, cnn, custom, aggregated).")
+    baseline_optimizer: dict | str | None = option(
+        None, "The baseline's optimizer spec; null: the baseline learns through the policy loss only."
+    )
+    gae_lambda: float | None = option(
+        None,
+        "Lambda of generalized advantage estimation (needs a baseline); null: no GAE.",
+        Number(minimum=0.0, maximum=1.0, nullable=True),
+    )
+    normalize_advantages: bool = option(False, "Normalize each batch's advantages to mean 0 and std 1.", Flag())
+
+
+@dataclass(frozen=True, kw_only=True)
+class VPGConfig(PolicyGradientConfig):
+    """Vanilla policy gradient (REINFORCE) with an optional baseline and GAE."""
+
+    kind: ClassVar[str] = "vpg"
+
+    scope: str | None = scope_option("vpg")
+    optimizer: dict | str | None = optimizer_option()
+
+
+@dataclass(frozen=True, kw_only=True)
+class PPOConfig(PolicyGradientConfig):
+    """Proximal Policy Optimization: the clipped surrogate objective."""
+
+    kind: ClassVar[str] = "ppo"
+
+    scope: str | None = scope_option("ppo")
+    likelihood_ratio_clipping: float | None = option(
+        0.2, "Epsilon of the clipped ratio, [1 - eps, 1 + eps]; null: no clipping.", Number(minimum=0.0, nullable=True)
+    )
+    step_optimizer: dict | str | None = optimizer_option(
+        "The optimizer of each step; null: adam with learning rate 1e-3."
+    )
+    subsampling_fraction: float = option(
+        0.1,
+        "Fraction of the batch each of the optimization_steps uses, sampled with replacement.",
+        Number(minimum=0.0, maximum=1.0, open_minimum=True),
+    )
+    optimization_steps: int = option(50, "Optimizer steps per update (without epochs).", Integer(minimum=1, steps=True))
+    epochs: int | None = option(
+        None,
+        "Passes over the batch in shuffled minibatches (instead of optimization_steps); null: off.",
+        Integer(minimum=1, nullable=True, steps=True),
+    )
+    minibatch_size: int | None = option(
+        None, "Rows per minibatch of the epochs; null: the whole batch.", Integer(minimum=1, nullable=True)
+    )
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.minibatch_size is not None and self.epochs is None:
+            raise SpecError("minibatch_size", "goes with 'epochs'", hint="Set epochs too, or use subsampling_fraction.")
+
+
+@dataclass(frozen=True, kw_only=True)
+class TRPOConfig(PolicyGradientConfig):
+    """Trust Region Policy Optimization: a natural-gradient step within a KL bound, then a line search."""
+
+    kind: ClassVar[str] = "trpo"
+
+    scope: str | None = scope_option("trpo")
+    likelihood_ratio_clipping: float | None = option(
+        None, "Epsilon of a PPO-style clipped ratio; null: no clipping.", Number(minimum=0.0, nullable=True)
+    )
+    learning_rate: float = option(1e-3, "The KL bound delta of each update.", Number(minimum=1e-12))
+    cg_max_iterations: int = option(
+        20, "Conjugate-gradient iterations of the natural-gradient step.", Integer(minimum=1, steps=True)
+    )
+    cg_damping: float = option(1e-3, "Damping added to the Fisher matrix in conjugate gradient.", Number(minimum=0.0))
+    cg_unroll_loop: bool = option(False, "2018 graph option, accepted: true or false.", Flag())
+    ls_max_iterations: int = option(
+        10, "Backtracking line-search iterations (halving the step).", Integer(minimum=0, steps=True)
+    )
+    ls_accept_ratio: float = option(
+        0.9, "Least improvement, as a fraction of the predicted one, the line search accepts.", Number(minimum=0.0)
+    )
+    ls_unroll_loop: bool = option(False, "2018 graph option, accepted: true or false.", Flag())
+
+
+@dataclass(frozen=True, kw_only=True)
+class DQNConfig(LearningConfig):
+    """Deep Q-network: one-step TD targets from a target network, on transitions sampled from a replay memory."""
+
+    kind: ClassVar[str] = "dqn"
+
+    scope: str | None = scope_option("dqn")
+    optimizer: dict | str | None = optimizer_option(
+        "The Q-network's optimizer spec; null: adam with learning rate 1e-3."
+    )
+    target_sync_frequency: int = target_sync_frequency_option()
+    target_update_weight: float = target_update_weight_option()
+    double_q_model: bool = option(
+        False, "Double Q-learning: the online network picks the next action, the target network values it.", Flag()
+    )
+    huber_loss: float | None = huber_loss_option()
+
+
+@dataclass(frozen=True, kw_only=True)
+class DQNNstepConfig(LearningConfig):
+    """DQN n-step: Q-learning on the discounted returns of whole episodes."""
+
+    kind: ClassVar[str] = "dqn_nstep"
+
+    scope: str | None = scope_option("dqn-nstep")
+    optimizer: dict | str | None = optimizer_option(DQNConfig.docs()["optimizer"])
+    target_sync_frequency: int = target_sync_frequency_option()
+    target_update_weight: float = target_update_weight_option()
+    double_q_model: bool = option(False, DQNConfig.docs()["double_q_model"], Flag())
+    huber_loss: float | None = huber_loss_option()
+    horizon: int | None = option(
+        None, "Steps n of the n-step return; null: to the episode's end.", Integer(minimum=1, nullable=True)
+    )
+
+
+@dataclass(frozen=True, kw_only=True)
+class DQFDConfig(LearningConfig):
+    """Deep Q-learning from Demonstrations: double DQN plus a large-margin loss on expert demonstrations."""
+
+    kind: ClassVar[str] = "dqfd"
+
+    scope: str | None = scope_option("dqfd")
+    optimizer: dict | str | None = optimizer_option(DQNConfig.docs()["optimizer"])
+    target_sync_frequency: int = target_sync_frequency_option()
+    target_update_weight: float = target_update_weight_option()
+    huber_loss: float | None = huber_loss_option()
+    expert_margin: float = option(
+        0.5, "Margin l by which the expert's action must beat every other in Q.", Number(minimum=0.0)
+    )
+    supervised_weight: float = option(0.1, "Weight of the large-margin loss on demonstrations.", Number(minimum=0.0))
+    demo_memory_capacity: int = option(
+        10000, "Capacity of the demonstration memory (at least one demonstration batch).", Integer(minimum=1)
+    )
+    demo_sampling_ratio: float = option(
+        0.2,
+        "Fraction of what each update learns from that is demonstrations.",
+        Number(minimum=0.0, maximum=1.0, open_minimum=True, open_maximum=True),
+    )
+
+
+@dataclass(frozen=True, kw_only=True)
+class DDPGConfig(LearningConfig):
+    """Deep Deterministic Policy Gradient: an actor mu(s) ascending a critic Q(s, a), each with a target copy."""
+
+    kind: ClassVar[str] = "ddpg"
+
+    scope: str | None = scope_option("ddpg")
+    optimizer: dict | str | None = optimizer_option("The actor's optimizer spec; null: adam with learning rate 1e-3.")
+    entropy_regularization: float | None = no_entropy_option()
+    critic_network: list | dict | str | None = option(
+        None, "The critic Q(s, a): a layer list over the states and actions; null: the actor's network."
+    )
+    critic_optimizer: dict | str | None = optimizer_option(
+        "The critic's optimizer spec; null: adam with learning rate 1e-3."
+    )
+    target_sync_frequency: int = target_sync_frequency_option()
+    target_update_weight: float = target_update_weight_option()
+
+
+@dataclass(frozen=True, kw_only=True)
+class NAFConfig(LearningConfig):
+    """Normalized Advantage Functions: a Q-function quadratic in float actions, maximal at mu(s)."""
+
+    kind: ClassVar[str] = "naf"
+
+    scope: str | None = scope_option("naf")
+    optimizer: dict | str | None = optimizer_option(DQNConfig.docs()["optimizer"])
+    entropy_regularization: float | None = no_entropy_option()
+    target_sync_frequency: int = target_sync_frequency_option()
+    target_update_weight: float = target_update_weight_option()
+    double_q_model: bool = option(False, "2018 key with no effect (V' needs no argmax): true or false.", Flag())
+    huber_loss: float | None = huber_loss_option()
+
+
+CONFIGS: dict[str, type[AgentConfig]] = {
+    config.kind: config
+    for config in (
+        ConstantConfig,
+        RandomConfig,
+        VPGConfig,
+        PPOConfig,
+        TRPOConfig,
+        DQNConfig,
+        DQNNstepConfig,
+        DQFDConfig,
+        DDPGConfig,
+        NAFConfig,
+    )
+}
+
+
+def _canonical(kind: Any) -> str | None:
+    """The registry name of an agent type or its 2018 alias (``ppo_agent`` -> ``ppo``); None if unknown."""
+    from torchforce.agents import AGENTS  # the registry imports every agent: only when asked
+
+    return AGENTS.canonical(kind)
+
+
+def _aliases(kind: str) -> list[str]:
+    from torchforce.agents import AGENTS
+
+    return sorted(alias for alias, name in AGENTS.aliases.items() if name == kind)
+
+
+def _legacy_keys() -> dict[str, str]:
+    from torchforce.agents import LEGACY_KEYS
+
+    return LEGACY_KEYS
+
+
+def config_class(kind: Any, path: str = "type") -> type[AgentConfig]:
+    """The config class of an agent type (a registry name or 2018 alias); unknown: a SpecError with did-you-mean."""
+    from torchforce.agents import AGENTS
+
+    canonical = AGENTS.canonical(kind)
+    if canonical is None or canonical not in CONFIGS:
+        AGENTS.get(kind, path)  # the registry's error for an unknown name
+        raise SpecError(path, "a user agent class has no config here", got=kind)
+    return CONFIGS[canonical]
+
+
+def parse(spec: Mapping[str, Any]) -> tuple[AgentConfig, dict[str, Any]]:
+    """A flat agent spec (``type`` and options, possibly states, actions, network) as its config and the
+    constructor's arguments (those of ``states``/``actions``/``network`` it holds)."""
+    spec = dict(expect_dict(spec, ""))
+    if "type" not in spec:
+        raise SpecError("", "an agent spec needs 'type'", got=spec)
+    cls = config_class(spec["type"])
+    keys = CONSTRUCTOR_KEYS if cls.takes_network else CONSTRUCTOR_KEYS[:2]
+    arguments = {key: spec.pop(key) for key in keys if key in spec}
+    return cls.from_spec(spec), arguments
+
+
+# ----------------------------------------------------------------------------------------------------- JSON Schema
+
+STATES_SCHEMA = {
+    "type": "object",
+    "description": "The states: one state spec (shape, type...) or {name: state spec}; usually the environment's.",
+}
+ACTIONS_SCHEMA = {
+    "type": "object",
+    "description": "The actions: one action spec (type, shape, num_actions...) or {name: action spec}; usually the "
+    "environment's.",
+}
+NETWORK_SCHEMA = {
+    "type": ["array", "object", "string"],
+    "description": 'The policy network: a layer list, {"type": "module:Class"}, or a network config\'s name or '
+    "path (a constructor argument, often given by the experiment).",
+}
+JSON_TYPES = {
+    int: "integer",
+    float: "number",
+    bool: "boolean",
+    str: "string",
+    dict: "object",
+    list: "array",
+    type(None): "null",
+}
+
+
+def _json_types(annotation: Any) -> list[str]:
+    """The JSON types of a field's annotation (``float | None`` -> number, null); none for ``Any``."""
+    if annotation is Any:
+        return []
+    if isinstance(annotation, types.UnionType) or typing.get_origin(annotation) is typing.Union:
+        return [kind for argument in typing.get_args(annotation) for kind in _json_types(argument)]
+    return [JSON_TYPES[typing.get_origin(annotation) or annotation]]
+
+
+def _field_schema(item: dataclasses.Field, annotation: Any) -> dict[str, Any]:
+    schema: dict[str, Any] = {"description": item.metadata.get("doc", "")}
+    kinds = _json_types(annotation)
+    if kinds:
+        schema["type"] = kinds[0] if len(kinds) == 1 else kinds
+    check = item.metadata.get("check")
+    if check is not None:
+        schema |= check.schema()
+        if "enum" in schema:
+            schema.pop("type", None)
+    if item.default is not MISSING:
+        schema["default"] = item.default
+    return schema
+
+
+def json_schema(config: type[AgentConfig]) -> dict[str, Any]:
+    """The JSON Schema (draft 2020-12) of a flat agent spec of ``config``'s type: ``type`` (its name or 2018
+    alias), ``states``/``actions`` (and ``network``), and every option with its doc, default, type and range."""
+    hints = typing.get_type_hints(config)
+    properties: dict[str, Any] = {
+        SCHEMA_KEY: {
+            "type": "string",
+            "description": "The schema editors check this file with; torchforce ignores it.",
+        },
+        "type": {"enum": [config.kind, *_aliases(config.kind)], "description": "The agent type."},
+        "states": STATES_SCHEMA,
+        "actions": ACTIONS_SCHEMA,
+    }
+    if config.takes_network:
+        properties["network"] = NETWORK_SCHEMA
+    for item in dataclasses.fields(config):
+        properties[item.name] = _field_schema(item, hints[item.name])
+    return {
+        "$schema": JSON_SCHEMA_DRAFT,
+        "title": f"torchforce agent '{config.kind}'",
+        "description": (config.__doc__ or "").strip().splitlines()[0],
+        "type": "object",
+        "properties": properties,
+        "required": ["type"],
+        "additionalProperties": False,
+    }
+
+
+def agent_schema(per_kind: Mapping[str, dict[str, Any]]) -> dict[str, Any]:
+    """The schema of any agent spec: a union discriminated by ``type`` (each type's schema applies where ``type``
+    names it), so an editor reports a typo against the right agent's options."""
+    definitions = {
+        kind: {key: value for key, value in schema.items() if key != "$schema"} for kind, schema in per_kind.items()
+    }
+    names = [name for schema in per_kind.values() for name in schema["properties"]["type"]["enum"]]
+    return {
+        "$schema": JSON_SCHEMA_DRAFT,
+        "title": "torchforce agent",
+        "description": "An agent spec of any type; its 'type' selects the options that apply.",
+        "type": "object",
+        "properties": {
+            "type": {
+                "description": "The agent type.",
+                "anyOf": [
+                    {"enum": names},
+                    {"type": "string", "pattern": "[.:]", "description": "A user agent class by path."},
+                ],
+            }
+        },
+        "required": ["type"],
+        "allOf": [
+            {
+                "if": {"properties": {"type": {"enum": schema["properties"]["type"]["enum"]}}, "required": ["type"]},
+                "then": {"$ref": f"#/$defs/{kind}"},
+            }
+            for kind, schema in per_kind.items()
+        ],
+        "$defs": definitions,
+    }
+
+
+def schemas() -> dict[str, dict[str, Any]]:
+    """The JSON Schema of every agent type by name, and of any agent under ``agent``."""
+    per_kind = {kind: json_schema(config) for kind, config in CONFIGS.items()}
+    return per_kind | {"agent": agent_schema(per_kind)}
+
+
+__all__ = [
+    "CONFIGS",
+    "AgentConfig",
+    "ConstantConfig",
+    "DDPGConfig",
+    "DQFDConfig",
+    "DQNConfig",
+    "DQNNstepConfig",
+    "LearningConfig",
+    "NAFConfig",
+    "PPOConfig",
+    "PolicyGradientConfig",
+    "RandomConfig",
+    "TRPOConfig",
+    "VPGConfig",
+    "agent_schema",
+    "config_class",
+    "json_schema",
+    "option",
+    "parse",
+    "schemas",
+]
