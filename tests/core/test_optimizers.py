@@ -705,3 +705,18 @@ def test_adam_takes_the_public_step_without_a_verified_fused_kernel(monkeypatch,
     assert optimizer._kernel is None and fast._kernel is not None
     assert_same(parameters, expected)
     assert_state_equal(optimizer.state_dict()["torch"], fast.state_dict()["torch"])
+
+
+def test_plain_optimizers_minimize_a_loss_and_only_the_others_need_the_closure():
+    parameters, batch = make_problem()
+    expected = clone_parameters(parameters)
+    plain = build_optimizer({"type": "adam", "learning_rate": 0.01}, parameters)
+    stepped = build_optimizer({"type": "adam", "learning_rate": 0.01}, expected)
+    for _ in range(3):
+        info = plain.minimize(regression_loss(parameters)(batch, None))
+        assert stepped.step(regression_loss(expected), batch) == info
+    assert_same(parameters, expected)
+    assert not plain.needs_closure
+    for spec in ({"type": "multi_step", "optimizer": {"type": "adam"}, "num_steps": 2},
+                 {"type": "evolutionary", "learning_rate": 0.1}):  # fmt: skip
+        assert build_optimizer(spec, parameters).needs_closure

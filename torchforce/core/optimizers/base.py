@@ -8,6 +8,14 @@ line-search or ship them elsewhere:
 - ``compute_deltas(...)`` computes the same update and takes it back (for distributed workers).
 - ``apply_deltas(deltas)`` adds deltas to the parameters (for the parameter server's copy).
 
+Two paths. A plain gradient optimizer (adam, rmsprop, ...: ``TorchOptimizer``) takes the loss itself:
+``minimize(loss)`` is backward, clip and step, and its ``step(loss_fn, batch)`` is just ``minimize(loss_fn(batch,
+None))``. The callback contract exists for the optimizers that must evaluate the loss more than once or on
+parameters they move: the meta optimizers (``multi_step``, ``subsampling_step``, ``optimized_step``...), the
+natural gradient (TRPO, which also passes ``reference_fn`` and ``kl_fn``) and the evolutionary one. Since any of
+them may be configured where an agent expects an optimizer, agents call ``step(loss_fn, batch)``; ``needs_closure``
+says whether an optimizer needs it.
+
 Callbacks: ``reference_fn(batch)`` is called once per ``step``, before any update, without gradients (e.g. the old
 log-probabilities of PPO); ``loss_fn(batch, reference)`` and ``kl_fn(batch, reference)`` return scalar tensors.
 Subclasses implement ``apply_update(objective, batch, reference) -> Update``, which applies an update given an
@@ -79,6 +87,7 @@ class Optimizer:
 
     needs_kl: bool = False
     kl_key: str = "type"
+    needs_closure: bool = True  # evaluates the loss through loss_fn (False: minimize(loss) is enough)
 
     @property
     def inner_steps(self) -> int:

@@ -33,7 +33,9 @@ from torchforce.spec import SpecError, expect_bool, expect_float
 
 
 class TorchOptimizer(Optimizer):
-    """One ``torch.optim`` optimizer stepping on the gradient of the loss."""
+    """One ``torch.optim`` optimizer stepping on the gradient of the loss: ``minimize(loss)``."""
+
+    needs_closure = False
 
     def __init__(
         self,
@@ -51,7 +53,7 @@ class TorchOptimizer(Optimizer):
 
     def apply_update(self, objective: Objective, batch: Batch, reference: Reference) -> Update:
         before = snapshot(self.parameters)
-        info = self._descend(objective, batch, reference)
+        info = self.minimize(objective.loss(batch, reference))
         return Update(differences(self.parameters, before), info)
 
     def step(
@@ -62,11 +64,14 @@ class TorchOptimizer(Optimizer):
         reference_fn: Any = None,
         kl_fn: Any = None,
     ) -> dict[str, float]:
-        """As ``Optimizer.step``, without recording deltas: the hot path of every agent update."""
-        return self._descend(Objective(loss_fn, kl_fn), batch, compute_reference(reference_fn, batch))
+        """``minimize(loss_fn(batch, reference))``: the loss is evaluated once (``kl_fn`` is not needed)."""
+        return self.minimize(loss_fn(batch, compute_reference(reference_fn, batch)))
 
-    def _descend(self, objective: Objective, batch: Batch, reference: Reference) -> dict[str, float]:
-        loss = objective.loss(batch, reference)
+    def minimize(self, loss: torch.Tensor) -> dict[str, float]:
+        """One step down the gradient of ``loss`` (a scalar tensor) with respect to this optimizer's parameters:
+        the gradient, clipped to ``clip_grad_norm``, then the torch optimizer's step. The ``.grad`` of every
+        parameter is left as it was (the gradient goes to this optimizer's parameters only, so an actor's loss
+        that runs through a critic leaves the critic alone). Returns ``loss`` and ``grad_norm``."""
         grads = gradients(loss, self.parameters, fill_zeros=False)
         present = [grad for grad in grads if grad is not None]
         grad_norm = torch.nn.utils.get_total_norm(present) if present else None
