@@ -1,4 +1,5 @@
-"""The Agent API of seed 003 on small built-in environments: act/observe forms, batches, counters, errors, and the
+"""The Agent API (docs/tensorforce-0.4.md, Agent API) on small built-in environments: act/observe forms, batches,
+counters, errors, and the
 memory's capacity against what the update_mode needs."""
 
 import numpy as np

@@ -221,7 +221,7 @@ def test_checkpoint_restores_everything_into_a_fresh_agent(case, tmp_path):
     counters = (restored.timestep, restored.episode, restored.updates)
     assert counters == (agent.timestep, agent.episode, agent.updates)
     assert_trees_equal(agent.memory.state_dict(), restored.memory.state_dict(), "memory")
-    assert_trees_equal(agent._state(), restored._state())
+    assert_trees_equal(agent.state_dict(), restored.state_dict())
     assert_parameters_equal(agent, restored)
     np.testing.assert_array_equal(probe(agent), probe(restored))
 
@@ -233,8 +233,8 @@ def test_checkpoint_with_parallel_rows(case, tmp_path):
     agent.save_model(tmp_path)
     restored = build(case)
     restored.restore_model(tmp_path)  # the latest checkpoint
-    assert restored._num_rows == 2
-    assert_trees_equal(agent._state(), restored._state())
+    assert restored.episodes.num_rows == 2
+    assert_trees_equal(agent.state_dict(), restored.state_dict())
 
 
 # ---------------------------------------------------------------------------------------------- resuming
@@ -276,7 +276,7 @@ def test_resumed_run_equals_uninterrupted_run(case, rows, half, tmp_path):
 
     assert second.updates == whole.updates > 0
     assert_parameters_equal(whole, second)
-    assert_trees_equal(whole._state(), second._state())
+    assert_trees_equal(whole.state_dict(), second.state_dict())
 
 
 @pytest.mark.parametrize("case", ["ppo-timesteps-epsilon", "dqn-prioritized-preprocessed"])
@@ -295,7 +295,7 @@ def test_checkpoint_between_act_and_observe(case, tmp_path):
     step(second, 12, 1, actions)
     drive(second, 13, 30)
     assert_parameters_equal(whole, second)
-    assert_trees_equal(whole._state(), second._state())
+    assert_trees_equal(whole.state_dict(), second.state_dict())
 
 
 def test_restore_into_a_used_agent_drops_what_it_had_open(tmp_path):
@@ -311,7 +311,7 @@ def test_restore_into_a_used_agent_drops_what_it_had_open(tmp_path):
     assert used.timestep == 0 and used.memory.state_dict()["size"] == 0
     drive(used, 0, 20)
     assert_parameters_equal(reference, used)
-    assert_trees_equal(reference._state(), used._state())
+    assert_trees_equal(reference.state_dict(), used.state_dict())
 
 
 def test_restore_errors_and_file_forms(tmp_path, monkeypatch):
@@ -339,7 +339,7 @@ def test_restore_errors_and_file_forms(tmp_path, monkeypatch):
     drive(wider, 0, 3)
     with pytest.raises(RuntimeError, match="size mismatch"):
         wider.restore_model(tmp_path / "run")
-    assert (wider.timestep, wider._num_rows) == (3, 1)  # a checkpoint that does not fit changes no bookkeeping
+    assert (wider.timestep, wider.episodes.num_rows) == (3, 1)  # a checkpoint that does not fit changes no bookkeeping
     assert load_checkpoint(path)["agent"] == "ppo"
 
 
@@ -389,7 +389,7 @@ def test_same_seed_same_run_and_other_seed_another(case):
     assert first_actions == second_actions
     assert first.updates == second.updates > 0
     assert_parameters_equal(first, second)
-    assert_trees_equal(first._state(), second._state())
+    assert_trees_equal(first.state_dict(), second.state_dict())
 
     third, third_actions = run(12)
     differ = [not torch.equal(value, third.get_parameters()[name]) for name, value in first.get_parameters().items()]

@@ -81,7 +81,7 @@ def test_recurrent_state_is_carried_within_an_episode_and_restarts_after_a_termi
         before.append(internal)
         agent.act(STATES[t, 0])
         expected = lstm_step(agent, STATES[t, :1], internal)
-        assert torch.equal(agent._internals[LSTM], expected), f"step {t}"
+        assert torch.equal(agent.episodes.internals[LSTM], expected), f"step {t}"
         assert not torch.equal(expected, internal)  # every step moves the state on
         terminal = (t + 1) % LENGTH == 0
         agent.observe(terminal=int(terminal), reward=0.0)
@@ -106,7 +106,7 @@ def test_the_same_state_acts_differently_after_another_history(name):
         agent.observe(terminal=0, reward=0.0)
         action = agent.act(shared, deterministic=True)
         agent.observe(terminal=0, reward=0.0)
-        outcomes.append((np.asarray(action), agent._internals[LSTM].clone()))
+        outcomes.append((np.asarray(action), agent.episodes.internals[LSTM].clone()))
     assert agent.updates == 0
     (first_action, first_internal), (second_action, second_internal) = outcomes
     assert not torch.equal(first_internal, second_internal)
@@ -121,10 +121,10 @@ def test_reset_starts_every_row_from_zeros(name, rows):
     for t in range(3):
         agent.act(STATES[t, :rows])
         agent.observe(terminal=np.zeros(rows, dtype=np.int8), reward=np.zeros(rows))
-    assert agent._internals[LSTM].abs().sum() > 0
+    assert agent.episodes.internals[LSTM].abs().sum() > 0
     agent.reset()
     agent.act(STATES[3, :rows])
-    assert torch.equal(agent._internals[LSTM], lstm_step(agent, STATES[3, :rows], zeros(rows)))
+    assert torch.equal(agent.episodes.internals[LSTM], lstm_step(agent, STATES[3, :rows], zeros(rows)))
 
 
 @pytest.mark.parametrize("name", ["ppo", "dqn"])
@@ -136,7 +136,7 @@ def test_a_terminal_in_one_row_restarts_only_that_row(name):
             assert not internal[0].any() and internal[1].all()
         agent.act(STATES[t])
         expected = lstm_step(agent, STATES[t], internal)
-        assert torch.equal(agent._internals[LSTM], expected), f"step {t}"
+        assert torch.equal(agent.episodes.internals[LSTM], expected), f"step {t}"
         terminal = np.array([(t + 1) % 5 == 0, (t + 1) % 3 == 0], dtype=np.int8)  # row 0: steps 4, 9; row 1: 2, 5...
         agent.observe(terminal=terminal, reward=np.zeros(2))
         internal = expected.clone()
@@ -160,7 +160,7 @@ def test_checkpoint_mid_episode_continues_the_recurrent_state(name, action_type,
     drive(agent, 0, 23)  # step 23 is the fourth of its episode: the LSTM state is three steps in
     saved_updates = agent.updates
     assert saved_updates > 0
-    saved_internal = agent._internals[LSTM].clone()
+    saved_internal = agent.episodes.internals[LSTM].clone()
     assert saved_internal.abs().sum() > 0
     agent.save_model(tmp_path)
     expected_actions = [step(agent, t, deterministic=True) for t in (23, 24)]  # the rest of the episode
@@ -169,12 +169,12 @@ def test_checkpoint_mid_episode_continues_the_recurrent_state(name, action_type,
 
     restored = build(name, action_type)
     restored.restore_model(tmp_path)
-    assert torch.equal(restored._internals[LSTM], saved_internal)
+    assert torch.equal(restored.episodes.internals[LSTM], saved_internal)
     actions = [step(restored, t, deterministic=True) for t in (23, 24)]
     np.testing.assert_array_equal(actions, expected_actions)
     drive(restored, 25, 45)
     assert (restored.timestep, restored.episode, restored.updates) == (agent.timestep, agent.episode, agent.updates)
-    assert torch.equal(restored._internals[LSTM], agent._internals[LSTM])
+    assert torch.equal(restored.episodes.internals[LSTM], agent.episodes.internals[LSTM])
     assert_parameters_equal(agent, restored)
 
     if action_type == "float":  # the restored state matters: from zeros the same network acts otherwise

@@ -211,7 +211,7 @@ def test_running_standardize_state_dict_round_trip():
 
 def test_imported_experience_is_standardized_per_episode():
     """import_experience runs a per-episode running_standardize over each episode from its start, as acting does."""
-    from torchforce.agents.rows import experience_states
+    from torchforce.agents.experience import experience_states
 
     stacks = build_preprocessing({"type": "running_standardize"}, {"position": StateSpec("position", (1,))})
     states = {"position": np.array([[2.0], [4.0], [9.0], [10.0], [6.0]])}

@@ -10,6 +10,7 @@ import pytest
 from torchforce.agents import create_agent
 from torchforce.environments import Environment, make
 from torchforce.execution import ThreadedRunner, WorkerAgentGenerator, clone_worker_agent
+from torchforce.execution.sharing import share_model
 from torchforce.execution.threaded import ThreadedRunner as Threaded
 
 NETWORK = [{"type": "dense", "size": 8}]
@@ -44,7 +45,7 @@ def test_workers_share_the_model_and_optimizers_and_keep_their_own_memory(spec, 
             assert worker.trainable_modules()[name] is module
         for name, optimizer in main.optimizers().items():
             assert worker.optimizers()[name] is optimizer
-        assert worker.memory is not main.memory and worker._update_lock is main._update_lock is not None
+        assert worker.memory is not main.memory and worker.update_lock is main.update_lock is not None
     assert [agent.seed for agent in agents] == [3, 4, 5]
 
 
@@ -173,7 +174,7 @@ def test_errors():
     other = create_agent({"type": "ppo", "network": NETWORK}, states=environments[0].states,
                          actions=environments[0].actions)  # fmt: skip
     with pytest.raises(TypeError, match="a ppo agent cannot share the model of a vpg agent"):
-        other.share_model(agents[0])
+        share_model(other, agents[0])
 
 
 def test_worker_agent_generator_shares_the_model():

@@ -1,4 +1,5 @@
-"""The Agent API of 2018 (seed 003): ``act``/``observe``/``reset``/``close``/``save_model``/``restore_model``.
+"""The Agent API of 2018 (docs/tensorforce-0.4.md, Agent API):
+``act``/``observe``/``reset``/``close``/``save_model``/``restore_model``.
 
 An agent acts on one state or on a batch of states (one row per parallel environment, each with its own episode
 bookkeeping), and learns from what ``observe`` tells it. Algorithms subclass ``Agent`` directly and implement
@@ -18,11 +19,21 @@ import numpy as np
 import torch
 from torch import nn
 
+from torchforce.agents.batches import STATE_DTYPES, Batch, as_batch, as_output, per_row
 from torchforce.agents.checkpoint import find_checkpoint, load_checkpoint, save_checkpoint
 from torchforce.agents.config import AgentConfig, LearningConfig
+from torchforce.agents.episodes import Episodes
+from torchforce.agents.experience import experience_batch
 from torchforce.agents.fetch import check_fetch, fetch, fetchable
-from torchforce.agents.rows import STATE_DTYPES, Batch, Rows, Segments, as_batch, as_output, experience_batch, per_row
-from torchforce.agents.state import agent_state, jsonable, load_agent_state, saver_spec
+from torchforce.agents.state import (
+    check_kind,
+    jsonable,
+    load_rng_state,
+    load_torch_state_dicts,
+    rng_state,
+    saver_spec,
+    state_dicts,
+)
 from torchforce.agents.transitions import Transitions
 from torchforce.agents.update_mode import Schedule, UpdateMode, check_capacity, check_retrieval
 from torchforce.core.memories import FieldSpec, build_memory, with_capacity
@@ -35,6 +46,7 @@ from torchforce.spec import (
     normalize_actions,
     normalize_states,
 )
+from torchforce.spec.frequency import Every
 
 
 class NonFiniteError(RuntimeError):
@@ -88,7 +100,8 @@ def check_execution(execution: dict | None) -> dict | None:
 
 
 class Agent:
-    """Base of every agent. ``states``/``actions`` take the 2018 spec forms (reference §3)."""
+    """Base of every agent. ``states``/``actions`` take the 2018 spec forms (docs/tensorforce-0.4.md, States and
+    actions)."""
 
     name: ClassVar[str] = "agent"
     learning: ClassVar[bool] = False  # agents that store experience and update
@@ -113,22 +126,19 @@ class Agent:
         self.episode = 0
         self.updates = 0
         self._stop = False
-        self._num_rows = 0
-        self._acted = False
-        self._new_episode = np.zeros(0, dtype=bool)
-        self._returns = np.zeros(0, dtype=np.float64)
-        self._lengths = np.zeros(0, dtype=np.int64)
-        self._internals: dict[str, torch.Tensor] = {}
+        self.episodes = Episodes()  # the episode in progress in each row (learning agents: see _setup_learning)
         self._independent: tuple[int, dict[str, torch.Tensor]] | None = None  # (rows, recurrent state)
         self._training = True  # modules start in training mode; acting switches them to eval mode
         self._follows_mode: bool | None = None  # whether any module computes differently in the two modes
         self._warned_truncation = False
         self._last_observation: dict[str, Any] = {}
-        self._update_lock: threading.Lock | None = None  # set when worker agents share this agent's model
+        # workers sharing this agent's model update it in turn (torchforce.execution.sharing); None: not shared
+        self.update_lock: threading.Lock | None = None
         self.processed_states = dict(self.states_spec)
         self.saver = saver_spec(config.saver)
         self.summarizer = Summarizer(config.summarizer or {}, "summarizer")
-        self._last_save = (0, time.monotonic())
+        self.save_timer = None if self.saver is None else Every(timesteps=self.saver["steps"],
+                                                                 seconds=self.saver["seconds"])  # fmt: skip
 
     # ------------------------------------------------------------------ construction helpers
 
@@ -199,10 +209,8 @@ class Agent:
         self.memory = build_memory(memory_spec, self.fields, rng=self.rng.spawn(1)[0], path="memory")
         check_retrieval(self.update_mode, self.memory, default_memory if config.memory is None else config.memory)
         check_capacity(self.update_mode, self.memory.capacity, on_policy=on_policy)
-        self._completed = {"timesteps": 0, "episodes": 0}
-        self._rows: Rows | None = None
-        self._segments: Segments | None = None
-        self._internals: dict[str, torch.Tensor] = {}
+        self.episodes = Episodes(self.fields, on_policy=on_policy, episode_segments=self.update_mode.unit == "episodes",
+                                 internal_shapes=self.policy.network.internals, device=self.device)  # fmt: skip
 
     def _fields(self) -> dict[str, FieldSpec]:
         fields = {"reward": FieldSpec((), np.float32), "terminal": FieldSpec((), np.int8)}
@@ -229,13 +237,7 @@ class Agent:
         """Start a new episode in every row: recurrent state, preprocessors and explorations start over. An episode
         left unfinished ends here: its last step, whose next state never came, is dropped, and what an on-policy
         agent had staged of it is written to the memory as a segment cut before that step (terminal 2)."""
-        self._acted = False
-        if self._num_rows:
-            self._new_episode[:] = True
-            if self.learning and self._rows is not None:
-                self._rows.waiting[:] = False
-                if self._segments is not None:
-                    self._flush_segments()
+        self._store(self.episodes.end_all())
 
     def act(
         self,
@@ -261,26 +263,23 @@ class Agent:
             if wanted is None:
                 return self._as_output(actions, batched)
             return self._as_output(actions, batched), fetch(self, processed, internals, wanted, batched)
-        if rows != self._num_rows:
-            self._resize(rows)
-        if self._acted:
+        episodes = self.episodes
+        if rows != episodes.num_rows:
+            self._store(episodes.resize(rows))  # every row starts a new episode
+        if episodes.acted:
             raise RuntimeError("act() was called twice without observe() in between; call observe(terminal, reward).")
-        if self._new_episode.any():
-            self._start_episodes(np.flatnonzero(self._new_episode))
+        if episodes.new_episode.any():
+            self._start_episodes(episodes.start_new())
         if self.learning:
             batch = self._preprocess(batch)
-            if self._rows.waiting.any():
-                waiting = self._rows.waiting
-                every = bool(waiting.all())
-                selected = None if every else np.flatnonzero(waiting)
-                self._complete(selected, batch if every else {k: v[selected] for k, v in batch.items()})
-                self._rows.waiting[:] = False
+            if episodes.waiting():  # this act's states complete the steps observed last
+                self._store(episodes.complete_waiting(batch))
                 self._maybe_update()
-        before = self._internals
-        actions, self._internals = self._act_rows(batch, before, deterministic=deterministic)
+        before = episodes.internals
+        actions, episodes.internals = self._act_rows(batch, before, deterministic=deterministic)
         if self.learning:
-            self._record(batch, before, actions)
-        self._acted = True
+            episodes.record(batch, before, actions)
+        episodes.acted = True
         self.timestep += rows
         output = self._as_output(actions, batched)
         self._last_observation = {"states": states, "internals": before, "actions": output,
@@ -293,7 +292,8 @@ class Agent:
         """What followed the last ``act``: ``terminal`` (0/False, 1/True, or 2 for a time-limit truncation) and
         ``reward``, scalars or one per row. ``next_states`` are the final states of rows that ended with 2, so
         learning targets bootstrap through the truncation."""
-        if not self._acted:
+        episodes = self.episodes
+        if not episodes.acted:
             raise RuntimeError("observe() was called without a preceding act().")
         given = {"terminal": terminal, "reward": reward}
         terminal = self._per_row(terminal, np.int8, "terminal")
@@ -301,22 +301,16 @@ class Agent:
         if np.any((terminal < 0) | (terminal > 2)):
             raise ValueError(f"terminal must be 0/False, 1/True or 2 (truncated), got {terminal.tolist()}")
         self._last_observation.update(given)
-        self._acted = False
+        episodes.acted = False
         ended = terminal != 0
-        self._returns += reward
-        self._lengths += 1
+        episodes.count(reward)
         if self.learning:
             self._observe_rows(terminal, reward, ended, next_states)
-        if ended.any():
-            finished = np.flatnonzero(ended)
-            self.episode += len(finished)
-            self._new_episode[finished] = True
-            if self.summarizer.enabled:
-                for row in finished:
-                    episode = {"episode/return": self._returns[row], "episode/length": self._lengths[row]}
-                    self.summarizer.scalars(episode, self.timestep)
-            self._returns[finished] = 0.0
-            self._lengths[finished] = 0
+        finished = episodes.finish(ended)
+        self.episode += len(finished)
+        if finished and self.summarizer.enabled:
+            for episode_return, length in finished:
+                self.summarizer.scalars({"episode/return": episode_return, "episode/length": length}, self.timestep)
         if self.learning:
             self._maybe_update()
         self._maybe_save()
@@ -367,7 +361,7 @@ class Agent:
 
     def close(self) -> None:
         """Save a final checkpoint if a saver directory is set, and close the summary writer."""
-        if self.saver is not None and not self._acted:
+        if self.saver is not None and not self.episodes.acted:
             self.save_model()
         self.summarizer.close()
 
@@ -380,32 +374,17 @@ class Agent:
         return as_output(actions, batched, self.single_action)
 
     def _per_row(self, value: Any, dtype: type, name: str) -> np.ndarray:
-        return per_row(value, dtype, name, self._num_rows)
+        return per_row(value, dtype, name, self.episodes.num_rows)
 
-    def _resize(self, rows: int) -> None:
-        """A new number of parallel rows: every row starts a new episode."""
-        if self._acted:
-            raise RuntimeError(f"act() got {rows} rows but the last act() had {self._num_rows} and was not observed.")
-        self._num_rows = rows
-        self._new_episode = np.ones(rows, dtype=bool)
-        self._returns = np.zeros(rows, dtype=np.float64)
-        self._lengths = np.zeros(rows, dtype=np.int64)
-        if self.learning:
-            if self._segments is not None:
-                self._flush_segments()
-            self._rows = Rows(self.fields, rows)
-            self._segments = Segments(self.fields, rows) if self.on_policy else None
-            self._internals = self.policy.network.initial_internals(rows)
-            self._internals = {k: v.to(self.device) for k, v in self._internals.items()}
+    def _store(self, batches: list[Batch]) -> None:
+        """Into the memory: what the episode bookkeeping has ready (completed transitions, or segments)."""
+        for batch in batches:
+            self.memory.store(batch)
 
     def _start_episodes(self, rows: np.ndarray) -> None:
-        self._new_episode[rows] = False
+        """New episodes in ``rows``: their preprocessors and explorations start over."""
         if not self.learning:
             return
-        for name, value in self._internals.items():
-            value = value.clone()  # tensors made under inference_mode cannot be changed in place
-            value[torch.as_tensor(rows)] = 0.0
-            self._internals[name] = value
         for stack in self.preprocessing.values():
             stack.reset(rows)
         for exploration in self.explorations.values():
@@ -418,22 +397,12 @@ class Agent:
         return {name: (self.preprocessing[name].process(v, rows) if name in self.preprocessing else v)
                 for name, v in batch.items()}  # fmt: skip
 
-    def _record(self, batch: Batch, internals: dict[str, torch.Tensor], actions: dict[str, np.ndarray]) -> None:
-        record = self._rows.record
-        for name, values in batch.items():
-            record[f"states/{name}"][:] = values
-        for name, values in internals.items():
-            record[f"internals/{name}"][:] = values.detach().cpu().numpy()
-        for name, values in actions.items():
-            record[f"actions/{name}"][:] = values
-
     def _observe_rows(self, terminal: np.ndarray, reward: np.ndarray, ended: np.ndarray, next_states: Any) -> None:
-        record = self._rows.record
-        record["reward"][:] = self.reward_preprocessing.process(reward) if self.reward_preprocessing else reward
-        record["terminal"][:] = terminal
+        episodes = self.episodes
+        episodes.observe(terminal, self.reward_preprocessing.process(reward) if self.reward_preprocessing else reward)
         if ended.any():
             rows = np.flatnonzero(ended)
-            finals = {name: record[f"states/{name}"][rows] for name in self.processed_states}
+            finals = episodes.acted_states(rows, self.processed_states)
             truncated = rows[terminal[rows] == 2]
             if len(truncated) and next_states is None and not self._warned_truncation:
                 self._warned_truncation = True
@@ -445,36 +414,14 @@ class Agent:
                 )
             if len(truncated) and next_states is not None:
                 given, _ = self._as_batch(next_states)
-                if next(iter(given.values())).shape[0] != self._num_rows:
-                    raise ValueError(f"next_states must have one row per acted row ({self._num_rows})")
+                if next(iter(given.values())).shape[0] != episodes.num_rows:
+                    raise ValueError(f"next_states must have one row per acted row ({episodes.num_rows})")
                 processed = self._preprocess({k: v[truncated] for k, v in given.items()}, truncated)
                 where = np.searchsorted(rows, truncated)
                 for name, values in processed.items():
                     finals[name][where] = values
-            self._complete(rows, finals)
-        self._rows.waiting[:] = ~ended
-
-    def _complete(self, rows: np.ndarray | None, next_states: Batch) -> None:
-        """Transitions of ``rows`` (None: all) are complete: to the memory, or staged per row (on-policy)."""
-        batch = self._rows.take(rows, next_states)
-        count = self._num_rows if rows is None else len(rows)
-        self._completed["timesteps"] += count
-        if not self.on_policy:
-            self.memory.store(batch)
-            self._completed["episodes"] += int(np.count_nonzero(batch["terminal"]))
-            return
-        indices = np.arange(self._num_rows) if rows is None else rows
-        self._segments.append(batch, indices)
-        for row in indices[batch["terminal"] != 0]:
-            self._completed["episodes"] += 1
-            if self.update_mode.unit == "episodes":
-                self.memory.store(self._segments.flush(int(row)))
-
-    def _flush_segments(self) -> None:
-        for row in range(len(self._segments.lengths)):
-            segment = self._segments.flush(row, cut=True)
-            if segment is not None:
-                self.memory.store(segment)
+            self._store(episodes.complete(rows, finals))
+        episodes.wait_for_next_states(~ended)
 
     # ------------------------------------------------------------------ acting and updating
 
@@ -504,7 +451,8 @@ class Agent:
             return {}
         if self._independent is not None and self._independent[0] == rows:
             return self._independent[1]
-        internals = self._internals if rows == self._num_rows else self.policy.network.initial_internals(rows)
+        episodes = self.episodes
+        internals = episodes.internals if rows == episodes.num_rows else self.policy.network.initial_internals(rows)
         return {k: v.to(self.device) for k, v in internals.items()}
 
     def start_independent_episode(self, rows: int = 1, *, restart: Any = None) -> None:
@@ -581,12 +529,12 @@ class Agent:
 
     def _maybe_update(self) -> None:
         unit = "episodes" if self.update_mode.unit == "episodes" else "timesteps"
-        due = self.schedule.due(self._completed[unit])
+        due = self.schedule.due(self.episodes.completed[unit])
         if self.on_policy:
             due = min(due, 1)
         for _ in range(due):
             batch = self._next_batch()
-            with self._update_lock or contextlib.nullcontext():  # workers sharing a model update it in turn
+            with self.update_lock or contextlib.nullcontext():  # workers sharing a model update it in turn
                 self._set_training(True)
                 info = self._update(batch)
             self.updates += 1
@@ -597,7 +545,7 @@ class Agent:
         """The batch of the next update; on-policy agents updating on timesteps first write every row's staged
         segment (cut, terminal 2) to the memory."""
         if self.on_policy and self.update_mode.unit != "episodes":
-            self._flush_segments()
+            self._store(self.episodes.flush())
         return self._retrieve()
 
     def _summarize_update(self, info: dict[str, float], batch: Transitions) -> None:
@@ -637,7 +585,7 @@ class Agent:
         (terminal 1 or 2), and the last step if the experience ends mid-episode (stored as terminal 2), have none
         and stand in their own state. Every step is checked as act/observe would check it (a SpecError names the
         step and the key). States pass through ``states_preprocessing``: as one batch, or, with a ``sequence``
-        step, episode by episode through a copy of the agent's preprocessors (see ``rows.experience_states``)."""
+        step, episode by episode through a copy of the agent's preprocessors (see ``experience.experience_states``)."""
         if not self.learning:
             raise RuntimeError(f"{self.name} agents have no memory to import experience into")
         self._import_into(self.memory, experiences, what="memory", capacity="memory.capacity")
@@ -653,25 +601,6 @@ class Agent:
             raise SpecError("experiences", f"{len(batch['terminal'])} steps do not fit in the {what} at once",
                             hint=f"Import at most {capacity} ({memory.capacity}) steps.")  # fmt: skip
         memory.store(batch)
-
-    def share_model(self, main: Agent) -> None:
-        """Make this agent a worker of ``main`` (an agent of the same kind and spec): its networks and optimizers
-        become ``main``'s objects, so what either learns is the other's, while memory, episode bookkeeping,
-        exploration and preprocessing stay its own. Updates take turns on a lock the two share; acting does not."""
-        if main.name != self.name:
-            raise TypeError(f"a {self.name} agent cannot share the model of a {main.name} agent")
-        shared = {**main.trainable_modules(), **main.optimizers()}
-        own = {**self.trainable_modules(), **self.optimizers()}
-        if own.keys() != shared.keys():
-            raise ValueError(f"the agents differ in their model: {sorted(own)} against {sorted(shared)}")
-        replace = {id(own[key]): shared[key] for key in own}
-        for attribute, value in list(vars(self).items()):
-            if id(value) in replace:
-                setattr(self, attribute, replace[id(value)])
-        if main._update_lock is None:
-            main._update_lock = threading.Lock()
-        self._update_lock = main._update_lock
-        self._follows_mode = main._follows_mode
 
     def trainable_modules(self) -> dict[str, nn.Module]:
         """The modules whose parameters the agent learns (subclasses add theirs)."""
@@ -724,12 +653,48 @@ class Agent:
 
     # ------------------------------------------------------------------ saving and restoring
 
-    def _state(self) -> dict[str, Any]:
-        """Everything needed to continue exactly where the agent is (subclasses may extend it)."""
-        return agent_state(self)
+    def state_dict(self) -> dict[str, Any]:
+        """Everything needed to continue exactly where the agent is, composed of its components' state dicts: what
+        a checkpoint holds. Subclasses with more state extend it, and ``load_state_dict``."""
+        state: dict[str, Any] = {
+            "agent": self.name,
+            "counters": {"timestep": self.timestep, "episode": self.episode, "updates": self.updates},
+            **self.episodes.state_dict(),
+            "rng": rng_state(self.rng, self.device),
+        }
+        if self.learning:
+            state["modules"] = state_dicts(self.trainable_modules())
+            state["optimizers"] = state_dicts(self.optimizers())
+            state["memory"] = self.memory.state_dict()
+            state["schedule"] = self.schedule.state_dict()
+            state["preprocessing"] = state_dicts(self.preprocessing)
+            if self.reward_preprocessing is not None:
+                state["reward_preprocessing"] = self.reward_preprocessing.state_dict()
+            state["explorations"] = state_dicts({name: exploration for name, exploration in self.explorations.items()
+                                                 if hasattr(exploration, "state_dict")})  # fmt: skip
+        return state
 
-    def _load_state(self, state: dict[str, Any]) -> None:
-        load_agent_state(self, state)
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Continue from ``state`` (of ``state_dict``). What fails on a checkpoint of another spec (module shapes,
+        memory capacity) fails first, before anything has changed."""
+        check_kind(state, self.name)
+        if self.learning:
+            load_torch_state_dicts(self.trainable_modules(), state["modules"])
+            load_torch_state_dicts(self.optimizers(), state["optimizers"])
+            self.memory.load_state_dict(state["memory"])
+        counters = state["counters"]
+        self.timestep, self.episode, self.updates = counters["timestep"], counters["episode"], counters["updates"]
+        self.episodes.load_state_dict(state)
+        load_rng_state(state["rng"], self.rng, self.device)
+        if not self.learning:
+            return
+        self.schedule.load_state_dict(state["schedule"])
+        for name, stack in self.preprocessing.items():
+            stack.load_state_dict(state["preprocessing"][name])
+        if self.reward_preprocessing is not None:
+            self.reward_preprocessing.load_state_dict(state["reward_preprocessing"])
+        for name, values in state["explorations"].items():
+            self.explorations[name].load_state_dict(values)
 
     def optimizers(self) -> dict[str, Any]:
         """The agent's optimizers by name (subclasses list theirs), saved with the model."""
@@ -744,8 +709,9 @@ class Agent:
         name = f"{basename}-{self.timestep}" if append_timestep else basename
         manifest = {"agent": self.name, "timestep": self.timestep, "episode": self.episode, "updates": self.updates,
                     "saved_at": time.strftime("%Y-%m-%dT%H:%M:%S"), "spec": getattr(self, "spec", None)}  # fmt: skip
-        path = save_checkpoint(directory, name, self._state(), manifest)
-        self._last_save = (self.timestep, time.monotonic())
+        path = save_checkpoint(directory, name, self.state_dict(), manifest)
+        if self.save_timer is not None:
+            self.save_timer.mark(self.timestep)
         return str(path)
 
     def restore_model(self, directory: str | Path | None = None, file: str | None = None) -> None:
@@ -756,18 +722,13 @@ class Agent:
             raise ValueError("restore_model() needs a directory or a file")
         path = find_checkpoint(directory if directory is not None else ".", file)
         payload = load_checkpoint(path)
-        self._load_state(payload)
-        self._last_save = (self.timestep, time.monotonic())  # the saver's steps/seconds count from here
+        self.load_state_dict(payload)
+        if self.save_timer is not None:
+            self.save_timer.mark(self.timestep)  # the saver's steps/seconds count from here
         self.summarizer.resume_at(self.timestep)
 
     def _maybe_save(self) -> None:
-        if self.saver is None or self._acted:
-            return
-        steps, seconds = self.saver["steps"], self.saver["seconds"]
-        last_step, last_time = self._last_save
-        if (steps is not None and self.timestep - last_step >= steps) or (
-            seconds is not None and time.monotonic() - last_time >= seconds
-        ):
+        if self.save_timer is not None and not self.episodes.acted and self.save_timer.due(self.timestep):
             self.save_model()
 
     def _load_on_start(self) -> None:

@@ -9,7 +9,7 @@ import torch
 
 from torchforce.agents.agent import Agent, Batch
 from torchforce.agents.config import ConstantConfig
-from torchforce.agents.rows import action_value
+from torchforce.agents.experience import action_value
 from torchforce.spec import SpecError, expect_dict, unknown_name_error
 
 NOT_GIVEN: Any = object()  # action_values may be given as null, which is an error to report

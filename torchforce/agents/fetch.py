@@ -96,9 +96,9 @@ def fetch(
     if outputs is not None and any(name in policy.network.output_names() for name in names):
         values.update(outputs(tensors, internals))
     if "state_value" in names and getattr(agent, "baseline", None) is not None:
-        from torchforce.agents.policy_gradient import state_values
+        from torchforce.core.baselines import state_values
 
-        values["state_value"] = state_values(agent, tensors, internals)
+        values["state_value"] = state_values(agent.baseline, agent.baseline_mode, policy, tensors, internals)
     single = len(policy.heads) == 1
     for action, head in policy.heads.items():
         params = head(embedding)

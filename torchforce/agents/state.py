@@ -1,11 +1,13 @@
-"""What an agent saves: its saver spec, its whole state as one tree (weights, optimizer state, memory, counters,
-per-row bookkeeping, RNG states, preprocessor statistics), and that tree loaded back, so a restored agent
-continues exactly where the saved one was."""
+"""What an agent saves, as a tree of plain data: its saver spec, the resolved spec as JSON, and the state of its
+parts (random generators, modules and optimizers, which come back from a checkpoint with numpy arrays). The agent
+composes its whole state from its components' ``state_dict()``s (``Agent.state_dict``); this module knows nothing of
+the agent itself."""
 
 from __future__ import annotations
 
 import copy
-from typing import TYPE_CHECKING, Any
+from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 import torch
@@ -20,9 +22,6 @@ from torchforce.spec import (
     expect_float,
     expect_int,
 )
-
-if TYPE_CHECKING:
-    from torchforce.agents.agent import Agent
 
 SAVER_KEYS = ("directory", "file", "seconds", "steps", "load", "basename")
 
@@ -71,88 +70,38 @@ def jsonable(value: Any) -> Any:
     return repr(value)
 
 
-def agent_state(agent: Agent) -> dict[str, Any]:
-    """Everything needed to continue exactly where ``agent`` is."""
-    state: dict[str, Any] = {
-        "agent": agent.name,
-        "counters": {"timestep": agent.timestep, "episode": agent.episode, "updates": agent.updates},
-        "rows": {
-            "num_rows": agent._num_rows,
-            "acted": agent._acted,
-            "new_episode": agent._new_episode.copy(),
-            "returns": agent._returns.copy(),
-            "lengths": agent._lengths.copy(),
-        },
-        "rng": {"torch": torch.get_rng_state(), "numpy": copy.deepcopy(agent.rng.bit_generator.state)},
-    }
-    if agent.device.type == "cuda":  # sampling on the GPU draws from the device's generator
-        state["rng"]["cuda"] = torch.cuda.get_rng_state(agent.device)
-    if agent.learning:
-        state["modules"] = {name: module.state_dict() for name, module in agent.trainable_modules().items()}
-        state["optimizers"] = {name: optimizer.state_dict() for name, optimizer in agent.optimizers().items()}
-        state["memory"] = agent.memory.state_dict()
-        state["schedule"] = agent.schedule.state_dict()
-        state["completed"] = dict(agent._completed)
-        state["preprocessing"] = {name: stack.state_dict() for name, stack in agent.preprocessing.items()}
-        if agent.reward_preprocessing is not None:
-            state["reward_preprocessing"] = agent.reward_preprocessing.state_dict()
-        state["explorations"] = {name: e.state_dict() for name, e in agent.explorations.items()
-                                 if hasattr(e, "state_dict")}  # fmt: skip
-        state["internals"] = {name: value.cpu() for name, value in agent._internals.items()}
-        state["open"] = None if agent._rows is None else agent._rows.state_dict()
-        state["segments"] = None if agent._segments is None else agent._segments.state_dict()
+def rng_state(rng: np.random.Generator, device: torch.device) -> dict[str, Any]:
+    """Torch's global generator, ``rng``'s, and on a GPU the device's generator (sampling there draws from it)."""
+    state = {"torch": torch.get_rng_state(), "numpy": copy.deepcopy(rng.bit_generator.state)}
+    if device.type == "cuda":
+        state["cuda"] = torch.cuda.get_rng_state(device)
     return state
 
 
-def load_agent_state(agent: Agent, state: dict[str, Any]) -> None:
-    """Put ``state`` (of ``agent_state``) into ``agent``. What fails on a checkpoint of another spec (module shapes,
-    memory capacity) fails first, before anything has changed."""
-    saved = state.get("agent", agent.name)
-    if saved != agent.name:
-        raise ValueError(f"the checkpoint is of a '{saved}' agent; it cannot be restored into a '{agent.name}' one")
-    if agent.learning:
-        for name, module in agent.trainable_modules().items():
-            module.load_state_dict(_tensors_in(state["modules"][name]))
-        for name, optimizer in agent.optimizers().items():
-            optimizer.load_state_dict(_tensors_in(state["optimizers"][name]))
-        agent.memory.load_state_dict(state["memory"])
-    counters = state["counters"]
-    agent.timestep, agent.episode, agent.updates = counters["timestep"], counters["episode"], counters["updates"]
-    _load_rows(agent, state["rows"])
-    torch.set_rng_state(torch.as_tensor(state["rng"]["torch"], dtype=torch.uint8))
-    if "cuda" in state["rng"] and agent.device.type == "cuda":
-        torch.cuda.set_rng_state(torch.as_tensor(state["rng"]["cuda"], dtype=torch.uint8), agent.device)
-    agent.rng.bit_generator.state = state["rng"]["numpy"]
-    if not agent.learning:
-        return
-    agent.schedule.load_state_dict(state["schedule"])
-    agent._completed = dict(state["completed"])
-    for name, stack in agent.preprocessing.items():
-        stack.load_state_dict(state["preprocessing"][name])
-    if agent.reward_preprocessing is not None:
-        agent.reward_preprocessing.load_state_dict(state["reward_preprocessing"])
-    for name, values in state["explorations"].items():
-        agent.explorations[name].load_state_dict(values)
-    agent._internals = {name: torch.as_tensor(v).to(agent.device) for name, v in state["internals"].items()}
-    if state["open"] is not None:
-        agent._rows.load_state_dict(state["open"])
-    if state["segments"] is not None:
-        agent._segments.load_state_dict(state["segments"])
+def load_rng_state(state: dict[str, Any], rng: np.random.Generator, device: torch.device) -> None:
+    """Put ``state`` (of ``rng_state``) back into the generators."""
+    torch.set_rng_state(torch.as_tensor(state["torch"], dtype=torch.uint8))
+    if "cuda" in state and device.type == "cuda":
+        torch.cuda.set_rng_state(torch.as_tensor(state["cuda"], dtype=torch.uint8), device)
+    rng.bit_generator.state = state["numpy"]
 
 
-def _load_rows(agent: Agent, rows: dict[str, Any]) -> None:
-    """The per-row bookkeeping of a checkpoint. Whatever the agent had open or staged is dropped (not flushed into
-    the memory, which the checkpoint replaces), also when the checkpoint has no rows yet."""
-    agent._acted = False
-    agent._num_rows = 0
-    if agent.learning:
-        agent._rows, agent._segments, agent._internals = None, None, {}
-    if rows["num_rows"]:
-        agent._resize(int(rows["num_rows"]))
-    agent._acted = bool(rows["acted"])
-    agent._new_episode = np.array(rows["new_episode"], dtype=bool)
-    agent._returns = np.array(rows["returns"], dtype=np.float64)
-    agent._lengths = np.array(rows.get("lengths", np.zeros(len(agent._returns))), dtype=np.int64)
+def state_dicts(components: Mapping[str, Any]) -> dict[str, Any]:
+    """Every component's ``state_dict()`` by name."""
+    return {name: component.state_dict() for name, component in components.items()}
+
+
+def load_torch_state_dicts(components: Mapping[str, Any], states: Mapping[str, Any]) -> None:
+    """Modules' or optimizers' state dicts back from a checkpoint, numpy arrays turned into tensors again."""
+    for name, component in components.items():
+        component.load_state_dict(_tensors_in(states[name]))
+
+
+def check_kind(state: dict[str, Any], kind: str) -> None:
+    """A checkpoint of another kind of agent is refused before anything is loaded."""
+    saved = state.get("agent", kind)
+    if saved != kind:
+        raise ValueError(f"the checkpoint is of a '{saved}' agent; it cannot be restored into a '{kind}' one")
 
 
 def _tensors_in(tree: Any) -> Any:

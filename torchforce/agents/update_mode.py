@@ -14,7 +14,8 @@ from torchforce.spec import SpecError, did_you_mean, expect_choice, expect_dict,
 
 UNITS = ("timesteps", "episodes", "sequences")
 KEYS = ("unit", "batch_size", "frequency", "length", "first_update")
-# 0.3.5 agent keys that belong to updating, found inside update_mode: what became of each in 0.4 (reference §1.2).
+# 0.3.5 agent keys that belong to updating, found inside update_mode: what became of each in 0.4
+# (docs/tensorforce-0.4.md, Keys of 0.3.5).
 LEGACY_KEYS = {
     "update_frequency": ("'update_frequency' is the 0.3.5 name; use 'frequency'", None),
     "repeat_update": (
@@ -162,3 +163,20 @@ class Schedule:
 
     def load_state_dict(self, state: dict[str, int]) -> None:
         self.next_at = int(state["next_at"])
+
+
+def default_latest_capacity(update_mode: dict | None) -> int:
+    """An on-policy agent's default room in its latest memory, from its ``update_mode`` spec (unchecked): one batch
+    with margin. 1000 steps per episode for episode batches; for timesteps and sequences, four times what is staged
+    before an update (a batch, its windows' extra rows, the frequency, the first update), and at least 1024 rows, so
+    that batched acting over many environments fits."""
+    mode = update_mode if isinstance(update_mode, dict) else {}
+    batch_size, frequency = mode.get("batch_size", 10), mode.get("frequency", mode.get("batch_size", 10))
+    length, first_update = mode.get("length", 8), mode.get("first_update", 0)
+    if not all(isinstance(value, int) and value >= 0 for value in (batch_size, frequency, length, first_update)):
+        return 10_000  # the update_mode check reports the bad value
+    unit = mode.get("unit", "episodes")
+    if unit == "episodes":
+        return max(batch_size * 1000, 10_000)
+    window = batch_size + length - 1 if unit == "sequences" else batch_size
+    return max(4 * max(window, frequency, first_update), 1024)

@@ -55,6 +55,8 @@ from typing import Any
 
 from torchforce.client.checkpoints import Checkpoints
 from torchforce.client.modules import use_modules
+from torchforce.spec import parse_frequency
+from torchforce.spec.frequency import Every
 
 LOG = logging.getLogger("torchforce.worker")
 WORKER_MODULE = "torchforce.client.worker"
@@ -82,24 +84,6 @@ class Signals:
             cls.request = request
 
 
-class Frequency:
-    """When the next checkpoint is due, by seconds, timesteps or episodes."""
-
-    def __init__(self, text: str, timesteps: int, episodes: int) -> None:
-        from torchforce.spec import parse_frequency
-
-        self.frequency = parse_frequency(text, "experiment.saver_frequency")
-        self.mark(timesteps, episodes)
-
-    def mark(self, timesteps: int, episodes: int) -> None:
-        self.last = {"timesteps": timesteps, "episodes": episodes, "seconds": time.monotonic()}
-
-    def due(self, timesteps: int, episodes: int) -> bool:
-        now = {"timesteps": timesteps, "episodes": episodes, "seconds": time.monotonic()}
-        unit = self.frequency.unit
-        return now[unit] - self.last[unit] >= self.frequency.amount
-
-
 class ExperimentRun:
     """One run (or continuation) of the experiment in ``folder``."""
 
@@ -124,7 +108,7 @@ class ExperimentRun:
 
     def build(self) -> None:
         from torchforce.agents import create_agent
-        from torchforce.client.spec import worker_agent_spec
+        from torchforce.client.experiment_file import worker_agent_spec
         from torchforce.environments import make, make_vector
         from torchforce.execution import Runner, ThreadedRunner, clone_worker_agent
 
@@ -340,7 +324,7 @@ class ExperimentRun:
             return False
         if worker == 0:
             if self.saver.due(runner.global_timestep, runner.global_episode):
-                with self.agent._update_lock or contextlib.nullcontext():
+                with self.agent.update_lock or contextlib.nullcontext():
                     self.save()
             self.write_progress("running")
             self.log_progress()
@@ -354,7 +338,8 @@ class ExperimentRun:
         self._session["timesteps"] = self.runner.global_timestep
         self._logged["timesteps"] = self.runner.global_timestep
         self.write_progress("running", force=True)  # at once: readers see this session's counters and PID
-        self.saver = Frequency(self.spec["saver_frequency"], self.runner.global_timestep, self.runner.global_episode)
+        self.saver = Every.of(parse_frequency(self.spec["saver_frequency"], "experiment.saver_frequency"))
+        self.saver.mark(self.runner.global_timestep, self.runner.global_episode)
         spec = self.spec
         remaining_steps = None if spec["total_timesteps"] is None else spec["total_timesteps"] - self.runner.timestep
         remaining_episodes = None if spec["episodes"] is None else spec["episodes"] - self.runner.episode

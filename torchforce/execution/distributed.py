@@ -1,4 +1,5 @@
-"""Distributed training on Ray: parameter servers and workers (ARCHITECTURE.md; reference §5.4 is the 2018 design).
+"""Distributed training on Ray: parameter servers and workers (docs/tensorforce-0.4.md, Distributed execution;
+docs/internals.md, Clusters and backends).
 
 ``num_parameter_servers`` parameter-server actors hold the model's parameters, sharded by name. Each of
 ``num_workers`` worker actors runs its own agent (same spec, its own seed) in its own environments with an
@@ -151,11 +152,11 @@ class Worker:
 
     def get_state(self) -> dict[str, Any]:
         """The agent's whole state (to checkpoint)."""
-        return self.agent._state()
+        return self.agent.state_dict()
 
     def set_state(self, state: dict[str, Any]) -> None:
         """Continue from a checkpointed agent state; the next chunk starts new episodes with the servers' model."""
-        self.agent._load_state(state)
+        self.agent.load_state_dict(state)
         self._started = False
 
     def run(self, steps: int, max_episode_timesteps: int | None, deterministic: bool) -> dict[str, Any]:

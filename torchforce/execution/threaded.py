@@ -1,8 +1,9 @@
-"""The ThreadedRunner of seed 002 and reference §5.3: worker agents, each in its own environment and thread, learning
+"""The ThreadedRunner of TensorForce 0.4 (docs/tensorforce-0.4.md, Threaded runner): worker agents, each in its own
+environment and thread, learning
 into one shared model, asynchronously (hogwild-style, as A3C).
 
 The workers (``clone_worker_agent``, or ``WorkerAgentGenerator``) are agents of one kind and spec that share the
-first agent's networks and optimizers (``Agent.share_model``) and keep their own memory, episode bookkeeping,
+first agent's networks and optimizers (``sharing.share_model``) and keep their own memory, episode bookkeeping,
 exploration and preprocessing. Each thread drives a ``Runner`` over its pair; acting runs in parallel, and updates
 to the shared model take turns. Counters and history are global: ``global_timestep`` counts every worker's acts,
 ``global_episode`` their finished episodes (exactly ``num_episodes``: an episode another worker finishes after the
@@ -13,6 +14,7 @@ and saving happens between two steps of the worker whose agent is saved, never w
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 import warnings
@@ -23,8 +25,10 @@ from torchforce.agents import Agent, create_agent
 from torchforce.environments import Environment
 from torchforce.execution.base import BaseRunner
 from torchforce.execution.runner import Runner, episode_callback
+from torchforce.execution.sharing import share_model
+from torchforce.spec.frequency import Every
 
-SAVE_UNITS = {"s": "seconds", "t": "timesteps", "e": "episodes"}
+SAVE_UNITS = {"s": "seconds", "t": "timesteps", "e": "episodes"}  # save_frequency_unit: Every's unit
 
 
 class ThreadedRunner(BaseRunner):
@@ -159,7 +163,9 @@ class ThreadedRunner(BaseRunner):
         pairs = enumerate(zip(self.agents, self.environments, strict=True))
         self._runners = [Runner(agent, environment, repeat_actions=self.repeat_actions, id_=index)
                          for index, (agent, environment) in pairs]  # fmt: skip
-        self._last_save = (time.monotonic(), self.global_timestep, self.global_episode)
+        if self.save_frequency is not None:
+            self._save_timer = Every(**{SAVE_UNITS[self.save_unit]: self.save_frequency})
+            self._save_timer.mark(self.global_timestep, self.global_episode)
         threads = [threading.Thread(target=self._work, name=f"torchforce-worker-{index}", daemon=True,
                                     args=(index, max_episode_timesteps, deterministic, testing, sleep))
                    for index in range(len(self.agents))]  # fmt: skip
@@ -191,8 +197,9 @@ class ThreadedRunner(BaseRunner):
         limit = self._limits[0]
         if limit is not None and self.global_timestep >= limit:
             self._stop.set()
-        if runner.id == 0 and self.save_frequency is not None and self._save_due():
-            self._save()
+        if runner.id == 0 and self.save_frequency is not None:
+            if self._save_timer.due(self.global_timestep, self.global_episode):
+                self._save()
         if self._step_callback is not None and not self._step_callback(self, runner.id):
             self._stop.set()
         return not self._stop.is_set()
@@ -213,17 +220,11 @@ class ThreadedRunner(BaseRunner):
 
     # ------------------------------------------------------------------ saving
 
-    def _save_due(self) -> bool:
-        last_time, last_timestep, last_episode = self._last_save
-        elapsed = {"s": time.monotonic() - last_time, "t": self.global_timestep - last_timestep,
-                   "e": self.global_episode - last_episode}[self.save_unit]  # fmt: skip
-        return elapsed >= self.save_frequency
-
     def _save(self) -> None:
         main = self.agents[0]
-        with main._update_lock or threading.Lock():  # a consistent model: no other worker's update halfway in
+        with main.update_lock or contextlib.nullcontext():  # a consistent model: no other worker's update halfway in
             main.save_model(self.save_path)
-        self._last_save = (time.monotonic(), self.global_timestep, self.global_episode)
+        self._save_timer.mark(self.global_timestep, self.global_episode)
 
 
 def clone_worker_agent(
@@ -244,7 +245,7 @@ def clone_worker_agent(
         seed = None if agent.seed is None else agent.seed + index
         worker = create_agent({"type": agent.name, **config}, states=environment.states, actions=environment.actions,
                               network=network, seed=seed)  # fmt: skip
-        worker.share_model(agent)
+        share_model(worker, agent)
         workers.append(worker)
     return workers
 
@@ -256,7 +257,7 @@ def WorkerAgentGenerator(agent_class: type[Agent]) -> type[Agent]:  # noqa: N802
         def __init__(self, model: Agent | None = None, **kwargs: Any) -> None:
             super().__init__(**kwargs)
             if model is not None:
-                self.share_model(model)
+                share_model(self, model)
 
     WorkerAgent.__name__ = WorkerAgent.__qualname__ = f"Worker{agent_class.__name__}"
     return WorkerAgent

@@ -1,12 +1,15 @@
 """Frequencies as the 2018 client writes them: ``"600s"`` (seconds), ``"5000t"`` (timesteps), ``"100e"`` (episodes).
 
-A bare number (``600`` or ``"600"``) means seconds, as in tensorforce-client's ``^(\\d+)([ste])?$``.
+A bare number (``600`` or ``"600"``) means seconds, as in tensorforce-client's ``^(\\d+)([ste])?$``. ``Every`` is the
+timer that every saver uses (the agent's ``saver``, the ThreadedRunner's ``save_frequency``, the client worker's
+``saver_frequency``): due once a frequency has passed since it was last marked.
 """
 
 from __future__ import annotations
 
 import numbers
 import re
+import time
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -45,7 +48,7 @@ def parse_frequency(value: Any, path: str) -> Frequency:
             raise SpecError(path, "not a frequency", got=value, expected=EXPECTED, hint=_hint(value))
         amount, unit = int(match.group(1)), UNITS[match.group(2) or "s"]
     elif isinstance(value, numbers.Real) and not isinstance(value, bool) and float(value).is_integer():
-        amount, unit = int(value), "seconds"
+        amount, unit = int(value), "seconds"  # type: ignore[call-overload]  # as in checks.expect_int
     else:
         raise SpecError(path, "not a frequency", got=value, expected=EXPECTED, hint=UNIT_HINT)
     if unit not in UNITS.values():
@@ -65,3 +68,38 @@ def _hint(text: str) -> str:
         if unit.lower() in UNITS or unit == "":
             return f"Write '{amount}{unit.lower()}'."
     return UNIT_HINT
+
+
+class Every:
+    """Due every ``timesteps`` timesteps, ``seconds`` seconds or ``episodes`` episodes (whichever comes first when
+    several are given; None: not by that unit), counted from the last ``mark``. Seconds are ``time.monotonic()``'s.
+    The first mark is at timestep 0, episode 0, now."""
+
+    def __init__(
+        self, *, timesteps: float | None = None, seconds: float | None = None, episodes: float | None = None
+    ) -> None:
+        self.amounts = {"timesteps": timesteps, "seconds": seconds, "episodes": episodes}
+        self.mark()
+
+    @classmethod
+    def of(cls, frequency: Frequency) -> Every:
+        """Every ``frequency`` (a parsed ``"600s"``, ``"100e"``...)."""
+        return cls(**{frequency.unit: frequency.amount})
+
+    def mark(self, timestep: int = 0, episode: int = 0, now: float | None = None) -> None:
+        """Count from here: ``timestep``, ``episode`` and ``now`` (default: ``time.monotonic()``)."""
+        self.last = {"timesteps": timestep, "episodes": episode, "seconds": time.monotonic() if now is None else now}
+
+    def due(self, timestep: int = 0, episode: int = 0, now: float | None = None) -> bool:
+        """Whether a frequency has passed since the last ``mark``."""
+        current = {"timesteps": timestep, "episodes": episode}
+        for unit, amount in self.amounts.items():
+            if amount is None:
+                continue
+            if unit == "seconds":
+                value = time.monotonic() if now is None else now
+            else:
+                value = current[unit]
+            if value - self.last[unit] >= amount:
+                return True
+        return False

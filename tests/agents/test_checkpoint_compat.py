@@ -1,0 +1,66 @@
+"""Checkpoints written by older code still restore: the fixtures of ``data/checkpoints_v1/`` (a recurrent PPO with a
+``sequence`` preprocessor and PPO on timesteps saved mid-episode with two rows, DQN with a replay and with a
+prioritized replay memory, DDPG) were saved by the agents of format 1, together with what each agent did next in
+memory (``expected.json``). A fresh agent restored from each must do exactly that: the same actions (sampling and
+exploration draw from the restored RNG states), the same updates and the same parameters.
+
+``data/make_checkpoints_v1.py`` wrote them; it drives the agents, and this test reuses its stream and steps.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+DATA = Path(__file__).parent / "data"
+spec = importlib.util.spec_from_file_location("make_checkpoints_v1", DATA / "make_checkpoints_v1.py")
+generator = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(generator)
+EXPECTED = json.loads((generator.FOLDER / "expected.json").read_text())
+
+
+@pytest.mark.parametrize("name", sorted(generator.CASES))
+def test_a_v1_checkpoint_continues_as_the_saved_agent_did(name: str) -> None:
+    expected = EXPECTED[name]
+    agent = generator.build(name)
+    agent.restore_model(generator.FOLDER / name)
+    assert agent.timestep == expected["saved_after"] * generator.CASES[name][1]
+    got = generator.outcome(agent, name, expected["saved_after"])
+    assert got["counters"] == expected["counters"]
+    np.testing.assert_allclose(np.asarray(got["actions"], dtype=np.float64), expected["actions"], rtol=1e-6,
+                               atol=1e-6)  # fmt: skip
+    assert got["parameters"].keys() == expected["parameters"].keys()
+    for key, value in expected["parameters"].items():
+        assert got["parameters"][key] == pytest.approx(value, rel=1e-5, abs=1e-6), key
+
+
+@pytest.mark.parametrize("name", sorted(generator.CASES))
+def test_a_v1_checkpoint_saves_again_as_it_was(name: str, tmp_path: Path) -> None:
+    """Restored and saved at once, an agent writes the same state tree it read."""
+    from torchforce.agents.checkpoint import load_checkpoint
+
+    agent = generator.build(name)
+    agent.restore_model(generator.FOLDER / name)
+    agent.save_model(tmp_path, append_timestep=False)
+    before = load_checkpoint(generator.FOLDER / name / "model.pt")
+    after = load_checkpoint(tmp_path / "model.pt")
+    assert_trees_equal(before, after)
+
+
+def assert_trees_equal(a, b, path: str = "") -> None:
+    if isinstance(a, dict):
+        assert isinstance(b, dict) and a.keys() == b.keys(), f"{path}: keys {sorted(a)} != {sorted(b)}"
+        for key in a:
+            assert_trees_equal(a[key], b[key], f"{path}.{key}")
+    elif isinstance(a, (list, tuple)):
+        assert len(a) == len(b), path
+        for index, (x, y) in enumerate(zip(a, b, strict=True)):
+            assert_trees_equal(x, y, f"{path}[{index}]")
+    elif isinstance(a, np.ndarray) or hasattr(a, "numpy"):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b), err_msg=path)
+    else:
+        assert a == b, path

@@ -1,0 +1,62 @@
+"""What ``act`` and ``observe`` take and give, as batches: states as ``{name: [rows, *shape]}`` arrays (one state
+or a batch of them, an array for the single state form or a dict for named states), actions back in the form the
+states came in, and ``observe``'s terminal and reward as one value per row."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from torchforce.spec import StateSpec
+
+Batch = dict[str, np.ndarray]
+STATE_DTYPES = {"float": np.float32, "int": np.int64, "bool": np.bool_}
+
+
+def as_batch(states: Any, specs: dict[str, StateSpec], single: bool) -> tuple[Batch, bool]:
+    """What ``act`` was given as a batch ``{name: [rows, *shape]}``, and whether it was one already: one state or a
+    batch of states, an array (single state form) or a dict of arrays (named states), checked against ``specs``."""
+    if single:
+        ((name, spec),) = specs.items()
+        array = np.asarray(states, dtype=STATE_DTYPES[spec.type])
+        batched = array.ndim == len(spec.shape) + 1
+        if not batched and array.shape != spec.shape:
+            raise ValueError(f"state has shape {array.shape}, expected {spec.shape} or (batch, *{spec.shape})")
+        return {name: array if batched else array[None]}, batched
+    if not isinstance(states, dict):
+        raise TypeError(f"this agent has named states {sorted(specs)}: pass a dict of arrays")
+    missing = set(specs) - set(states)
+    if missing:
+        raise ValueError(f"states is missing {sorted(missing)}")
+    batch, batched, rows = {}, None, None
+    for name, spec in specs.items():
+        array = np.asarray(states[name], dtype=STATE_DTYPES[spec.type])
+        is_batched = array.ndim == len(spec.shape) + 1
+        if array.shape[int(is_batched) :] != spec.shape:
+            raise ValueError(f"state '{name}' has shape {array.shape}, expected {spec.shape} or (batch, *{spec.shape})")
+        if batched is not None and (is_batched != batched or (is_batched and array.shape[0] != rows)):
+            raise ValueError(f"states disagree on batching: '{name}' has shape {array.shape}, the first state "
+                             f"{'a batch of ' + str(rows) if batched else 'no batch dimension'}")  # fmt: skip
+        batched, rows = is_batched, array.shape[0] if is_batched else 1
+        batch[name] = array if is_batched else array[None]
+    return batch, bool(batched)
+
+
+def as_output(actions: Batch, batched: bool, single: bool) -> Any:
+    """Actions in the form the states came in: one or a batch; an array (single action form) or a dict."""
+    if not batched:
+        actions = {name: values[0] for name, values in actions.items()}
+    if single:
+        return next(iter(actions.values()))
+    return actions
+
+
+def per_row(value: Any, dtype: type, name: str, num_rows: int) -> np.ndarray:
+    """``observe``'s ``terminal`` or ``reward``: a scalar or one value per row, as a flat array."""
+    array = np.asarray(value).astype(dtype).reshape(-1)
+    if array.shape[0] == 1 and num_rows > 1:
+        raise ValueError(f"{name}: {num_rows} rows acted, so observe needs {num_rows} values")
+    if array.shape[0] != num_rows:
+        raise ValueError(f"{name}: expected {num_rows} values (one per row), got {array.shape[0]}")
+    return array

@@ -1,0 +1,30 @@
+"""Worker agents that learn into one model (the ThreadedRunner's hogwild workers, 2018's ``WorkerAgentGenerator``).
+
+A worker shares the main agent's networks and optimizers, the same objects, so what either learns is the other's,
+while its memory, episode bookkeeping, exploration and preprocessing stay its own. Acting runs in parallel; updates
+take turns on the main agent's ``update_lock``, which whoever needs a consistent model (a save) holds too.
+"""
+
+from __future__ import annotations
+
+import threading
+
+from torchforce.agents import Agent
+
+
+def share_model(worker: Agent, main: Agent) -> None:
+    """Make ``worker`` a worker of ``main`` (an agent of the same kind and spec): ``worker``'s attributes that hold
+    one of its modules or optimizers now hold ``main``'s, and the two update in turn on one ``update_lock``."""
+    if main.name != worker.name:
+        raise TypeError(f"a {worker.name} agent cannot share the model of a {main.name} agent")
+    shared = {**main.trainable_modules(), **main.optimizers()}
+    own = {**worker.trainable_modules(), **worker.optimizers()}
+    if own.keys() != shared.keys():
+        raise ValueError(f"the agents differ in their model: {sorted(own)} against {sorted(shared)}")
+    replace = {id(own[key]): shared[key] for key in own}
+    for attribute, value in list(vars(worker).items()):
+        if id(value) in replace:
+            setattr(worker, attribute, replace[id(value)])
+    if main.update_lock is None:
+        main.update_lock = threading.Lock()
+    worker.update_lock = main.update_lock
