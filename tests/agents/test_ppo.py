@@ -9,7 +9,6 @@ import pytest
 import torch
 
 from torchforce.agents import create_agent
-from torchforce.agents.policy_gradient import statistics, with_advantages
 from torchforce.agents.transitions import Transitions
 from torchforce.core.returns import gae
 from torchforce.environments import make
@@ -116,7 +115,7 @@ GAMMA, LAMBDA = 0.9, 0.8
 
 
 def advantages_of(agent, batch):
-    data = with_advantages(agent, batch)
+    data = agent._with_advantages(batch)
     return data["advantages"].numpy(), data["returns"].numpy()
 
 
@@ -166,9 +165,9 @@ def test_normalized_advantages_have_mean_zero_and_unit_std_and_leave_returns_alo
 def test_normalized_advantages_center_the_surrogate():
     # at ratio 1 the surrogate is the mean advantage: normalized, it is 0
     agent = ppo(normalize_advantages=True)
-    data = with_advantages(agent, transitions([1.0, 2.0, 3.0, 4.0], [0, 0, 0, 1]))
+    data = agent._with_advantages(transitions([1.0, 2.0, 3.0, 4.0], [0, 0, 0, 1]))
     assert agent._policy_loss(data).item() == pytest.approx(0.0, abs=1e-6)
-    info = statistics(agent, data, agent.clipping)
+    info = agent._statistics(data)
     assert info["approx_kl"] == pytest.approx(0.0, abs=1e-7)
     assert info["clip_fraction"] == 0.0
 
@@ -386,7 +385,7 @@ def test_reset_mid_episode_ends_it_instead_of_merging_it_into_the_next(unit):
             agent.reset()  # the episode of 0.0-0.2 is abandoned; 0.2 never got its next state
         agent.act(np.array([x], dtype=np.float32))
         agent.observe(terminal=1 if t == 5 else 0, reward=float(t))
-    agent._flush_segments()
+    agent._store(agent.episodes.flush())  # what an update on timesteps writes first
     stored = agent.memory.retrieve_timesteps(10)
     np.testing.assert_allclose(stored["states/state"][:, 0], [0.0, 0.1, 0.3, 0.4, 0.5])
     np.testing.assert_allclose(stored["next_states/state"][:, 0], [0.1, 0.2, 0.4, 0.5, 0.5])

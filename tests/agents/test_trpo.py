@@ -6,7 +6,6 @@ import pytest
 import torch
 
 from torchforce.agents import create_agent
-from torchforce.agents.policy_gradient import with_advantages
 from torchforce.environments import make
 from torchforce.execution import Runner
 from torchforce.spec import SpecError
@@ -41,7 +40,7 @@ def collect(agent, env, episodes):
 def test_an_update_keeps_within_the_kl_bound_and_improves_the_surrogate(action_type, bound):
     agent, env = trpo(action_type, learning_rate=bound, **BASELINE)
     batch = collect(agent, env, 4)
-    data = with_advantages(agent, batch)
+    data = agent._with_advantages(batch)
     old = agent._old_policy(data)
     with torch.no_grad():
         before = agent._loss(data).item()
@@ -107,7 +106,7 @@ def test_the_beta_trust_region_is_the_exact_kl_and_fisher():
 
 def test_likelihood_ratio_clipping_clips_the_surrogate():
     agent, env = trpo(likelihood_ratio_clipping=0.2)
-    data = with_advantages(agent, collect(agent, env, 4))
+    data = agent._with_advantages(collect(agent, env, 4))
     with torch.no_grad():
         for parameter in agent.policy.parameters():
             parameter.add_(0.5)  # ratios far from 1: some are clipped

@@ -6,7 +6,6 @@ import pytest
 import torch
 
 from torchforce.agents import create_agent
-from torchforce.agents.policy_gradient import with_advantages
 from torchforce.agents.transitions import Transitions
 from torchforce.environments import make
 from torchforce.spec import SpecError
@@ -40,7 +39,7 @@ def run(agent, episodes):
 
 def test_loss_is_minus_the_mean_of_log_prob_times_advantage():
     agent = vpg(discount=0.5)
-    data = with_advantages(agent, transitions([1.0, 2.0, 3.0, 4.0], [0, 1, 0, 1]))
+    data = agent._with_advantages(transitions([1.0, 2.0, 3.0, 4.0], [0, 1, 0, 1]))
     # no baseline: advantages are the returns 1 + .5*2, 2, 3 + .5*4, 4
     assert data["advantages"].tolist() == [2.0, 2.0, 5.0, 4.0]
     with torch.no_grad():
@@ -51,7 +50,7 @@ def test_loss_is_minus_the_mean_of_log_prob_times_advantage():
 
 
 def test_entropy_regularization_subtracts_the_mean_entropy():
-    data = with_advantages(vpg(), transitions([1.0, 0.0], [0, 1]))
+    data = vpg()._with_advantages(transitions([1.0, 0.0], [0, 1]))
     plain, regularized = vpg(), vpg(entropy_regularization=0.5)
     with torch.no_grad():
         params, _, _ = plain.policy({"state": data["states/state"]}, {})

@@ -5,7 +5,14 @@ import pytest
 import torch
 
 from torchforce.core.losses import huber, l2
-from torchforce.core.returns import advantages, cut_windows, discounted_returns, gae, n_step_returns
+from torchforce.core.returns import (
+    advantage_tensors,
+    advantages,
+    cut_windows,
+    discounted_returns,
+    gae,
+    n_step_returns,
+)
 
 # one batch with every case: an episode end (1) at t=1, a time-limit cut (2) at t=3, an open last row (0)
 REWARDS = np.array([1.0, 2.0, 3.0, 4.0, 5.0, 6.0], dtype=np.float32)
@@ -131,3 +138,18 @@ def test_normalized_advantages_have_mean_zero_and_unit_std_and_returns_stay():
 def test_cut_windows_marks_each_windows_open_end():
     np.testing.assert_array_equal(cut_windows([0, 0, 0, 1, 0, 0, 0, 0, 0], 3), [0, 0, 2, 1, 0, 2, 0, 0, 2])
     assert cut_windows(np.array([0, 1]), 2).tolist() == [0, 1]
+
+
+def test_advantage_tensors_are_the_arrays_of_advantages_and_cut_windows():
+    values, next_values = torch.from_numpy(VALUES), torch.from_numpy(NEXT_VALUES)
+    rewards, terminals = torch.from_numpy(REWARDS), torch.from_numpy(TERMINALS)
+    estimates, returns = advantage_tensors(rewards, terminals, values, next_values, discount=0.5, gae_lambda=0.5)
+    assert estimates.dtype == returns.dtype == torch.float32
+    assert estimates.tolist() == [5.0, 0.0, 20.0, 20.0, 32.5, 30.0]  # as test_gae_advantages_and_lambda_returns
+    assert returns.tolist() == [6.0, 2.0, 23.0, 24.0, 37.5, 36.0]
+    # windows of 3 rows: row 2 ends the first window, so it becomes a cut (2): G2 = 3 + .5*30 = 18, no longer
+    # 3 + .5*G3 = 15; without a baseline the cut bootstraps with 0: G2 = 3
+    estimates, returns = advantage_tensors(rewards, terminals, values, next_values, discount=0.5, window=3)
+    assert returns.tolist() == [2.0, 2.0, 18.0, 24.0, 23.0, 36.0]
+    estimates, returns = advantage_tensors(rewards, terminals, discount=0.5, window=3)
+    assert estimates.tolist() == returns.tolist() == [2.0, 2.0, 3.0, 4.0, 8.0, 6.0]

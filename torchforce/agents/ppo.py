@@ -12,24 +12,24 @@ batch drawn with replacement) or the modern way (``epochs`` passes over shuffled
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import torch
 
-from torchforce.agents import policy_gradient
 from torchforce.agents.agent import LearningAgent
 from torchforce.agents.config import PPOConfig
-from torchforce.agents.policy_gradient import (
-    baseline_loss,
-    statistics,
-    surrogate_loss,
-    with_advantages,
-)
-from torchforce.agents.transitions import Transitions
+from torchforce.agents.transitions import Transitions, group
+from torchforce.agents.update_mode import default_latest_capacity
+from torchforce.core.baselines import build_pg_baseline, state_values
 from torchforce.core.memories.latest import Latest
+from torchforce.core.objectives import clipped_surrogate, likelihood_ratio, policy_statistics, value_loss
 from torchforce.core.optimizers import build_optimizer
+from torchforce.core.returns import advantage_tensors
 from torchforce.spec import SpecError
 from torchforce.spec.checks import MAX_STEPS
+
+Data = dict[str, torch.Tensor]
 
 
 class PPOAgent(LearningAgent):
@@ -48,18 +48,30 @@ class PPOAgent(LearningAgent):
     ) -> None:
         config = PPOConfig.resolve(config, options)
         super().__init__(states, actions, config=config)
-        policy_gradient.setup(self, network=network, config=config)
-        if self.update_mode.unit == "timesteps" and not isinstance(self.memory, Latest):
-            # a replay memory would hand out random, old timesteps: PPO needs the latest contiguous ones
-            memory = config.memory
-            raise SpecError("memory.type", "PPO updating on timesteps learns from the most recent ones",
-                            got=memory.get("type") if isinstance(memory, dict) else memory, expected='"latest"',
-                            hint='Use {"type": "latest"}, or update_mode.unit "episodes".')  # fmt: skip
-        self.clipping = config.likelihood_ratio_clipping
+        # on-policy: by default 10 whole episodes per update, from a latest memory
+        memory = {"type": "latest", "capacity": default_latest_capacity(config.update_mode)}
+        self._setup_learning(network=network, config=config, on_policy=True, default_memory=memory,
+                             default_update_mode={"unit": "episodes", "batch_size": 10})  # fmt: skip
+        self.discount = config.discount
+        self.gae_lambda = config.gae_lambda
+        self.normalize_advantages = config.normalize_advantages
+        self.entropy_regularization = config.entropy_regularization
+        self.clipping = config.likelihood_ratio_clipping  # epsilon
         self.subsampling_fraction = config.subsampling_fraction
         self.optimization_steps = config.optimization_steps
         self.epochs = config.epochs
         self.minibatch_size = config.minibatch_size
+        # the optional state-value baseline V(s) and its optimizer; the policy's optimizer
+        self.baseline_mode, self.baseline, self.baseline_optimizer = build_pg_baseline(
+            config.baseline_mode, config.baseline, config.baseline_optimizer, config.gae_lambda,
+            states=self.processed_states, embedding_size=self.policy.network.output_size, device=self.device,
+        )  # fmt: skip
+        if self.update_mode.unit == "timesteps" and not isinstance(self.memory, Latest):
+            # a replay memory would hand out random, old timesteps: PPO needs the latest contiguous ones
+            given = config.memory
+            raise SpecError("memory.type", "PPO updating on timesteps learns from the most recent ones",
+                            got=given.get("type") if isinstance(given, dict) else given, expected='"latest"',
+                            hint='Use {"type": "latest"}, or update_mode.unit "episodes".')  # fmt: skip
         self.optimizer = build_optimizer(config.step_optimizer or {"type": "adam", "learning_rate": 1e-3},
                                          list(self.policy.parameters()), path="step_optimizer",
                                          without_kl="the ppo agent")  # fmt: skip
@@ -72,25 +84,44 @@ class PPOAgent(LearningAgent):
         self._record_spec(network=network)
         self._load_on_start()
 
-    def trainable_modules(self) -> dict[str, torch.nn.Module]:
-        return policy_gradient.modules(self)
-
-    def optimizers(self) -> dict[str, Any]:
-        return policy_gradient.optimizers(self, "step_optimizer")
-
     def _update(self, batch: Transitions) -> dict[str, float]:
-        data = with_advantages(self, batch)
+        # ---- 1. Advantages A_t (GAE, Schulman et al. 2016) and log pi_old(a_t|s_t) of the collecting policy ----
+        data = self._with_advantages(batch)
+        # ---- 2. Several steps on the clipped surrogate (see _policy_loss), one per minibatch ----
         for indices in self._minibatches(len(batch)):
             minibatch = {key: value[indices] for key, value in data.items()}
             self.optimizer.step(self._policy_loss, minibatch)
             if self.baseline is not None and self.epochs is not None:  # epochs: the value loss per minibatch
                 self.baseline_optimizer.step(self._baseline_loss, minibatch)
-        if self.baseline is not None and self.epochs is None:  # 2018: the baseline's optimizer once, on the batch
+        # ---- 3. The value loss (2018: the baseline's optimizer once, on the whole batch) ----
+        if self.baseline is not None and self.epochs is None:
             self.baseline_optimizer.step(self._baseline_loss, data)
         with torch.no_grad():
-            return {"policy_loss": float(self._policy_loss(data)), **statistics(self, data, self.clipping)}
+            return {"policy_loss": float(self._policy_loss(data)), **self._statistics(data)}
 
-    def _minibatches(self, size: int):
+    def _with_advantages(self, batch: Transitions) -> Data:
+        """The batch as a flat dict plus ``advantages`` A_t, ``returns`` (the baseline's targets) and
+        ``old_log_prob``, log pi_old(a_t|s_t) of the policy that collected it."""
+        data = batch.flat()
+        with torch.no_grad():
+            values = next_values = None
+            if self.baseline is not None:  # V(s_t) and V(s_{t+1})
+                values = state_values(self.baseline, self.baseline_mode, self.policy, batch.states, batch.internals)
+                next_values = state_values(self.baseline, self.baseline_mode, self.policy, batch.next_states,
+                                           batch.internals)  # fmt: skip
+            params, _, _ = self.policy(batch.states, batch.internals)
+            old_log_prob = self.policy.log_prob(params, batch.actions)
+        window = self.update_mode.length if self.update_mode.unit == "sequences" else None
+        data["advantages"], data["returns"] = advantage_tensors(
+            batch.reward, batch.terminal, values, next_values, discount=self.discount, gae_lambda=self.gae_lambda,
+            normalize=self.normalize_advantages, window=window,
+        )  # fmt: skip
+        data["old_log_prob"] = old_log_prob
+        return data
+
+    def _minibatches(self, size: int) -> Iterator[torch.Tensor]:
+        """The rows of each optimizer step: ``epochs`` passes over shuffled minibatches of ``minibatch_size`` (the
+        whole batch without one), or 2018's ``optimization_steps`` random subsamples drawn with replacement."""
         if self.epochs is not None:
             step = self.minibatch_size or size
             for _ in range(self.epochs):
@@ -102,9 +133,43 @@ class PPOAgent(LearningAgent):
             for _ in range(self.optimization_steps):
                 yield torch.randint(size, (count,), device=self.device)
 
-    def _policy_loss(self, data: dict[str, torch.Tensor], reference: Any = None) -> torch.Tensor:
-        # the clipped surrogate, eq. (7)
-        return surrogate_loss(self, data, self.clipping)
+    def _policy_loss(self, data: Data, reference: Any = None) -> torch.Tensor:
+        states, internals, actions = (group(data, key) for key in ("states", "internals", "actions"))
+        params, _, _ = self.policy(states, internals)
+        # the probability ratio r_t(theta) = pi(a_t|s_t) / pi_old(a_t|s_t)
+        ratio = likelihood_ratio(self.policy.log_prob(params, actions), data["old_log_prob"])
+        advantages = data["advantages"]
+        # the clipped surrogate L^CLIP, eq. (7): E_t[min(r_t A_t, clip(r_t, 1 - eps, 1 + eps) A_t)]
+        if self.clipping is None:
+            surrogate = ratio * advantages
+        else:
+            surrogate = clipped_surrogate(ratio, advantages, self.clipping)
+        # minimized: -L^CLIP plus the policy's weight penalties, minus the entropy bonus c_2 * S[pi] of eq. (9)
+        loss = -surrogate.mean() + self.policy.regularization_loss()
+        if self.entropy_regularization:
+            loss = loss - self.entropy_regularization * self.policy.entropy(params).mean()
+        return loss
 
-    def _baseline_loss(self, data: dict[str, torch.Tensor], reference: Any = None) -> torch.Tensor:
-        return baseline_loss(self, data)
+    def _baseline_loss(self, data: Data, reference: Any = None) -> torch.Tensor:
+        # the value loss L^VF of eq. (9): 0.5 * E_t[(V(s_t) - R_t)^2], plus the baseline's weight penalties
+        states, internals = group(data, "states"), group(data, "internals")
+        values = state_values(self.baseline, self.baseline_mode, self.policy, states, internals)
+        return value_loss(values, data["returns"]) + self.baseline.regularization_loss()
+
+    def _statistics(self, data: Data) -> dict[str, float]:
+        """Entropy, approximate KL and clip fraction of the updated policy on the batch, and the baseline's loss."""
+        with torch.no_grad():
+            states, internals, actions = (group(data, key) for key in ("states", "internals", "actions"))
+            params, _, _ = self.policy(states, internals)
+            info = policy_statistics(self.policy.log_prob(params, actions), data["old_log_prob"],
+                                     self.policy.entropy(params), self.clipping)  # fmt: skip
+            if self.baseline is not None:
+                info["baseline_loss"] = float(self._baseline_loss(data))
+        return info
+
+    def trainable_modules(self) -> dict[str, torch.nn.Module]:
+        return {"policy": self.policy} | ({"baseline": self.baseline} if self.baseline is not None else {})
+
+    def optimizers(self) -> dict[str, Any]:
+        baseline = {"baseline_optimizer": self.baseline_optimizer} if self.baseline is not None else {}
+        return {"step_optimizer": self.optimizer} | baseline

@@ -19,18 +19,16 @@ from typing import Any
 
 import torch
 
-from torchforce.agents import policy_gradient
 from torchforce.agents.agent import LearningAgent
 from torchforce.agents.config import TRPOConfig
-from torchforce.agents.policy_gradient import (
-    baseline_loss,
-    split,
-    statistics,
-    surrogate_loss,
-    with_advantages,
-)
-from torchforce.agents.transitions import Transitions
+from torchforce.agents.transitions import Transitions, group
+from torchforce.agents.update_mode import default_latest_capacity
+from torchforce.core.baselines import build_pg_baseline, state_values
+from torchforce.core.objectives import clipped_surrogate, likelihood_ratio, policy_statistics, value_loss
 from torchforce.core.optimizers import build_optimizer
+from torchforce.core.returns import advantage_tensors
+
+Data = dict[str, torch.Tensor]
 
 
 class TRPOAgent(LearningAgent):
@@ -49,9 +47,21 @@ class TRPOAgent(LearningAgent):
     ) -> None:
         config = TRPOConfig.resolve(config, options)
         super().__init__(states, actions, config=config)
-        policy_gradient.setup(self, network=network, config=config)
+        # on-policy: by default 10 whole episodes per update, from a latest memory
+        memory = {"type": "latest", "capacity": default_latest_capacity(config.update_mode)}
+        self._setup_learning(network=network, config=config, on_policy=True, default_memory=memory,
+                             default_update_mode={"unit": "episodes", "batch_size": 10})  # fmt: skip
+        self.discount = config.discount
+        self.gae_lambda = config.gae_lambda
+        self.normalize_advantages = config.normalize_advantages
+        self.entropy_regularization = config.entropy_regularization
         self.clipping = config.likelihood_ratio_clipping
-        # the 2018 implicit optimizer: a natural-gradient step within the KL bound, then a line search on it
+        # the optional state-value baseline V(s) and its optimizer
+        self.baseline_mode, self.baseline, self.baseline_optimizer = build_pg_baseline(
+            config.baseline_mode, config.baseline, config.baseline_optimizer, config.gae_lambda,
+            states=self.processed_states, embedding_size=self.policy.network.output_size, device=self.device,
+        )  # fmt: skip
+        # the 2018 implicit optimizer: a natural-gradient step within the KL bound delta, then a line search on it
         natural_gradient = {"type": "natural_gradient", "cg_unroll_loop": config.cg_unroll_loop,
                             "learning_rate": config.learning_rate, "cg_max_iterations": config.cg_max_iterations,
                             "cg_damping": config.cg_damping}  # fmt: skip
@@ -64,35 +74,85 @@ class TRPOAgent(LearningAgent):
         self._record_spec(network=network)
         self._load_on_start()
 
-    def trainable_modules(self) -> dict[str, torch.nn.Module]:
-        return policy_gradient.modules(self)
-
-    def optimizers(self) -> dict[str, Any]:
-        return policy_gradient.optimizers(self, "optimizer")
-
     def _update(self, batch: Transitions) -> dict[str, float]:
-        data = with_advantages(self, batch)
+        # ---- 1. Advantages A_t (GAE, Schulman et al. 2016) and log pi_old(a_t|s_t) of the collecting policy ----
+        data = self._with_advantages(batch)
+        # ---- 2. The natural-gradient step on the surrogate (_loss) within E_t[KL(pi_old || pi)] <= delta (_kl),
+        #         then the backtracking line search (appendix C) ----
         info = self.optimizer.step(self._loss, data, reference_fn=self._old_policy, kl_fn=self._kl)
+        # ---- 3. The baseline's regression on the returns ----
         if self.baseline is not None:
             self.baseline_optimizer.step(self._baseline_loss, data)
         report = {key: info[key] for key in ("kl_estimate", "ls_scale", "loss_after") if key in info}
-        return {"policy_loss": info["loss"], **report, **statistics(self, data, self.clipping)}
+        return {"policy_loss": info["loss"], **report, **self._statistics(data)}
 
-    def _loss(self, data: dict[str, torch.Tensor], reference: Any = None) -> torch.Tensor:
-        # the surrogate of eq. (12), negated: the optimizer minimizes
-        return surrogate_loss(self, data, self.clipping)
+    def _with_advantages(self, batch: Transitions) -> Data:
+        """The batch as a flat dict plus ``advantages`` A_t, ``returns`` (the baseline's targets) and
+        ``old_log_prob``, log pi_old(a_t|s_t) of the policy that collected it."""
+        data = batch.flat()
+        with torch.no_grad():
+            values = next_values = None
+            if self.baseline is not None:  # V(s_t) and V(s_{t+1})
+                values = state_values(self.baseline, self.baseline_mode, self.policy, batch.states, batch.internals)
+                next_values = state_values(self.baseline, self.baseline_mode, self.policy, batch.next_states,
+                                           batch.internals)  # fmt: skip
+            params, _, _ = self.policy(batch.states, batch.internals)
+            old_log_prob = self.policy.log_prob(params, batch.actions)
+        window = self.update_mode.length if self.update_mode.unit == "sequences" else None
+        data["advantages"], data["returns"] = advantage_tensors(
+            batch.reward, batch.terminal, values, next_values, discount=self.discount, gae_lambda=self.gae_lambda,
+            normalize=self.normalize_advantages, window=window,
+        )  # fmt: skip
+        data["old_log_prob"] = old_log_prob
+        return data
 
-    def _old_policy(self, data: dict[str, torch.Tensor]) -> Any:
-        """pi_old's distribution parameters on the batch, computed once before the step."""
-        states, internals, _ = split(data)
+    def _loss(self, data: Data, reference: Any = None) -> torch.Tensor:
+        states, internals, actions = (group(data, key) for key in ("states", "internals", "actions"))
         params, _, _ = self.policy(states, internals)
+        # the surrogate of eq. (12): E_t[r_t(theta) * A_t], r_t(theta) = pi(a_t|s_t) / pi_old(a_t|s_t),
+        # optionally clipped as PPO's; negated (the optimizer minimizes) and plus the policy's weight penalties
+        ratio = likelihood_ratio(self.policy.log_prob(params, actions), data["old_log_prob"])
+        advantages = data["advantages"]
+        if self.clipping is None:
+            surrogate = ratio * advantages
+        else:
+            surrogate = clipped_surrogate(ratio, advantages, self.clipping)
+        loss = -surrogate.mean() + self.policy.regularization_loss()
+        # the entropy bonus: -c * H[pi(.|s_t)]
+        if self.entropy_regularization:
+            loss = loss - self.entropy_regularization * self.policy.entropy(params).mean()
+        return loss
+
+    def _old_policy(self, data: Data) -> Any:
+        """pi_old's distribution parameters on the batch, computed once before the step."""
+        params, _, _ = self.policy(group(data, "states"), group(data, "internals"))
         return params
 
-    def _kl(self, data: dict[str, torch.Tensor], old_params: Any) -> torch.Tensor:
-        # the trust region: mean KL(pi_old || pi) over the batch
-        states, internals, _ = split(data)
-        params, _, _ = self.policy(states, internals)
+    def _kl(self, data: Data, old_params: Any) -> torch.Tensor:
+        # the trust region's constraint: E_t[KL(pi_old(.|s_t) || pi(.|s_t))]
+        params, _, _ = self.policy(group(data, "states"), group(data, "internals"))
         return self.policy.kl_divergence(old_params, params).mean()
 
-    def _baseline_loss(self, data: dict[str, torch.Tensor], reference: Any = None) -> torch.Tensor:
-        return baseline_loss(self, data)
+    def _baseline_loss(self, data: Data, reference: Any = None) -> torch.Tensor:
+        # 0.5 * E_t[(V(s_t) - R_t)^2], plus the baseline's weight penalties
+        states, internals = group(data, "states"), group(data, "internals")
+        values = state_values(self.baseline, self.baseline_mode, self.policy, states, internals)
+        return value_loss(values, data["returns"]) + self.baseline.regularization_loss()
+
+    def _statistics(self, data: Data) -> dict[str, float]:
+        """Entropy, approximate KL (and clip fraction) of the updated policy on the batch, and the baseline's loss."""
+        with torch.no_grad():
+            states, internals, actions = (group(data, key) for key in ("states", "internals", "actions"))
+            params, _, _ = self.policy(states, internals)
+            info = policy_statistics(self.policy.log_prob(params, actions), data["old_log_prob"],
+                                     self.policy.entropy(params), self.clipping)  # fmt: skip
+            if self.baseline is not None:
+                info["baseline_loss"] = float(self._baseline_loss(data))
+        return info
+
+    def trainable_modules(self) -> dict[str, torch.nn.Module]:
+        return {"policy": self.policy} | ({"baseline": self.baseline} if self.baseline is not None else {})
+
+    def optimizers(self) -> dict[str, Any]:
+        baseline = {"baseline_optimizer": self.baseline_optimizer} if self.baseline is not None else {}
+        return {"optimizer": self.optimizer} | baseline

@@ -1,12 +1,14 @@
-"""State-value baselines for policy-gradient agents (reference §1.10): mlp, cnn, custom and aggregated.
+"""State-value baselines for policy-gradient agents (docs/tensorforce-0.4.md, Baselines): mlp, cnn, custom and
+aggregated.
 
 ``baseline_mode`` "states" feeds the baseline the (preprocessed) states; "network" feeds it the policy network's
-embedding with gradients stopped, so the baseline never changes the policy.
+embedding with gradients stopped, so the baseline never changes the policy. ``build_pg_baseline`` builds an agent's
+mode, baseline module and optimizer from its options; ``state_values`` computes V(s) in either mode.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import nn
@@ -14,6 +16,9 @@ from torch import nn
 from torchforce.core.named import NamedModules
 from torchforce.core.networks import build_network
 from torchforce.spec import Registry, SpecError, StateSpec, expect_choice, expect_dict, expect_int, unknown_name_error
+
+if TYPE_CHECKING:
+    from torchforce.core.policy import Policy
 
 EMBEDDING = "embedding"
 DEFAULT_BASELINE_OPTIMIZER = {"type": "adam", "learning_rate": 1e-3}
@@ -130,7 +135,8 @@ def build_pg_baseline(
     embedding_size: int,
     device: torch.device,
 ) -> tuple[str | None, nn.Module | None, Any]:
-    """A policy-gradient agent's ``baseline_mode``, ``baseline`` and ``baseline_optimizer`` (reference §1.10):
+    """A policy-gradient agent's ``baseline_mode``, ``baseline`` and ``baseline_optimizer`` (docs/tensorforce-0.4.md,
+    Baselines):
     ``(mode, baseline module, its optimizer)``, or ``(None, None, None)`` without a mode. The baseline sees the
     (preprocessed) ``states``, or the policy network's embedding in "network" mode. Without a mode, giving a
     baseline, its optimizer or ``gae_lambda`` is an error: none of them would do anything."""
@@ -151,3 +157,18 @@ def build_pg_baseline(
                                          path="baseline_optimizer",
                                          without_kl="the baseline")  # fmt: skip
     return mode, baseline, baseline_optimizer
+
+
+def state_values(
+    baseline: nn.Module,
+    mode: str,
+    policy: Policy,
+    states: dict[str, torch.Tensor],
+    internals: dict[str, torch.Tensor],
+) -> torch.Tensor:
+    """V(s) [B] of a policy-gradient ``baseline``: on the ``states`` ("states" mode), or ("network" mode) on the
+    ``policy`` network's embedding of them, detached so that the baseline's loss never moves the policy."""
+    if mode == "network":
+        embedding, _ = policy.network(states, internals)
+        return baseline({EMBEDDING: embedding.detach()})
+    return baseline(states)

@@ -1,4 +1,6 @@
-"""Returns and advantages: pure numpy functions shared by the agents (reference §6).
+"""Returns and advantages: pure numpy functions shared by the agents (docs/tensorforce-0.4.md, Returns and
+advantages), and ``advantage_tensors``,
+the policy-gradient agents' entry point on tensors.
 
 Arrays are time-major: ``[T]`` for one sequence of steps, or ``[T, N]`` for N parallel rows. ``terminals`` are
 the codes of docs/internals.md: 0 = the episode goes on into row t+1, 1 = a true terminal (nothing follows, no
@@ -10,6 +12,7 @@ terminal is 0 it is bootstrapped like a 2. Results are float32; sums are accumul
 from __future__ import annotations
 
 import numpy as np
+import torch
 
 
 def _as_arrays(terminals: np.ndarray, **arrays: np.ndarray | None) -> tuple[np.ndarray, dict[str, np.ndarray]]:
@@ -137,7 +140,7 @@ def advantages(
     normalize: bool = False,
 ) -> tuple[np.ndarray, np.ndarray]:
     """The advantage estimates of the policy-gradient agents and the targets their baseline regresses on
-    (reference §6, "PG base"), as ``(advantages, returns)``:
+    (docs/tensorforce-0.4.md, Returns and advantages), as ``(advantages, returns)``:
 
     - without a baseline (``values`` None): the discounted returns (bootstrapped with 0), for both;
     - with a baseline and no ``gae_lambda``: returns bootstrapped with ``next_values``, advantages ``returns − values``;
@@ -166,3 +169,32 @@ def cut_windows(terminals: np.ndarray, length: int) -> np.ndarray:
     ends = codes[length - 1 :: length]
     ends[ends == 0] = 2
     return codes
+
+
+def advantage_tensors(
+    rewards: torch.Tensor,
+    terminals: torch.Tensor,
+    values: torch.Tensor | None = None,
+    next_values: torch.Tensor | None = None,
+    *,
+    discount: float,
+    gae_lambda: float | None = None,
+    normalize: bool = False,
+    window: int | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``advantages`` on a batch of tensors (any device; the results go to the rewards' device). With a ``window``
+    the rows are consecutive windows of that many rows (sequences sampled from a memory): ``cut_windows`` ends
+    each one, so that no return runs from one window into the next."""
+    codes = terminals.cpu().numpy()
+    if window is not None:
+        codes = cut_windows(codes, window)
+    estimates, returns = advantages(
+        rewards.cpu().numpy(),
+        codes,
+        None if values is None else values.cpu().numpy(),
+        None if next_values is None else next_values.cpu().numpy(),
+        discount=discount,
+        gae_lambda=gae_lambda,
+        normalize=normalize,
+    )
+    return torch.as_tensor(estimates, device=rewards.device), torch.as_tensor(returns, device=rewards.device)
