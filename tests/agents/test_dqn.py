@@ -9,7 +9,6 @@ import pytest
 import torch
 
 from torchforce.agents import create_agent
-from torchforce.agents.dqn import td_targets
 from torchforce.agents.transitions import Transitions
 from torchforce.environments import make
 from torchforce.spec import SpecError
@@ -83,23 +82,6 @@ def test_td_target_by_hand(double_q_model, y):
     delta = y - Q_TAKEN
     assert errors == pytest.approx(np.abs(delta), abs=1e-6)
     assert loss.item() == pytest.approx(np.mean(0.5 * delta**2), rel=1e-6)
-
-
-@pytest.mark.parametrize("discount", [0.0, 0.5, 1.0])
-def test_td_targets_function_terminal_codes_and_discount(discount):
-    target_q = torch.tensor([[1.0, 3.0], [2.0, -1.0], [4.0, 0.0], [0.0, 5.0]])
-    online_q = torch.tensor([[9.0, 0.0], [0.0, 9.0], [0.0, 9.0], [9.0, 0.0]])
-    reward, terminal = torch.tensor([1.0, 2.0, 3.0, 4.0]), torch.tensor([0, 0, 1, 2], dtype=torch.int8)
-    plain = td_targets(reward, terminal, target_q, discount)
-    double = td_targets(reward, terminal, target_q, discount, online_q)
-    assert plain.tolist() == pytest.approx([1 + discount * 3, 2 + discount * 2, 3.0, 4 + discount * 5])
-    assert double.tolist() == pytest.approx([1 + discount * 1, 2 - discount * 1, 3.0, 4 + discount * 0])
-
-
-def test_td_targets_broadcast_over_action_elements():
-    target_q = torch.tensor([[[1.0, 2.0], [3.0, 0.0]], [[5.0, 6.0], [0.0, 7.0]]])  # [B=2, shape=(2,), actions=2]
-    y = td_targets(torch.tensor([1.0, 1.0]), torch.tensor([0, 1], dtype=torch.int8), target_q, 0.5)
-    assert y.tolist() == [[2.0, 2.5], [1.0, 1.0]]
 
 
 @pytest.mark.parametrize("threshold", [None, 0, 0.5])

@@ -1,13 +1,15 @@
 """Deep Deterministic Policy Gradient (Lillicrap et al. 2016, "Continuous control with deep reinforcement learning").
 
-An actor mu(s) (``network`` with a deterministic head per float action) and a critic Q(s, a) (``critic_network``),
-each with a target copy that follows it slowly (``target_update_weight`` every ``target_sync_frequency`` steps).
-From a replay batch, the critic regresses onto
-    y = r + gamma * (1 - done) * Q'(s', mu'(s'))
-(``critic_optimizer``), then the actor ascends the critic, minimizing -Q(s, mu(s)) (``optimizer``). Exploration
-is the ``actions_exploration`` noise (Ornstein-Uhlenbeck or Gaussian). The 2018 quirks are fixed: the critic is an
-ordinary unbounded Q network built from a layer list, for any states and float actions (see ``core.critics``), and
-time-limit truncations (terminal 2) bootstrap.
+An actor mu(s | theta^mu) (``network`` with a deterministic head per float action) and a critic Q(s, a | theta^Q)
+(``critic_network``), each with a target copy, mu' and Q', that follows it slowly: theta' <- tau theta +
+(1 - tau) theta' with tau = ``target_update_weight``, every ``target_sync_frequency`` timesteps. From a batch of
+transitions sampled from the replay memory (Algorithm 1):
+    y = r + gamma * [terminal != 1] * Q'(s', mu'(s'))                  the critic's target
+    L = 1/N sum (y - Q(s, a))^2                                         the critic's loss (halved; ``critic_optimizer``)
+    grad J = 1/N sum grad_a Q(s, a)|a=mu(s) grad mu(s)                  the actor's step: minimize -Q(s, mu(s))
+(``optimizer``). Exploration is the ``actions_exploration`` noise (Ornstein-Uhlenbeck or Gaussian). The 2018 quirks
+are fixed: the critic is an ordinary unbounded Q network built from a layer list, for any states and float actions
+(see ``core.critics``), and time-limit truncations (terminal 2) bootstrap.
 """
 
 from __future__ import annotations
@@ -18,13 +20,15 @@ from typing import Any
 
 import torch
 
-from torchforce.agents.agent import Agent, LearningAgent
-from torchforce.agents.config import DDPGConfig, NAFConfig
-from torchforce.agents.q_learning import target_synchronization
+from torchforce.agents.agent import LearningAgent
+from torchforce.agents.config import DDPGConfig
 from torchforce.agents.transitions import Transitions, group
+from torchforce.agents.value_specs import deterministic_heads, replay_capacity
 from torchforce.core.critics import Critic
-from torchforce.core.optimizers import build_optimizer
-from torchforce.spec import SpecError, expect_dict
+from torchforce.core.losses import l2
+from torchforce.core.optimizers import Synchronization, build_optimizer
+from torchforce.core.td import td_targets
+from torchforce.spec import SpecError
 
 
 class DDPGAgent(LearningAgent):
@@ -43,24 +47,40 @@ class DDPGAgent(LearningAgent):
     ) -> None:
         config = DDPGConfig.resolve(config, options)
         super().__init__(states, actions, config=config)
-        setup_deterministic_policy(self, network=network, config=config, default_batch_size=10)
+        for name, action in self.actions_spec.items():
+            if action.type != "float":
+                raise SpecError(f"actions.{name}.type", "DDPG acts with a deterministic policy over float actions",
+                                got=action.type, expected='"float"',
+                                hint="Use dqn for bool and int actions, or ppo.")  # fmt: skip
+        heads = deterministic_heads(self.actions_spec, config.distributions)
+        self._setup_learning(
+            network=network, config=dataclasses.replace(config, distributions=heads), on_policy=False,
+            default_update_mode={"unit": "timesteps", "batch_size": 10},
+            default_memory={"type": "replay", "capacity": replay_capacity(config.update_mode, 10)},
+        )  # fmt: skip
+        if self.update_mode.unit != "timesteps":
+            raise SpecError("update_mode.unit", "DDPG learns from single transitions sampled from its replay memory",
+                            got=self.update_mode.unit, expected='"timesteps"')  # fmt: skip
         self.discount = config.discount
+        # the actor mu(s | theta^mu): the policy
         self.optimizer = build_optimizer(config.optimizer or {"type": "adam", "learning_rate": 1e-3},
                                          list(self.policy.parameters()), path="optimizer",
                                          without_kl="the ddpg agent")  # fmt: skip
+        # the critic Q(s, a | theta^Q)
         critic_network = network if config.critic_network is None else config.critic_network
         self.critic = Critic(critic_network, self.processed_states, self.actions_spec,
                              path="critic_network").to(self.device)  # fmt: skip
         self.critic_optimizer = build_optimizer(config.critic_optimizer or {"type": "adam", "learning_rate": 1e-3},
                                                 list(self.critic.parameters()), path="critic_optimizer",
                                                 without_kl="the ddpg critic")  # fmt: skip
+        # the target networks mu' and Q': frozen copies that follow slowly
         self.target = copy.deepcopy(self.policy).requires_grad_(False)
         self.target_critic = copy.deepcopy(self.critic).requires_grad_(False)
-        self.target_sync = target_synchronization(
+        self.target_sync = Synchronization(
             [*self.policy.parameters(), *self.critic.parameters()],
             [*self.target.parameters(), *self.target_critic.parameters()],
-            config.target_sync_frequency,
-            config.target_update_weight,
+            sync_frequency=config.target_sync_frequency,
+            update_weight=config.target_update_weight,
         )
         self._record_spec(network=network)
         self._load_on_start()
@@ -76,51 +96,31 @@ class DDPGAgent(LearningAgent):
     def optimizers(self) -> dict[str, Any]:
         return {"optimizer": self.optimizer, "critic_optimizer": self.critic_optimizer, "target_sync": self.target_sync}
 
+    # ------------------------------------------------------------------ the update
+
     def _update(self, batch: Transitions) -> dict[str, float]:
         data = batch.flat()
         critic = self.critic_optimizer.step(self._critic_loss, data)
         actor = self.optimizer.step(self._actor_loss, data)
+        # theta' <- tau theta + (1 - tau) theta' for mu' and Q'
         self.target_sync.sync(self.timestep)
         return {"critic_loss": float(critic.get("loss", 0.0)), "actor_loss": float(actor.get("loss", 0.0))}
 
     def _critic_loss(self, data: dict[str, torch.Tensor], reference: Any = None) -> torch.Tensor:
         states, internals, actions = group(data, "states"), group(data, "internals"), group(data, "actions")
         next_states = group(data, "next_states")
-        # TD target y = r + gamma [terminal != 1] Q'(s', mu'(s'))
+        # the critic's target: y = r + gamma [terminal != 1] Q'(s', mu'(s'))
         with torch.no_grad():
             next_params, _, _ = self.target(next_states, internals)
             next_value = self.target_critic(next_states, self.target.sample(next_params, deterministic=True))
-            y = data["reward"] + self.discount * (data["terminal"] != 1).float() * next_value
+            y = td_targets(data["reward"], data["terminal"], next_value, self.discount)
+        # the critic's loss: half the mean squared error of Q(s, a) against y
         q = self.critic(states, actions)
-        return 0.5 * (q - y).pow(2).mean() + self.critic.regularization_loss()
+        return l2(y - q).mean() + self.critic.regularization_loss()
 
     def _actor_loss(self, data: dict[str, torch.Tensor], reference: Any = None) -> torch.Tensor:
-        # the deterministic policy gradient: ascend Q(s, mu(s))
+        # the deterministic policy gradient: ascend Q(s, mu(s)), the critic held fixed
         states, internals = group(data, "states"), group(data, "internals")
         params, _, _ = self.policy(states, internals)
         mu = self.policy.sample(params, deterministic=True)
         return -self.critic(states, mu).mean() + self.policy.regularization_loss()
-
-
-def setup_deterministic_policy(
-    agent: Agent, *, network: Any, config: DDPGConfig | NAFConfig, default_batch_size: int
-) -> None:
-    """What the deterministic-policy agents (DDPG, NAF) share: float actions only, a ``deterministic`` head for
-    each unless ``config.distributions`` says otherwise, a replay memory of 1000 batches and timestep updates."""
-    for name, action in agent.actions_spec.items():
-        if action.type != "float":
-            raise SpecError(f"actions.{name}.type", f"{agent.name.upper()} acts with a deterministic policy over "
-                            "float actions", got=action.type, expected='"float"',
-                            hint="Use dqn for bool and int actions, or ppo.")  # fmt: skip
-    heads = {name: "deterministic" for name in agent.actions_spec}
-    distributions = {} if config.distributions is None else expect_dict(config.distributions, "distributions")
-    update_mode = config.update_mode
-    size = update_mode.get("batch_size", default_batch_size) if isinstance(update_mode, dict) else default_batch_size
-    agent._setup_learning(
-        network=network, config=dataclasses.replace(config, distributions={**heads, **distributions}),
-        on_policy=False, default_update_mode={"unit": "timesteps", "batch_size": default_batch_size},
-        default_memory={"type": "replay", "capacity": 1000 * size if isinstance(size, int) and size > 0 else 10_000},
-    )  # fmt: skip
-    if agent.update_mode.unit != "timesteps":
-        raise SpecError("update_mode.unit", f"{agent.name.upper()} learns from single transitions sampled from its "
-                        "replay memory", got=agent.update_mode.unit, expected='"timesteps"')  # fmt: skip

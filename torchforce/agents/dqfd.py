@@ -1,28 +1,37 @@
 """Deep Q-learning from Demonstrations (Hester et al. 2018, "Deep Q-learning from Demonstrations").
 
-Double DQN (always on) plus a separate memory of expert demonstrations (``import_demonstrations``). Updates on
-demonstrations minimize the double-DQN TD loss plus ``supervised_weight`` times the large-margin classification
+Double DQN (always on) plus a separate memory of expert demonstrations (``import_demonstrations``). The online
+network Q(s, a; theta) is the policy (Q-values off its categorical heads, as DQN's), the target network
+Q(s, a; theta^-) a frozen copy that follows it every ``target_sync_frequency`` timesteps. The TD loss J_DQ is half
+the squared error (or the Huber loss, ``huber_loss``) of Q(s, a; theta) against the double-DQN target
+    y = r + gamma * [terminal != 1] * Q(s', argmax_a' Q(s', a'; theta); theta^-).
+Updates on demonstrations minimize J_DQ plus ``supervised_weight`` (lambda) times the large-margin classification
 loss of the paper's eq. (2),
     J_E(Q) = max_a [ Q(s, a) + l(a_E, a) ] - Q(s, a_E),   l(a_E, a) = expert_margin if a != a_E else 0,
-which pushes the expert's action a margin above every other. ``pretrain(steps)`` runs that many demonstration
-updates before any interaction (the paper's pre-training phase); afterwards every online update on the replay
-memory is followed by one on ``demo_batch_size = demo_sampling_ratio * batch_size / (1 - demo_sampling_ratio)``
-demonstrations, so demonstrations make up ``demo_sampling_ratio`` of what the agent learns from (2018's
-scheme). 2018 squared J_E and averaged it over action elements; here it is the paper's (unsquared) margin loss.
+which pushes the expert's action a margin above every other (the paper's n-step loss is left out, and its L2 loss
+is the network's weight penalties). ``pretrain(steps)`` runs that many demonstration updates before any
+interaction (the paper's pre-training phase); afterwards every online update on the replay memory is followed by
+one on ``demo_batch_size = demo_sampling_ratio * batch_size / (1 - demo_sampling_ratio)`` demonstrations, so
+demonstrations make up ``demo_sampling_ratio`` of what the agent learns from (2018's scheme). 2018 squared J_E and
+averaged it over action elements; here it is the paper's (unsquared) margin loss.
 """
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 from typing import Any
 
 import torch
 
-from torchforce.agents import q_learning
 from torchforce.agents.agent import LearningAgent
 from torchforce.agents.config import DQFDConfig
-from torchforce.agents.dqn import bootstrap
 from torchforce.agents.transitions import Transitions, group
+from torchforce.agents.value_specs import check_discrete_actions, check_q_heads, q_value_heads, replay_capacity
+from torchforce.core.losses import large_margin
 from torchforce.core.memories import build_memory
+from torchforce.core.optimizers import Synchronization, build_optimizer
+from torchforce.core.td import greedy_values, per_instance, q_regression, td_targets
 from torchforce.spec import SpecError, expect_int
 
 
@@ -41,14 +50,33 @@ class DQFDAgent(LearningAgent):
     ) -> None:
         config = DQFDConfig.resolve(config, options)
         super().__init__(states, actions, config=config)
-        q_learning.setup(
-            self, network=network, config=config, on_policy=False,
+        check_discrete_actions(self.actions_spec)
+        heads = q_value_heads(self.actions_spec, config.distributions)
+        self._setup_learning(
+            network=network, config=dataclasses.replace(config, distributions=heads), on_policy=False,
             default_update_mode={"unit": "timesteps", "batch_size": 32, "frequency": 4},
-            default_memory=q_learning.default_memory("replay", config.update_mode), unit="timesteps",
-            unit_reason="DQfD learns from single transitions sampled from its memories",
+            default_memory={"type": "replay", "capacity": replay_capacity(config.update_mode, 32)},
         )  # fmt: skip
+        check_q_heads(self.policy.heads, self.name)
+        if self.update_mode.unit != "timesteps":
+            raise SpecError("update_mode.unit", "DQfD learns from single transitions sampled from its memories",
+                            got=self.update_mode.unit, expected='"timesteps"')  # fmt: skip
+        self.discount = config.discount
+        self.double_q_model = True  # DQfD is double DQN: no such option
+        self.huber_loss = config.huber_loss or None  # 0: none
+        self.entropy_regularization = config.entropy_regularization
         self.expert_margin = config.expert_margin
         self.supervised_weight = config.supervised_weight
+        # the online network Q(s, a; theta) and its optimizer
+        self.optimizer = build_optimizer(config.optimizer or {"type": "adam", "learning_rate": 1e-3},
+                                         list(self.policy.parameters()), path="optimizer",
+                                         without_kl="the dqfd agent")  # fmt: skip
+        # the target network Q(s, a; theta^-): a frozen copy that follows theta
+        self.target = copy.deepcopy(self.policy).requires_grad_(False)
+        self.target_sync = Synchronization(self.policy.parameters(), self.target.parameters(),
+                                           sync_frequency=config.target_sync_frequency,
+                                           update_weight=config.target_update_weight)  # fmt: skip
+        # the demonstration memory, demo_sampling_ratio of what each update learns from
         ratio, batch_size = config.demo_sampling_ratio, self.update_mode.batch_size
         self.demo_batch_size = int(ratio * batch_size / (1.0 - ratio))
         if self.demo_batch_size < 1:
@@ -64,13 +92,13 @@ class DQFDAgent(LearningAgent):
         self._load_on_start()
 
     def trainable_modules(self) -> dict[str, torch.nn.Module]:
-        return q_learning.modules(self)
+        return {"policy": self.policy, "target": self.target}
 
     def optimizers(self) -> dict[str, Any]:
-        return q_learning.optimizers(self)
+        return {"optimizer": self.optimizer, "target_sync": self.target_sync}
 
     def _act_deterministically(self, deterministic: bool) -> bool:
-        return True  # greedy in Q, as 2018's Q models (q_learning's docstring); epsilon explores
+        return True  # greedy in Q, as 2018's Q models (see dqn.py's docstring); epsilon explores
 
     # ------------------------------------------------------------------ demonstrations
 
@@ -107,42 +135,62 @@ class DQFDAgent(LearningAgent):
         report = {"loss": float(info.get("loss", 0.0))}
         if len(self.demo_memory):
             report.update(self._demo_update())
+        # theta^- follows theta every target_sync_frequency timesteps
         self.target_sync.sync(self.timestep)
         return report
 
+    # ------------------------------------------------------------------ the losses, J(Q) = J_DQ(Q) + lambda J_E(Q)
+
     def _td_loss(self, data: dict[str, torch.Tensor]) -> tuple[torch.Tensor, Any, dict[str, torch.Tensor]]:
-        """The double-DQN TD loss per instance, with the policy's parameters and the actions taken."""
+        """J_DQ per instance, the double-DQN TD loss, with the policy's parameters and Q(s, .; theta)."""
         states, internals, actions = group(data, "states"), group(data, "internals"), group(data, "actions")
+        next_states = group(data, "next_states")
         params, _, _ = self.policy(states, internals)
-        values = q_learning.next_values(self, group(data, "next_states"), internals)
-        not_done = (data["terminal"] != 1).float()
-        targets = {name: bootstrap(data["reward"], not_done, value, self.discount) for name, value in values.items()}
-        loss_per_instance, _ = q_learning.regression_loss(self, params, actions, targets, data.get("weights"))
-        return loss_per_instance, params, actions
+        q = {name: head.q_values(params[name]) for name, head in self.policy.heads.items()}
+
+        # double-DQN TD target: y = r + gamma [terminal != 1] Q(s', argmax_a' Q(s', a'; theta); theta^-)
+        with torch.no_grad():
+            target_params, _, _ = self.target(next_states, internals)
+            online_params, _, _ = self.policy(next_states, internals)
+            y = {}
+            for name, head in self.target.heads.items():
+                online_q = self.policy.heads[name].q_values(online_params[name])
+                next_values = greedy_values(head.q_values(target_params[name]), online_q)
+                y[name] = td_targets(data["reward"], data["terminal"], next_values, self.discount)
+
+        # the regression of Q(s, a; theta) onto y: half the squared TD error, or the Huber loss
+        j_dq, _ = q_regression(q, actions, y, self.huber_loss)
+        return j_dq, params, q
 
     def _loss(self, data: dict[str, torch.Tensor], reference: Any = None) -> torch.Tensor:
-        loss_per_instance, params, _ = self._td_loss(data)
-        return q_learning.regularized(self, loss_per_instance.mean(), params)
+        """The loss on the agent's own experience: J_DQ, importance-weighted for prioritized replay."""
+        j_dq, params, _ = self._td_loss(data)
+        if data.get("weights") is not None:
+            j_dq = j_dq * data["weights"]
+        return self._regularized(j_dq.mean(), params)
 
     def _demo_loss(self, data: dict[str, torch.Tensor], reference: Any = None) -> torch.Tensor:
-        loss_per_instance, params, actions = self._td_loss(data)
-        # large-margin supervised loss, eq. (2): the expert's action a margin above every other
-        margins = []
-        for name, head in self.policy.heads.items():
-            q = head.q_values(params[name])
-            expert = actions[name].long().unsqueeze(-1)  # a bool action's False/True: 0/1
-            margin = torch.full_like(q, self.expert_margin).scatter(-1, expert, 0.0)
-            j_e = (q + margin).max(dim=-1).values - q.gather(-1, expert).squeeze(-1)
-            margins.append(j_e.reshape(len(j_e), -1).mean(dim=1))
-        supervised = torch.stack(margins).mean(dim=0)
-        return q_learning.regularized(self, (loss_per_instance + self.supervised_weight * supervised).mean(), params)
+        """The loss on demonstrations: J_DQ plus ``supervised_weight`` times the large-margin J_E."""
+        j_dq, params, q = self._td_loss(data)
+        # large-margin supervised loss, eq. (2): J_E = max_a [Q(s, a) + l(a_E, a)] - Q(s, a_E), the expert's
+        # action a_E a margin above every other
+        actions = group(data, "actions")
+        j_e = torch.stack([per_instance(large_margin(q[name], actions[name], self.expert_margin)) for name in q])
+        return self._regularized((j_dq + self.supervised_weight * j_e.mean(dim=0)).mean(), params)
+
+    def _regularized(self, loss: torch.Tensor, params: Any) -> torch.Tensor:
+        """``loss`` plus the weight penalties, minus the entropy bonus of softmax(Q)."""
+        loss = loss + self.policy.regularization_loss()
+        if self.entropy_regularization:
+            loss = loss - self.entropy_regularization * self.policy.entropy(params).mean()
+        return loss
 
     # ------------------------------------------------------------------ saving
 
-    def _state(self) -> dict[str, Any]:
-        return {**super()._state(), "demo_memory": self.demo_memory.state_dict(), "pretrained": self.pretrained}
+    def state_dict(self) -> dict[str, Any]:
+        return {**super().state_dict(), "demo_memory": self.demo_memory.state_dict(), "pretrained": self.pretrained}
 
-    def _load_state(self, state: dict[str, Any]) -> None:
-        self.demo_memory.load_state_dict(state["demo_memory"])
-        super()._load_state(state)
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.demo_memory.load_state_dict(state["demo_memory"])  # first: a capacity mismatch fails before any change
+        super().load_state_dict(state)
         self.pretrained = int(state["pretrained"])

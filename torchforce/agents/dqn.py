@@ -1,25 +1,38 @@
 """Deep Q-Network (Mnih et al. 2015) with optional double Q-learning (van Hasselt et al. 2016).
 
-The TD target, with the target network's parameters theta^-:
-    y = r + gamma * (1 - done) * Q(s', argmax_a' Q(s', a'; theta or theta^-); theta^-)
-(the online network picks a' when ``double_q_model`` is set). The loss is half the squared TD error (its gradient is
-the TD error), or the Huber loss with threshold ``huber_loss`` (the gradient clipped to [-h, h]), per action element;
-prioritized replay's importance-sampling weights multiply each transition's loss, and its priorities are the |TD
-errors|. Q-values are the raw outputs of each action's categorical head (two, False and True, for a bool action).
-Acting is greedy in Q, with ``actions_exploration`` on top, as in 2018. Unlike 2018, terminal transitions are
-trained (their target is the reward) and time-limit truncations (terminal 2) bootstrap from the next state.
+The online network Q(s, a; theta) is the policy: the raw outputs of each action's categorical head are its Q-values
+(two, False and True, for a bool action; see ``value_specs``). The target network Q(s, a; theta^-) is a frozen copy
+that follows theta every ``target_sync_frequency`` timesteps (a copy, or ``target_update_weight`` of the way). From
+a batch of transitions (s, a, r, terminal, s') sampled from the replay memory, the TD target is
+    y = r + gamma * [terminal != 1] * Q(s', argmax_a' Q(s', a'; theta or theta^-); theta^-)
+(the online network theta picks a' when ``double_q_model`` is set), and the loss is half the squared TD error
+y - Q(s, a; theta) (its gradient is the TD error), or the Huber loss with threshold ``huber_loss`` (the gradient
+clipped to [-h, h]), per action element. Prioritized replay's importance-sampling weights multiply each
+transition's loss, and its priorities are the |TD errors|. Unlike 2018, terminal transitions are trained (their
+target is the reward) and time-limit truncations (terminal 2) bootstrap from the next state.
+
+Acting, faithful: the Q agents (DQN, DQN n-step, DQfD) act greedily, ``argmax_a Q(s, a)``, whether ``act`` is
+deterministic or not, and only ``actions_exploration`` (epsilon-greedy) explores; ``deterministic=True`` turns that
+off. 2018's Q models did the same (``QModel`` built its ``DistributionModel`` with ``requires_deterministic=True``,
+so the categorical head never sampled for them; tensorforce issue #306), unlike 2018's policy-gradient models,
+which sample. So a Q agent without ``actions_exploration`` never explores, then as now.
 """
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 from typing import Any
 
 import torch
 
-from torchforce.agents import q_learning
 from torchforce.agents.agent import LearningAgent, NonFiniteError
 from torchforce.agents.config import DQNConfig
 from torchforce.agents.transitions import Transitions, group
+from torchforce.agents.value_specs import check_discrete_actions, check_q_heads, q_value_heads, replay_capacity
+from torchforce.core.optimizers import Synchronization, build_optimizer
+from torchforce.core.td import greedy_values, q_regression, td_targets
+from torchforce.spec import SpecError
 
 
 class DQNAgent(LearningAgent):
@@ -38,37 +51,45 @@ class DQNAgent(LearningAgent):
     ) -> None:
         config = DQNConfig.resolve(config, options)
         super().__init__(states, actions, config=config)
-        q_learning.setup(
-            self, network=network, config=config, on_policy=False,
+        check_discrete_actions(self.actions_spec)
+        heads = q_value_heads(self.actions_spec, config.distributions)
+        self._setup_learning(
+            network=network, config=dataclasses.replace(config, distributions=heads), on_policy=False,
             default_update_mode={"unit": "timesteps", "batch_size": 32, "frequency": 4},
-            default_memory=q_learning.default_memory("replay", config.update_mode), unit="timesteps",
-            unit_reason="DQN learns from single transitions sampled from its replay memory",
+            default_memory={"type": "replay", "capacity": replay_capacity(config.update_mode, 32)},
         )  # fmt: skip
+        check_q_heads(self.policy.heads, self.name)
+        if self.update_mode.unit != "timesteps":
+            raise SpecError("update_mode.unit", "DQN learns from single transitions sampled from its replay memory",
+                            got=self.update_mode.unit, expected='"timesteps"')  # fmt: skip
+        self.discount = config.discount
+        self.double_q_model = config.double_q_model
+        self.huber_loss = config.huber_loss or None  # 0: none
+        self.entropy_regularization = config.entropy_regularization
+        # the online network Q(s, a; theta) and its optimizer
+        self.optimizer = build_optimizer(config.optimizer or {"type": "adam", "learning_rate": 1e-3},
+                                         list(self.policy.parameters()), path="optimizer",
+                                         without_kl="the dqn agent")  # fmt: skip
+        # the target network Q(s, a; theta^-): a frozen copy that follows theta
+        self.target = copy.deepcopy(self.policy).requires_grad_(False)
+        self.target_sync = Synchronization(self.policy.parameters(), self.target.parameters(),
+                                           sync_frequency=config.target_sync_frequency,
+                                           update_weight=config.target_update_weight)  # fmt: skip
         self._full_batch: dict[str, torch.Tensor] | None = None
         self._td_error: torch.Tensor | None = None
         self._record_spec(network=network)
         self._load_on_start()
 
     def trainable_modules(self) -> dict[str, torch.nn.Module]:
-        return q_learning.modules(self)
+        return {"policy": self.policy, "target": self.target}
 
     def optimizers(self) -> dict[str, Any]:
-        return q_learning.optimizers(self)
+        return {"optimizer": self.optimizer, "target_sync": self.target_sync}
 
     def _act_deterministically(self, deterministic: bool) -> bool:
-        return True  # greedy in Q, as 2018's Q models (q_learning's docstring); epsilon explores
+        return True  # greedy in Q, as 2018's Q models (see the module docstring); epsilon explores
 
-    def _loss(self, batch: dict[str, torch.Tensor], reference: Any = None) -> torch.Tensor:
-        states, internals, actions = group(batch, "states"), group(batch, "internals"), group(batch, "actions")
-        params, _, _ = self.policy(states, internals)
-        # TD targets y = r + gamma [terminal != 1] Q_target(s', a*): a* by the online network for double Q
-        values = q_learning.next_values(self, group(batch, "next_states"), internals)
-        not_done = (batch["terminal"] != 1).float()
-        targets = {name: bootstrap(batch["reward"], not_done, value, self.discount) for name, value in values.items()}
-        loss_per_instance, td_error = q_learning.regression_loss(self, params, actions, targets, batch.get("weights"))
-        if batch is self._full_batch and self._td_error is None:  # the whole batch, before any step
-            self._td_error = td_error
-        return q_learning.regularized(self, loss_per_instance.mean(), params)
+    # ------------------------------------------------------------------ the update
 
     def _update(self, batch: Transitions) -> dict[str, float]:
         # |TD errors| of the whole batch before the step, for the statistics and prioritized replay's priorities
@@ -87,31 +108,35 @@ class DQNAgent(LearningAgent):
                     "rewards and states are finite."
                 )
             self.memory.update_priorities(batch.indices, td_error.cpu().numpy())
+        # theta^- follows theta every target_sync_frequency timesteps
         self.target_sync.sync(self.timestep)
         return {"loss": float(info.get("loss", 0.0)), "td_error": float(td_error.mean())}
 
+    def _loss(self, batch: dict[str, torch.Tensor], reference: Any = None) -> torch.Tensor:
+        states, internals, actions = group(batch, "states"), group(batch, "internals"), group(batch, "actions")
+        next_states = group(batch, "next_states")
+        params, _, _ = self.policy(states, internals)
+        q = {name: head.q_values(params[name]) for name, head in self.policy.heads.items()}  # Q(s, .; theta)
 
-def bootstrap(reward: torch.Tensor, not_done: torch.Tensor, next_value: torch.Tensor, discount: float) -> torch.Tensor:
-    """``r + gamma * not_done * next_value`` with ``reward``/``not_done`` ``[B]`` broadcast over the action's
-    elements ``[B, *shape]``."""
-    extra = (1,) * (next_value.dim() - 1)
-    return (
-        reward.to(next_value.dtype).view(-1, *extra)
-        + discount * not_done.to(next_value.dtype).view(-1, *extra) * next_value
-    )
+        # TD target: y = r + gamma [terminal != 1] Q(s', a*; theta^-), a* = argmax_a' Q(s', a'; theta or theta^-)
+        with torch.no_grad():
+            target_params, _, _ = self.target(next_states, internals)
+            online_params = self.policy(next_states, internals)[0] if self.double_q_model else None
+            y = {}
+            for name, head in self.target.heads.items():
+                online_q = None if online_params is None else self.policy.heads[name].q_values(online_params[name])
+                next_values = greedy_values(head.q_values(target_params[name]), online_q)
+                y[name] = td_targets(batch["reward"], batch["terminal"], next_values, self.discount)
 
+        # the regression of Q(s, a; theta) onto y: half the squared TD error, or the Huber loss
+        loss_per_instance, td_error = q_regression(q, actions, y, self.huber_loss)
+        if batch.get("weights") is not None:  # prioritized replay's importance-sampling weights
+            loss_per_instance = loss_per_instance * batch["weights"]
+        if batch is self._full_batch and self._td_error is None:  # the whole batch, before any step
+            self._td_error = td_error
 
-def td_targets(
-    reward: torch.Tensor,
-    terminal: torch.Tensor,
-    target_q: torch.Tensor,
-    discount: float,
-    online_q: torch.Tensor | None = None,
-) -> torch.Tensor:
-    """``y = r + γ · [terminal ≠ 1] · Q_target(s', a*)`` with ``a* = argmax_a Q(s', a)``.
-
-    ``target_q`` and ``online_q`` are the Q-values of the next states ``[B, *shape, num_actions]``; ``a*`` is picked
-    by ``online_q`` (double Q-learning, van Hasselt et al. 2016) or, without it, by ``target_q`` (Mnih et al. 2015).
-    Terminal 1 rows are true ends (``y = r``); terminal 2 rows (time limits) bootstrap. Returns ``[B, *shape]``.
-    """
-    return bootstrap(reward, (terminal != 1), q_learning.greedy_values(target_q, online_q), discount)
+        # weight penalties, and the entropy bonus of softmax(Q)
+        loss = loss_per_instance.mean() + self.policy.regularization_loss()
+        if self.entropy_regularization:
+            loss = loss - self.entropy_regularization * self.policy.entropy(params).mean()
+        return loss

@@ -1,25 +1,34 @@
-"""DQN n-step: Q-learning on the returns of whole episodes instead of one-step targets (reference §6).
+"""DQN n-step: Q-learning on the returns of whole episodes instead of one-step targets (docs/tensorforce-0.4.md, DQN
+n-step).
 
-Each update takes the latest ``update_mode.batch_size`` episodes and regresses Q(s_t, a_t) onto
+The online network Q(s, a; theta) is the policy (Q-values off its categorical heads, as DQN's), the target network
+Q(s, a; theta^-) a frozen copy that follows it every ``target_sync_frequency`` timesteps. Each update takes the
+latest ``update_mode.batch_size`` episodes and regresses Q(s_t, a_t; theta) onto
     R_t = r_t + gamma r_{t+1} + ... + gamma^(m-1) r_{t+m-1} + gamma^m V'(s_{t+m})
 where the sum runs to the episode's end (2018's semantics: m reaches the end of the episode, V' = 0 after a true
-terminal) or, with ``horizon`` n, over at most n steps (the 2018 return op's ``horizon``). V'(s) = Q_target(s, a*)
-is the target network's value, a* chosen by the online network with ``double_q_model``; unlike 2018 it also
-bootstraps where an episode was cut by a time limit (terminal 2), not only at the end of the batch.
+terminal) or, with ``horizon`` n, over at most n steps (the 2018 return op's ``horizon``). V'(s) =
+Q(s, argmax_a Q(s, a; theta or theta^-); theta^-) is the target network's value, a* chosen by the online network with
+``double_q_model``; unlike 2018 it also bootstraps where an episode was cut by a time limit (terminal 2), not only
+at the end of the batch. The loss is half the squared error R_t - Q(s_t, a_t; theta), or the Huber loss.
 """
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 from typing import Any
 
 import numpy as np
 import torch
 
-from torchforce.agents import q_learning
 from torchforce.agents.agent import LearningAgent
 from torchforce.agents.config import DQNNstepConfig
 from torchforce.agents.transitions import Transitions, group
+from torchforce.agents.value_specs import check_discrete_actions, check_q_heads, q_value_heads, replay_capacity
+from torchforce.core.optimizers import Synchronization, build_optimizer
 from torchforce.core.returns import discounted_returns, n_step_returns
+from torchforce.core.td import greedy_values, q_regression
+from torchforce.spec import SpecError
 
 
 class DQNNstepAgent(LearningAgent):
@@ -38,49 +47,82 @@ class DQNNstepAgent(LearningAgent):
     ) -> None:
         config = DQNNstepConfig.resolve(config, options)
         super().__init__(states, actions, config=config)
-        q_learning.setup(
-            self, network=network, config=config, on_policy=True,
+        check_discrete_actions(self.actions_spec)
+        heads = q_value_heads(self.actions_spec, config.distributions)
+        self._setup_learning(
+            network=network, config=dataclasses.replace(config, distributions=heads), on_policy=True,
             default_update_mode={"unit": "episodes", "batch_size": 10},
-            default_memory=q_learning.default_memory("latest", config.update_mode, batch_size=10), unit="episodes",
-            unit_reason="DQN n-step learns from the returns of whole episodes",
+            default_memory={"type": "latest", "capacity": replay_capacity(config.update_mode, 10)},
         )  # fmt: skip
+        check_q_heads(self.policy.heads, self.name)
+        if self.update_mode.unit != "episodes":
+            raise SpecError("update_mode.unit", "DQN n-step learns from the returns of whole episodes",
+                            got=self.update_mode.unit, expected='"episodes"')  # fmt: skip
+        self.discount = config.discount
         self.horizon = config.horizon
+        self.double_q_model = config.double_q_model
+        self.huber_loss = config.huber_loss or None  # 0: none
+        self.entropy_regularization = config.entropy_regularization
+        # the online network Q(s, a; theta) and its optimizer
+        self.optimizer = build_optimizer(config.optimizer or {"type": "adam", "learning_rate": 1e-3},
+                                         list(self.policy.parameters()), path="optimizer",
+                                         without_kl="the dqn_nstep agent")  # fmt: skip
+        # the target network Q(s, a; theta^-): a frozen copy that follows theta
+        self.target = copy.deepcopy(self.policy).requires_grad_(False)
+        self.target_sync = Synchronization(self.policy.parameters(), self.target.parameters(),
+                                           sync_frequency=config.target_sync_frequency,
+                                           update_weight=config.target_update_weight)  # fmt: skip
         self._record_spec(network=network)
         self._load_on_start()
 
     def trainable_modules(self) -> dict[str, torch.nn.Module]:
-        return q_learning.modules(self)
+        return {"policy": self.policy, "target": self.target}
 
     def optimizers(self) -> dict[str, Any]:
-        return q_learning.optimizers(self)
+        return {"optimizer": self.optimizer, "target_sync": self.target_sync}
 
     def _act_deterministically(self, deterministic: bool) -> bool:
-        return True  # greedy in Q, as 2018's Q models (q_learning's docstring); epsilon explores
+        return True  # greedy in Q, as 2018's Q models (see dqn.py's docstring); epsilon explores
+
+    # ------------------------------------------------------------------ the update
 
     def _update(self, batch: Transitions) -> dict[str, float]:
         data = batch.flat()
         data.update({f"returns/{name}": value for name, value in self._targets(batch).items()})
         info = self.optimizer.step(self._loss, data)
+        # theta^- follows theta every target_sync_frequency timesteps
         self.target_sync.sync(self.timestep)
         return {"loss": float(info.get("loss", 0.0))}
 
+    @torch.no_grad()
     def _targets(self, batch: Transitions) -> dict[str, torch.Tensor]:
         """R_t per action: n-step or episode returns, bootstrapped with the target network's V' (see above)."""
-        values = q_learning.next_values(self, batch.next_states, batch.internals)
+        # V'(s_{t+1}) = Q(s_{t+1}, a*; theta^-), a* = argmax_a Q(s_{t+1}, a; theta or theta^-)
+        target_params, _, _ = self.target(batch.next_states, batch.internals)
+        online_params = self.policy(batch.next_states, batch.internals)[0] if self.double_q_model else None
         reward, terminal = batch.reward.cpu().numpy(), batch.terminal.cpu().numpy()
         returns = {}
-        for name, value in values.items():
-            columns = value.reshape(len(value), -1).cpu().numpy()  # one column per action element
+        for name, head in self.target.heads.items():
+            online_q = None if online_params is None else self.policy.heads[name].q_values(online_params[name])
+            next_values = greedy_values(head.q_values(target_params[name]), online_q)
+            # the returns R_t of each action element, over the episode or the horizon
+            columns = next_values.reshape(len(next_values), -1).cpu().numpy()
             width = columns.shape[1]
             rewards, terminals = np.repeat(reward[:, None], width, 1), np.repeat(terminal[:, None], width, 1)
             if self.horizon is None:
                 result = discounted_returns(rewards, terminals, self.discount, columns)
             else:
                 result = n_step_returns(rewards, terminals, self.discount, self.horizon, columns)
-            returns[name] = torch.as_tensor(result.reshape(value.shape), device=value.device)
+            returns[name] = torch.as_tensor(result.reshape(next_values.shape), device=next_values.device)
         return returns
 
     def _loss(self, data: dict[str, torch.Tensor], reference: Any = None) -> torch.Tensor:
         params, _, _ = self.policy(group(data, "states"), group(data, "internals"))
-        loss_per_instance, _ = q_learning.regression_loss(self, params, group(data, "actions"), group(data, "returns"))
-        return q_learning.regularized(self, loss_per_instance.mean(), params)
+        q = {name: head.q_values(params[name]) for name, head in self.policy.heads.items()}  # Q(s, .; theta)
+        # the regression of Q(s_t, a_t; theta) onto R_t: half the squared error, or the Huber loss
+        loss_per_instance, _ = q_regression(q, group(data, "actions"), group(data, "returns"), self.huber_loss)
+        # weight penalties, and the entropy bonus of softmax(Q)
+        loss = loss_per_instance.mean() + self.policy.regularization_loss()
+        if self.entropy_regularization:
+            loss = loss - self.entropy_regularization * self.policy.entropy(params).mean()
+        return loss

@@ -4,17 +4,19 @@ Q-learning for float actions with a Q function whose maximum is known in closed 
     Q(s, a) = V(s) + A(s, a),   A(s, a) = -1/2 (a - mu(s))^T P(s) (a - mu(s)),   P(s) = L(s) L(s)^T
 with L(s) lower-triangular (a positive, exponentiated diagonal), so the greedy action is mu(s) and the greedy
 value V(s). mu is the policy's deterministic head (tanh-scaled into the bounds of a bounded action); V and the
-entries of L are Linear heads on the same embedding. The TD target is
-    y = r + gamma * (1 - done) * V'(s')
+entries of L are Linear heads on the same embedding (``AdvantageHeads``). The TD target is
+    y = r + gamma * [terminal != 1] * V'(s')
 from the target network's V head (2018 used the log-density of its Gaussian instead: a quirk, fixed), with the
-squared or Huber (``huber_loss``) error. All float actions form one vector a of their flattened elements.
-``double_q_model`` is accepted for 2018 configs and changes nothing: V' needs no argmax. Float actions only, as in
-2018: bool and int actions are the DQN agents' (a SpecError points there).
+squared or Huber (``huber_loss``) error; the target network (policy and heads) follows slowly,
+``target_update_weight`` of the way every ``target_sync_frequency`` timesteps. All float actions form one vector a
+of their flattened elements. ``double_q_model`` is accepted for 2018 configs and changes nothing: V' needs no
+argmax. Float actions only, as in 2018: bool and int actions are the DQN agents' (a SpecError points there).
 """
 
 from __future__ import annotations
 
 import copy
+import dataclasses
 import math
 from typing import Any
 
@@ -23,11 +25,11 @@ from torch import Tensor, nn
 
 from torchforce.agents.agent import LearningAgent
 from torchforce.agents.config import NAFConfig
-from torchforce.agents.ddpg import setup_deterministic_policy
-from torchforce.agents.q_learning import target_synchronization
 from torchforce.agents.transitions import Transitions, group
+from torchforce.agents.value_specs import deterministic_heads, replay_capacity
 from torchforce.core.losses import huber, l2
-from torchforce.core.optimizers import build_optimizer
+from torchforce.core.optimizers import Synchronization, build_optimizer
+from torchforce.core.td import td_targets
 from torchforce.spec import SpecError
 from torchforce.spec.checks import expect_elements
 
@@ -76,13 +78,21 @@ class NAFAgent(LearningAgent):
     ) -> None:
         config = NAFConfig.resolve(config, options)
         super().__init__(states, actions, config=config)
-        for name, action in self.actions_spec.items():  # before the shared check: NAF's own reason and pointer
+        for name, action in self.actions_spec.items():
             if action.type != "float":
                 raise SpecError(f"actions.{name}.type", "NAF's Q-function is quadratic in float actions, maximal "
                                 "at the mu(s) it acts with, so only float actions work", got=action.type,
                                 expected='"float"',
                                 hint="Use dqn, dqn_nstep or dqfd for bool and int actions.")  # fmt: skip
-        setup_deterministic_policy(self, network=network, config=config, default_batch_size=32)
+        heads = deterministic_heads(self.actions_spec, config.distributions)
+        self._setup_learning(
+            network=network, config=dataclasses.replace(config, distributions=heads), on_policy=False,
+            default_update_mode={"unit": "timesteps", "batch_size": 32},
+            default_memory={"type": "replay", "capacity": replay_capacity(config.update_mode, 32)},
+        )  # fmt: skip
+        if self.update_mode.unit != "timesteps":
+            raise SpecError("update_mode.unit", "NAF learns from single transitions sampled from its replay memory",
+                            got=self.update_mode.unit, expected='"timesteps"')  # fmt: skip
         self.discount = config.discount
         self.huber_loss = config.huber_loss or None  # 0: none; double_q_model changes nothing (V' needs no argmax)
         size = sum(math.prod(action.shape) for action in self.actions_spec.values())
@@ -93,17 +103,19 @@ class NAFAgent(LearningAgent):
             f"the weights of L(s) for {size} action elements",
             hint="NAF suits small float actions.",
         )
+        # V(s) and L(s) on the policy's embedding; mu(s) is the policy's deterministic head
         self.heads = AdvantageHeads(self.policy.network.output_size, size).to(self.device)
         self.optimizer = build_optimizer(config.optimizer or {"type": "adam", "learning_rate": 1e-3},
                                          [*self.policy.parameters(), *self.heads.parameters()],
                                          path="optimizer", without_kl="the naf agent")  # fmt: skip
+        # the target network Q': a frozen copy that follows slowly
         self.target = copy.deepcopy(self.policy).requires_grad_(False)
         self.target_heads = copy.deepcopy(self.heads).requires_grad_(False)
-        self.target_sync = target_synchronization(
+        self.target_sync = Synchronization(
             [*self.policy.parameters(), *self.heads.parameters()],
             [*self.target.parameters(), *self.target_heads.parameters()],
-            config.target_sync_frequency,
-            config.target_update_weight,
+            sync_frequency=config.target_sync_frequency,
+            update_weight=config.target_update_weight,
         )
         self._record_spec(network=network)
         self._load_on_start()
@@ -119,24 +131,28 @@ class NAFAgent(LearningAgent):
         return torch.cat([actions[name].reshape(rows, -1).float() for name in self.actions_spec], dim=1)
 
     def q_values(self, states: dict[str, Tensor], internals: dict[str, Tensor], actions: dict[str, Tensor]) -> Tensor:
-        """Q(s, a) = V(s) - 1/2 (a - mu)^T P (a - mu), one per row."""
+        """Q(s, a) = V(s) + A(s, a), A(s, a) = -1/2 (a - mu(s))^T P(s) (a - mu(s)), one per row."""
         params, _, embedding = self.policy(states, internals)
         value, lower = self.heads(embedding)
         mu = self._flat(self.policy.sample(params, deterministic=True))
         return value + quadratic_advantage(lower, self._flat(actions), mu)
 
+    # ------------------------------------------------------------------ the update
+
     def _update(self, batch: Transitions) -> dict[str, float]:
         info = self.optimizer.step(self._loss, batch.flat())
+        # theta' <- tau theta + (1 - tau) theta'
         self.target_sync.sync(self.timestep)
         return {"loss": float(info.get("loss", 0.0))}
 
     def _loss(self, data: dict[str, torch.Tensor], reference: Any = None) -> torch.Tensor:
         internals = group(data, "internals")
-        # TD target y = r + gamma [terminal != 1] V'(s'), the target network's value of the next state
+        # TD target: y = r + gamma [terminal != 1] V'(s'), the target network's value of the next state
         with torch.no_grad():
             _, _, next_embedding = self.target(group(data, "next_states"), internals)
             next_value, _ = self.target_heads(next_embedding)
-            y = data["reward"] + self.discount * (data["terminal"] != 1).float() * next_value
+            y = td_targets(data["reward"], data["terminal"], next_value, self.discount)
+        # the regression of Q(s, a) onto y: half the squared TD error, or the Huber loss
         delta = y - self.q_values(group(data, "states"), internals, group(data, "actions"))
         loss = huber(delta, self.huber_loss) if self.huber_loss is not None else l2(delta)
         return loss.mean() + self.policy.regularization_loss()
