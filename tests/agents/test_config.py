@@ -21,10 +21,9 @@ from torchforce.agents.config import (
     TRPOConfig,
     VPGConfig,
     config_class,
-    json_schema,
     parse,
-    schemas,
 )
+from torchforce.agents.schema import json_schema, schemas
 from torchforce.configs import folder
 from torchforce.spec import SpecError
 

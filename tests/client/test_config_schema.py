@@ -9,7 +9,8 @@ import jsonschema
 import pytest
 
 from tests.client.conftest import tfcli
-from torchforce.agents.config import CONFIGS, schemas
+from torchforce.agents.config import CONFIGS
+from torchforce.agents.schema import schemas
 from torchforce.client.cli import main
 from torchforce.configs import folder
 

@@ -22,134 +22,22 @@ given, and their builders check them when the agent is made.
 ``batching_capacity`` (checked, then unused), ``scope`` (a name only) and, for the constant and random agents, the
 2018 client's ``distributed`` (the name of ``execution`` before 0.4). Their one-line docs say so.
 
-``json_schema(config_class)`` and ``schemas()`` turn the same classes into JSON Schemas (draft 2020-12) for
-editors (``tfcli config schema``).
+``torchforce.agents.schema`` turns the same classes into JSON Schemas for editors (``tfcli config schema``); the
+option fields and their checks are ``torchforce.spec.options``.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import types
-import typing
 from collections.abc import Mapping
-from dataclasses import MISSING, dataclass, field
+from dataclasses import dataclass
 from typing import Any, ClassVar, Self
 
-from torchforce.spec import SpecError, check_kwargs, expect_bool, expect_choice, expect_dict, expect_float, expect_int
-from torchforce.spec.checks import MAX_STEPS, expect_steps
+from torchforce.spec import SpecError, check_kwargs, expect_dict
+from torchforce.spec.options import Choice, Flag, Integer, Number, Text, option
 
-JSON_SCHEMA_DRAFT = "https://json-schema.org/draft/2020-12/schema"
 CONSTRUCTOR_KEYS = ("states", "actions", "network")  # an agent constructor's arguments, not config options
 SCHEMA_KEY = "$schema"  # where a config file may name its schema for editors; ignored when a config is built
-
-
-# ---------------------------------------------------------------------------------------------------------- checks
-# A check validates one scalar option (``check(value, path) -> value``, normalized: 4.0 -> 4 for an integer) and
-# says what JSON Schema knows of it (``schema()``: ranges, choices).
-
-
-def _bound(value: float) -> str:
-    return f"{value:g}"
-
-
-@dataclass(frozen=True)
-class Integer:
-    """An integer within [``minimum``, ``maximum``]; ``steps``: a number of an update's inner steps (at most
-    ``MAX_STEPS``, as ``expect_steps``); ``expected`` words the range in an out-of-range error."""
-
-    minimum: int | None = None
-    maximum: int | None = None
-    nullable: bool = False
-    steps: bool = False
-    expected: str | None = None
-
-    def __call__(self, value: Any, path: str) -> int | None:
-        if self.steps:
-            return expect_steps(value, path, minimum=self.minimum or 0, allow_none=self.nullable)
-        value = expect_int(value, path, minimum=self.minimum, allow_none=self.nullable)
-        if value is not None and self.maximum is not None and value > self.maximum:
-            raise SpecError(path, "out of range", got=value, expected=self.expected or f"an integer <= {self.maximum}")
-        return value
-
-    def schema(self) -> dict[str, Any]:
-        bounds = {"minimum": self.minimum, "maximum": MAX_STEPS if self.steps else self.maximum}
-        return {key: value for key, value in bounds.items() if value is not None}
-
-
-@dataclass(frozen=True)
-class Number:
-    """A finite number within [``minimum``, ``maximum``]; ``open_minimum``/``open_maximum`` leave an end out
-    (``Number(minimum=0.0, maximum=1.0, open_minimum=True)``: (0, 1]); ``hint`` goes with an out-of-range error."""
-
-    minimum: float | None = None
-    maximum: float | None = None
-    open_minimum: bool = False
-    open_maximum: bool = False
-    nullable: bool = False
-    hint: str | None = None
-
-    def __call__(self, value: Any, path: str) -> float | None:
-        if not (self.open_minimum or self.open_maximum):
-            return expect_float(value, path, minimum=self.minimum, maximum=self.maximum, allow_none=self.nullable)
-        number = expect_float(value, path, allow_none=self.nullable)
-        if number is not None and not self._within(number):
-            low = "-inf" if self.minimum is None else _bound(self.minimum)
-            high = "inf" if self.maximum is None else _bound(self.maximum)
-            interval = f"{'(' if self.open_minimum else '['}{low}, {high}{')' if self.open_maximum else ']'}"
-            raise SpecError(path, "out of range", got=value, expected=f"a number in {interval}", hint=self.hint)
-        return number
-
-    def _within(self, number: float) -> bool:
-        if self.minimum is not None and (number <= self.minimum if self.open_minimum else number < self.minimum):
-            return False
-        return self.maximum is None or (number < self.maximum if self.open_maximum else number <= self.maximum)
-
-    def schema(self) -> dict[str, Any]:
-        bounds = {
-            "exclusiveMinimum" if self.open_minimum else "minimum": self.minimum,
-            "exclusiveMaximum" if self.open_maximum else "maximum": self.maximum,
-        }
-        return {key: value for key, value in bounds.items() if value is not None}
-
-
-@dataclass(frozen=True)
-class Flag:
-    """``true`` or ``false``."""
-
-    def __call__(self, value: Any, path: str) -> bool:
-        return expect_bool(value, path)
-
-    def schema(self) -> dict[str, Any]:
-        return {}
-
-
-@dataclass(frozen=True)
-class Choice:
-    """One of ``choices`` (or null where ``nullable``)."""
-
-    choices: tuple[str, ...]
-    nullable: bool = False
-
-    def __call__(self, value: Any, path: str) -> str | None:
-        return None if value is None and self.nullable else expect_choice(value, path, self.choices)
-
-    def schema(self) -> dict[str, Any]:
-        return {"enum": [*self.choices, *([None] if self.nullable else [])]}
-
-
-@dataclass(frozen=True)
-class Text:
-    """A string (or null where ``nullable``)."""
-
-    nullable: bool = False
-
-    def __call__(self, value: Any, path: str) -> str | None:
-        if not isinstance(value, str) and not (value is None and self.nullable):
-            raise SpecError(path, "not a string", got=value, expected="a string" + " or null" * self.nullable)
-        return value
-
-    def schema(self) -> dict[str, Any]:
-        return {}
 
 
 @dataclass(frozen=True)
@@ -182,17 +70,6 @@ class NoEntropy:
 
     def schema(self) -> dict[str, Any]:
         return {"enum": [None, 0]}
-
-
-Check = Integer | Number | Flag | Choice | Text | BatchedObserve | NoEntropy
-
-
-def option(default: Any = MISSING, doc: str = "", check: Check | None = None) -> Any:
-    """A config field: its ``default`` (none: required), one line of ``doc``, and the ``check`` of a scalar option
-    (None: a structured spec its builder checks). A mutable default would be shared, so it is refused."""
-    if isinstance(default, (dict, list, set)):
-        raise TypeError(f"option default {default!r} is mutable: use None and document what None stands for")
-    return field(default=default, metadata={"doc": doc, "check": check})
 
 
 # Options several agent configs have, one definition each.
@@ -401,7 +278,7 @@ class PolicyGradientConfig(LearningConfig):
     )
     baseline: dict | None = option(None, "The state-value baseline: a baseline spec (mlp, cnn, custom, aggregated).")
     baseline_optimizer: dict | str | None = option(
-        None, "The baseline's optimizer spec; null: the baseline learns through the policy loss only."
+        None, "The baseline's optimizer spec; null: adam with learning rate 1e-3 (2018 had none: policy loss only)."
     )
     gae_lambda: float | None = option(
         None,
@@ -598,12 +475,6 @@ def _canonical(kind: Any) -> str | None:
     return AGENTS.canonical(kind)
 
 
-def _aliases(kind: str) -> list[str]:
-    from torchforce.agents import AGENTS
-
-    return sorted(alias for alias, name in AGENTS.aliases.items() if name == kind)
-
-
 def _legacy_keys() -> dict[str, str]:
     from torchforce.agents import LEGACY_KEYS
 
@@ -633,124 +504,6 @@ def parse(spec: Mapping[str, Any]) -> tuple[AgentConfig, dict[str, Any]]:
     return cls.from_spec(spec), arguments
 
 
-# ----------------------------------------------------------------------------------------------------- JSON Schema
-
-STATES_SCHEMA = {
-    "type": "object",
-    "description": "The states: one state spec (shape, type...) or {name: state spec}; usually the environment's.",
-}
-ACTIONS_SCHEMA = {
-    "type": "object",
-    "description": "The actions: one action spec (type, shape, num_actions...) or {name: action spec}; usually the "
-    "environment's.",
-}
-NETWORK_SCHEMA = {
-    "type": ["array", "object", "string"],
-    "description": 'The policy network: a layer list, {"type": "module:Class"}, or a network config\'s name or '
-    "path (a constructor argument, often given by the experiment).",
-}
-JSON_TYPES = {
-    int: "integer",
-    float: "number",
-    bool: "boolean",
-    str: "string",
-    dict: "object",
-    list: "array",
-    type(None): "null",
-}
-
-
-def _json_types(annotation: Any) -> list[str]:
-    """The JSON types of a field's annotation (``float | None`` -> number, null); none for ``Any``."""
-    if annotation is Any:
-        return []
-    if isinstance(annotation, types.UnionType) or typing.get_origin(annotation) is typing.Union:
-        return [kind for argument in typing.get_args(annotation) for kind in _json_types(argument)]
-    return [JSON_TYPES[typing.get_origin(annotation) or annotation]]
-
-
-def _field_schema(item: dataclasses.Field, annotation: Any) -> dict[str, Any]:
-    schema: dict[str, Any] = {"description": item.metadata.get("doc", "")}
-    kinds = _json_types(annotation)
-    if kinds:
-        schema["type"] = kinds[0] if len(kinds) == 1 else kinds
-    check = item.metadata.get("check")
-    if check is not None:
-        schema |= check.schema()
-        if "enum" in schema:
-            schema.pop("type", None)
-    if item.default is not MISSING:
-        schema["default"] = item.default
-    return schema
-
-
-def json_schema(config: type[AgentConfig]) -> dict[str, Any]:
-    """The JSON Schema (draft 2020-12) of a flat agent spec of ``config``'s type: ``type`` (its name or 2018
-    alias), ``states``/``actions`` (and ``network``), and every option with its doc, default, type and range."""
-    hints = typing.get_type_hints(config)
-    properties: dict[str, Any] = {
-        SCHEMA_KEY: {
-            "type": "string",
-            "description": "The schema editors check this file with; torchforce ignores it.",
-        },
-        "type": {"enum": [config.kind, *_aliases(config.kind)], "description": "The agent type."},
-        "states": STATES_SCHEMA,
-        "actions": ACTIONS_SCHEMA,
-    }
-    if config.takes_network:
-        properties["network"] = NETWORK_SCHEMA
-    for item in dataclasses.fields(config):
-        properties[item.name] = _field_schema(item, hints[item.name])
-    return {
-        "$schema": JSON_SCHEMA_DRAFT,
-        "title": f"torchforce agent '{config.kind}'",
-        "description": (config.__doc__ or "").strip().splitlines()[0],
-        "type": "object",
-        "properties": properties,
-        "required": ["type"],
-        "additionalProperties": False,
-    }
-
-
-def agent_schema(per_kind: Mapping[str, dict[str, Any]]) -> dict[str, Any]:
-    """The schema of any agent spec: a union discriminated by ``type`` (each type's schema applies where ``type``
-    names it), so an editor reports a typo against the right agent's options."""
-    definitions = {
-        kind: {key: value for key, value in schema.items() if key != "$schema"} for kind, schema in per_kind.items()
-    }
-    names = [name for schema in per_kind.values() for name in schema["properties"]["type"]["enum"]]
-    return {
-        "$schema": JSON_SCHEMA_DRAFT,
-        "title": "torchforce agent",
-        "description": "An agent spec of any type; its 'type' selects the options that apply.",
-        "type": "object",
-        "properties": {
-            "type": {
-                "description": "The agent type.",
-                "anyOf": [
-                    {"enum": names},
-                    {"type": "string", "pattern": "[.:]", "description": "A user agent class by path."},
-                ],
-            }
-        },
-        "required": ["type"],
-        "allOf": [
-            {
-                "if": {"properties": {"type": {"enum": schema["properties"]["type"]["enum"]}}, "required": ["type"]},
-                "then": {"$ref": f"#/$defs/{kind}"},
-            }
-            for kind, schema in per_kind.items()
-        ],
-        "$defs": definitions,
-    }
-
-
-def schemas() -> dict[str, dict[str, Any]]:
-    """The JSON Schema of every agent type by name, and of any agent under ``agent``."""
-    per_kind = {kind: json_schema(config) for kind, config in CONFIGS.items()}
-    return per_kind | {"agent": agent_schema(per_kind)}
-
-
 __all__ = [
     "CONFIGS",
     "AgentConfig",
@@ -766,10 +519,6 @@ __all__ = [
     "RandomConfig",
     "TRPOConfig",
     "VPGConfig",
-    "agent_schema",
     "config_class",
-    "json_schema",
-    "option",
     "parse",
-    "schemas",
 ]

@@ -61,7 +61,7 @@ def select(kind: str | None, *, default: str | None = None) -> dict[str, dict[st
     """The schemas to write by kind: all without ``kind`` (or ``default``'s alone), else the one named (a 2018
     alias such as ``ppo_agent`` names its type); an unknown kind is a SpecError with did-you-mean."""
     from torchforce.agents import AGENTS
-    from torchforce.agents.config import schemas
+    from torchforce.agents.schema import schemas
 
     every = schemas()
     kind = kind if kind is not None else default
