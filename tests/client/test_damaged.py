@@ -386,6 +386,15 @@ def test_an_emptied_state_database_is_reported(root, capsys):
     assert "the state database .tfcli/state.db is empty, but experiments/ holds 2 experiment folders" in err
 
 
+def test_a_clusters_table_without_its_columns_is_an_unusable_database_not_a_crash(root, capsys):
+    """Found by the damaged-project fuzz test: cluster reads went around the store's error translation."""
+    with sqlite3.connect(root / ".tfcli" / "state.db") as connection:
+        connection.execute("DROP TABLE clusters")
+        connection.execute("CREATE TABLE clusters (name TEXT PRIMARY KEY, spec TEXT NOT NULL, status TEXT NOT NULL)")
+    err = bad(root, capsys, "cluster", "list")
+    assert "state database" in err and "cannot be used: no such column: created_at" in err
+
+
 # ---------------------------------------------------------------------------------------------- 6. names and shapes
 
 

@@ -278,23 +278,17 @@ class Store:
         return self.cluster(name)
 
     def cluster(self, name: str) -> ClusterRecord | None:
-        connection = self._connect()
-        try:
+        with self._reading() as connection:
             row = connection.execute(
                 "SELECT name, spec, status, created_at, updated_at FROM clusters WHERE name = ?", (name,)
             ).fetchone()
-        finally:
-            connection.close()
         return None if row is None else _cluster_record(row)
 
     def clusters(self) -> list[ClusterRecord]:
-        connection = self._connect()
-        try:
+        with self._reading() as connection:
             rows = connection.execute(
                 "SELECT name, spec, status, created_at, updated_at FROM clusters ORDER BY created_at"
             ).fetchall()
-        finally:
-            connection.close()
         return [_cluster_record(row) for row in rows]
 
     def update_cluster(self, name: str, *, status: str | None = None, runtime: dict[str, Any] | None = None) -> None:
