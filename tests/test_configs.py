@@ -1,9 +1,9 @@
 """Every shipped config loads unchanged and runs.
 
-Agent configs (the 2018 examples of reference §1.2 for the agents that exist, plus the tuned CartPole ones) go
-through ``create_agent(path, states=..., actions=..., network=...)`` exactly as 2018 loaded them, act and observe
-in one environment and in a vectorized batch, and update once. Every example network of reference §2 builds through
-``build_network`` and drives an agent. Environment configs build.
+Agent configs (the 2018 examples of docs/tensorforce-0.4.md, Example configs, for the agents that exist, plus the
+tuned CartPole ones) go through ``create_agent(path, states=..., actions=..., network=...)`` exactly as 2018 loaded
+them, act and observe in one environment and in a vectorized batch, and update once. Every 2018 example network
+builds through ``build_network`` and drives an agent. Environment configs build.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from torchforce.core.networks import build_network, shipped_networks
 from torchforce.environments import Environment, VectorEnvironment, make
 from torchforce.spec import SpecError
 
-# reference §1.1: the example agent configs of 0.4.3 and the agent each one is for
+# the example agent configs of 0.4.3 and the agent each one is for
 EXAMPLES_2018 = {
     "dqn": "dqn",
     "dqn_visual": "dqn",
@@ -198,7 +198,7 @@ def test_every_shipped_agent_config_is_for_an_existing_agent(name):
 
 
 def test_the_2018_examples_keep_their_2018_form():
-    # reference §1.2, verbatim
+    # 0.4.3's files, verbatim
     assert load("dqn") == {
         "type": "dqn_agent",
         "update_mode": {"unit": "timesteps", "batch_size": 64, "frequency": 4},
@@ -257,7 +257,7 @@ def test_the_2018_examples_keep_their_2018_form():
     }  # fmt: skip
     assert visual["saver"] == SAVER_2018 and visual["execution"] == EXECUTION_2018
     # 2018 example configs never name a network: it is given separately (-n mlp2_network.json)
-    # vpg: reference §1.2 ({episodes, 20, 20}, latest 5000, adam 2e-2, the ppo baseline); without a baseline;
+    # vpg: 0.4.3's ({episodes, 20, 20}, latest 5000, adam 2e-2, the ppo baseline); without a baseline;
     # visual = a cnn baseline and 64x64 images
     vpg = load("vpg")
     assert {key: vpg[key] for key in ("type", "update_mode", "memory", "optimizer", "baseline_mode", "baseline")} == {
@@ -282,7 +282,7 @@ def test_the_2018_examples_keep_their_2018_form():
         "discount": 0.99, "entropy_regularization": None, "gae_lambda": None, "likelihood_ratio_clipping": None,
         "baseline_mode": None, "baseline": None, "baseline_optimizer": None,
     }  # fmt: skip
-    # dqfd: reference §1.2 ({timesteps, 64, 4}, replay 10000, adam 1e-3, sync 1000, epsilon_decay 0.5 -> 0 / 10000)
+    # dqfd: 0.4.3's ({timesteps, 64, 4}, replay 10000, adam 1e-3, sync 1000, epsilon_decay 0.5 -> 0 / 10000)
     dqfd = load("dqfd")
     assert {key: dqfd[key] for key in ("type", "update_mode", "memory", "optimizer", "target_sync_frequency",
                                        "actions_exploration")} == {
@@ -292,7 +292,7 @@ def test_the_2018_examples_keep_their_2018_form():
         "actions_exploration": {"type": "epsilon_decay", "initial_epsilon": 0.5, "final_epsilon": 0.0,
                                 "timesteps": 10000},
     }  # fmt: skip
-    # ddpg and naf: reference §1.2 (ddpg: {timesteps, 64, 64}, replay 100000, adam 1e-4, critic {64, 64} with adam
+    # ddpg and naf: 0.4.3's (ddpg: {timesteps, 64, 64}, replay 100000, adam 1e-4, critic {64, 64} with adam
     # 1e-3, sync 1 / 0.999, OU(.3, 0, .15); naf: {timesteps, 64, 4}, replay 10000, adam 1e-3, double Q, sync 1000 / 1,
     # OU(.2, 0, .15))
     ddpg, naf = load("ddpg"), load("naf")

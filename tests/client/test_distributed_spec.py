@@ -1,11 +1,11 @@
-"""How an experiment's run mode is settled: the seeds' default of one parameter server, and a 2018 agent config's
+"""How an experiment's run mode is settled: 2018's default of one parameter server, and a 2018 agent config's
 ``execution`` driving the run mode (or contradicting the experiment's own, which is an error)."""
 
 from __future__ import annotations
 
 import pytest
 
-from torchforce.client.spec import resolve_experiment, worker_agent_spec
+from torchforce.client.experiment_file import resolve_experiment, worker_agent_spec
 from torchforce.spec import SpecError
 
 PPO = {"type": "ppo", "network": [{"type": "dense", "size": 8}]}

@@ -14,7 +14,7 @@ import pytest
 from tests.client.conftest import tfcli
 from torchforce.client import ClientError, Project
 from torchforce.client.cli import build_parser, main
-from torchforce.client.spec import check_name, resolve_experiment
+from torchforce.client.experiment_file import check_name, resolve_experiment
 from torchforce.configs import KINDS, folder, names
 from torchforce.spec import SpecError, load_file
 

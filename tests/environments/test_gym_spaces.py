@@ -1,4 +1,5 @@
-"""The Gymnasium space -> states/actions spec mapping (reference §3) and the unflattening of actions on execute."""
+"""The Gymnasium space -> states/actions spec mapping (docs/tensorforce-0.4.md, Environments) and the unflattening
+of actions on execute."""
 
 from __future__ import annotations
 

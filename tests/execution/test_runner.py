@@ -1,4 +1,4 @@
-"""The Runner of seed 002 and reference §5.2: limits, truncation at exactly max_episode_timesteps, repeated actions,
+"""The Runner (docs/tensorforce-0.4.md, Runner): limits, truncation at exactly max_episode_timesteps, repeated actions,
 callbacks and their worker ids, history, testing/deterministic runs, progress bars, vectorized runs (in this process
 and in worker processes), and the single and vectorized paths recording the same history."""
 

@@ -37,7 +37,7 @@ from torchforce.spec.errors import indefinite, type_name, what_it_is
             SpecError("agent.update_mode.batch_size", "out of range", got=-4, expected="an integer >= 1"),
             "agent.update_mode.batch_size: out of range; expected an integer >= 1, got -4.",
         ),
-        # STYLE.md's shapes: "got" without "expected" follows a semicolon; an empty message leaves "expected, got"
+        # the shapes: "got" without "expected" follows a semicolon; an empty message leaves "expected, got"
         (
             SpecError("network[2]", "layer 'dense' needs 'size'", got={"type": "dense", "activation": "relu"}),
             """network[2]: layer 'dense' needs 'size'; got {"type": "dense", "activation": "relu"}.""",

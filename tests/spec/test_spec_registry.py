@@ -276,7 +276,7 @@ def test_create_a_provided_argument_in_the_spec() -> None:
 
 
 def test_create_missing_required_argument() -> None:
-    # STYLE.md's shape: "network[2]: layer 'dense' needs 'size'; got {...}", the whole spec shown
+    # the shape "network[2]: layer 'dense' needs 'size'; got {...}", the whole spec shown
     assert message(create, {"type": "replay"}) == (
         "agent.memory: memory 'replay' needs 'capacity'; got {\"type\": \"replay\"}."
     )

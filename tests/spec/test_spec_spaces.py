@@ -1,4 +1,5 @@
-"""States and actions specs (reference section 3): the single and named forms, and each refusal's full message."""
+"""States and actions specs (docs/tensorforce-0.4.md, States and actions): the single and named forms, and each
+refusal's full message."""
 
 from __future__ import annotations
 

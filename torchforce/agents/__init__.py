@@ -74,7 +74,7 @@ AGENTS = Registry(
     base=Agent,
 )
 
-# 0.3.5 keys and where they went in 0.4 (reference §1.2).
+# 0.3.5 keys and where they went in 0.4 (docs/tensorforce-0.4.md, Keys of 0.3.5).
 LEGACY_KEYS = {
     "states_spec": "states",
     "actions_spec": "actions",

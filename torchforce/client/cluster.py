@@ -1,6 +1,6 @@
-"""Cluster specs. A spec's ``type`` says which kind: ``gke`` (the default, seed 000's Cluster: nodes, machine type,
-GPUs, disk, location), ``ray`` (a Ray cluster on this machine or one to attach to: ``ray_cluster.py``) or
-``local`` (this machine, no cluster at all).
+"""Cluster specs. A spec's ``type`` says which kind: ``gke`` (the default, the 2018 client's Cluster: nodes, machine
+type, GPUs, disk, location; docs/tensorforce-0.4.md, Clusters), ``ray`` (a Ray cluster on this machine or one to attach
+to: ``ray_cluster.py``) or ``local`` (this machine, no cluster at all).
 
 For GKE only the spec is handled here: checking it and turning it into ``gcloud`` command lines. Creating and
 deleting GKE clusters for real belongs to the GKE backend, which is not built yet; ``create``/``delete`` say so.
@@ -169,7 +169,7 @@ class Cluster:
         return f"custom-{self.cpus_per_node}-{self.memory_per_node * 1024}"
 
     def spec(self) -> dict[str, Any]:
-        """The settings that matter, as stored in an experiment (seed 000's ``get_spec``)."""
+        """The settings that matter, as stored in an experiment (the 2018 Cluster's ``get_spec``)."""
         return {
             "type": "gke",
             "name": self.name,

@@ -1,4 +1,5 @@
-"""The Experiment of seed 000: create, start, pause, stop and download an experiment of a project.
+"""The Experiment of the 2018 client: create, start, pause, stop and download an experiment of a project
+(docs/tensorforce-0.4.md, Client and experiment files).
 
 The ``tfcli experiment ...`` commands are thin wrappers over this class, and scripts can use it directly::
 
@@ -23,8 +24,8 @@ from typing import Any
 
 from torchforce.client.backends import Backend, Handle, Launch, get_backend
 from torchforce.client.errors import ClientError, ClientWarning
+from torchforce.client.experiment_file import check_name, check_stored, resolve_experiment
 from torchforce.client.project import Project, current_umask, write_json_atomically
-from torchforce.client.spec import check_name, check_stored, resolve_experiment
 from torchforce.client.storage import Storage
 from torchforce.client.store import ExperimentRecord
 from torchforce.spec import SpecError, did_you_mean, expect_dict, load_file
@@ -38,7 +39,7 @@ STARTING_SECONDS = 30.0
 class Experiment:
     """An experiment of ``project`` (default: the project around the current folder).
 
-    Keyword arguments are the experiment spec fields (seed 000): ``file`` (a spec file holding any of them),
+    Keyword arguments are the 2018 experiment fields: ``file`` (a spec file holding any of them),
     ``name``, ``environment``, ``agent``, ``network``, ``cluster``, ``episodes``, ``total_timesteps``,
     ``max_timesteps_per_episode``, ``deterministic``, ``repeat_actions``, ``debug_logging``, ``run_mode``,
     ``num_workers``, ``num_parameter_servers``, ``saver_frequency``, ``summary_frequency``; and ours: ``seed``,

@@ -1,9 +1,10 @@
-"""The experiment spec: its fields, defaults, and the complete validation that runs before anything is written.
+"""The experiment file: its fields, defaults, and the complete validation that runs before anything is written.
 
-An experiment file is the 2018 format (reference §8.2 ``simple_a3c.json``) plus a few fields of ours (``seed``,
-``num_environments``, ``vectorization``). ``resolve_experiment`` turns one (from a file, flags, or both) into the
-fully resolved form stored as ``experiments/<name>/experiment.json``: configs inline, defaults filled in,
-frequencies normalised, and ``sources`` saying which config file each part came from.
+An experiment file is the 2018 format (docs/tensorforce-0.4.md, Experiment files; the 2018 example is
+``configs/experiments/simple_a3c.json``) plus a few fields of ours (``seed``, ``num_environments``,
+``vectorization``). ``resolve_experiment`` turns one (from a file, flags, or both) into the fully resolved form
+stored as ``experiments/<name>/experiment.json``: configs inline, defaults filled in, frequencies normalised, and
+``sources`` saying which config file each part came from.
 """
 
 from __future__ import annotations
@@ -242,7 +243,7 @@ def _check_run(spec: dict[str, Any]) -> None:
         spec["num_parameter_servers"], "experiment.num_parameter_servers", minimum=0
     )
     if spec["run_mode"] == "distributed" and spec["num_parameter_servers"] == 0:
-        spec["num_parameter_servers"] = 1  # the seeds' default: one parameter server
+        spec["num_parameter_servers"] = 1  # 2018's default: one parameter server
     spec["num_environments"] = expect_int(spec["num_environments"], "experiment.num_environments", minimum=1)
     spec["vectorization"] = expect_choice(spec["vectorization"], "experiment.vectorization", VECTORIZATION)
     spec["seed"] = None if spec["seed"] is None else expect_int(spec["seed"], "experiment.seed", minimum=0)

@@ -1,8 +1,8 @@
 """A tfcli project: a folder with ``.tfcli/`` (settings and the state database), ``configs/`` and ``experiments/``.
 
 Every command but ``init`` finds its project by walking up from the current folder. Config files are looked up as
-tensorforce-client did (reference §8.1): an existing path is used as it is; otherwise a bare name (``.json``
-appended when it has no extension) is looked up in ``configs/<kind>/``.
+tensorforce-client did (docs/tensorforce-0.4.md, Projects and config lookup): an existing path is used as it is;
+otherwise a bare name (``.json`` appended when it has no extension) is looked up in ``configs/<kind>/``.
 """
 
 from __future__ import annotations
@@ -253,7 +253,7 @@ class Project:
         """``experiments/NAME``. A name that is no plain folder name (a path, '..', too long for a file name)
         is a SpecError naming the rule for experiment names, before any file is looked at."""
         if not _plain_folder_name(name):
-            from torchforce.client.spec import check_name
+            from torchforce.client.experiment_file import check_name
 
             check_name(name)
         return self.experiments_folder / name
@@ -357,7 +357,7 @@ class Adoption:
 
 def _adoption(project: Project, folder: Path) -> Adoption:
     """The row an experiment folder gets, or why it gets none."""
-    from torchforce.client.spec import check_stored
+    from torchforce.client.experiment_file import check_stored
 
     name, spec_file = folder.name, folder / "experiment.json"
     if not spec_file.is_file():
