@@ -20,6 +20,7 @@ demo: setup
 lint: setup
 	$(BIN)/ruff check torchforce tests bench
 	$(BIN)/ruff format --check torchforce tests bench
+	$(BIN)/mypy
 
 test: lint
 	$(BIN)/python -m pytest -n 2 --dist loadgroup -q

@@ -1,4 +1,4 @@
-"""Action explorations (reference §1.7), spec key ``actions_exploration``.
+"""Action explorations (docs/tensorforce-0.4.md, Explorations), spec key ``actions_exploration``.
 
 Two families:
 
@@ -13,7 +13,7 @@ Two families:
 
 ``build_explorations`` takes one spec for all actions (it is applied where it fits, with a warning for the actions
 it does not fit) or a dict keyed by action name (each entry must fit its action). The per-action dict works: 2018
-silently ignored it (section 11).
+silently ignored it (docs/tensorforce-0.4.md, Quirks: faithful or fixed).
 """
 
 from __future__ import annotations
@@ -292,5 +292,6 @@ def explore(
         elif action.type == "bool":
             explored[mask] = rng.random(count) < 0.5
         else:
-            explored[mask] = rng.uniform(action.min_value, action.max_value, size=count)
+            low, high = action.bounds
+            explored[mask] = rng.uniform(low, high, size=count)
     return explored

@@ -4,24 +4,27 @@ attributes such as ``float`` or ``train``: the keys are stored escaped and given
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
+from typing import Generic, TypeVar, cast
 
 from torch import nn
+
+M = TypeVar("M", bound=nn.Module)
 
 
 def _key(name: str) -> str:
     return "m_" + name.replace(".", "_")
 
 
-class NamedModules(nn.Module):
+class NamedModules(nn.Module, Generic[M]):
     """``{name: module}`` like ``nn.ModuleDict``, for any string name."""
 
-    def __init__(self, modules: Mapping[str, nn.Module]) -> None:
+    def __init__(self, modules: Mapping[str, M]) -> None:
         super().__init__()
         self.names: list[str] = list(modules)
         self.escaped = nn.ModuleDict({_key(name): module for name, module in modules.items()})
 
-    def __getitem__(self, name: str) -> nn.Module:
-        return self.escaped[_key(name)]
+    def __getitem__(self, name: str) -> M:
+        return cast(M, self.escaped[_key(name)])  # nn.ModuleDict holds only what __init__ put in it
 
     def __contains__(self, name: object) -> bool:
         return name in self.names
@@ -35,8 +38,8 @@ class NamedModules(nn.Module):
     def keys(self) -> list[str]:
         return list(self.names)
 
-    def values(self) -> list[nn.Module]:
+    def values(self) -> list[M]:
         return [self[name] for name in self.names]
 
-    def items(self) -> list[tuple[str, nn.Module]]:
+    def items(self) -> list[tuple[str, M]]:
         return [(name, self[name]) for name in self.names]

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import functools
+import operator
+from collections.abc import Iterable
 from typing import Any
 
 import torch
@@ -21,6 +24,11 @@ def _sum_components(values: torch.Tensor) -> torch.Tensor:
     return values.reshape(values.shape[0], -1).sum(dim=1)
 
 
+def _sum_heads(values: Iterable[torch.Tensor]) -> torch.Tensor:
+    """The sum of one tensor per action head (a policy has at least one action), left to right as ``sum``."""
+    return functools.reduce(operator.add, values)
+
+
 class Policy(nn.Module):
     """``network`` followed by a distribution per action (``distributions`` maps action names to specs)."""
 
@@ -33,7 +41,7 @@ class Policy(nn.Module):
             if name not in actions:
                 raise unknown_name_error(f"{path}.{name}", "action", name, actions)
         for name, action in actions.items():  # before any head allocates: a clear error instead of the allocator's
-            per_element = action.num_actions if action.type == "int" else 1
+            per_element = action.num_values if action.type == "int" else 1
             expect_elements(network.output_size * action.size * per_element, f"actions.{name}",
                             f"the policy head's weights ({network.output_size} network outputs to "
                             f"{action.size * per_element} values of action '{name}')",
@@ -70,13 +78,15 @@ class Policy(nn.Module):
 
     def log_prob(self, params: Params, actions: dict[str, torch.Tensor]) -> torch.Tensor:
         """log pi(a|s) of the joint action, one value per row."""
-        return sum(_sum_components(head.log_prob(params[name], actions[name])) for name, head in self.heads.items())
+        return _sum_heads(
+            _sum_components(head.log_prob(params[name], actions[name])) for name, head in self.heads.items()
+        )
 
     def entropy(self, params: Params) -> torch.Tensor:
-        return sum(_sum_components(head.entropy(params[name])) for name, head in self.heads.items())
+        return _sum_heads(_sum_components(head.entropy(params[name])) for name, head in self.heads.items())
 
     def kl_divergence(self, params_a: Params, params_b: Params) -> torch.Tensor:
-        return sum(
+        return _sum_heads(
             _sum_components(head.kl_divergence(params_a[name], params_b[name])) for name, head in self.heads.items()
         )
 

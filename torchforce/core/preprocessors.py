@@ -1,4 +1,5 @@
-"""State and reward preprocessors (reference §1.8), spec keys ``states_preprocessing`` / ``reward_preprocessing``.
+"""State and reward preprocessors (docs/tensorforce-0.4.md, Preprocessors), spec keys ``states_preprocessing`` /
+``reward_preprocessing``.
 
 Numpy in, numpy out, batch first: ``process(batch [B, *shape], rows=None) -> [B, *processed_shape]``. ``rows``
 says which per-row slots the batch rows belong to (default ``0..B-1``); ``sequence`` and ``running_standardize``
@@ -148,32 +149,36 @@ class Sequence(Preprocessor):
             return (*shape, self.length)
         return (*shape[:-1], shape[-1] * self.length)
 
-    def _ensure(self, num_rows: int, batch: np.ndarray) -> None:
+    def _ensure(self, num_rows: int, batch: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The buffer and the fresh flags, for at least ``num_rows`` rows of frames like ``batch``'s."""
         frame_shape, dtype = batch.shape[1:], batch.dtype
-        if self._buffer is None or self._buffer.shape[2:] != frame_shape:
-            self._buffer = np.zeros((num_rows, self.length, *frame_shape), dtype=dtype)
-            self._fresh = np.ones(num_rows, dtype=bool)
-        elif len(self._buffer) < num_rows:
-            extra = num_rows - len(self._buffer)
-            padding = np.zeros((extra, *self._buffer.shape[1:]), dtype=self._buffer.dtype)
-            self._buffer = np.concatenate([self._buffer, padding])
-            self._fresh = np.concatenate([self._fresh, np.ones(extra, dtype=bool)])
+        buffer, fresh = self._buffer, self._fresh
+        if buffer is None or fresh is None or buffer.shape[2:] != frame_shape:
+            buffer = np.zeros((num_rows, self.length, *frame_shape), dtype=dtype)
+            fresh = np.ones(num_rows, dtype=bool)
+        elif len(buffer) < num_rows:
+            extra = num_rows - len(buffer)
+            padding = np.zeros((extra, *buffer.shape[1:]), dtype=buffer.dtype)
+            buffer = np.concatenate([buffer, padding])
+            fresh = np.concatenate([fresh, np.ones(extra, dtype=bool)])
+        self._buffer, self._fresh = buffer, fresh
+        return buffer, fresh
 
     def process(self, batch: np.ndarray, rows: Any = None) -> np.ndarray:
         batch = np.asarray(batch)
         indices = row_indices(rows, len(batch))
         if len(indices) == 0:
             return np.zeros((0, *self.processed_shape(batch.shape[1:])), dtype=batch.dtype)
-        self._ensure(int(indices.max()) + 1, batch)
-        batch = batch.astype(self._buffer.dtype, copy=False)  # frames keep the dtype of the first batch
-        frames = self._buffer[indices]  # a copy: [B, length, *shape]
+        buffer, fresh_rows = self._ensure(int(indices.max()) + 1, batch)
+        batch = batch.astype(buffer.dtype, copy=False)  # frames keep the dtype of the first batch
+        frames = buffer[indices]  # a copy: [B, length, *shape]
         frames[:, :-1] = frames[:, 1:]
         frames[:, -1] = batch
-        fresh = self._fresh[indices]
+        fresh = fresh_rows[indices]
         if fresh.any():
             frames[fresh] = batch[fresh][:, None]
-        self._buffer[indices] = frames
-        self._fresh[indices] = False
+        buffer[indices] = frames
+        fresh_rows[indices] = False
         if self.add_rank or batch.ndim == 1:
             return np.ascontiguousarray(np.moveaxis(frames, 1, -1))
         stacked = np.moveaxis(frames, 1, -2)  # [B, *shape[:-1], length, last]
@@ -187,7 +192,7 @@ class Sequence(Preprocessor):
         self._fresh[indices[indices < len(self._fresh)]] = True
 
     def state_dict(self) -> dict[str, Any]:
-        if self._buffer is None:
+        if self._buffer is None or self._fresh is None:
             return {"buffer": None, "fresh": None}
         return {"buffer": self._buffer.copy(), "fresh": self._fresh.copy()}
 
@@ -232,8 +237,8 @@ class RunningStandardize(Preprocessor):
         self._mean: np.ndarray | None = None
         self._m2: np.ndarray | None = None  # sums of squared deviations from the mean
 
-    @property
-    def keeps_episode_state(self) -> bool:
+    @property  # mypy refuses a property over the base's class attribute, which other steps set and tests read
+    def keeps_episode_state(self) -> bool:  # type: ignore[override]
         return self.reset_after_batch
 
     def _update_rows(self, values: np.ndarray, indices: np.ndarray) -> tuple[np.ndarray, ...]:
@@ -242,7 +247,7 @@ class RunningStandardize(Preprocessor):
             parts = [self._update_rows(values[i : i + 1], indices[i : i + 1]) for i in range(len(indices))]
             return tuple(np.concatenate(part) for part in zip(*parts, strict=True))
         num_rows, shape = int(indices.max()) + 1, values.shape[1:]
-        if self._mean is None or self._mean.shape[1:] != shape:
+        if self._mean is None or self._m2 is None or self._mean.shape[1:] != shape:
             self._count = np.zeros(num_rows, dtype=np.int64)
             self._mean, self._m2 = np.zeros((num_rows, *shape)), np.zeros((num_rows, *shape))
         elif len(self._count) < num_rows:
@@ -287,7 +292,7 @@ class RunningStandardize(Preprocessor):
     def reset(self, rows: Any = None) -> None:
         if not self.reset_after_batch:
             return
-        if rows is None or self._mean is None:
+        if rows is None or self._mean is None or self._m2 is None:
             self._count = self._mean = self._m2 = None
             return
         indices = row_indices(rows, -1)
@@ -394,7 +399,8 @@ class Divide(Preprocessor):
     def processed_bounds(self, low: float | None, high: float | None) -> Bounds:
         if low is None or high is None:
             return None, None
-        return tuple(sorted((low / self.scale, high / self.scale)))
+        lowest, highest = sorted((low / self.scale, high / self.scale))
+        return lowest, highest
 
     def process(self, batch: np.ndarray, rows: Any = None) -> np.ndarray:
         return (_float(batch) / np.float32(self.scale)).astype(np.float32, copy=False)

@@ -24,7 +24,7 @@ import sys
 import time
 import warnings
 from pathlib import Path
-from typing import Any
+from typing import Any, SupportsFloat
 
 from torchforce.environments.environment import Environment
 from torchforce.environments.spaces import actions_from_space, states_from_space
@@ -334,7 +334,7 @@ class _EpisodeLog:
         self.length = 0
         self.start = time.monotonic()
 
-    def step(self, reward: float, terminated: bool, truncated: bool) -> None:
+    def step(self, reward: SupportsFloat, terminated: bool, truncated: bool) -> None:
         self.reward += float(reward)
         self.length += 1
         if terminated or truncated:

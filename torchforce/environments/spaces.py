@@ -1,4 +1,5 @@
-"""Gymnasium spaces as 2018 states/actions specs (reference §3), with the converters between the two.
+"""Gymnasium spaces as 2018 states/actions specs, with the converters between the two
+(docs/tensorforce-0.4.md, Environments).
 
 Observations (states):
 - ``Box`` -> one float state of the Box's shape, with ``min_value``/``max_value`` when the bounds are finite, within
@@ -79,7 +80,7 @@ def _state_leaf(space: Any, path: str) -> tuple[dict[str, Any], Reader]:
     if isinstance(space, spaces.Box):
         spec: dict[str, Any] = {"type": "float", "shape": tuple(space.shape)}
         low, high = _uniform(space.low), _uniform(space.high)
-        if low is not None and high is not None and _usable_bounds(np.float64(low), np.float64(high)):
+        if low is not None and high is not None and _usable_bounds(np.asarray(low), np.asarray(high)):
             spec.update(min_value=low, max_value=high)
         return spec, _as_float32
     if isinstance(space, spaces.Discrete):
@@ -88,10 +89,10 @@ def _state_leaf(space: Any, path: str) -> tuple[dict[str, Any], Reader]:
         return spec, (_as_int64 if start == 0 else lambda value: np.asarray(value - start, dtype=np.int64))
     if isinstance(space, spaces.MultiDiscrete):
         spec = {"type": "int", "shape": tuple(space.shape), "num_values": int(np.max(space.nvec))}
-        start = np.asarray(space.start, dtype=np.int64)
-        if not start.any():
+        starts = np.asarray(space.start, dtype=np.int64)
+        if not starts.any():
             return spec, _as_int64
-        return spec, lambda value: np.asarray(value, dtype=np.int64) - start
+        return spec, lambda value: np.asarray(value, dtype=np.int64) - starts
     if isinstance(space, spaces.MultiBinary):
         return {"type": "bool", "shape": tuple(space.shape)}, _as_bool
     raise _space_error(space, path, "observation")
@@ -195,9 +196,9 @@ def _leaf_converter(space: Any) -> Callable[[Any], Any]:
         start = int(space.start)
         return int if start == 0 else (lambda value: int(value) + start)
     shape, dtype = tuple(space.shape), space.dtype
-    start = np.asarray(getattr(space, "start", 0))
-    if isinstance(space, spaces.MultiDiscrete) and start.any():
-        return lambda value: (np.asarray(value, dtype=np.int64).reshape(shape) + start).astype(dtype)
+    starts = np.asarray(getattr(space, "start", 0))
+    if isinstance(space, spaces.MultiDiscrete) and starts.any():
+        return lambda value: (np.asarray(value, dtype=np.int64).reshape(shape) + starts).astype(dtype)
     return lambda value: np.asarray(value, dtype=dtype).reshape(shape)
 
 

@@ -101,7 +101,7 @@ class _Rows:
         ended = []
         terminals, rewards, states = self.terminal, self.reward, self.states
         single_state, names = self.single_state, self.action_names
-        buffer = states["state"] if single_state else None
+        single = states["state"] if single_state else None
         for row, environment in enumerate(self.environments):
             action = actions[row] if self.single_action else {name: actions[name][row] for name in names}
             state, terminal, reward = environment.execute(action)
@@ -110,8 +110,8 @@ class _Rows:
             if terminal:
                 ended.append((row, state))
                 state = environment.reset()
-            if single_state:
-                buffer[row] = state
+            if single is not None:
+                single[row] = state
             else:
                 self._write(states, row, state)
         if ended:
@@ -216,7 +216,8 @@ def _serve(connection: Any, rows: _Rows | None, memory: list[Any]) -> None:
             elif command == "get_state":
                 data = rows.get_state()
             elif command == "set_state":
-                data = rows.set_state(data)
+                rows.set_state(data)
+                data = None
             elif command == "attach":
                 from multiprocessing.shared_memory import SharedMemory
 
@@ -239,7 +240,8 @@ def _serve(connection: Any, rows: _Rows | None, memory: list[Any]) -> None:
 def _worker(connection: Any, payload: bytes) -> None:
     """A worker process: builds its chunk of copies, then serves commands until ``close``."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles Ctrl-C and closes us
-    rows, memory = None, []
+    rows: _Rows | None = None
+    memory: list[Any] = []
     try:
         rows = _build_rows(payload)
         connection.send(("ok", (rows.state_spec, rows.action_spec)))
@@ -333,6 +335,7 @@ class VectorEnvironment:
         self._memory: list[Any] = []
         if self.mode == "sync":
             if environments is None:
+                assert factory is not None  # one of the two is given, checked above
                 environments = _build(factory, num_environments)
             self._rows: _Rows | None = _Rows(environments)
             self.environments = self._rows.environments
@@ -408,7 +411,8 @@ class VectorEnvironment:
     def _gather(self, workers: Sequence[int] | None = None) -> list[Any]:
         """One reply from each worker asked (all by default, in order); the first failure is raised after all have
         answered."""
-        replies, failure = [], None
+        replies: list[Any] = []
+        failure: Exception | None = None
         for index in range(len(self._connections)) if workers is None else workers:
             connection, (lo, hi) = self._connections[index], self._chunks[index]
             try:
@@ -469,23 +473,23 @@ class VectorEnvironment:
             self._command("reset")
         return self._out(self._states)
 
-    def reset_rows(self, rows: Sequence[int]) -> Any:
+    def reset_rows(self, rows: Sequence[int] | np.ndarray) -> Any:
         """Reset only the copies in ``rows`` (e.g. those cut by a step limit); their new first states, one row each
         in the order given. The other copies carry on, and their rows in the state buffers are left as they were."""
-        rows = np.asarray(rows, dtype=np.int64).reshape(-1)
-        if len(rows) and (rows.min() < 0 or rows.max() >= self._n):
-            raise IndexError(f"{self}: rows must lie in 0..{self._n - 1}, got {rows.tolist()}")
+        indices = np.asarray(rows, dtype=np.int64).reshape(-1)
+        if len(indices) and (indices.min() < 0 or indices.max() >= self._n):
+            raise IndexError(f"{self}: rows must lie in 0..{self._n - 1}, got {indices.tolist()}")
         if self._rows is not None:
-            self._rows.reset(rows.tolist())
+            self._rows.reset(indices.tolist())
         else:
-            chunks = [[int(row) - lo for row in rows if lo <= row < hi] for lo, hi in self._chunks]
+            chunks = [[int(row) - lo for row in indices if lo <= row < hi] for lo, hi in self._chunks]
             active = [index for index, chunk in enumerate(chunks) if chunk]
             for index in active:
                 self._connections[index].send(("reset", chunks[index]))
             self._gather(active)
         if self._single_state:
-            return self._states["state"][rows].copy()
-        return {name: buffer[rows].copy() for name, buffer in self._states.items()}
+            return self._states["state"][indices].copy()
+        return {name: buffer[indices].copy() for name, buffer in self._states.items()}
 
     def _batch_actions(self, actions: Any) -> Any:
         try:
@@ -496,11 +500,11 @@ class VectorEnvironment:
                 if batch.shape[:1] != (self._n,):
                     raise ValueError(f"expected {self._n} rows, got shape {batch.shape}")
                 return batch
-            batch = {name: np.asarray(actions[name]) for name in self._action_specs}
-            for name, value in batch.items():
+            batches = {name: np.asarray(actions[name]) for name in self._action_specs}
+            for name, value in batches.items():
                 if value.shape[:1] != (self._n,):
                     raise ValueError(f"action '{name}': expected {self._n} rows, got shape {value.shape}")
-            return batch
+            return batches
         except (KeyError, TypeError, ValueError, IndexError) as error:
             form = (
                 "an array [N, ...]" if self._single_action else f"a dict of arrays [N, ...] {list(self._action_specs)}"
@@ -579,7 +583,9 @@ class VectorEnvironment:
         if self._rows is not None:
             self._rows.close()
         else:
-            self._states = self._final = self._terminal = self._reward = None  # release the shared memory views
+            # release the shared memory views; these attributes are typed for an open environment, and a closed one
+            # is not used again
+            self._states = self._final = self._terminal = self._reward = None  # type: ignore[assignment]
             self._finalizer()
 
     def __enter__(self) -> VectorEnvironment:

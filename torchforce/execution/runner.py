@@ -1,5 +1,5 @@
-"""The Runner of seed 002 and reference §5.2: an agent acting in one environment, or in N environments stepped as
-one vectorized batch with one ``act`` per step.
+"""The Runner of TensorForce 0.4 (docs/tensorforce-0.4.md, Runner): an agent acting in one environment, or in N
+environments stepped as one vectorized batch with one ``act`` per step.
 
 Fixed against 2018: an episode is cut at exactly ``max_episode_timesteps`` steps (2018 ran one more), and a cut is
 reported to the agent as a truncation (terminal 2) with the final state, so learning bootstraps through it.
@@ -162,26 +162,29 @@ class Runner(BaseRunner):
             self.agent.reset()
             self._rows = None
         try:
-            if self.vectorized:
-                self._run_vectorized(max_episode_timesteps, deterministic, testing, sleep)
+            environment = self.environment
+            if isinstance(environment, VectorEnvironment):
+                self._run_vectorized(environment, max_episode_timesteps, deterministic, testing, sleep)
             else:
-                self._run_single(max_episode_timesteps, deterministic, testing, sleep)
+                self._run_single(environment, max_episode_timesteps, deterministic, testing, sleep)
         finally:
             if self._bar is not None:
                 self._bar.close()
 
     # ------------------------------------------------------------------ one environment
 
-    def _run_single(self, max_steps: int | None, deterministic: bool, testing: bool, sleep: float | None) -> None:
+    def _run_single(
+        self, environment: Environment, max_steps: int | None, deterministic: bool, testing: bool, sleep: float | None
+    ) -> None:
         while not self._stopped:
-            state = self.environment.reset()
+            state = environment.reset()
             self.agent.reset()
             if testing:  # recurrent policies carry their own state through an episode acted independently
                 self.agent.start_independent_episode()
             self.episode_timestep, episode_reward, started = 0, 0.0, time.time()
             while True:
                 action = self.agent.act(state, deterministic=deterministic, independent=testing)
-                state, terminal, reward = self._execute(action)
+                state, terminal, reward = self._execute(environment, action)
                 self.episode_timestep += 1
                 self.global_timestep += 1
                 if not terminal and max_steps is not None and self.episode_timestep >= max_steps:
@@ -207,11 +210,11 @@ class Runner(BaseRunner):
                 if sleep:
                     time.sleep(sleep)
 
-    def _execute(self, action: Any) -> tuple[Any, int, float]:
+    def _execute(self, environment: Environment, action: Any) -> tuple[Any, int, float]:
         """One act's action executed ``repeat_actions`` times (fewer if the episode ends); the rewards summed."""
         reward = 0.0
         for _ in range(self.repeat_actions):
-            state, terminal, step_reward = self.environment.execute(action)
+            state, terminal, step_reward = environment.execute(action)
             reward += step_reward
             if terminal:
                 break
@@ -219,8 +222,9 @@ class Runner(BaseRunner):
 
     # ------------------------------------------------------------------ N environments as one batch
 
-    def _run_vectorized(self, max_steps: int | None, deterministic: bool, testing: bool, sleep: float | None) -> None:
-        env = self.environment
+    def _run_vectorized(
+        self, env: VectorEnvironment, max_steps: int | None, deterministic: bool, testing: bool, sleep: float | None
+    ) -> None:
         count = env.num_environments
         if self._rows is None:
             states = env.reset()

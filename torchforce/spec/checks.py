@@ -21,7 +21,7 @@ from __future__ import annotations
 import math
 import numbers
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, Literal, overload
 
 from torchforce.spec.errors import SpecError, did_you_mean
 
@@ -46,6 +46,19 @@ def _int_range(minimum: int | None, maximum: int | None) -> str:
     return _range("an integer", minimum, maximum)
 
 
+@overload
+def expect_int(
+    value: Any,
+    path: str,
+    *,
+    minimum: int | None = None,
+    maximum: int | None = None,
+    allow_none: Literal[False] = False,
+) -> int: ...
+@overload
+def expect_int(
+    value: Any, path: str, *, minimum: int | None = None, maximum: int | None = None, allow_none: bool
+) -> int | None: ...
 def expect_int(
     value: Any,
     path: str,
@@ -60,7 +73,7 @@ def expect_int(
     if isinstance(value, numbers.Integral) and not isinstance(value, bool):
         value = int(value)
     elif isinstance(value, numbers.Real) and not isinstance(value, bool) and float(value).is_integer():
-        value = int(value)
+        value = int(value)  # type: ignore[call-overload]  # numbers.Real declares no __int__; real numbers have it
     else:
         raise SpecError(path, "not an integer", got=value, expected=_int_range(minimum, maximum))
     if (minimum is not None and value < minimum) or (maximum is not None and value > maximum):
@@ -72,6 +85,26 @@ def _float_range(minimum: float | None, maximum: float | None) -> str:
     return _range("a finite number", minimum, maximum)
 
 
+@overload
+def expect_float(
+    value: Any,
+    path: str,
+    *,
+    minimum: float | None = None,
+    maximum: float | None = None,
+    allow_none: Literal[False] = False,
+    finite: bool = True,
+) -> float: ...
+@overload
+def expect_float(
+    value: Any,
+    path: str,
+    *,
+    minimum: float | None = None,
+    maximum: float | None = None,
+    allow_none: bool,
+    finite: bool = True,
+) -> float | None: ...
 def expect_float(
     value: Any,
     path: str,
@@ -103,6 +136,19 @@ def expect_float(
     return value
 
 
+@overload
+def expect_float32(
+    value: Any,
+    path: str,
+    *,
+    minimum: float | None = None,
+    maximum: float | None = None,
+    allow_none: Literal[False] = False,
+) -> float: ...
+@overload
+def expect_float32(
+    value: Any, path: str, *, minimum: float | None = None, maximum: float | None = None, allow_none: bool
+) -> float | None: ...
 def expect_float32(
     value: Any, path: str, *, minimum: float | None = None, maximum: float | None = None, allow_none: bool = False
 ) -> float | None:
@@ -115,6 +161,20 @@ def expect_float32(
     return value
 
 
+@overload
+def expect_limited_int(
+    value: Any,
+    path: str,
+    *,
+    minimum: int,
+    maximum: int,
+    hint: str | None = None,
+    allow_none: Literal[False] = False,
+) -> int: ...
+@overload
+def expect_limited_int(
+    value: Any, path: str, *, minimum: int, maximum: int, hint: str | None = None, allow_none: bool
+) -> int | None: ...
 def expect_limited_int(
     value: Any, path: str, *, minimum: int, maximum: int, hint: str | None = None, allow_none: bool = False
 ) -> int | None:
@@ -126,6 +186,10 @@ def expect_limited_int(
     return value
 
 
+@overload
+def expect_steps(value: Any, path: str, *, minimum: int = 1, allow_none: Literal[False] = False) -> int: ...
+@overload
+def expect_steps(value: Any, path: str, *, minimum: int = 1, allow_none: bool) -> int | None: ...
 def expect_steps(value: Any, path: str, *, minimum: int = 1, allow_none: bool = False) -> int | None:
     """A number of inner steps or iterations of one update: an integer in [``minimum``, ``MAX_STEPS``]."""
     return expect_limited_int(

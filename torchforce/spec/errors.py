@@ -22,7 +22,7 @@ class Words(str):
     not ``got "SGD (...)"``."""
 
 
-def type_name(kind: type) -> str:
+def type_name(kind: object) -> str:
     """A class's name as it is imported: ``torch.optim.SGD`` (not ``torch.optim.sgd.SGD``), builtins bare (``int``)."""
     module, name = getattr(kind, "__module__", None) or "", getattr(kind, "__qualname__", None) or str(kind)
     if module in ("", "builtins"):
@@ -97,7 +97,7 @@ def _pieces(value: Any, limit: int, open_ids: set[int]) -> Iterator[str]:
 def _container_pieces(value: dict | list | tuple, limit: int, open_ids: set[int]) -> Iterator[str]:
     dictionary = isinstance(value, dict)
     yield "{" if dictionary else "["
-    for index, item in enumerate(value.items() if dictionary else value):
+    for index, item in enumerate(value.items() if isinstance(value, dict) else value):
         if index:
             yield ", "
         if dictionary:

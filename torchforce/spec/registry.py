@@ -209,7 +209,7 @@ def check_kwargs(
     ``provided`` names arguments the caller supplies itself (they are neither required of nor allowed in the spec).
     When ``target`` takes ``**kwargs`` any other key may be meant for it, so only the required arguments (and the
     provided ones) are checked. ``what`` names the component in the messages (``unknown argument for layer
-    'dense'``; ``network[2]: layer 'dense' needs 'size'; got {...}`` as in STYLE.md), ``got`` is the spec shown
+    'dense'``; ``network[2]: layer 'dense' needs 'size'; got {...}``), ``got`` is the spec shown
     when a required argument is missing (by default the kwargs; ``...`` shows nothing).
     """
     try:
@@ -268,9 +268,10 @@ class Registry:
     @property
     def base(self) -> type | None:
         """The base class of user classes named by path (None: no paths accepted)."""
-        if isinstance(self._base, str):
-            self._base = import_path(self._base, f"the {self.kind} registry's base")
-        return self._base
+        base = self._base
+        if isinstance(base, str):
+            base = self._base = import_path(base, f"the {self.kind} registry's base")
+        return base
 
     def __repr__(self) -> str:
         return f"Registry({self.kind!r}, {len(self.table)} names)"

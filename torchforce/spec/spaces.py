@@ -1,4 +1,5 @@
-"""States and actions specs (reference §3): the single short form and the named dict form, normalized.
+"""States and actions specs (docs/tensorforce-0.4.md, States and actions): the single short form and the named dict
+form, normalized.
 
 A states spec is ``{"shape": 4, "type": "float"}`` (one state, named ``state``) or ``{"name": {...}, ...}``.
 An actions spec is ``{"type": "int", "num_actions": 2}`` (one action, named ``action``) or a dict of those.
@@ -64,6 +65,22 @@ class ActionSpec:
     @property
     def bounded(self) -> bool:
         return self.min_value is not None
+
+    @property
+    def bounds(self) -> tuple[float, float]:
+        """``(min_value, max_value)`` of a bounded float action; a ValueError for an unbounded one."""
+        if self.min_value is None or self.max_value is None:
+            raise ValueError(f"the action '{self.name}' has no min_value/max_value")
+        return self.min_value, self.max_value
+
+    @property
+    def num_values(self) -> int:
+        """How many values one element of an int or bool action takes: ``num_actions``, or 2 for a bool."""
+        if self.type == "bool":
+            return 2
+        if self.num_actions is None:
+            raise ValueError(f"the {self.type} action '{self.name}' has no num_actions")
+        return self.num_actions
 
     def to_dict(self) -> dict[str, Any]:
         spec: dict[str, Any] = {"type": self.type, "shape": list(self.shape)}

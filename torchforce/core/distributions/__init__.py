@@ -1,4 +1,5 @@
-"""Action distributions: the heads that turn a network embedding into a policy over one action (reference §1.9).
+"""Action distributions: the heads that turn a network embedding into a policy over one action
+(docs/tensorforce-0.4.md, Distributions).
 
 Each action gets its own ``Distribution`` module, which owns the Linear layer(s) from the embedding to its
 parameters. The type defaults by action: bool -> ``bernoulli``, int -> ``categorical``, unbounded float ->

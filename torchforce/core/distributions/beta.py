@@ -57,8 +57,9 @@ class Beta(Distribution):
                 f"a beta distribution needs a bounded action, and '{action.name}' has no min_value/max_value",
                 hint="Give the action min_value and max_value, or use 'gaussian'.",
             )
-        self.low = float(action.min_value)
-        self.span = float(action.max_value) - self.low
+        low, high = action.bounds
+        self.low = float(low)
+        self.span = float(high) - self.low
         self.alpha = self.linear(1, expect_float32(alpha, "alpha"))
         self.beta = self.linear(1, expect_float32(beta, "beta"))
 

@@ -22,7 +22,7 @@ class Categorical(Distribution):
     (``q_values``): 2018's ``state_action_value = logsumexp(logits) + log_softmax(logits)`` is the raw logit.
     ``probabilities`` (2018 kwarg) sets the initial softmax: the bias is ``log(probabilities)``. Over a bool
     action the head is a Bernoulli with two logits, ``P(True) = sigmoid(logit_True - logit_False)``: the
-    ``bernoulli`` head's one logit cannot hold two Q-values (see ``agents/q_learning.py``).
+    ``bernoulli`` head's one logit cannot hold two Q-values (see ``agents/value_specs.py``).
     """
 
     action_types = ("int", "bool")
@@ -30,7 +30,7 @@ class Categorical(Distribution):
     def __init__(self, action: ActionSpec, input_size: int, *, probabilities: Sequence[float] | None = None) -> None:
         super().__init__(action, input_size)
         self.as_bool = action.type == "bool"
-        self.num_actions = 2 if self.as_bool else int(action.num_actions)
+        self.num_actions = int(action.num_values)
         bias: float | Tensor = 0.0
         if probabilities is not None:
             bias = torch.log(self._check_probabilities(probabilities))

@@ -22,11 +22,13 @@ class Deterministic(Distribution):
     bounds for a bounded action (its midpoint by default)."""
 
     action_types = ("float",)
+    low: Tensor  # buffers of a bounded action
+    half_range: Tensor
 
     def __init__(self, action: ActionSpec, input_size: int, *, mean: float | None = None) -> None:
         super().__init__(action, input_size)
         if action.bounded:
-            low, high = float(action.min_value), float(action.max_value)
+            low, high = (float(bound) for bound in action.bounds)
             start = expect_float(mean, "mean", minimum=low, maximum=high, allow_none=True)
             start = (low + high) / 2 if start is None else start
             fraction = min(max((start - low) / (high - low) * 2 - 1, -0.999), 0.999)

@@ -24,7 +24,7 @@ import numpy as np
 from torchforce.spec import SpecError, expect_bool, expect_int
 from torchforce.spec.checks import expect_elements
 
-REQUIRED_FIELDS = {"terminal": np.dtype(np.int8), "reward": np.dtype(np.float32)}
+REQUIRED_FIELDS: dict[str, np.dtype] = {"terminal": np.dtype(np.int8), "reward": np.dtype(np.float32)}
 RESERVED_NAMES = ("indices", "weights")  # keys that retrievals add to the fields
 
 
@@ -205,6 +205,7 @@ class Memory:
                     f"'{next(iter(self.fields))}' has {n}, '{name}' has {array.shape[0]}."
                 )
             arrays[name] = array
+        assert n is not None  # check_fields: every memory has the fields terminal and reward
         if n > self._capacity:
             raise SpecError(
                 "memory.capacity",

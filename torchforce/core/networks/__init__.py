@@ -1,4 +1,5 @@
-"""Networks (reference §2): a 2018 layer list, a file of one, or a user nn.Module becomes a `Network`.
+"""Networks (docs/tensorforce-0.4.md, Networks): a 2018 layer list, a file of one, or a user nn.Module
+becomes a `Network`.
 
 ``build_network(spec, states)`` -> `Network` with ``output_size``, ``internals``, ``initial_internals(batch_size)``,
 ``regularization_loss()`` and ``forward(states, internals) -> (embedding [B, output_size], next internals)``.

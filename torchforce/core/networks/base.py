@@ -9,6 +9,7 @@ shapes is worked out during ``forward``.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
 from typing import Any, ClassVar
@@ -48,8 +49,12 @@ class Layer(nn.Module):
     ``needs_float``: the builder casts int/bool inputs to float before the layer.
     """
 
-    kind: ClassVar[str] = "layer"
+    kind: str = "layer"  # a class attribute (Dueling with output names sets its own)
     needs_float: ClassVar[bool] = True
+    name: str  # set by "output" layers
+    internal_shape: tuple[int, ...]  # set by "recurrent" layers
+    act: Callable[[Tensor], Tensor] | None  # set by attach_activation, with activation_name
+    activation_name: str
 
     def __init__(self, *, incoming: Value, path: str) -> None:
         super().__init__()
@@ -218,6 +223,7 @@ def build_activation(spec: Any, path: str, incoming: Value) -> Nonlinearity | No
     or null/"none" for no activation. Returns None when it would do nothing."""
     if spec is None:
         return None
+    kwargs: dict[str, Any]
     if isinstance(spec, str):
         kwargs = {"name": spec}
     elif isinstance(spec, dict):
@@ -233,7 +239,7 @@ def build_activation(spec: Any, path: str, incoming: Value) -> Nonlinearity | No
     return None if layer.identity else layer
 
 
-def attach_activation(module: nn.Module, activation: Nonlinearity | None) -> None:
+def attach_activation(module: Layer, activation: Nonlinearity | None) -> None:
     """Register ``activation`` on ``module`` (only when it has parameters to save) and set ``module.act``, the
     callable its forward applies (a plain torch function where possible, so no extra module call)."""
     if activation is not None and any(True for _ in activation.parameters()):

@@ -1,5 +1,5 @@
-"""Feed-forward layers of the 2018 network format (reference §2): linear, dense, conv1d, conv2d, pool2d, flatten,
-embedding, dropout, nonlinearity (in base.py) and dueling. Parameters, names and defaults are 2018's.
+"""Feed-forward layers of the 2018 network format (docs/tensorforce-0.4.md, Networks): linear, dense, conv1d, conv2d,
+pool2d, flatten, embedding, dropout, nonlinearity (in base.py) and dueling. Parameters, names and defaults are 2018's.
 
 Layout: between layers tensors keep TensorFlow's channels-last layout, [B, L, C] for conv1d and [B, H, W, C] for
 conv2d/pool2d (the layout of Gym/ALE images). A conv or pool layer permutes its input to torch's channels-first
@@ -220,6 +220,8 @@ class _Conv(Layer):
         expect_rank(incoming, self.spatial + 1, path, self.layer_name, self.layout)
         *sizes, channels = incoming.shape
         size = expect_int(size, f"{path}.size", minimum=1)
+        windows: tuple[int, ...]
+        strides: tuple[int, ...]
         if self.spatial == 2:
             windows, strides = expect_pair(window, f"{path}.window"), expect_pair(stride, f"{path}.stride")
         else:
@@ -268,6 +270,8 @@ class Conv2d(_Conv):
 class Pool2d(Layer):
     """Max or average pooling over [height, width, channels] inputs. With SAME padding, padded cells never win a
     max and are left out of an average (TF's behaviour)."""
+
+    correction: Tensor  # a buffer, for an average with padding
 
     def __init__(
         self,
@@ -346,13 +350,16 @@ class Embedding(Layer):
             )
         size = expect_int(size, f"{path}.size", minimum=1)
         known = 2 if incoming.dtype == "bool" else getattr(incoming.state, "num_values", None)
-        if indices is None and known is None:
+        if indices is not None:
+            indices = expect_int(indices, f"{path}.indices", minimum=1)
+        elif known is not None:
+            indices = known
+        else:
             raise SpecError(
                 path,
                 "layer 'embedding' needs 'indices' (how many distinct values its input takes)",
                 hint="Give 'indices', or 'num_values' in the int state's spec.",
             )
-        indices = known if indices is None else expect_int(indices, f"{path}.indices", minimum=1)
         if known is not None and indices < known:
             raise SpecError(f"{path}.indices", f"fewer than the {known} values its input takes", got=indices)
         self.weight = nn.Parameter(allocate((indices, size), path, "embedding table"))

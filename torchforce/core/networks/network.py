@@ -80,6 +80,8 @@ class Network(nn.Module):
     Subclass it for a custom network: set ``output_size`` and ``internals`` in ``__init__(self, *, states, ...)``.
     """
 
+    _zero: Tensor  # a buffer
+
     def __init__(self) -> None:
         super().__init__()
         self.output_size: int = 0
@@ -124,7 +126,8 @@ def _no_input_error(path: str, layer: str, states: Mapping[str, Value]) -> SpecE
 
 
 class LayeredNetwork(Network):
-    """A network built from a 2018 layer list (reference §2); nested lists are flattened in order."""
+    """A network built from a 2018 layer list (docs/tensorforce-0.4.md, Networks); nested lists are flattened in
+    order."""
 
     def __init__(self, layers: Sequence[Any], states: Mapping[str, StateSpec], *, path: str = "network") -> None:
         super().__init__()
@@ -135,7 +138,7 @@ class LayeredNetwork(Network):
         self.layer_names: list[str] = []
         self._output_names: list[str] = []  # what output layers register, in order
         self._regularized: list[Layer] = []
-        self._steps: list[tuple[int, Callable[..., Any], str | None]] = []
+        self._steps: list[tuple[int, Callable[..., Any], str]] = []  # (kind, step, name: "" for none)
         self._states = {name: Value(spec.shape, spec.type, spec) for name, spec in states.items()}
         named = dict(self._states)  # what input layers may name: states, then registered outputs
         current = next(iter(named.values())) if len(named) == 1 else None
@@ -145,15 +148,18 @@ class LayeredNetwork(Network):
         if current is None:
             raise _no_input_error(path, "(none)", self._states)
         if current.dtype != "float":
-            self._steps.append((LAYER, _to_float, None))
+            self._steps.append((LAYER, _to_float, ""))
         if current.rank != 1:
-            self._steps.append((LAYER, _flatten, None))
+            self._steps.append((LAYER, _flatten, ""))
         self.output_size = current.size
         self._state = next(iter(states)) if len(states) == 1 else None
         self._copy_named = any(kind in (OUTPUT, EMIT) for kind, _, _ in self._steps)
-        plain = self._state is not None and all(kind == LAYER for kind, _, _ in self._steps)
-        # a plain chain calls each layer's forward directly (Module.__call__ costs as much as a small layer's math)
-        self._sequence = [getattr(step, "forward", step) for _, step, _ in self._steps] if plain else None
+        plain = all(kind == LAYER for kind, _, _ in self._steps)
+        # a plain chain (its state, its steps) calls each layer's forward directly (Module.__call__ costs as much as
+        # a small layer's math)
+        self._sequence: tuple[str, list[Callable[..., Any]]] | None = None
+        if self._state is not None and plain:
+            self._sequence = (self._state, [getattr(step, "forward", step) for _, step, _ in self._steps])
 
     def _add(self, spec: Any, path: str, current: Value | None, named: dict[str, Value], counters: Counter) -> Value:
         """Build one layer for the input ``current``, register it and its step; return what it outputs."""
@@ -170,7 +176,7 @@ class LayeredNetwork(Network):
         if current is None and getattr(target, "kind", None) != "input":
             raise _no_input_error(path, type_name, named)
         if current is not None and current.dtype != "float" and getattr(target, "needs_float", True):
-            self._steps.append((LAYER, _to_float, None))
+            self._steps.append((LAYER, _to_float, ""))
             current = Value(current.shape)
         provided: dict[str, Any] = {"incoming": current, "path": path}
         if "named" in inspect.signature(target).parameters:
@@ -198,7 +204,7 @@ class LayeredNetwork(Network):
             named[output_name] = value
             self._output_names.append(output_name)
         kind = STEP_KINDS[layer.kind]
-        key = None
+        key = ""
         if kind == RECURRENT:
             self.internals[name] = tuple(layer.internal_shape)
             key = name
@@ -213,8 +219,9 @@ class LayeredNetwork(Network):
     ) -> tuple[Tensor, dict[str, Tensor]]:
         sequence = self._sequence
         if sequence is not None:  # one state, a plain chain of layers
-            x = states[self._state]
-            for step in sequence:
+            state, steps = sequence
+            x = states[state]
+            for step in steps:
                 x = step(x)
             return x, {}
         return self._run(states, {} if internals is None else internals)
@@ -242,21 +249,25 @@ class LayeredNetwork(Network):
             elif kind == INPUT:
                 x = step(named, x)
             elif kind == OUTPUT:
+                assert x is not None  # the builder gives every layer but an input layer an input
                 named[key] = x
             elif kind == EMIT:
                 x, parts = step(x)
                 named.update(parts)
             else:
+                assert x is not None
                 state = internals.get(key)
                 if state is None:  # no state given: start from zeros
                     state = x.new_zeros((x.shape[0], *self.internals[key]))
                 x, next_internals[key] = step(x, state)
+        assert x is not None  # a network without a state of its own ends with a layer
         return x, next_internals
 
     def regularization_loss(self) -> Tensor:
         if not self._regularized:
             return super().regularization_loss()
-        return torch.stack([layer.regularization_loss() for layer in self._regularized]).sum()
+        losses = [loss for layer in self._regularized if (loss := layer.regularization_loss()) is not None]
+        return torch.stack(losses).sum()
 
 
 class ModuleNetwork(Network):

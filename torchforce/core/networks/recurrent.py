@@ -57,7 +57,7 @@ class Lstm(Layer):
         self.return_final_state = expect_bool(return_final_state, f"{path}.return_final_state")
         _check_gates(incoming.shape[1], size, path)
         self.lstm = nn.LSTM(incoming.shape[1], size, batch_first=True)
-        _forget_bias(self.lstm.bias_ih_l0, self.lstm.bias_hh_l0, size, 1.0)
+        _forget_bias(self.lstm.get_parameter("bias_ih_l0"), self.lstm.get_parameter("bias_hh_l0"), size, 1.0)
         self.output = Value((2 * size,) if self.return_final_state else (incoming.shape[0], size))
 
     def forward(self, x: Tensor) -> Tensor:

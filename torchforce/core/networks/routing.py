@@ -1,4 +1,5 @@
-"""The ``input`` and ``output`` layers, which let one layer list read several states (reference §2).
+"""The ``input`` and ``output`` layers, which let one layer list read several states
+(docs/tensorforce-0.4.md, Networks).
 
 ``output`` registers the current tensor under a name; ``input`` makes the current tensor a named state, a
 registered output, ``'*'``/``'previous'`` (the current tensor), or several of them joined by ``aggregation_type``:
@@ -108,15 +109,22 @@ class Input(Layer):
 
     def forward(self, named: dict[str, Tensor], x: Tensor | None) -> Tensor:
         if not self.cast:
-            source = self.sources[0]
-            return x if source is None else named[source]
-        tensors = [x if source is None else named[source] for source in self.sources]
+            return _source(named, x, self.sources[0])
+        tensors = [_source(named, x, source) for source in self.sources]
         tensors = [tensor.float() if cast else tensor for tensor, cast in zip(tensors, self.cast, strict=True)]
         if self.aggregation == "concat":
             return torch.cat(tensors, dim=self.dim)
         if self.aggregation == "stack":
             return torch.stack(tensors, dim=self.dim)
         return functools.reduce(torch.add if self.aggregation == "sum" else torch.mul, tensors)
+
+
+def _source(named: dict[str, Tensor], x: Tensor | None, source: str | None) -> Tensor:
+    """The tensor named ``source``, or for None the current tensor ``x`` (which ``Input`` made sure there is)."""
+    if source is not None:
+        return named[source]
+    assert x is not None
+    return x
 
 
 class Output(Layer):

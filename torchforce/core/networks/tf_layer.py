@@ -27,6 +27,8 @@ class BatchNormalization(Layer):
     """Batch normalization over the last (channels) axis, with TF's defaults and momentum convention."""
 
     uses_training_mode = True  # batch statistics in training, the running ones in eval
+    running_mean: Tensor  # buffers
+    running_var: Tensor
 
     def __init__(
         self,

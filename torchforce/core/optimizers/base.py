@@ -28,7 +28,7 @@ import copy
 import inspect
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import Any, Literal, NamedTuple, overload
 
 import torch
 from torch import Tensor
@@ -240,7 +240,7 @@ def inner_steps(optimizer: Any) -> int:
     return steps if isinstance(steps, int) and not isinstance(steps, bool) and steps >= 1 else 1
 
 
-def _refuse_kl(optimizer: Optimizer, path: str, caller: str, *, typed: bool) -> None:
+def _refuse_kl(optimizer: Optimizer | None, path: str, caller: str, *, typed: bool) -> None:
     """A SpecError at the first optimizer of the chain (outer to inner) that needs ``kl_fn``."""
     where = path
     while optimizer is not None:
@@ -368,6 +368,26 @@ def differences(parameters: list[torch.nn.Parameter], before: list[Tensor]) -> l
     return [parameter.detach() - value for parameter, value in zip(parameters, before, strict=True)]
 
 
+@overload
+def gradients(
+    value: Tensor,
+    parameters: list[torch.nn.Parameter],
+    *,
+    create_graph: bool = False,
+    retain_graph: bool | None = None,
+    fill_zeros: Literal[True] = True,
+    name: str = "the loss",
+) -> list[Tensor]: ...
+@overload
+def gradients(
+    value: Tensor,
+    parameters: list[torch.nn.Parameter],
+    *,
+    create_graph: bool = False,
+    retain_graph: bool | None = None,
+    fill_zeros: bool,
+    name: str = "the loss",
+) -> list[Tensor | None]: ...
 def gradients(
     value: Tensor,
     parameters: list[torch.nn.Parameter],
@@ -376,7 +396,7 @@ def gradients(
     retain_graph: bool | None = None,
     fill_zeros: bool = True,
     name: str = "the loss",
-) -> list[Tensor | None]:
+) -> list[Tensor] | list[Tensor | None]:
     """d value / d parameter for each parameter; for parameters the value does not depend on (or that do not
     require grad) zeros, or None with ``fill_zeros=False`` (what ``loss.backward()`` would leave in ``.grad``)."""
     trainable = [parameter for parameter in parameters if parameter.requires_grad]

@@ -11,7 +11,7 @@ for ``optimized_step``'s line search (TRPO = ``optimized_step(natural_gradient)`
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 import torch
 from torch import Tensor
@@ -31,11 +31,11 @@ from torchforce.spec import expect_bool, expect_float
 from torchforce.spec.checks import expect_steps
 
 
-def flatten(tensors: list[Tensor]) -> Tensor:
+def flatten(tensors: Sequence[Tensor]) -> Tensor:
     return torch.cat([tensor.reshape(-1) for tensor in tensors])
 
 
-def unflatten(vector: Tensor, like: list[Tensor]) -> list[Tensor]:
+def unflatten(vector: Tensor, like: Sequence[Tensor]) -> list[Tensor]:
     pieces, offset = [], 0
     for tensor in like:
         pieces.append(vector[offset : offset + tensor.numel()].view_as(tensor))

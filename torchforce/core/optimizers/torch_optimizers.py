@@ -11,7 +11,7 @@ clipping).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import torch
@@ -96,7 +96,7 @@ class TorchOptimizer(Optimizer):
     def state_dict(self) -> dict[str, Any]:
         return {"torch": self.torch_optimizer.state_dict()}
 
-    def load_state_dict(self, state: dict[str, Any]) -> None:
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
         self.torch_optimizer.load_state_dict(state["torch"])
 
 
