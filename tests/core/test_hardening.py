@@ -19,7 +19,7 @@ import pytest
 import torch
 
 from torchforce.agents import create_agent
-from torchforce.agents.agent import NonFiniteActionError, NonFiniteError
+from torchforce.agents.errors import NonFiniteActionError, NonFiniteError
 from torchforce.core.networks import build_network
 from torchforce.core.networks.base import Value
 from torchforce.core.networks.tf_layer import BatchNormalization

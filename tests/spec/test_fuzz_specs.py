@@ -35,7 +35,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from torchforce.agents import create_agent
-from torchforce.agents.agent import NonFiniteError
+from torchforce.agents.errors import NonFiniteError
 from torchforce.environments import Environment
 from torchforce.spec import SpecError
 

@@ -12,12 +12,13 @@ import importlib
 import sys
 from typing import Any
 
-from torchforce.agents.agent import Agent, LearningAgent, NonFiniteActionError, NonFiniteError
+from torchforce.agents.agent import Agent, LearningAgent
 from torchforce.agents.constant import ConstantAgent
 from torchforce.agents.ddpg import DDPGAgent
 from torchforce.agents.dqfd import DQFDAgent
 from torchforce.agents.dqn import DQNAgent
 from torchforce.agents.dqn_nstep import DQNNstepAgent
+from torchforce.agents.errors import NonFiniteActionError, NonFiniteError
 from torchforce.agents.naf import NAFAgent
 from torchforce.agents.ppo import PPOAgent
 from torchforce.agents.random import RandomAgent

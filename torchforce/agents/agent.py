@@ -21,8 +21,9 @@ from torch import nn
 
 from torchforce.agents.batches import STATE_DTYPES, Batch, as_batch, as_output, per_row
 from torchforce.agents.checkpoint import find_checkpoint, load_checkpoint, save_checkpoint
-from torchforce.agents.config import AgentConfig, LearningConfig
+from torchforce.agents.config import AgentConfig, LearningConfig, check_execution
 from torchforce.agents.episodes import Episodes
+from torchforce.agents.errors import NonFiniteActionError
 from torchforce.agents.experience import experience_batch
 from torchforce.agents.fetch import check_fetch, fetch, fetchable
 from torchforce.agents.state import (
@@ -41,62 +42,10 @@ from torchforce.core.modes import follows_training_mode
 from torchforce.core.summaries import Summarizer, learning_rate
 from torchforce.spec import (
     SpecError,
-    expect_choice,
-    expect_dict,
     normalize_actions,
     normalize_states,
 )
 from torchforce.spec.frequency import Every
-
-
-class NonFiniteError(RuntimeError):
-    """Learning produced NaN or infinite values (typically a diverged update): raised where they would otherwise
-    spread silently (into actions, or prioritized replay's priorities)."""
-
-
-class NonFiniteActionError(NonFiniteError):
-    """``act()`` computed a float action that is NaN or infinite: the policy (or its exploration noise) is no longer
-    finite, typically after updates diverged. Raised instead of handing such an action to the environment."""
-
-    def __init__(self, agent: str, action: str, timestep: int, *, policy_finite: bool) -> None:
-        if policy_finite:
-            cause = "the policy's action was finite, its exploration noise made it NaN or infinite"
-            advice = "Lower the exploration's sigma (or mu)."
-        else:
-            cause = "the policy computed it, so its parameters or inputs are no longer finite (a diverged update?)"
-            advice = (
-                "Try a lower learning rate, gradient clipping (clip_grad_norm in the optimizer spec) or smaller "
-                "rewards (reward_preprocessing), and check that the states are finite."
-            )
-        super().__init__(
-            f"{agent} agent: action '{action}' is NaN or infinite at timestep {timestep}: {cause}. {advice}"
-        )
-        self.agent, self.action, self.timestep = agent, action, timestep
-
-
-EXECUTION_TYPES = ("single", "multi-threaded", "distributed")
-
-
-def check_execution(execution: dict | None) -> dict | None:
-    """The 2018 ``execution`` spec. 2018 built TensorFlow parameter servers and workers from it inside the agent; in
-    torchforce a runner distributes (``DistributedRunner``, or an experiment's run mode), so an agent spec asking
-    for ``distributed`` is refused here, with where to go, rather than silently run alone."""
-    if execution is None:
-        return None
-    execution = dict(expect_dict(execution, "execution"))
-    kind = execution.get("type", "single")
-    kind = {"multi_threaded": "multi-threaded", "threaded": "multi-threaded"}.get(kind, kind)
-    expect_choice(kind, "execution.type", EXECUTION_TYPES)
-    if kind == "distributed":
-        raise SpecError(
-            "execution.type",
-            "a distributed agent is made by its runner in torchforce, not by its spec",
-            got=execution.get("type"),
-            hint="Drop 'execution' and run the agent with torchforce.execution.DistributedRunner(agent, environment, "
-            "num_workers=..., num_parameter_servers=...), or in an experiment with run_mode 'distributed' (tfcli "
-            "reads this execution spec and does that for you).",
-        )
-    return execution
 
 
 class Agent:
@@ -425,7 +374,8 @@ class Agent:
 
     # ------------------------------------------------------------------ acting and updating
 
-    def _tensors(self, batch: Batch) -> dict[str, torch.Tensor]:
+    def as_tensors(self, batch: Batch) -> dict[str, torch.Tensor]:
+        """A batch of numpy arrays as tensors on the agent's device (sharing the arrays' memory on the CPU)."""
         if self.device.type == "cpu":  # shares the arrays' memory; .to() would cost a call per state on every act
             return {name: torch.from_numpy(values) for name, values in batch.items()}
         return {name: torch.from_numpy(values).to(self.device) for name, values in batch.items()}
@@ -490,7 +440,7 @@ class Agent:
         self._set_training(False)
         noise = self._add_variable_noise() if self.variable_noise and not deterministic else None
         with torch.inference_mode():
-            sampled, internals = self.policy.act(self._tensors(batch), internals,
+            sampled, internals = self.policy.act(self.as_tensors(batch), internals,
                                                  self._act_deterministically(deterministic))  # fmt: skip
         if noise is not None:
             self._remove_variable_noise(noise)

@@ -33,7 +33,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar, Self
 
-from torchforce.spec import SpecError, check_kwargs, expect_dict
+from torchforce.spec import SpecError, check_kwargs, expect_choice, expect_dict
 from torchforce.spec.options import Choice, Flag, Integer, Number, Text, option
 
 CONSTRUCTOR_KEYS = ("states", "actions", "network")  # an agent constructor's arguments, not config options
@@ -108,6 +108,31 @@ def no_entropy_option() -> Any:
 
 
 # --------------------------------------------------------------------------------------------------------- configs
+
+
+EXECUTION_TYPES = ("single", "multi-threaded", "distributed")
+
+
+def check_execution(execution: dict | None) -> dict | None:
+    """The 2018 ``execution`` spec. 2018 built TensorFlow parameter servers and workers from it inside the agent; in
+    torchforce a runner distributes (``DistributedRunner``, or an experiment's run mode), so an agent spec asking
+    for ``distributed`` is refused here, with where to go, rather than silently run alone."""
+    if execution is None:
+        return None
+    execution = dict(expect_dict(execution, "execution"))
+    kind = execution.get("type", "single")
+    kind = {"multi_threaded": "multi-threaded", "threaded": "multi-threaded"}.get(kind, kind)
+    expect_choice(kind, "execution.type", EXECUTION_TYPES)
+    if kind == "distributed":
+        raise SpecError(
+            "execution.type",
+            "a distributed agent is made by its runner in torchforce, not by its spec",
+            got=execution.get("type"),
+            hint="Drop 'execution' and run the agent with torchforce.execution.DistributedRunner(agent, environment, "
+            "num_workers=..., num_parameter_servers=...), or in an experiment with run_mode 'distributed' (tfcli "
+            "reads this execution spec and does that for you).",
+        )
+    return execution
 
 
 @dataclass(frozen=True, kw_only=True)

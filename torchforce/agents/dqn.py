@@ -26,8 +26,9 @@ from typing import Any
 
 import torch
 
-from torchforce.agents.agent import LearningAgent, NonFiniteError
+from torchforce.agents.agent import LearningAgent
 from torchforce.agents.config import DQNConfig
+from torchforce.agents.errors import NonFiniteError
 from torchforce.agents.transitions import Transitions, group
 from torchforce.agents.value_specs import check_discrete_actions, check_q_heads, q_value_heads, replay_capacity
 from torchforce.core.optimizers import Synchronization, build_optimizer

@@ -88,7 +88,7 @@ def fetch(
     if not names:
         return {}
     policy = agent.policy
-    tensors = agent._tensors(states)
+    tensors = agent.as_tensors(states)
     embedding, _ = policy.network(tensors, internals)
     values: dict[str, torch.Tensor] = {"embedding": embedding}
     values.update({f"internals/{name}": value for name, value in internals.items()})
