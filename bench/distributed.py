@@ -45,13 +45,18 @@ def one_process(config: str, steps: int, environments: int) -> dict:
     rewards = runner.episode_rewards[-50:]
     agent.close()
     vector.close()
-    return {"workers": 0, "steps": runner.global_timestep, "seconds": seconds,
-            "steps_per_second": runner.global_timestep / seconds,
-            "mean_return_50": sum(rewards) / max(len(rewards), 1)}  # fmt: skip
+    return {
+        "workers": 0,
+        "steps": runner.global_timestep,
+        "seconds": seconds,
+        "steps_per_second": runner.global_timestep / seconds,
+        "mean_return_50": sum(rewards) / max(len(rewards), 1),
+    }
 
 
-def distributed(config: str, steps: int, environments: int, workers: int, time_to: float | None,
-                sync_every: int = 1) -> dict:  # fmt: skip
+def distributed(
+    config: str, steps: int, environments: int, workers: int, time_to: float | None, sync_every: int = 1
+) -> dict:
     import ray
     import torch
 
@@ -70,8 +75,15 @@ def distributed(config: str, steps: int, environments: int, workers: int, time_t
     started = time.perf_counter()
     init_private(num_cpus=max(workers, 1), object_store_memory=OBJECT_STORE, temp_dir=folder)
     cluster_seconds = time.perf_counter() - started
-    runner = DistributedRunner(agent, "CartPole-v1", num_workers=workers, num_parameter_servers=1,
-                               num_environments=environments, seed=0, sync_every=sync_every)  # fmt: skip
+    runner = DistributedRunner(
+        agent,
+        "CartPole-v1",
+        num_workers=workers,
+        num_parameter_servers=1,
+        num_environments=environments,
+        seed=0,
+        sync_every=sync_every,
+    )
     startup = time.perf_counter() - started
     reached: list[float] = []
     begin = time.perf_counter()
@@ -88,15 +100,22 @@ def distributed(config: str, steps: int, environments: int, workers: int, time_t
     rewards = runner.episode_rewards[-50:]
     runner.close()
     ray.shutdown()
-    return {"workers": workers, "steps": runner.global_timestep, "seconds": seconds,
-            "steps_per_second": runner.global_timestep / seconds, "startup_seconds": startup,
-            "cluster_seconds": cluster_seconds,
-            "sync_fraction": sum(w.get("sync_seconds", 0.0) for w in status) / max(seconds * workers, 1e-9),
-            "syncs": sum(w.get("syncs", 0) for w in status), "sync_every": sync_every,
-            "wait_ms_per_sync": 1000 * sum(w.get("sync_seconds", 0.0) for w in status)
-            / max(sum(w.get("syncs", 0) for w in status), 1),
-            "mean_return_50": sum(rewards) / max(len(rewards), 1),
-            "seconds_to_threshold": reached[0] if reached else None}  # fmt: skip
+    return {
+        "workers": workers,
+        "steps": runner.global_timestep,
+        "seconds": seconds,
+        "steps_per_second": runner.global_timestep / seconds,
+        "startup_seconds": startup,
+        "cluster_seconds": cluster_seconds,
+        "sync_fraction": sum(w.get("sync_seconds", 0.0) for w in status) / max(seconds * workers, 1e-9),
+        "syncs": sum(w.get("syncs", 0) for w in status),
+        "sync_every": sync_every,
+        "wait_ms_per_sync": 1000
+        * sum(w.get("sync_seconds", 0.0) for w in status)
+        / max(sum(w.get("syncs", 0) for w in status), 1),
+        "mean_return_50": sum(rewards) / max(len(rewards), 1),
+        "seconds_to_threshold": reached[0] if reached else None,
+    }
 
 
 def main() -> None:
@@ -117,8 +136,11 @@ def main() -> None:
         points.append(pool.apply(one_process, (args.config, args.steps, args.environments)))
         for sync_every in args.sync_every:
             for workers in args.workers:
-                points.append(pool.apply(distributed, (args.config, args.steps, args.environments, workers,
-                                                       args.time_to, sync_every)))  # fmt: skip
+                points.append(
+                    pool.apply(
+                        distributed, (args.config, args.steps, args.environments, workers, args.time_to, sync_every)
+                    )
+                )
     args.out.mkdir(parents=True, exist_ok=True)
     path = args.out / f"distributed-{time.strftime('%Y%m%d-%H%M%S')}.jsonl"
     base = {p.get("sync_every"): p["steps_per_second"] for p in points if p["workers"] == 1}
@@ -128,17 +150,21 @@ def main() -> None:
             if point["workers"] and point.get("sync_every") in base:  # against 1 worker with the same sync_every
                 point["efficiency"] = point["steps_per_second"] / (point["workers"] * base[point["sync_every"]])
             file.write(json.dumps(point) + "\n")
-    print(f"{'workers':>8} {'sync/upd':>8} {'steps/s':>9} {'efficiency':>10} {'sync share':>10} {'ms/sync':>8} "
-          f"{'startup s':>9} {'mean50':>7} {'to thr. s':>9}")  # fmt: skip
+    print(
+        f"{'workers':>8} {'sync/upd':>8} {'steps/s':>9} {'efficiency':>10} {'sync share':>10} {'ms/sync':>8} "
+        f"{'startup s':>9} {'mean50':>7} {'to thr. s':>9}"
+    )
     for p in points:
 
         def show(key: str, form: str, p: dict = p) -> str:
             return format(p[key], form) if p.get(key) is not None else "-"
 
         label = "1 proc" if p["workers"] == 0 else str(p["workers"])
-        print(f"{label:>8} {show('sync_every', '8d')} {show('steps_per_second', '9.0f')} {show('efficiency', '10.2f')} "
-              f"{show('sync_fraction', '10.2f')} {show('wait_ms_per_sync', '8.2f')} {show('startup_seconds', '9.1f')} "
-              f"{show('mean_return_50', '7.1f')} {show('seconds_to_threshold', '9.1f')}")  # fmt: skip
+        print(
+            f"{label:>8} {show('sync_every', '8d')} {show('steps_per_second', '9.0f')} {show('efficiency', '10.2f')} "
+            f"{show('sync_fraction', '10.2f')} {show('wait_ms_per_sync', '8.2f')} {show('startup_seconds', '9.1f')} "
+            f"{show('mean_return_50', '7.1f')} {show('seconds_to_threshold', '9.1f')}"
+        )
     print(f"records: {path}")
 
 

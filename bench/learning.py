@@ -31,15 +31,24 @@ def shipped_setup(algorithm: str) -> tuple[str, int]:
     return experiment["agent"], experiment["num_environments"]
 
 
-def train_torchforce(algorithm: str, *, seed: int, num_timesteps: int, eval_every: int,
-                     episode_log: str | None) -> dict[str, Any]:  # fmt: skip
+def train_torchforce(
+    algorithm: str, *, seed: int, num_timesteps: int, eval_every: int, episode_log: str | None
+) -> dict[str, Any]:
     from torchforce.configs import shipped
     from torchforce.execution.training import train
 
     config, environments = shipped_setup(algorithm)
-    _, result = train(str(shipped("agents", config)), "CartPole-v1", num_environments=environments, seed=seed,
-                      num_timesteps=num_timesteps, threshold=THRESHOLD, eval_every=eval_every,
-                      eval_episodes=EVAL_EPISODES, episode_log=episode_log)  # fmt: skip
+    _, result = train(
+        str(shipped("agents", config)),
+        "CartPole-v1",
+        num_environments=environments,
+        seed=seed,
+        num_timesteps=num_timesteps,
+        threshold=THRESHOLD,
+        eval_every=eval_every,
+        eval_episodes=EVAL_EPISODES,
+        episode_log=episode_log,
+    )
     return result.to_dict()
 
 
@@ -49,14 +58,25 @@ def child(arguments: argparse.Namespace) -> None:
     torch.set_num_threads(1)
     started = time.perf_counter()
     if arguments.library == "torchforce":
-        result = train_torchforce(arguments.algorithm, seed=arguments.seed, num_timesteps=arguments.cap,
-                                  eval_every=arguments.eval_every, episode_log=arguments.episode_log)  # fmt: skip
+        result = train_torchforce(
+            arguments.algorithm,
+            seed=arguments.seed,
+            num_timesteps=arguments.cap,
+            eval_every=arguments.eval_every,
+            episode_log=arguments.episode_log,
+        )
     else:
         from sb3_runs import train_sb3
 
-        result = train_sb3(arguments.algorithm, seed=arguments.seed, num_timesteps=arguments.cap,
-                           threshold=THRESHOLD, eval_every=arguments.eval_every, eval_episodes=EVAL_EPISODES,
-                           episode_log=arguments.episode_log)  # fmt: skip
+        result = train_sb3(
+            arguments.algorithm,
+            seed=arguments.seed,
+            num_timesteps=arguments.cap,
+            threshold=THRESHOLD,
+            eval_every=arguments.eval_every,
+            eval_episodes=EVAL_EPISODES,
+            episode_log=arguments.episode_log,
+        )
     result["process_seconds"] = time.perf_counter() - started
     result["peak_rss_mb"] = peak_rss_mb()
     print(json.dumps(result))
@@ -72,12 +92,26 @@ def peak_rss_mb() -> float:
         return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def run_in_subprocess(library: str, algorithm: str, *, seed: int, cap: int, eval_every: int,
-                      episode_log: Path) -> dict[str, Any]:  # fmt: skip
+def run_in_subprocess(
+    library: str, algorithm: str, *, seed: int, cap: int, eval_every: int, episode_log: Path
+) -> dict[str, Any]:
     """One learning run in a fresh process; its result, with ``peak_rss_mb`` and ``process_seconds``."""
-    command = [sys.executable, str(HERE / "learning.py"), "--library", library, "--algorithm", algorithm,
-               "--seed", str(seed), "--cap", str(cap), "--eval-every", str(eval_every),
-               "--episode-log", str(episode_log)]  # fmt: skip
+    command = [
+        sys.executable,
+        str(HERE / "learning.py"),
+        "--library",
+        library,
+        "--algorithm",
+        algorithm,
+        "--seed",
+        str(seed),
+        "--cap",
+        str(cap),
+        "--eval-every",
+        str(eval_every),
+        "--episode-log",
+        str(episode_log),
+    ]
     process = subprocess.run(command, capture_output=True, text=True, cwd=HERE.parent)
     if process.returncode != 0:
         output = (process.stdout + process.stderr)[-3000:]

@@ -57,8 +57,12 @@ def interleaved(samplers: dict[str, Sampler], calls: int, rounds: int = 5, warmu
     stats = {}
     for name, parts in collected.items():
         samples = np.concatenate(parts)
-        stats[name] = {"median_us": float(np.median(samples)), "p95_us": float(np.percentile(samples, 95)),
-                       "mean_us": float(samples.mean()), "calls": len(samples)}  # fmt: skip
+        stats[name] = {
+            "median_us": float(np.median(samples)),
+            "p95_us": float(np.percentile(samples, 95)),
+            "mean_us": float(samples.mean()),
+            "calls": len(samples),
+        }
     return stats
 
 
@@ -122,8 +126,13 @@ def act_latencies(calls: int) -> Iterator[dict]:
             x = states(None if batch == 1 else batch)
             act = timed(functools.partial(agent.act, x, deterministic=True, independent=True))
             predict = timed(functools.partial(model.predict, x, deterministic=True))
-            stats = interleaved({"torchforce": lambda n, act=act: {"torchforce": act(n)},
-                                 "sb3": lambda n, predict=predict: {"sb3": predict(n)}}, calls)  # fmt: skip
+            stats = interleaved(
+                {
+                    "torchforce": lambda n, act=act: {"torchforce": act(n)},
+                    "sb3": lambda n, predict=predict: {"sb3": predict(n)},
+                },
+                calls,
+            )
             for library in ("torchforce", "sb3"):
                 yield {"figure": "act", "library": library, "agent": algorithm, "batch": batch, **stats[library]}
         model.get_env().close()
@@ -210,21 +219,35 @@ def collection_rates(steps: int, repeats: int) -> Iterator[dict]:
     """Environment steps per second, the median of ``repeats`` timed runs of ``steps`` steps. For each number of
     environments and mode, the libraries take turns run by run, so a noisy phase falls on every library alike."""
     loop, close = _gymnasium_loop()
-    yield {"figure": "collection", "library": "gymnasium", "what": "random actions", "mode": "loop", "envs": 1,
-           **_rates({"loop": loop}, steps, repeats)["loop"]}  # fmt: skip
+    yield {
+        "figure": "collection",
+        "library": "gymnasium",
+        "what": "random actions",
+        "mode": "loop",
+        "envs": 1,
+        **_rates({"loop": loop}, steps, repeats)["loop"],
+    }
     close()
     for mode in ("sync", "subprocess"):
         for count in ENVIRONMENT_COUNTS:
-            steppers = {("gymnasium", "random actions"): _gymnasium_vector(mode, count),
-                        ("torchforce", "runner + ppo"): _runner("ppo", mode, count),
-                        ("sb3", "collect_rollouts (ppo)"): _sb3_collection(mode, count, steps)}  # fmt: skip
+            steppers = {
+                ("gymnasium", "random actions"): _gymnasium_vector(mode, count),
+                ("torchforce", "runner + ppo"): _runner("ppo", mode, count),
+                ("sb3", "collect_rollouts (ppo)"): _sb3_collection(mode, count, steps),
+            }
             if mode == "sync":
                 steppers["torchforce", "runner + random"] = _runner("random", mode, count)
             rates = _rates({key: run for key, (run, _) in steppers.items()}, steps, repeats)
             for (library, what), (_, close) in steppers.items():
                 close()
-                yield {"figure": "collection", "library": library, "what": what, "mode": mode, "envs": count,
-                       **rates[library, what]}  # fmt: skip
+                yield {
+                    "figure": "collection",
+                    "library": library,
+                    "what": what,
+                    "mode": mode,
+                    "envs": count,
+                    **rates[library, what],
+                }
 
 
 def _rates(runs: dict[Any, Callable[[int], Any]], steps: int, repeats: int) -> dict[Any, dict]:
@@ -234,8 +257,10 @@ def _rates(runs: dict[Any, Callable[[int], Any]], steps: int, repeats: int) -> d
             begin = time.perf_counter()
             run(steps)
             measured[key].append(steps / (time.perf_counter() - begin))
-    return {key: {"steps_per_second": float(np.median(values)), "steps": steps, "repeats": repeats}
-            for key, values in measured.items()}  # fmt: skip
+    return {
+        key: {"steps_per_second": float(np.median(values)), "steps": steps, "repeats": repeats}
+        for key, values in measured.items()
+    }
 
 
 def _gymnasium_loop() -> Stepper:

@@ -104,8 +104,14 @@ def profile_dqn(timesteps: int) -> None:
     profiler = cProfile.Profile()
     begin = time.perf_counter()
     profiler.enable()
-    agent, result = train(str(shipped("agents", "dqn_cartpole")), "CartPole-v1", seed=0, num_timesteps=timesteps,
-                          num_environments=experiment["num_environments"], eval_every=10**9)  # fmt: skip
+    agent, result = train(
+        str(shipped("agents", "dqn_cartpole")),
+        "CartPole-v1",
+        seed=0,
+        num_timesteps=timesteps,
+        num_environments=experiment["num_environments"],
+        eval_every=10**9,
+    )
     profiler.disable()
     seconds = time.perf_counter() - begin
     print(f"{result.timesteps:,} steps, {agent.updates:,} updates in {seconds:.1f} s (under cProfile)\n")

@@ -88,8 +88,10 @@ def learning_table(records: list[dict]) -> tuple[str, dict[str, dict[str, float]
             a, b = _learning_values(ours, field), _learning_values(theirs, field)
             medians.setdefault(algorithm, {})[f"torchforce/{field}"] = median(a)
             medians[algorithm][f"sb3/{field}"] = median(b)
-            lines.append(f"| {algorithm.upper()} | {label} | {spread(a, digits)} | {spread(b, digits)} "
-                         f"| {ratio(median(a), median(b))} |")  # fmt: skip
+            lines.append(
+                f"| {algorithm.upper()} | {label} | {spread(a, digits)} | {spread(b, digits)} "
+                f"| {ratio(median(a), median(b))} |"
+            )
     return "\n".join(lines), medians
 
 
@@ -97,10 +99,11 @@ def learning_table(records: list[dict]) -> tuple[str, dict[str, dict[str, float]
 
 
 def latency_table(records: list[dict]) -> str:
-    lines = ["| agent | call | batch | torchforce median / p95 (µs) | SB3 median / p95 (µs) | SB3 call | SB3/tf |",
-             "|---|---|---|---|---|---|---|"]  # fmt: skip
-    sb3_calls = {"act": "predict(deterministic=True)", "act_recording": "collection forward",
-                 "observe": "buffer add"}  # fmt: skip
+    lines = [
+        "| agent | call | batch | torchforce median / p95 (µs) | SB3 median / p95 (µs) | SB3 call | SB3/tf |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    sb3_calls = {"act": "predict(deterministic=True)", "act_recording": "collection forward", "observe": "buffer add"}
     tf_calls = {"act": "act(independent=True)", "act_recording": "act (recording)", "observe": "observe"}
     for algorithm in ("ppo", "dqn"):
         for figure in ("act", "act_recording", "observe"):
@@ -121,8 +124,11 @@ def latency_table(records: list[dict]) -> str:
 def collection_table(records: list[dict]) -> str:
     """Env steps/s by number of environments and mode; fractions are of Gymnasium's random-action rate in the
     same mode (Sync/AsyncVectorEnv with as many copies)."""
-    lines = ["| envs | mode | Gymnasium random actions | torchforce Runner + PPO | torchforce Runner + random "
-             "| SB3 PPO collect_rollouts | tf/SB3 |", "|---|---|---|---|---|---|---|"]  # fmt: skip
+    lines = [
+        "| envs | mode | Gymnasium random actions | torchforce Runner + PPO | torchforce Runner + random "
+        "| SB3 PPO collect_rollouts | tf/SB3 |",
+        "|---|---|---|---|---|---|---|",
+    ]
     loop = _one(records, kind="micro", figure="collection", library="gymnasium", mode="loop")
     for mode in ("sync", "subprocess"):
         for envs in (1, 8, 16):
@@ -237,10 +243,12 @@ def render(records: list[dict], plots: dict[str, Path], relative_to: Path | None
     meta = _one(records, kind="meta") or {}
     info = meta.get("machine", {})
     versions = ", ".join(f"{name} {version}" for name, version in info.get("versions", {}).items())
-    parts = [f"Run `{meta.get('run', '?')}` of {meta.get('date', '?')}{' (--quick)' if meta.get('quick') else ''}, "
-             f"seeds {meta.get('seeds')}. Machine: {info.get('cpu', '?')}, {info.get('cores', '?')} cores, "
-             f"{info.get('system', '?')}, Python {info.get('python', '?')}; {versions}; 1 torch thread for both "
-             "libraries. Ratios are torchforce/SB3 of the medians (below 1: torchforce needs less)."]  # fmt: skip
+    parts = [
+        f"Run `{meta.get('run', '?')}` of {meta.get('date', '?')}{' (--quick)' if meta.get('quick') else ''}, "
+        f"seeds {meta.get('seeds')}. Machine: {info.get('cpu', '?')}, {info.get('cores', '?')} cores, "
+        f"{info.get('system', '?')}, Python {info.get('python', '?')}; {versions}; 1 torch thread for both "
+        "libraries. Ratios are torchforce/SB3 of the medians (below 1: torchforce needs less)."
+    ]
     section: Callable[[str, str], None] = lambda title, body: parts.append(f"### {title}\n\n{body}")  # noqa: E731
     table, medians = learning_table(records)
     if medians:
@@ -252,10 +260,13 @@ def render(records: list[dict], plots: dict[str, Path], relative_to: Path | None
         if images:
             parts.append("\n\n".join(images))
     if _select(records, kind="micro"):
-        section("Acting and observing (one environment's worth of calls; medians over many calls)",
-                latency_table(records))  # fmt: skip
-        section("Collection: environment steps per second (acting and recording, no learning updates)",
-                collection_table(records))  # fmt: skip
+        section(
+            "Acting and observing (one environment's worth of calls; medians over many calls)", latency_table(records)
+        )
+        section(
+            "Collection: environment steps per second (acting and recording, no learning updates)",
+            collection_table(records),
+        )
     section("Targets", targets(records, medians))
     return "\n\n".join(parts) + "\n"
 

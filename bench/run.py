@@ -33,10 +33,17 @@ def machine() -> dict[str, Any]:
             cpu = next(line.split(":", 1)[1].strip() for line in handle if line.startswith("model name"))
     except (OSError, StopIteration):
         pass
-    versions = {name: metadata.version(name) for name in ("torchforce", "torch", "stable_baselines3", "gymnasium",
-                                                          "numpy")}  # fmt: skip
-    return {"cpu": cpu, "cores": os.cpu_count(), "python": platform.python_version(), "system": platform.platform(),
-            "versions": versions, "torch_threads": 1}  # fmt: skip
+    versions = {
+        name: metadata.version(name) for name in ("torchforce", "torch", "stable_baselines3", "gymnasium", "numpy")
+    }
+    return {
+        "cpu": cpu,
+        "cores": os.cpu_count(),
+        "python": platform.python_version(),
+        "system": platform.platform(),
+        "versions": versions,
+        "torch_threads": 1,
+    }
 
 
 class Records:
@@ -78,14 +85,27 @@ def run_learning(records: Records, seeds: list[int], cap: int, eval_every: int, 
             order = LIBRARIES if index % 2 == 0 else LIBRARIES[::-1]
             for library in order:
                 log = logs / f"{library}-{algorithm}-seed{seed}.jsonl"
-                result = run_in_subprocess(library, algorithm, seed=seed, cap=cap, eval_every=eval_every,
-                                           episode_log=log)  # fmt: skip
-                records.add("learning", {"library": library, "algorithm": algorithm, "seed": seed, "cap": cap,
-                                         "eval_every": eval_every, "episode_log": str(log), **result})  # fmt: skip
-                print(f"  learning {library:10s} {algorithm} seed {seed}: steps to 475 "
-                      f"{result['timesteps_to_threshold']}, train s {_round(result['seconds_to_threshold'])}, "
-                      f"eval s {result['evaluation_seconds']:.1f}, peak RSS {result['peak_rss_mb']:.0f} MB",
-                      flush=True)  # fmt: skip
+                result = run_in_subprocess(
+                    library, algorithm, seed=seed, cap=cap, eval_every=eval_every, episode_log=log
+                )
+                records.add(
+                    "learning",
+                    {
+                        "library": library,
+                        "algorithm": algorithm,
+                        "seed": seed,
+                        "cap": cap,
+                        "eval_every": eval_every,
+                        "episode_log": str(log),
+                        **result,
+                    },
+                )
+                print(
+                    f"  learning {library:10s} {algorithm} seed {seed}: steps to 475 "
+                    f"{result['timesteps_to_threshold']}, train s {_round(result['seconds_to_threshold'])}, "
+                    f"eval s {result['evaluation_seconds']:.1f}, peak RSS {result['peak_rss_mb']:.0f} MB",
+                    flush=True,
+                )
 
 
 def _round(value: float | None) -> str:
@@ -105,8 +125,16 @@ def main() -> None:
 
     run_id = time.strftime("%Y%m%d-%H%M%S")
     records = Records(arguments.out / f"{run_id}.jsonl", run_id)
-    records.add("meta", {"date": time.strftime("%Y-%m-%d %H:%M"), "machine": machine(), "quick": arguments.quick,
-                         "seeds": seeds, "only": arguments.only})  # fmt: skip
+    records.add(
+        "meta",
+        {
+            "date": time.strftime("%Y-%m-%d %H:%M"),
+            "machine": machine(),
+            "quick": arguments.quick,
+            "seeds": seeds,
+            "only": arguments.only,
+        },
+    )
     started = time.perf_counter()
     try:
         if arguments.only in (None, "micro"):

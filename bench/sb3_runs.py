@@ -21,14 +21,35 @@ ENV_ID = "CartPole-v1"
 
 # rl-baselines3-zoo, hyperparams/ppo.yml, "CartPole-v1" (tuned): n_envs 8, n_timesteps 1e5, MlpPolicy.
 # ``lin_X`` is a schedule falling linearly from X to 0 over ``total_timesteps`` (the zoo's ``linear_schedule``).
-PPO_ZOO = {"n_envs": 8, "n_timesteps": 100_000, "n_steps": 32, "batch_size": 256, "gae_lambda": 0.8, "gamma": 0.98,
-           "n_epochs": 20, "ent_coef": 0.0, "learning_rate": "lin_0.001", "clip_range": "lin_0.2"}  # fmt: skip
+PPO_ZOO = {
+    "n_envs": 8,
+    "n_timesteps": 100_000,
+    "n_steps": 32,
+    "batch_size": 256,
+    "gae_lambda": 0.8,
+    "gamma": 0.98,
+    "n_epochs": 20,
+    "ent_coef": 0.0,
+    "learning_rate": "lin_0.001",
+    "clip_range": "lin_0.2",
+}
 
 # rl-baselines3-zoo, hyperparams/dqn.yml, "CartPole-v1" (almost tuned): n_envs 1, n_timesteps 5e4, MlpPolicy.
-DQN_ZOO = {"n_envs": 1, "n_timesteps": 50_000, "learning_rate": 2.3e-3, "batch_size": 64, "buffer_size": 100_000,
-           "learning_starts": 1000, "gamma": 0.99, "target_update_interval": 10, "train_freq": 256,
-           "gradient_steps": 128, "exploration_fraction": 0.16, "exploration_final_eps": 0.04,
-           "policy_kwargs": {"net_arch": [256, 256]}}  # fmt: skip
+DQN_ZOO = {
+    "n_envs": 1,
+    "n_timesteps": 50_000,
+    "learning_rate": 2.3e-3,
+    "batch_size": 64,
+    "buffer_size": 100_000,
+    "learning_starts": 1000,
+    "gamma": 0.99,
+    "target_update_interval": 10,
+    "train_freq": 256,
+    "gradient_steps": 128,
+    "exploration_fraction": 0.16,
+    "exploration_final_eps": 0.04,
+    "policy_kwargs": {"net_arch": [256, 256]},
+}
 
 
 def linear(initial: float):
@@ -45,9 +66,21 @@ def ppo_model(env: Any, seed: int, total_timesteps: int) -> PPO:
     def schedule(initial: float):
         return lambda remaining: initial * max(0.0, 1.0 - (1.0 - remaining) * scale)
 
-    return PPO("MlpPolicy", env, n_steps=hp["n_steps"], batch_size=hp["batch_size"], gae_lambda=hp["gae_lambda"],
-               gamma=hp["gamma"], n_epochs=hp["n_epochs"], ent_coef=hp["ent_coef"], learning_rate=schedule(1e-3),
-               clip_range=schedule(0.2), seed=seed, device="cpu", verbose=0)  # fmt: skip
+    return PPO(
+        "MlpPolicy",
+        env,
+        n_steps=hp["n_steps"],
+        batch_size=hp["batch_size"],
+        gae_lambda=hp["gae_lambda"],
+        gamma=hp["gamma"],
+        n_epochs=hp["n_epochs"],
+        ent_coef=hp["ent_coef"],
+        learning_rate=schedule(1e-3),
+        clip_range=schedule(0.2),
+        seed=seed,
+        device="cpu",
+        verbose=0,
+    )
 
 
 def dqn_model(env: Any, seed: int, total_timesteps: int) -> DQN:
@@ -76,8 +109,15 @@ def evaluate(model: Any, env: gymnasium.Env, episodes: int) -> list[float]:
 class ThresholdEvaluation(BaseCallback):
     """Evaluates every ``eval_every`` steps at the end of an episode, logs episodes, stops at the threshold."""
 
-    def __init__(self, eval_env: gymnasium.Env, *, threshold: float | None, eval_every: int, eval_episodes: int,
-                 episode_log: TextIO | None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        eval_env: gymnasium.Env,
+        *,
+        threshold: float | None,
+        eval_every: int,
+        eval_episodes: int,
+        episode_log: TextIO | None,
+    ) -> None:
         super().__init__()
         self.eval_env, self.threshold = eval_env, threshold
         self.eval_every, self.eval_episodes, self.log = eval_every, eval_episodes, episode_log
@@ -101,18 +141,32 @@ class ThresholdEvaluation(BaseCallback):
             self.episodes += 1
             episode = self.locals["infos"][worker].get("episode")
             if self.log is not None and episode is not None:
-                self.log.write(json.dumps({"episode": self.episodes, "timesteps": self.num_timesteps,
-                                           "worker": int(worker), "return": float(episode["r"]),
-                                           "length": int(episode["l"]),
-                                           "wall_time": round(self.train_seconds(), 4)}) + "\n")  # fmt: skip
+                self.log.write(
+                    json.dumps(
+                        {
+                            "episode": self.episodes,
+                            "timesteps": self.num_timesteps,
+                            "worker": int(worker),
+                            "return": float(episode["r"]),
+                            "length": int(episode["l"]),
+                            "wall_time": round(self.train_seconds(), 4),
+                        }
+                    )
+                    + "\n"
+                )
         if self.num_timesteps < self.next:
             return True
         self.next += self.eval_every
         begin = time.perf_counter()
         returns = evaluate(self.model, self.eval_env, self.eval_episodes)
         self.evaluation_seconds += time.perf_counter() - begin
-        self.evaluations.append({"timesteps": self.num_timesteps, "mean_return": float(np.mean(returns)),
-                                 "train_seconds": self.train_seconds()})  # fmt: skip
+        self.evaluations.append(
+            {
+                "timesteps": self.num_timesteps,
+                "mean_return": float(np.mean(returns)),
+                "train_seconds": self.train_seconds(),
+            }
+        )
         return self.threshold is None or self.evaluations[-1]["mean_return"] < self.threshold
 
 
@@ -133,8 +187,9 @@ def train_sb3(
     eval_env.reset(seed=seed + 100_000)
     model = (ppo_model if algorithm == "ppo" else dqn_model)(env, seed, num_timesteps)
     log = open(episode_log, "w") if episode_log else None  # noqa: SIM115
-    callback = ThresholdEvaluation(eval_env, threshold=threshold, eval_every=eval_every, eval_episodes=eval_episodes,
-                                   episode_log=log)  # fmt: skip
+    callback = ThresholdEvaluation(
+        eval_env, threshold=threshold, eval_every=eval_every, eval_episodes=eval_episodes, episode_log=log
+    )
     try:
         model.learn(total_timesteps=num_timesteps, callback=callback)
     finally:
@@ -144,9 +199,13 @@ def train_sb3(
         eval_env.close()
     solved = next((e for e in callback.evaluations if threshold is not None and e["mean_return"] >= threshold), None)
     return {
-        "timesteps": int(model.num_timesteps), "episodes": callback.episodes,
-        "train_seconds": callback.train_seconds(), "evaluation_seconds": callback.evaluation_seconds,
-        "threshold": threshold, "timesteps_to_threshold": None if solved is None else int(solved["timesteps"]),
+        "timesteps": int(model.num_timesteps),
+        "episodes": callback.episodes,
+        "train_seconds": callback.train_seconds(),
+        "evaluation_seconds": callback.evaluation_seconds,
+        "threshold": threshold,
+        "timesteps_to_threshold": None if solved is None else int(solved["timesteps"]),
         "seconds_to_threshold": None if solved is None else solved["train_seconds"],
-        "evaluations": callback.evaluations, "solved": solved is not None,
-    }  # fmt: skip
+        "evaluations": callback.evaluations,
+        "solved": solved is not None,
+    }

@@ -50,15 +50,29 @@ def run_one(job: tuple[int, dict[str, Any], dict[str, Any], int, argparse.Namesp
     torch.set_num_threads(1)
     from torchforce.execution.training import train
 
-    agent, result = train(with_overrides(config, point), options.environment, seed=seed, num_timesteps=options.cap,
-                          num_environments=point.get("num_environments", 1), eval_every=options.eval_every,
-                          threshold=None if options.full else options.threshold)  # fmt: skip
+    agent, result = train(
+        with_overrides(config, point),
+        options.environment,
+        seed=seed,
+        num_timesteps=options.cap,
+        num_environments=point.get("num_environments", 1),
+        eval_every=options.eval_every,
+        threshold=None if options.full else options.threshold,
+    )
     returns = [evaluation["mean_return"] for evaluation in result.evaluations]
     first = next((e for e in result.evaluations if e["mean_return"] >= options.threshold), None)
-    return {"point": index, "seed": seed, "params": point, "steps": None if first is None else first["timesteps"],
-            "seconds": None if first is None else first["train_seconds"], "updates": agent.updates,
-            "timesteps": result.timesteps, "train_seconds": result.train_seconds,
-            "final": statistics.mean(returns[-3:]) if returns else None, "returns": returns}  # fmt: skip
+    return {
+        "point": index,
+        "seed": seed,
+        "params": point,
+        "steps": None if first is None else first["timesteps"],
+        "seconds": None if first is None else first["train_seconds"],
+        "updates": agent.updates,
+        "timesteps": result.timesteps,
+        "train_seconds": result.train_seconds,
+        "final": statistics.mean(returns[-3:]) if returns else None,
+        "returns": returns,
+    }
 
 
 def summarize(records: list[dict[str, Any]], top: int) -> str:
@@ -70,15 +84,19 @@ def summarize(records: list[dict[str, Any]], top: int) -> str:
         return statistics.median(math.inf if run["steps"] is None else run["steps"] for run in runs)
 
     ranked = sorted(by_point.values(), key=median_steps)
-    lines = ["| rank | solved | median steps | steps by seed | median updates | final (last 3 evaluations) | point |",
-             "|---|---|---|---|---|---|---|"]  # fmt: skip
+    lines = [
+        "| rank | solved | median steps | steps by seed | median updates | final (last 3 evaluations) | point |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for rank, runs in enumerate(ranked[:top], 1):
         solved = sum(run["steps"] is not None for run in runs)
         steps = ", ".join("-" if run["steps"] is None else str(run["steps"]) for run in runs)
         updates = statistics.median(run["updates"] for run in runs)
         final = ", ".join("-" if run.get("final") is None else f"{run['final']:.0f}" for run in runs)
-        lines.append(f"| {rank} | {solved}/{len(runs)} | {median_steps(runs):,.0f} | {steps} | {updates:,.0f} | "
-                     f"{final} | {json.dumps(runs[0]['params'])} |")  # fmt: skip
+        lines.append(
+            f"| {rank} | {solved}/{len(runs)} | {median_steps(runs):,.0f} | {steps} | {updates:,.0f} | "
+            f"{final} | {json.dumps(runs[0]['params'])} |"
+        )
     return "\n".join(lines)
 
 
@@ -124,8 +142,11 @@ def main() -> None:
             records.append(record)
             out.write(json.dumps(record) + "\n")
             out.flush()
-            print(f"{done}/{len(jobs)} point {record['point']} seed {record['seed']}: {record['steps']}",
-                  file=sys.stderr, flush=True)  # fmt: skip
+            print(
+                f"{done}/{len(jobs)} point {record['point']} seed {record['seed']}: {record['steps']}",
+                file=sys.stderr,
+                flush=True,
+            )
     print(summarize(records, arguments.top))
 
 

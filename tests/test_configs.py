@@ -35,8 +35,16 @@ EXAMPLES_2018 = {
     "vpg_visual": "vpg",
     "ddpg": "ddpg",
 }
-TUNED = {"ppo_cartpole", "dqn_cartpole", "vpg_cartpole", "trpo_cartpole", "dqfd_cartpole", "dqn_nstep_cartpole",
-         "ddpg_pendulum", "naf_pendulum"}  # fmt: skip
+TUNED = {
+    "ppo_cartpole",
+    "dqn_cartpole",
+    "vpg_cartpole",
+    "trpo_cartpole",
+    "dqfd_cartpole",
+    "dqn_nstep_cartpole",
+    "ddpg_pendulum",
+    "naf_pendulum",
+}
 NETWORKS_2018 = {
     "mlp2_network",
     "mlp2_normalized_network",
@@ -203,19 +211,26 @@ def test_the_2018_examples_keep_their_2018_form():
         "type": "dqn_agent",
         "update_mode": {"unit": "timesteps", "batch_size": 64, "frequency": 4},
         "memory": {"type": "replay", "capacity": 10000, "include_next_states": True},
-        "optimizer": {"type": "clipped_step", "clipping_value": 0.1,
-                      "optimizer": {"type": "adam", "learning_rate": 1e-3}},
+        "optimizer": {
+            "type": "clipped_step",
+            "clipping_value": 0.1,
+            "optimizer": {"type": "adam", "learning_rate": 1e-3},
+        },
         "discount": 0.99,
         "entropy_regularization": None,
         "double_q_model": True,
         "target_sync_frequency": 1000,
         "target_update_weight": 1.0,
-        "actions_exploration": {"type": "epsilon_anneal", "initial_epsilon": 0.5, "final_epsilon": 0.0,
-                                "timesteps": 10000},
+        "actions_exploration": {
+            "type": "epsilon_anneal",
+            "initial_epsilon": 0.5,
+            "final_epsilon": 0.0,
+            "timesteps": 10000,
+        },
         "saver": SAVER_2018,
         "summarizer": {"directory": None, "labels": ["graph", "total-loss"]},
         "execution": EXECUTION_2018,
-    }  # fmt: skip
+    }
     ppo = load("ppo")
     assert ppo == {
         "type": "ppo_agent",
@@ -230,12 +245,15 @@ def test_the_2018_examples_keep_their_2018_form():
         "likelihood_ratio_clipping": 0.2,
         "baseline_mode": "states",
         "baseline": {"type": "mlp", "sizes": [32, 32]},
-        "baseline_optimizer": {"type": "multi_step", "num_steps": 5,
-                               "optimizer": {"type": "adam", "learning_rate": 1e-3}},
+        "baseline_optimizer": {
+            "type": "multi_step",
+            "num_steps": 5,
+            "optimizer": {"type": "adam", "learning_rate": 1e-3},
+        },
         "saver": SAVER_2018,
         "summarizer": ppo["summarizer"],
         "execution": EXECUTION_2018,
-    }  # fmt: skip
+    }
     # ppo_cnn = ppo with a cnn baseline
     assert load("ppo_cnn") == {**ppo, "baseline": {"type": "cnn", "conv_sizes": [32, 32], "dense_sizes": [32]}}
     # dqn_visual and dqn_ue4 differ only in their preprocessing
@@ -253,8 +271,11 @@ def test_the_2018_examples_keep_their_2018_form():
     assert visual["type"] == "dqn_agent" and visual["discount"] == 0.97
     assert visual["optimizer"] == {"type": "adam", "learning_rate": 1e-3}
     assert visual["actions_exploration"] == {
-        "type": "epsilon_decay", "initial_epsilon": 1.0, "final_epsilon": 0.1, "timesteps": 100000
-    }  # fmt: skip
+        "type": "epsilon_decay",
+        "initial_epsilon": 1.0,
+        "final_epsilon": 0.1,
+        "timesteps": 100000,
+    }
     assert visual["saver"] == SAVER_2018 and visual["execution"] == EXECUTION_2018
     # 2018 example configs never name a network: it is given separately (-n mlp2_network.json)
     # vpg: 0.4.3's ({episodes, 20, 20}, latest 5000, adam 2e-2, the ppo baseline); without a baseline;
@@ -277,21 +298,36 @@ def test_the_2018_examples_keep_their_2018_form():
     }
     # trpo: {episodes, 20, 20}, latest 5000, learning_rate (the KL bound) 1e-2, everything else null
     assert {key: value for key, value in load("trpo").items() if key not in ("saver", "summarizer", "execution")} == {
-        "type": "trpo_agent", "update_mode": {"unit": "episodes", "batch_size": 20, "frequency": 20},
-        "memory": {"type": "latest", "include_next_states": False, "capacity": 5000}, "learning_rate": 0.01,
-        "discount": 0.99, "entropy_regularization": None, "gae_lambda": None, "likelihood_ratio_clipping": None,
-        "baseline_mode": None, "baseline": None, "baseline_optimizer": None,
-    }  # fmt: skip
+        "type": "trpo_agent",
+        "update_mode": {"unit": "episodes", "batch_size": 20, "frequency": 20},
+        "memory": {"type": "latest", "include_next_states": False, "capacity": 5000},
+        "learning_rate": 0.01,
+        "discount": 0.99,
+        "entropy_regularization": None,
+        "gae_lambda": None,
+        "likelihood_ratio_clipping": None,
+        "baseline_mode": None,
+        "baseline": None,
+        "baseline_optimizer": None,
+    }
     # dqfd: 0.4.3's ({timesteps, 64, 4}, replay 10000, adam 1e-3, sync 1000, epsilon_decay 0.5 -> 0 / 10000)
     dqfd = load("dqfd")
-    assert {key: dqfd[key] for key in ("type", "update_mode", "memory", "optimizer", "target_sync_frequency",
-                                       "actions_exploration")} == {
-        "type": "dqfd_agent", "update_mode": {"unit": "timesteps", "batch_size": 64, "frequency": 4},
+    assert {
+        key: dqfd[key]
+        for key in ("type", "update_mode", "memory", "optimizer", "target_sync_frequency", "actions_exploration")
+    } == {
+        "type": "dqfd_agent",
+        "update_mode": {"unit": "timesteps", "batch_size": 64, "frequency": 4},
         "memory": {"type": "replay", "capacity": 10000, "include_next_states": True},
-        "optimizer": {"type": "adam", "learning_rate": 1e-3}, "target_sync_frequency": 1000,
-        "actions_exploration": {"type": "epsilon_decay", "initial_epsilon": 0.5, "final_epsilon": 0.0,
-                                "timesteps": 10000},
-    }  # fmt: skip
+        "optimizer": {"type": "adam", "learning_rate": 1e-3},
+        "target_sync_frequency": 1000,
+        "actions_exploration": {
+            "type": "epsilon_decay",
+            "initial_epsilon": 0.5,
+            "final_epsilon": 0.0,
+            "timesteps": 10000,
+        },
+    }
     # ddpg and naf: 0.4.3's (ddpg: {timesteps, 64, 64}, replay 100000, adam 1e-4, critic {64, 64} with adam
     # 1e-3, sync 1 / 0.999, OU(.3, 0, .15); naf: {timesteps, 64, 4}, replay 10000, adam 1e-3, double Q, sync 1000 / 1,
     # OU(.2, 0, .15))
@@ -316,8 +352,10 @@ def test_reference_network_shapes():
     layers = {name: json.loads(shipped("networks", name).read_text()) for name in NETWORKS_2018}
     assert [(layer["type"], layer["size"]) for layer in layers["mlp2_network"]] == [("dense", 32), ("dense", 32)]
     assert [(layer["type"], layer.get("size")) for layer in layers["mlp2_lstm_network"]] == [
-        ("dense", 32), ("dense", 32), ("internal_lstm", 32)
-    ]  # fmt: skip
+        ("dense", 32),
+        ("dense", 32),
+        ("internal_lstm", 32),
+    ]
     conv = [(layer["size"], layer["window"], layer["stride"]) for layer in layers["cnn_dqn_network"][:3]]
     assert conv == [(32, 8, 4), (64, 4, 2), (64, 3, 1)] and layers["cnn_dqn_network"][-1]["size"] == 512
     assert layers["mlp2_embedding_network"][0] == {"type": "embedding", "indices": 100, "size": 32}
@@ -357,8 +395,9 @@ def test_2018_configs_load_through_from_spec_with_the_2018_kwargs():
     environment = make("gym", gym_id="CartPole-v1")
     spec = load("dqn")
     network = json.loads(shipped("networks", "mlp2_network").read_text())
-    agent = Agent.from_spec(spec=spec, kwargs={"states": environment.states, "actions": environment.actions,
-                                               "network": network})  # fmt: skip
+    agent = Agent.from_spec(
+        spec=spec, kwargs={"states": environment.states, "actions": environment.actions, "network": network}
+    )
     assert type(agent).__name__ == "DQNAgent"
     run_single(agent, environment, steps=5)
     environment.close()

@@ -11,8 +11,13 @@ from torchforce.spec import SpecError
 
 MLP = [{"type": "dense", "size": 16}, {"type": "dense", "size": 16}]
 PPO = {"type": "ppo", "network": MLP, "update_mode": {"unit": "episodes", "batch_size": 2}, "seed": 1}
-DQN = {"type": "dqn", "network": MLP, "update_mode": {"unit": "timesteps", "batch_size": 8, "frequency": 4},
-       "memory": {"type": "replay", "capacity": 100}, "seed": 1}  # fmt: skip
+DQN = {
+    "type": "dqn",
+    "network": MLP,
+    "update_mode": {"unit": "timesteps", "batch_size": 8, "frequency": 4},
+    "memory": {"type": "replay", "capacity": 100},
+    "seed": 1,
+}
 
 
 def run_episodes(agent, env, episodes):
@@ -51,10 +56,13 @@ def test_ppo_handles_every_action_type(action_type):
 def test_named_states_and_actions_return_dicts():
     env = make("multi")
     network = [
-        [{"type": "input", "names": "int"}, {"type": "embedding", "indices": 3, "size": 4},
-         {"type": "output", "name": "int_embedding"}],
+        [
+            {"type": "input", "names": "int"},
+            {"type": "embedding", "indices": 3, "size": 4},
+            {"type": "output", "name": "int_embedding"},
+        ],
         [{"type": "input", "names": ["float", "int_embedding"]}, {"type": "dense", "size": 16}],
-    ]  # fmt: skip
+    ]
     agent = create_agent({**PPO, "network": network}, states=env.states, actions=env.actions)
     action = agent.act(env.reset())
     assert isinstance(action, dict) and set(action) == set(env.actions)
@@ -172,11 +180,19 @@ def test_unknown_agent_type_and_argument_suggest_names():
 def test_bad_values_name_their_path():
     env = make("minimal")
     with pytest.raises(SpecError, match="update_mode.batch_size: out of range; expected an integer >= 1, got -4"):
-        create_agent({"type": "ppo", "update_mode": {"unit": "episodes", "batch_size": -4}},
-                     states=env.states, actions=env.actions, network=MLP)  # fmt: skip
+        create_agent(
+            {"type": "ppo", "update_mode": {"unit": "episodes", "batch_size": -4}},
+            states=env.states,
+            actions=env.actions,
+            network=MLP,
+        )
     with pytest.raises(SpecError, match="update_mode.unit"):
-        create_agent({"type": "dqn", "update_mode": {"unit": "episodes", "batch_size": 4}},
-                     states=env.states, actions=env.actions, network=MLP)  # fmt: skip
+        create_agent(
+            {"type": "dqn", "update_mode": {"unit": "episodes", "batch_size": 4}},
+            states=env.states,
+            actions=env.actions,
+            network=MLP,
+        )
     with pytest.raises(
         SpecError,
         match="actions.action.type: DQN picks actions by argmax over Q-values, so only bool and int actions work",

@@ -70,7 +70,7 @@ CASES = {
             "gae_lambda": 0.9,
             "states_preprocessing": {"type": "running_standardize"},
         },
-    ),  # fmt: skip
+    ),
     "trpo-gae": (
         "int",
         {
@@ -83,7 +83,7 @@ CASES = {
             "baseline": {"type": "mlp", "sizes": [8]},
             "gae_lambda": 0.9,
         },
-    ),  # fmt: skip
+    ),
     "dqn-nstep": (
         "int",
         {
@@ -95,7 +95,7 @@ CASES = {
             "horizon": 3,
             "actions_exploration": EPSILON,
         },
-    ),  # fmt: skip
+    ),
     "dqfd": ("int", {**DQN, "type": "dqfd", "demo_sampling_ratio": 0.5, "huber_loss": 1.0}),
     "ddpg": (
         "float",
@@ -122,7 +122,7 @@ CASES = {
             "actions_exploration": {"type": "gaussian_noise", "sigma": 0.2},
             "seed": 9,
         },
-    ),  # fmt: skip
+    ),
     "dqn-replay": ("int", DQN),
     "dqn-prioritized-preprocessed": (
         "int",

@@ -31,8 +31,7 @@ def test_a_v1_checkpoint_continues_as_the_saved_agent_did(name: str) -> None:
     assert agent.timestep == expected["saved_after"] * generator.CASES[name][1]
     got = generator.outcome(agent, name, expected["saved_after"])
     assert got["counters"] == expected["counters"]
-    np.testing.assert_allclose(np.asarray(got["actions"], dtype=np.float64), expected["actions"], rtol=1e-6,
-                               atol=1e-6)  # fmt: skip
+    np.testing.assert_allclose(np.asarray(got["actions"], dtype=np.float64), expected["actions"], rtol=1e-6, atol=1e-6)
     assert got["parameters"].keys() == expected["parameters"].keys()
     for key, value in expected["parameters"].items():
         assert got["parameters"][key] == pytest.approx(value, rel=1e-5, abs=1e-6), key

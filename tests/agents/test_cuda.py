@@ -14,11 +14,24 @@ from torchforce.execution.training import train
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU")
 
 MLP = [{"type": "dense", "size": 16}]
-PPO = {"type": "ppo", "network": MLP, "update_mode": {"unit": "episodes", "batch_size": 2}, "epochs": 2,
-       "baseline_mode": "states", "baseline": {"type": "mlp", "sizes": [16]}, "gae_lambda": 0.95}  # fmt: skip
-DQN = {"type": "dqn", "network": MLP, "update_mode": {"unit": "timesteps", "batch_size": 8, "frequency": 2},
-       "memory": {"type": "prioritized_replay", "capacity": 256}, "target_sync_frequency": 10, "double_q_model": True,
-       "actions_exploration": {"type": "epsilon_decay", "timesteps": 100}}  # fmt: skip
+PPO = {
+    "type": "ppo",
+    "network": MLP,
+    "update_mode": {"unit": "episodes", "batch_size": 2},
+    "epochs": 2,
+    "baseline_mode": "states",
+    "baseline": {"type": "mlp", "sizes": [16]},
+    "gae_lambda": 0.95,
+}
+DQN = {
+    "type": "dqn",
+    "network": MLP,
+    "update_mode": {"unit": "timesteps", "batch_size": 8, "frequency": 2},
+    "memory": {"type": "prioritized_replay", "capacity": 256},
+    "target_sync_frequency": 10,
+    "double_q_model": True,
+    "actions_exploration": {"type": "epsilon_decay", "timesteps": 100},
+}
 
 
 def run_episodes(agent, env, episodes):
@@ -65,8 +78,10 @@ def test_a_gpu_checkpoint_restores_on_the_cpu_and_back(tmp_path, spec):
 
 def test_fused_adam_on_the_gpu_matches_torch():
     generator = torch.Generator().manual_seed(0)
-    parameters = [torch.nn.Parameter(torch.randn(5, 3, generator=generator).cuda()),
-                  torch.nn.Parameter(torch.randn(3, generator=generator).cuda())]  # fmt: skip
+    parameters = [
+        torch.nn.Parameter(torch.randn(5, 3, generator=generator).cuda()),
+        torch.nn.Parameter(torch.randn(3, generator=generator).cuda()),
+    ]
     expected = [torch.nn.Parameter(p.detach().clone()) for p in parameters]
     x, y = torch.randn(32, 5, generator=generator).cuda(), torch.randn(32, 3, generator=generator).cuda()
 
@@ -87,7 +102,14 @@ def test_fused_adam_on_the_gpu_matches_torch():
 def test_ppo_learns_cartpole_on_the_gpu():
     from torchforce.configs import shipped
 
-    _, result = train(str(shipped("agents", "ppo_cartpole")), "CartPole-v1", num_environments=8, seed=0,
-                      num_timesteps=100_000, threshold=475.0, eval_every=2_500,
-                      agent_kwargs={"device": "cuda"})  # fmt: skip
+    _, result = train(
+        str(shipped("agents", "ppo_cartpole")),
+        "CartPole-v1",
+        num_environments=8,
+        seed=0,
+        num_timesteps=100_000,
+        threshold=475.0,
+        eval_every=2_500,
+        agent_kwargs={"device": "cuda"},
+    )
     assert result.solved, result.evaluations[-3:]

@@ -16,9 +16,16 @@ NOISE = {"type": "gaussian_noise", "sigma": 0.3}
 
 
 def build(kind, env=FLOAT, **options):
-    spec = {"type": kind, "network": NETWORK, "update_mode": {"unit": "timesteps", "batch_size": 16, "frequency": 1},
-            "memory": {"type": "replay", "capacity": 512}, "target_sync_frequency": 1, "target_update_weight": 0.05,
-            "actions_exploration": NOISE, "seed": 0}  # fmt: skip
+    spec = {
+        "type": kind,
+        "network": NETWORK,
+        "update_mode": {"unit": "timesteps", "batch_size": 16, "frequency": 1},
+        "memory": {"type": "replay", "capacity": 512},
+        "target_sync_frequency": 1,
+        "target_update_weight": 0.05,
+        "actions_exploration": NOISE,
+        "seed": 0,
+    }
     return create_agent({**spec, **options}, states=env.states, actions=env.actions)
 
 
@@ -34,8 +41,13 @@ def run(agent, env, steps, seed=0):
 
 def flat_batch(n=4):
     states = torch.linspace(-1.0, 1.0, n).view(n, 1)
-    return {"states/state": states, "next_states/state": states + 0.1, "actions/action": torch.zeros(n),
-            "reward": torch.ones(n), "terminal": torch.tensor([0, 0, 1, 2] * (n // 4), dtype=torch.int8)}  # fmt: skip
+    return {
+        "states/state": states,
+        "next_states/state": states + 0.1,
+        "actions/action": torch.zeros(n),
+        "reward": torch.ones(n),
+        "terminal": torch.tensor([0, 0, 1, 2] * (n // 4), dtype=torch.int8),
+    }
 
 
 def constant(module: torch.nn.Module, value: float) -> None:
@@ -175,10 +187,14 @@ def test_naf_only_float_actions_and_points_to_dqn(action_type):
 
 
 def test_2018_long_names_and_the_2018_critic_form():
-    agent = create_agent({"type": "ddpg_agent", "network": NETWORK, "critic_network": {"size_t0": 8, "size_t1": 6}},
-                         states=FLOAT.states, actions=FLOAT.actions)  # fmt: skip
+    agent = create_agent(
+        {"type": "ddpg_agent", "network": NETWORK, "critic_network": {"size_t0": 8, "size_t1": 6}},
+        states=FLOAT.states,
+        actions=FLOAT.actions,
+    )
     assert type(agent).__name__ == "DDPGAgent" and agent.critic.network.layer_names == ["dense0", "dense1"]
     assert (agent.update_mode.batch_size, agent.memory.capacity) == (10, 10_000)
-    naf = create_agent({"type": "naf_agent", "network": NETWORK, "double_q_model": True}, states=FLOAT.states,
-                       actions=FLOAT.actions)  # fmt: skip
+    naf = create_agent(
+        {"type": "naf_agent", "network": NETWORK, "double_q_model": True}, states=FLOAT.states, actions=FLOAT.actions
+    )
     assert type(naf).__name__ == "NAFAgent" and naf.update_mode.batch_size == 32

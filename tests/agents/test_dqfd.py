@@ -16,9 +16,16 @@ NETWORK = [{"type": "dense", "size": 8}]
 
 
 def dqfd(env=ENV, **options):
-    spec = {"type": "dqfd", "network": NETWORK, "update_mode": {"unit": "timesteps", "batch_size": 8, "frequency": 4},
-            "memory": {"type": "replay", "capacity": 256}, "demo_memory_capacity": 64, "demo_sampling_ratio": 0.5,
-            "target_sync_frequency": 8, "seed": 0}  # fmt: skip
+    spec = {
+        "type": "dqfd",
+        "network": NETWORK,
+        "update_mode": {"unit": "timesteps", "batch_size": 8, "frequency": 4},
+        "memory": {"type": "replay", "capacity": 256},
+        "demo_memory_capacity": 64,
+        "demo_sampling_ratio": 0.5,
+        "target_sync_frequency": 8,
+        "seed": 0,
+    }
     return create_agent({**spec, **options}, states=env.states, actions=env.actions)
 
 
@@ -42,9 +49,13 @@ def test_large_margin_loss_by_hand():
     with torch.no_grad():  # Q(s, .) = (1, 2) everywhere
         head.logits.weight.zero_()
         head.logits.bias.copy_(torch.tensor([1.0, 2.0]))
-    data = {"states/state": torch.zeros(2, 1), "next_states/state": torch.zeros(2, 1),
-            "reward": torch.tensor([1.0, 2.0]), "terminal": torch.tensor([1, 1], dtype=torch.int8),
-            "actions/action": torch.tensor([0, 1])}  # fmt: skip
+    data = {
+        "states/state": torch.zeros(2, 1),
+        "next_states/state": torch.zeros(2, 1),
+        "reward": torch.tensor([1.0, 2.0]),
+        "terminal": torch.tensor([1, 1], dtype=torch.int8),
+        "actions/action": torch.tensor([0, 1]),
+    }
     # J_E: expert 0: max(1 + 0, 2 + .8) - 1 = 1.8; expert 1: max(1 + .8, 2 + 0) - 2 = 0
     # TD: Q(s, a_E) = 1 and 2 against targets 1 and 2: zero
     assert agent._demo_loss(data).item() == pytest.approx((1.8 + 0.0) / 2)
@@ -58,16 +69,24 @@ def test_large_margin_loss_by_hand_with_bool_actions():
     with torch.no_grad():
         head.logits.weight.zero_()
         head.logits.bias.copy_(torch.tensor([1.0, 2.0]))
-    data = {"states/state": torch.zeros(2, 1), "next_states/state": torch.zeros(2, 1),
-            "reward": torch.tensor([1.0, 2.0]), "terminal": torch.tensor([1, 1], dtype=torch.int8),
-            "actions/action": torch.tensor([False, True])}  # fmt: skip
+    data = {
+        "states/state": torch.zeros(2, 1),
+        "next_states/state": torch.zeros(2, 1),
+        "reward": torch.tensor([1.0, 2.0]),
+        "terminal": torch.tensor([1, 1], dtype=torch.int8),
+        "actions/action": torch.tensor([False, True]),
+    }
     assert agent._demo_loss(data).item() == pytest.approx((1.8 + 0.0) / 2)
     assert agent._loss(data).item() == pytest.approx(0.0)
 
 
 def test_bool_actions_pretrain_act_store_and_update():
-    agent = dqfd(BOOL, update_mode={"unit": "timesteps", "batch_size": 16, "frequency": 4}, supervised_weight=1.0,
-                 optimizer={"type": "adam", "learning_rate": 0.02})  # fmt: skip
+    agent = dqfd(
+        BOOL,
+        update_mode={"unit": "timesteps", "batch_size": 16, "frequency": 4},
+        supervised_weight=1.0,
+        optimizer={"type": "adam", "learning_rate": 0.02},
+    )
     assert type(agent.policy.heads["action"]).__name__ == "Categorical"  # Q(s, False), Q(s, True)
     agent.import_demonstrations(demonstrations(8, env=BOOL))
     assert agent.demo_memory.retrieve_timesteps(4)["actions/action"].dtype == np.bool_
@@ -111,8 +130,11 @@ def test_demonstrations_go_to_their_own_memory():
 
 
 def test_pretraining_learns_the_expert_and_the_target_follows_in_updates():
-    agent = dqfd(update_mode={"unit": "timesteps", "batch_size": 16, "frequency": 4}, supervised_weight=1.0,
-                 optimizer={"type": "adam", "learning_rate": 0.02})  # fmt: skip
+    agent = dqfd(
+        update_mode={"unit": "timesteps", "batch_size": 16, "frequency": 4},
+        supervised_weight=1.0,
+        optimizer={"type": "adam", "learning_rate": 0.02},
+    )
     assert agent.demo_batch_size == 16 and agent.pretrain_sync == 2  # a sync every 8 timesteps = 2 updates
     with pytest.raises(RuntimeError, match="import_demonstrations"):
         agent.pretrain(1)
@@ -153,8 +175,9 @@ def test_a_checkpoint_keeps_the_demonstrations(tmp_path):
     restored.restore_model(tmp_path)
     for key, values in agent.demo_memory.state_dict().items():
         np.testing.assert_equal(restored.demo_memory.state_dict()[key], values)
-    for (name, value), restored_value in zip(agent.get_parameters().items(), restored.get_parameters().values(),
-                                             strict=True):  # fmt: skip
+    for (name, value), restored_value in zip(
+        agent.get_parameters().items(), restored.get_parameters().values(), strict=True
+    ):
         assert torch.equal(value, restored_value), name
 
 

@@ -39,8 +39,13 @@ def column(values):
 # Online Q(x) = [x, -x], target Q'(x) = [2x, x + 0.5]. Rows: (x, a, r, terminal, x').
 #   row 0: x'=0.25 (online picks 0, target picks 1), row 1: x'=-1 (both pick 1),
 #   row 2: terminal 1 (y = r whatever x' is), row 3: terminal 2 (time limit: bootstraps like row 0).
-BATCH = {"x": [0.5, -0.5, 0.2, 0.1], "a": [0, 1, 0, 1], "r": [1.0, 0.0, 0.5, -1.0], "terminal": [0, 0, 1, 2],
-         "next_x": [0.25, -1.0, 3.0, 0.25]}  # fmt: skip
+BATCH = {
+    "x": [0.5, -0.5, 0.2, 0.1],
+    "a": [0, 1, 0, 1],
+    "r": [1.0, 0.0, 0.5, -1.0],
+    "terminal": [0, 0, 1, 2],
+    "next_x": [0.25, -1.0, 3.0, 0.25],
+}
 Q_TAKEN = np.array([0.5, 0.5, 0.2, -0.1])
 GAMMA = 0.9
 # y = r + 0.9 * [terminal != 1] * Q'(x', a*)
@@ -134,8 +139,12 @@ def run(agent, env, steps, seed=0):
 def test_prioritized_replay_end_to_end_with_a_subsampling_optimizer():
     # the optimizer sees half the batch; the priorities still get one |TD error| per retrieved row
     optimizer = {"type": "subsampling_step", "fraction": 0.5, "optimizer": {"type": "adam", "learning_rate": 0.01}}
-    agent = dqn(network=[{"type": "dense", "size": 8}], memory={"type": "prioritized_replay", "capacity": 100},
-                optimizer=optimizer, update_mode={"unit": "timesteps", "batch_size": 8, "frequency": 4})  # fmt: skip
+    agent = dqn(
+        network=[{"type": "dense", "size": 8}],
+        memory={"type": "prioritized_replay", "capacity": 100},
+        optimizer=optimizer,
+        update_mode={"unit": "timesteps", "batch_size": 8, "frequency": 4},
+    )
     run(agent, ENV, 30)
     assert agent.updates > 0
     priorities = agent.memory.priorities[: len(agent.memory)]
@@ -173,9 +182,13 @@ def test_a_time_limit_without_next_states_warns_once_and_stands_in_the_acted_sta
 
 
 def test_hard_target_sync_at_the_sync_frequency():
-    agent = dqn(network=[{"type": "dense", "size": 8}], memory={"type": "replay", "capacity": 100},
-                update_mode={"unit": "timesteps", "batch_size": 4, "frequency": 2}, target_sync_frequency=6,
-                optimizer={"type": "gradient_descent", "learning_rate": 0.1})  # fmt: skip
+    agent = dqn(
+        network=[{"type": "dense", "size": 8}],
+        memory={"type": "replay", "capacity": 100},
+        update_mode={"unit": "timesteps", "batch_size": 4, "frequency": 2},
+        target_sync_frequency=6,
+        optimizer={"type": "gradient_descent", "learning_rate": 0.1},
+    )
     update, synced = agent._update, {}
 
     def recording(batch):
@@ -231,8 +244,14 @@ def test_epsilon_anneal_acts_uniformly_then_greedily():
 
 
 def test_epsilon_decay_halves_epsilon_every_half_life():
-    exploration = {"type": "epsilon_decay", "initial_epsilon": 1.0, "final_epsilon": 0.0, "timesteps": 1000,
-                   "half_lives": 10, "start_timestep": 100}  # fmt: skip
+    exploration = {
+        "type": "epsilon_decay",
+        "initial_epsilon": 1.0,
+        "final_epsilon": 0.0,
+        "timesteps": 1000,
+        "half_lives": 10,
+        "start_timestep": 100,
+    }
     agent = dqn(actions_exploration=exploration)
     assert disagreement(agent, 50) == pytest.approx(0.5, abs=0.03)  # initial before the start
     assert disagreement(agent, 200) == pytest.approx(0.25, abs=0.03)  # one half-life (100 steps)
@@ -242,8 +261,13 @@ def test_epsilon_decay_halves_epsilon_every_half_life():
 
 def test_dueling_network_learns_end_to_end():
     network = [{"type": "dense", "size": 8}, {"type": "dueling", "size": 4}]
-    agent = dqn(network=network, update_mode={"unit": "timesteps", "batch_size": 8, "frequency": 2},
-                memory={"type": "replay", "capacity": 100}, double_q_model=True, huber_loss=1.0)  # fmt: skip
+    agent = dqn(
+        network=network,
+        update_mode={"unit": "timesteps", "batch_size": 8, "frequency": 2},
+        memory={"type": "replay", "capacity": 100},
+        double_q_model=True,
+        huber_loss=1.0,
+    )
     dueling = agent.policy.network.dueling0
     before = dueling.advantage.weight.detach().clone()
     update, infos = agent._update, []
@@ -299,10 +323,16 @@ def test_td_target_by_hand_with_bool_actions(double_q_model, y):
 
 
 def test_bool_actions_learn_the_minimal_task():
-    agent = dqn(env=BOOL, network=[{"type": "dense", "size": 16}], memory={"type": "replay", "capacity": 500},
-                update_mode={"unit": "timesteps", "batch_size": 16, "frequency": 2}, target_sync_frequency=20,
-                optimizer={"type": "adam", "learning_rate": 0.01}, discount=0.5,
-                actions_exploration={"type": "constant", "constant": 0.3})  # fmt: skip
+    agent = dqn(
+        env=BOOL,
+        network=[{"type": "dense", "size": 16}],
+        memory={"type": "replay", "capacity": 500},
+        update_mode={"unit": "timesteps", "batch_size": 16, "frequency": 2},
+        target_sync_frequency=20,
+        optimizer={"type": "adam", "learning_rate": 0.01},
+        discount=0.5,
+        actions_exploration={"type": "constant", "constant": 0.3},
+    )
     run(agent, BOOL, 600)
     assert agent.updates > 0
     states = np.array([[-0.8], [-0.3], [0.3], [0.8]], dtype=np.float32)
@@ -352,12 +382,14 @@ def test_dqn_rejects_episode_and_sequence_update_modes(unit):
         ({"huber_loss": -1.0}, "huber_loss: out of range; expected a number in [0.0, inf], got -1.0."),
         ({"discount": 1.5}, "discount: out of range; expected a number in [0.0, 1.0], got 1.5."),
         ({"double_q_model": "yes"}, 'double_q_model: not a boolean; expected true or false, got "yes".'),
-        ({"entropy_regularization": -0.1},
-         "entropy_regularization: out of range; expected a number in [0.0, inf], got -0.1."),
+        (
+            {"entropy_regularization": -0.1},
+            "entropy_regularization: out of range; expected a number in [0.0, inf], got -0.1.",
+        ),
         ({"optimizer": {"type": "adamm"}}, "optimizer.type: unknown optimizer"),
         ({"network": None}, "network: dqn needs a network."),
     ],
-)  # fmt: skip
+)
 def test_spec_errors(options, message):
     with pytest.raises(SpecError) as error:
         dqn(**options)

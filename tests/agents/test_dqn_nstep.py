@@ -31,9 +31,14 @@ def constant_target_value(agent, values=(1.0, 3.0)):
 def batch(rewards, terminals):
     n = len(rewards)
     states = torch.linspace(-1.0, 1.0, n).view(n, 1)
-    return Transitions(states={"state": states}, internals={}, actions={"action": torch.zeros(n, dtype=torch.int64)},
-                       reward=torch.tensor(rewards), terminal=torch.tensor(terminals, dtype=torch.int8),
-                       next_states={"state": states + 0.1})  # fmt: skip
+    return Transitions(
+        states={"state": states},
+        internals={},
+        actions={"action": torch.zeros(n, dtype=torch.int64)},
+        reward=torch.tensor(rewards),
+        terminal=torch.tensor(terminals, dtype=torch.int8),
+        next_states={"state": states + 0.1},
+    )
 
 
 @pytest.mark.parametrize(
@@ -92,9 +97,16 @@ def test_learns_the_minimal_task(horizon, env):
     # one update per episode on the latest two, ten gradient steps each (2018's multi_step), some exploration
     # throughout: without replay, an action the greedy policy stops taking is never learned about again
     ten_steps = {"type": "multi_step", "num_steps": 10, "optimizer": {"type": "adam", "learning_rate": 0.01}}
-    agent = nstep(env, update_mode={"unit": "episodes", "batch_size": 2, "frequency": 1}, discount=0.5,
-                  horizon=horizon, optimizer=ten_steps, network=[{"type": "dense", "size": 16}],
-                  target_sync_frequency=50, actions_exploration={"type": "constant", "constant": 0.2})  # fmt: skip
+    agent = nstep(
+        env,
+        update_mode={"unit": "episodes", "batch_size": 2, "frequency": 1},
+        discount=0.5,
+        horizon=horizon,
+        optimizer=ten_steps,
+        network=[{"type": "dense", "size": 16}],
+        target_sync_frequency=50,
+        actions_exploration={"type": "constant", "constant": 0.2},
+    )
     run(agent, 60, env=env)
     states = np.array([[-0.8], [-0.3], [0.3], [0.8]], dtype=np.float32)
     assert (agent.act(states, deterministic=True, independent=True) == (states[:, 0] > 0)).all()

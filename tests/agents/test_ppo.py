@@ -255,10 +255,13 @@ def test_network_mode_baseline_reads_the_detached_policy_embedding():
 
 MULTI = make("multi", action_types=["int"])
 MULTI_NETWORK = [
-    [{"type": "input", "names": "int"}, {"type": "embedding", "indices": 3, "size": 4},
-     {"type": "output", "name": "int_embedding"}],
+    [
+        {"type": "input", "names": "int"},
+        {"type": "embedding", "indices": 3, "size": 4},
+        {"type": "output", "name": "int_embedding"},
+    ],
     [{"type": "input", "names": ["float", "int_embedding"]}, {"type": "dense", "size": 8}],
-]  # fmt: skip
+]
 INT_BASELINE = {"type": "custom", "network": [{"type": "embedding", "indices": 3, "size": 4}]}
 
 
@@ -325,9 +328,12 @@ def test_default_memory_holds_what_is_staged_before_an_update(update_mode):
 @pytest.mark.parametrize(
     "options, message",
     [
-        ({"update_mode": {"unit": "timesteps", "batch_size": 8}, "memory": {"type": "replay", "capacity": 100}},
-         'memory.type: PPO updating on timesteps learns from the most recent ones; expected "latest", got "replay".\n'
-         '  Use {"type": "latest"}, or update_mode.unit "episodes".'),
+        (
+            {"update_mode": {"unit": "timesteps", "batch_size": 8}, "memory": {"type": "replay", "capacity": 100}},
+            "memory.type: PPO updating on timesteps learns from the most recent ones; expected "
+            '"latest", got "replay".\n'
+            '  Use {"type": "latest"}, or update_mode.unit "episodes".',
+        ),
         ({"subsampling_fraction": 0.0}, "subsampling_fraction: out of range; expected a number in (0, 1], got 0.0."),
         ({"subsampling_fraction": 1.5}, "subsampling_fraction: out of range; expected a number in (0, 1], got 1.5."),
         ({"optimization_steps": 0}, "optimization_steps: out of range; expected an integer >= 1, got 0."),
@@ -335,42 +341,72 @@ def test_default_memory_holds_what_is_staged_before_an_update(update_mode):
         ({"epochs": 2, "minibatch_size": 0}, "minibatch_size: out of range; expected an integer >= 1, got 0."),
         ({"minibatch_size": 8}, "minibatch_size: goes with 'epochs'.\n  Set epochs too, or use subsampling_fraction."),
         ({"discount": 1.5}, "discount: out of range; expected a number in [0.0, 1.0], got 1.5."),
-        ({"entropy_regularization": -1},
-         "entropy_regularization: out of range; expected a number in [0.0, inf], got -1."),
+        (
+            {"entropy_regularization": -1},
+            "entropy_regularization: out of range; expected a number in [0.0, inf], got -1.",
+        ),
         ({"gae_lambda": 1.5, **BASELINE}, "gae_lambda: out of range; expected a number in [0.0, 1.0], got 1.5."),
-        ({"likelihood_ratio_clipping": -0.2},
-         "likelihood_ratio_clipping: out of range; expected a number in [0.0, inf], got -0.2."),
+        (
+            {"likelihood_ratio_clipping": -0.2},
+            "likelihood_ratio_clipping: out of range; expected a number in [0.0, inf], got -0.2.",
+        ),
         ({"normalize_advantages": 1}, "normalize_advantages: not a boolean; expected true or false, got 1."),
         ({"step_optimizer": {"type": "adamm"}}, 'step_optimizer.type: unknown optimizer "adamm".'),
-        ({"baseline_mode": "state", "baseline": {"type": "mlp", "sizes": [8]}},
-         "baseline_mode: unknown value; expected one of 'states', 'network', got \"state\".\n  Did you mean 'states'?"),
-        ({"baseline": {"type": "mlp", "sizes": [8]}},
-         'baseline_mode: baseline needs a baseline_mode; expected "states" or "network", got null.'),
-        ({"gae_lambda": 0.9},
-         'baseline_mode: gae_lambda needs a baseline_mode; expected "states" or "network", got null.'),
-        ({"baseline": [{"type": "dense", "size": 8}], "baseline_optimizer": {"type": "adam"}},
-         "baseline_mode: baseline and baseline_optimizer need a baseline_mode; "
-         'expected "states" or "network", got null.'),
-        ({"baseline_mode": "states"},
-         'baseline: a baseline_mode needs a baseline spec.\n  For example {"type": "mlp", "sizes": [64, 64]}.'),
+        (
+            {"baseline_mode": "state", "baseline": {"type": "mlp", "sizes": [8]}},
+            "baseline_mode: unknown value; expected one of 'states', 'network', got \"state\".\n  Did "
+            "you mean 'states'?",
+        ),
+        (
+            {"baseline": {"type": "mlp", "sizes": [8]}},
+            'baseline_mode: baseline needs a baseline_mode; expected "states" or "network", got null.',
+        ),
+        (
+            {"gae_lambda": 0.9},
+            'baseline_mode: gae_lambda needs a baseline_mode; expected "states" or "network", got null.',
+        ),
+        (
+            {"baseline": [{"type": "dense", "size": 8}], "baseline_optimizer": {"type": "adam"}},
+            "baseline_mode: baseline and baseline_optimizer need a baseline_mode; "
+            'expected "states" or "network", got null.',
+        ),
+        (
+            {"baseline_mode": "states"},
+            'baseline: a baseline_mode needs a baseline spec.\n  For example {"type": "mlp", "sizes": [64, 64]}.',
+        ),
         ({"baseline_mode": "states", "baseline": {"type": "mlpp"}}, 'baseline.type: unknown baseline "mlpp".'),
-        ({"baseline_mode": "states", "baseline": {"type": "mlp"}},
-         """baseline: baseline 'mlp' needs 'sizes'; got {"type": "mlp"}."""),
-        ({"baseline_mode": "states", "baseline": {"type": "mlp", "sizes": 32}},
-         "baseline.sizes: not a list of layer sizes; expected a list like [32, 32], got 32."),
-        ({"baseline_mode": "states", "baseline": {"type": "mlp", "sizes": [8, 0]}},
-         "baseline.sizes[1]: out of range; expected an integer >= 1, got 0."),
-        ({"baseline_mode": "states", "baseline": {"type": "aggregated", "baselines": {}}},
-         "baseline.baselines: needs a baseline for at least one state; expected a dict keyed by state names (state), "
-         "got {}."),
-        ({"baseline_mode": "states", "baseline": {"type": "aggregated", "baselines": [8]}},
-         "baseline.baselines: not a dict; expected a JSON object, got [8]."),
-        ({"baseline_mode": "states", "baseline": {"type": "aggregated", "baselines": {"position": [8]}}},
-         'baseline.baselines.position: unknown state "position".'),
-        ({"baseline_mode": "states", "baseline_optimizer": {"type": "adamm"}, "baseline": [{"type": "dense"}]},
-         'baseline_optimizer.type: unknown optimizer "adamm".'),
+        (
+            {"baseline_mode": "states", "baseline": {"type": "mlp"}},
+            """baseline: baseline 'mlp' needs 'sizes'; got {"type": "mlp"}.""",
+        ),
+        (
+            {"baseline_mode": "states", "baseline": {"type": "mlp", "sizes": 32}},
+            "baseline.sizes: not a list of layer sizes; expected a list like [32, 32], got 32.",
+        ),
+        (
+            {"baseline_mode": "states", "baseline": {"type": "mlp", "sizes": [8, 0]}},
+            "baseline.sizes[1]: out of range; expected an integer >= 1, got 0.",
+        ),
+        (
+            {"baseline_mode": "states", "baseline": {"type": "aggregated", "baselines": {}}},
+            "baseline.baselines: needs a baseline for at least one state; expected a dict keyed by "
+            "state names (state), "
+            "got {}.",
+        ),
+        (
+            {"baseline_mode": "states", "baseline": {"type": "aggregated", "baselines": [8]}},
+            "baseline.baselines: not a dict; expected a JSON object, got [8].",
+        ),
+        (
+            {"baseline_mode": "states", "baseline": {"type": "aggregated", "baselines": {"position": [8]}}},
+            'baseline.baselines.position: unknown state "position".',
+        ),
+        (
+            {"baseline_mode": "states", "baseline_optimizer": {"type": "adamm"}, "baseline": [{"type": "dense"}]},
+            'baseline_optimizer.type: unknown optimizer "adamm".',
+        ),
     ],
-)  # fmt: skip
+)
 def test_spec_errors(options, message):
     with pytest.raises(SpecError) as error:
         ppo(**options)

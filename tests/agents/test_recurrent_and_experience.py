@@ -25,11 +25,22 @@ from torchforce.spec import SpecError
 RNN = [{"type": "dense", "size": 8}, {"type": "internal_lstm", "size": 8}]
 LSTM = "internal_lstm0"  # the network internal of the first internal_lstm layer: (c, h), shape (2, 8) per row
 SPECS = {
-    "ppo": {"type": "ppo", "network": RNN, "update_mode": {"unit": "episodes", "batch_size": 2},
-            "optimization_steps": 3, "seed": 1},
-    "dqn": {"type": "dqn", "network": RNN, "update_mode": {"unit": "timesteps", "batch_size": 4, "frequency": 2},
-            "memory": {"type": "replay", "capacity": 64}, "target_sync_frequency": 6, "seed": 2},
-}  # fmt: skip
+    "ppo": {
+        "type": "ppo",
+        "network": RNN,
+        "update_mode": {"unit": "episodes", "batch_size": 2},
+        "optimization_steps": 3,
+        "seed": 1,
+    },
+    "dqn": {
+        "type": "dqn",
+        "network": RNN,
+        "update_mode": {"unit": "timesteps", "batch_size": 4, "frequency": 2},
+        "memory": {"type": "replay", "capacity": 64},
+        "target_sync_frequency": 6,
+        "seed": 2,
+    },
+}
 STATES = np.random.default_rng(0).uniform(-1.0, 1.0, (64, 2, 1)).astype(np.float32)
 LENGTH = 5  # episode length of the stream
 
@@ -284,40 +295,70 @@ STEP = EXPERIENCE[0]
 @pytest.mark.parametrize(
     ("experience", "text"),
     [
-        ([STEP, dict(STEP, actions=7)],  # once stored as it was
-         "experiences[1].actions: out of range; expected an integer in [0, 1], got 7."),
-        ([STEP, dict(STEP, actions=0.5)],
-         "experiences[1].actions: not an integer; expected an integer in [0, 1], got 0.5."),
-        ([dict(STEP, actions=True)],
-         "experiences[0].actions: not an integer; expected an integer in [0, 1], got true."),
-        ([STEP, dict(STEP, terminal=5)],  # observe rejects it; so does the import now
-         "experiences[1].terminal: not a terminal; expected 0/false, 1/true or 2 (truncated), got 5."),
-        ([STEP, dict(STEP, terminal="yes")],
-         'experiences[1].terminal: not a terminal; expected 0/false, 1/true or 2 (truncated), got "yes".'),
-        ([STEP, without(STEP, "reward")],  # once a bare KeyError
-         "experiences[1]: step 1 needs 'reward'; got a step with keys states, actions, terminal."),
+        (
+            [STEP, dict(STEP, actions=7)],  # once stored as it was
+            "experiences[1].actions: out of range; expected an integer in [0, 1], got 7.",
+        ),
+        (
+            [STEP, dict(STEP, actions=0.5)],
+            "experiences[1].actions: not an integer; expected an integer in [0, 1], got 0.5.",
+        ),
+        (
+            [dict(STEP, actions=True)],
+            "experiences[0].actions: not an integer; expected an integer in [0, 1], got true.",
+        ),
+        (
+            [STEP, dict(STEP, terminal=5)],  # observe rejects it; so does the import now
+            "experiences[1].terminal: not a terminal; expected 0/false, 1/true or 2 (truncated), got 5.",
+        ),
+        (
+            [STEP, dict(STEP, terminal="yes")],
+            'experiences[1].terminal: not a terminal; expected 0/false, 1/true or 2 (truncated), got "yes".',
+        ),
+        (
+            [STEP, without(STEP, "reward")],  # once a bare KeyError
+            "experiences[1]: step 1 needs 'reward'; got a step with keys states, actions, terminal.",
+        ),
         ([dict(STEP, reward=float("nan"))], "experiences[0].reward: not a reward; expected a finite number, got NaN."),
         ([dict(STEP, reward="1")], 'experiences[0].reward: not a reward; expected a finite number, got "1".'),
         ([dict(STEP, rewards=1.0)], "experiences[0].rewards: unknown key for a step.\n  Did you mean 'reward'?"),
-        ([STEP, 3], 'experiences[1]: not a step; expected a dict like {"states": ..., "actions": ..., "terminal": 0, '
-                    '"reward": 1.0}, got 3.'),
-        (3, 'experiences: not a list of steps or a dict of lists; expected a list of dicts like {"states": ..., '
-            '"actions": ..., "terminal": 0, "reward": 1.0}, got 3.'),
-        ([dict(STEP, states=[0.1, 0.2])],
-         "experiences[0].states: not a state of this agent: state has shape (2,), expected (1,) or (batch, *(1,))."),
-        ([dict(STEP, states=[[0.1], [0.2]])],
-         "experiences[0].states: holds a batch of states; a step has one state; got 2 rows."),
-        ([dict(STEP, internals={"lstm": np.zeros(2)})],
-         "experiences[0].internals.lstm: unknown internal.\n  Known: none (the network is not recurrent)."),
-        ({"states": [[0.5]], "actions": [1], "terminal": [0]},
-         "experiences: needs 'reward'; expected a dict of lists with states, actions, terminal, reward, got a dict "
-         "with keys states, actions, terminal."),
-        ({"states": [[0.5]], "actions": [1], "terminal": [0], "reward": [1.0, 2.0]},
-         "experiences.states: has 1 step and 'reward' has 2."),
-        ({"states": np.zeros((2, 1)), "actions": np.array([1, 3]), "terminal": [0, 1], "reward": [0.0, 1.0]},
-         "experiences.actions[1]: out of range; expected an integer in [0, 1], got 3."),
+        (
+            [STEP, 3],
+            'experiences[1]: not a step; expected a dict like {"states": ..., "actions": ..., "terminal": 0, '
+            '"reward": 1.0}, got 3.',
+        ),
+        (
+            3,
+            'experiences: not a list of steps or a dict of lists; expected a list of dicts like {"states": ..., '
+            '"actions": ..., "terminal": 0, "reward": 1.0}, got 3.',
+        ),
+        (
+            [dict(STEP, states=[0.1, 0.2])],
+            "experiences[0].states: not a state of this agent: state has shape (2,), expected (1,) or (batch, *(1,)).",
+        ),
+        (
+            [dict(STEP, states=[[0.1], [0.2]])],
+            "experiences[0].states: holds a batch of states; a step has one state; got 2 rows.",
+        ),
+        (
+            [dict(STEP, internals={"lstm": np.zeros(2)})],
+            "experiences[0].internals.lstm: unknown internal.\n  Known: none (the network is not recurrent).",
+        ),
+        (
+            {"states": [[0.5]], "actions": [1], "terminal": [0]},
+            "experiences: needs 'reward'; expected a dict of lists with states, actions, terminal, reward, got a dict "
+            "with keys states, actions, terminal.",
+        ),
+        (
+            {"states": [[0.5]], "actions": [1], "terminal": [0], "reward": [1.0, 2.0]},
+            "experiences.states: has 1 step and 'reward' has 2.",
+        ),
+        (
+            {"states": np.zeros((2, 1)), "actions": np.array([1, 3]), "terminal": [0, 1], "reward": [0.0, 1.0]},
+            "experiences.actions[1]: out of range; expected an integer in [0, 1], got 3.",
+        ),
     ],
-)  # fmt: skip
+)
 def test_import_experience_checks_every_step(experience, text):
     env = make("minimal", action_type="int")
     agent = create_agent(MLP_SPECS["dqn"], states=env.states, actions=env.actions)
@@ -334,7 +375,7 @@ def test_import_experience_checks_every_step(experience, text):
         ("float", float("inf"), "experiences[1].actions: not a finite number; expected a finite number, got Infinity."),
         ("bool", 1, "experiences[1].actions: not a boolean; expected true or false, got 1."),
     ],
-)  # fmt: skip
+)
 def test_import_experience_checks_float_and_bool_actions(action_type, value, text):
     env = make("minimal", action_type=action_type)
     agent = create_agent(MLP_SPECS["ppo"], states=env.states, actions=env.actions)

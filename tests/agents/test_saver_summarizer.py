@@ -142,9 +142,15 @@ def test_ppo_summaries_are_real_event_files(tmp_path):
     agent.close()
     found = scalars(tmp_path)
     expected = {
-        "episode/return", "episode/length", "update/policy_loss", "update/baseline_loss", "update/entropy",
-        "update/learning_rate/step_optimizer", "update/learning_rate/baseline_optimizer", "update/reward_mean",
-    }  # fmt: skip
+        "episode/return",
+        "episode/length",
+        "update/policy_loss",
+        "update/baseline_loss",
+        "update/entropy",
+        "update/learning_rate/step_optimizer",
+        "update/learning_rate/baseline_optimizer",
+        "update/reward_mean",
+    }
     assert expected <= set(found)
     assert "update/learning_rate" not in found  # replaced by the optimizers' own values
     returns = found["episode/return"]
@@ -216,11 +222,15 @@ def test_summarizer_spec_errors():
 
 def test_labels_and_learning_rates_of_optimizers():
     assert [label_of(name) for name in ("episode/return", "update/entropy", "update/learning_rate/x")] == [
-        "episode", "entropy", "learning_rate",
-    ]  # fmt: skip
+        "episode",
+        "entropy",
+        "learning_rate",
+    ]
     assert [label_of(name) for name in ("update/reward_mean", "update/td_error", "update/policy_loss")] == [
-        "rewards", "losses", "losses",
-    ]  # fmt: skip
+        "rewards",
+        "losses",
+        "losses",
+    ]
     parameters = [torch.nn.Parameter(torch.zeros(3))]
     assert learning_rate(build_optimizer({"type": "adam", "learning_rate": 2e-3}, parameters)) == pytest.approx(2e-3)
     nested = {"type": "multi_step", "num_steps": 2, "optimizer": {"type": "gradient_descent", "learning_rate": 0.1}}

@@ -32,7 +32,7 @@ DOCUMENTED = [
             "PPOAgent",
             "TRPOAgent",
         )
-    ],  # fmt: skip
+    ],
     ("agents.agent", "Agent"),
     ("agents.learning_agent", "LearningAgent"),
     ("agents.constant_agent", "ConstantAgent"),
@@ -56,7 +56,7 @@ DOCUMENTED = [
             "clone_worker_agent",
             "DistributedRunner",
         )
-    ],  # fmt: skip
+    ],
     ("execution.base_runner", "BaseRunner"),
     ("execution.runner", "Runner"),
     ("execution.threaded_runner", "ThreadedRunner"),
@@ -66,9 +66,20 @@ DOCUMENTED = [
     ("environments", "OpenAIGym"),
     ("contrib.openai_gym", "OpenAIGym"),
 ]
-AGENT_METHODS = ["act", "observe", "reset", "close", "from_spec", "initialize_model", "last_observation",
-                 "restore_model", "save_model", "set_normalized_actions", "set_normalized_states",
-                 "should_stop"]  # fmt: skip
+AGENT_METHODS = [
+    "act",
+    "observe",
+    "reset",
+    "close",
+    "from_spec",
+    "initialize_model",
+    "last_observation",
+    "restore_model",
+    "save_model",
+    "set_normalized_actions",
+    "set_normalized_states",
+    "should_stop",
+]
 
 
 @pytest.mark.parametrize("module, name", DOCUMENTED, ids=lambda value: value)
@@ -79,8 +90,16 @@ def test_every_documented_0_4_name_imports(module, name):
 def test_agent_classes_are_the_registry_s_and_learning_agents_are_learning_agents():
     import torchforce.agents as agents
 
-    for name in ("DQNAgent", "DQNNstepAgent", "DQFDAgent", "NAFAgent", "DDPGAgent", "VPGAgent", "PPOAgent",
-                 "TRPOAgent"):  # fmt: skip
+    for name in (
+        "DQNAgent",
+        "DQNNstepAgent",
+        "DQFDAgent",
+        "NAFAgent",
+        "DDPGAgent",
+        "VPGAgent",
+        "PPOAgent",
+        "TRPOAgent",
+    ):
         cls = getattr(agents, name)
         assert issubclass(cls, LearningAgent) and cls.learning
         assert agents.AGENTS.get(cls.name, "agent.type") is cls
@@ -139,8 +158,9 @@ print("Learning finished. Total episodes: {ep}. Average reward of last 10 episod
 def test_a_0_4_script_runs_with_only_the_package_renamed(tmp_path):
     script = tmp_path / "ported.py"
     script.write_text(textwrap.dedent(SCRIPT_0_4).replace("tensorforce", "torchforce"))
-    result = subprocess.run([sys.executable, "-W", "error::UserWarning", str(script)], capture_output=True,
-                            text=True, timeout=300)  # fmt: skip
+    result = subprocess.run(
+        [sys.executable, "-W", "error::UserWarning", str(script)], capture_output=True, text=True, timeout=300
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     assert "Finished episode 10 after" in result.stdout
     assert "Total episodes: 12." in result.stdout
@@ -156,8 +176,15 @@ def _agent(spec, action_type="int", **env):
 
 def test_fetch_tensors_returns_the_policy_s_tensors_for_the_state_acted_on():
     agent = _agent({"type": "ppo", "baseline_mode": "states", "baseline": {"type": "mlp", "sizes": [8]}})
-    assert agent.fetchable_tensors() == ["action/logits", "action/probabilities", "embedding", "hidden", "logits",
-                                         "probabilities", "state_value"]  # fmt: skip
+    assert agent.fetchable_tensors() == [
+        "action/logits",
+        "action/probabilities",
+        "embedding",
+        "hidden",
+        "logits",
+        "probabilities",
+        "state_value",
+    ]
     state = np.array([0.5], dtype=np.float32)
     action, fetched = agent.act(state, fetch_tensors=["logits", "probabilities", "state_value", "hidden"])
     assert action in (0, 1) and agent.timestep == 1
@@ -172,8 +199,9 @@ def test_fetch_tensors_returns_the_policy_s_tensors_for_the_state_acted_on():
     np.testing.assert_allclose(fetched["hidden"], embedding[0].numpy(), rtol=1e-6)
     agent.observe(terminal=False, reward=1.0)
     # a batch keeps its rows; independent acting fetches too, without a step
-    actions, fetched = agent.act(np.array([[0.5], [-0.5]], dtype=np.float32), independent=True,
-                                 fetch_tensors=["action/logits"])  # fmt: skip
+    actions, fetched = agent.act(
+        np.array([[0.5], [-0.5]], dtype=np.float32), independent=True, fetch_tensors=["action/logits"]
+    )
     assert actions.shape == (2,) and fetched["action/logits"].shape == (2, 2) and agent.timestep == 1
 
 

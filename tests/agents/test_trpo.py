@@ -75,8 +75,13 @@ def test_trpo_learns_the_minimal_task_with_a_bounded_action():
     # core/optimizers/solvers.py); the mean return of episodes 400-600 was 4.9 (a random policy earns about 4.5),
     # and is 5.9 with the stop (PPO: 5.1, VPG: 4.5, same network and batches; optimal 10)
     env = make("minimal", action_type="bounded", seed=0)
-    spec = {"type": "trpo", "network": [{"type": "dense", "size": 32}, {"type": "dense", "size": 32}],
-            "update_mode": {"unit": "episodes", "batch_size": 10}, "learning_rate": 1e-2, "seed": 0}  # fmt: skip
+    spec = {
+        "type": "trpo",
+        "network": [{"type": "dense", "size": 32}, {"type": "dense", "size": 32}],
+        "update_mode": {"unit": "episodes", "batch_size": 10},
+        "learning_rate": 1e-2,
+        "seed": 0,
+    }
     agent = create_agent(spec, states=env.states, actions=env.actions)
     runner = Runner(agent=agent, environment=env)
     runner.run(num_episodes=600)

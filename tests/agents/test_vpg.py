@@ -23,9 +23,14 @@ def vpg(**options):
 def transitions(rewards, terminals):
     n = len(rewards)
     states = torch.linspace(-1.0, 1.0, n).view(n, 1)
-    return Transitions(states={"state": states}, internals={}, actions={"action": torch.tensor([0, 1] * (n // 2))},
-                       reward=torch.tensor(rewards), terminal=torch.tensor(terminals, dtype=torch.int8),
-                       next_states={"state": states + 0.1})  # fmt: skip
+    return Transitions(
+        states={"state": states},
+        internals={},
+        actions={"action": torch.tensor([0, 1] * (n // 2))},
+        reward=torch.tensor(rewards),
+        terminal=torch.tensor(terminals, dtype=torch.int8),
+        next_states={"state": states + 0.1},
+    )
 
 
 def run(agent, episodes):
@@ -80,8 +85,12 @@ def test_one_step_on_the_batch_per_update_then_one_for_the_baseline():
 
 def test_learning_moves_the_policy_towards_rewarded_actions():
     # the minimal environment rewards action 1 when the state is positive, 0 otherwise
-    agent = vpg(optimizer={"type": "adam", "learning_rate": 0.05}, update_mode={"unit": "episodes", "batch_size": 4},
-                **BASELINE, gae_lambda=0.9)  # fmt: skip
+    agent = vpg(
+        optimizer={"type": "adam", "learning_rate": 0.05},
+        update_mode={"unit": "episodes", "batch_size": 4},
+        **BASELINE,
+        gae_lambda=0.9,
+    )
     states = np.array([[-0.8], [-0.4], [0.4], [0.8]], dtype=np.float32)
 
     def greedy_correct():

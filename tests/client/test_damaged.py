@@ -361,8 +361,14 @@ def test_a_lost_state_database_is_reported_and_repair_adopts_the_folders_again(r
     assert "--resume" in messages["crashed"] and "--fresh" in messages["ruined"]
     assert snapshot(root)[0] == files  # not one file touched
     statuses = {row[0]: row[1] for row in rows(root)}
-    assert statuses == {FIRST: "new", SECOND: "new", "crashed": "failed", "done": "finished", "halted": "paused",
-                        "ruined": "failed"}  # fmt: skip
+    assert statuses == {
+        FIRST: "new",
+        SECOND: "new",
+        "crashed": "failed",
+        "done": "finished",
+        "halted": "paused",
+        "ruined": "failed",
+    }
     out, err = ok(capsys, "experiment", "list")
     assert err == "" and "finished" in out and "paused" in out
     out, _ = ok(capsys, "project", "repair")  # again: only what it cannot adopt is left

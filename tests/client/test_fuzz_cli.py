@@ -275,7 +275,7 @@ garbage_words = st.sampled_from(
         "-",
         "=",
         "-t=5",
-    ]  # fmt: skip
+    ]
 ) | st.text(max_size=8)
 
 

@@ -16,19 +16,58 @@ from torchforce.configs import folder
 from torchforce.spec import SpecError
 
 FUZZ = int(os.environ.get("TORCHFORCE_FUZZ", "0") or 0)
-SETTINGS = settings(max_examples=FUZZ or 60, derandomize=not FUZZ, database=None, deadline=None,
-                    suppress_health_check=list(HealthCheck))  # fmt: skip
+SETTINGS = settings(
+    max_examples=FUZZ or 60, derandomize=not FUZZ, database=None, deadline=None, suppress_health_check=list(HealthCheck)
+)
 SHIPPED = [json.loads(path.read_text()) for path in sorted(folder("clusters").glob("*.json"))]
-KEYS = ["type", "name", "description", "address", "nodes", "cpus", "gpus", "storage", "python", "machine_type",
-        "cpus_per_node", "gpus_per_node", "gpu_type", "memory_per_node", "num_nodes", "disk_size", "location", "file",
-        "unknown"]  # fmt: skip
+KEYS = [
+    "type",
+    "name",
+    "description",
+    "address",
+    "nodes",
+    "cpus",
+    "gpus",
+    "storage",
+    "python",
+    "machine_type",
+    "cpus_per_node",
+    "gpus_per_node",
+    "gpu_type",
+    "memory_per_node",
+    "num_nodes",
+    "disk_size",
+    "location",
+    "file",
+    "unknown",
+]
 VALUES = st.one_of(
-    st.none(), st.booleans(), st.integers(min_value=-(2**70), max_value=2**70), st.floats(allow_nan=True),
-    st.text(max_size=40), st.sampled_from(["local", "ray", "gke", "-q", "--project=x", "127.0.0.1:8265",
-                                           "file:///tmp/x", "gs://b/p", "n1-standard-1", "europe-west1-d",
-                                           "nvidia-l4", "a" * 300, "x; rm -rf /", "ray_local"]),
-    st.lists(st.integers(), max_size=3), st.dictionaries(st.text(max_size=5), st.integers(), max_size=2),
-)  # fmt: skip
+    st.none(),
+    st.booleans(),
+    st.integers(min_value=-(2**70), max_value=2**70),
+    st.floats(allow_nan=True),
+    st.text(max_size=40),
+    st.sampled_from(
+        [
+            "local",
+            "ray",
+            "gke",
+            "-q",
+            "--project=x",
+            "127.0.0.1:8265",
+            "file:///tmp/x",
+            "gs://b/p",
+            "n1-standard-1",
+            "europe-west1-d",
+            "nvidia-l4",
+            "a" * 300,
+            "x; rm -rf /",
+            "ray_local",
+        ]
+    ),
+    st.lists(st.integers(), max_size=3),
+    st.dictionaries(st.text(max_size=5), st.integers(), max_size=2),
+)
 
 
 def build(values: dict) -> None:

@@ -13,12 +13,27 @@ from torchforce.spec import SpecError
 
 
 def test_the_command_line_passes_every_value_as_flag_equals_value():
-    cluster = Cluster(name="big", num_nodes=4, machine_type="n1-standard-4", location="europe-west1-d",
-                      gpus_per_node=2, gpu_type="nvidia-l4", disk_size=50)  # fmt: skip
+    cluster = Cluster(
+        name="big",
+        num_nodes=4,
+        machine_type="n1-standard-4",
+        location="europe-west1-d",
+        gpus_per_node=2,
+        gpu_type="nvidia-l4",
+        disk_size=50,
+    )
     assert cluster.create_command() == [
-        "gcloud", "container", "clusters", "create", "big", "--machine-type=n1-standard-4", "--disk-size=50",
-        "--num-nodes=4", "--zone=europe-west1-d", "--accelerator=type=nvidia-l4,count=2",
-    ]  # fmt: skip
+        "gcloud",
+        "container",
+        "clusters",
+        "create",
+        "big",
+        "--machine-type=n1-standard-4",
+        "--disk-size=50",
+        "--num-nodes=4",
+        "--zone=europe-west1-d",
+        "--accelerator=type=nvidia-l4,count=2",
+    ]
     assert cluster.delete_command()[-1] == "--zone=europe-west1-d"
     assert Cluster(name="c", cpus_per_node=4, memory_per_node=16).create_command()[5] == "--machine-type=custom-4-16384"
 

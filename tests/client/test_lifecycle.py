@@ -59,8 +59,16 @@ def cli_root(tmp_path, monkeypatch):
 def table_row(table: str, name: str) -> list[str]:
     """The cells of the row of ``name`` in a ``list`` table (cells hold no spaces here)."""
     header, rule, *rows = table.splitlines()
-    assert header.split()[:8] == ["Experiment", "Agent", "Environment", "Run-Mode", "Workers", "Cluster", "Status",
-                                  "Progress"]  # fmt: skip
+    assert header.split()[:8] == [
+        "Experiment",
+        "Agent",
+        "Environment",
+        "Run-Mode",
+        "Workers",
+        "Cluster",
+        "Status",
+        "Progress",
+    ]
     assert set(rule.replace(" ", "")) == {"-"}
     return next(row.split() for row in rows if row.split()[0] == name)
 
@@ -268,9 +276,18 @@ def test_every_shipped_experiment_runs_a_few_episodes(project, name):
 
 
 def test_a_distributed_experiment_runs_pauses_and_resumes_on_a_private_ray_cluster(project):
-    experiment = Experiment(project, name="ray", agent="vpg_cartpole", environment="cartpole",
-                            run_mode="distributed", num_workers=2, num_parameter_servers=2, total_timesteps=40000,
-                            seed=0, saver_frequency="2000t")  # fmt: skip
+    experiment = Experiment(
+        project,
+        name="ray",
+        agent="vpg_cartpole",
+        environment="cartpole",
+        run_mode="distributed",
+        num_workers=2,
+        num_parameter_servers=2,
+        total_timesteps=40000,
+        seed=0,
+        saver_frequency="2000t",
+    )
     experiment.generate_locally()
     experiment.start()
     wait_for(progress_at_least(experiment, 2000), what="progress")
@@ -289,9 +306,17 @@ def test_a_distributed_experiment_runs_pauses_and_resumes_on_a_private_ray_clust
 
 
 def test_a_multi_threaded_experiment_runs_pauses_and_resumes(project):
-    experiment = Experiment(project, name="threads", agent="vpg_cartpole", environment="cartpole",
-                            run_mode="multi-threaded", num_workers=3, total_timesteps=40000, seed=0,
-                            saver_frequency="1000t")  # fmt: skip
+    experiment = Experiment(
+        project,
+        name="threads",
+        agent="vpg_cartpole",
+        environment="cartpole",
+        run_mode="multi-threaded",
+        num_workers=3,
+        total_timesteps=40000,
+        seed=0,
+        saver_frequency="1000t",
+    )
     experiment.generate_locally()
     experiment.start()
     wait_for(progress_at_least(experiment, 2000), what="progress")

@@ -141,8 +141,14 @@ def test_an_attached_cluster_with_file_storage_runs_stops_and_downloads(project,
     storage = f"file://{tmp_path / 'shared'}"
     environment = {**os.environ, "RAY_AUTH_TOKEN_PATH": record.runtime["token"]}
     attach = ["cluster", "create", "-f", "ray_remote", "-n", "lab", "--address", address, "--storage", storage]
-    attached = subprocess.run([sys.executable, "-m", "torchforce", *attach], cwd=project.root, env=environment,
-                              capture_output=True, text=True, timeout=120)  # fmt: skip
+    attached = subprocess.run(
+        [sys.executable, "-m", "torchforce", *attach],
+        cwd=project.root,
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert attached.returncode == 0 and "Attached" in attached.stdout, attached.stderr
     experiment = new(project, "threads", "-R", "multi-threaded", "-w", "2", "-t", "200000")
     experiment.start(cluster="lab")
@@ -224,8 +230,12 @@ def test_bad_cluster_input_is_refused_and_changes_nothing(project, arguments, me
     if project.store.experiment("bad") is None:
         new(project, "bad", "-t", "1000")
         new(project, "wide", "-R", "distributed", "-w", "5", "-t", "1000")
-        project.store.add_cluster("gone", {"type": "ray", "name": "gone", "address": "127.0.0.1:9", "storage": "/tmp"},
-                                  "attached", {"dashboard": "http://127.0.0.1:9", "storage": "/tmp"})  # fmt: skip
+        project.store.add_cluster(
+            "gone",
+            {"type": "ray", "name": "gone", "address": "127.0.0.1:9", "storage": "/tmp"},
+            "attached",
+            {"dashboard": "http://127.0.0.1:9", "storage": "/tmp"},
+        )
     before = (project.store.experiments(), project.store.clusters())
     result = tfcli(project.root, *arguments)
     assert result.returncode == 2 and message in result.stderr, result.stderr

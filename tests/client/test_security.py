@@ -67,8 +67,10 @@ def test_a_gym_id_cannot_import_a_package_that_is_not_built_on_gymnasium(
     (site / f"{name}-1.0.dist-info" / "top_level.txt").write_text(name + "\n")
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(site), os.environ.get("PYTHONPATH")])))
     err = new_with_environment(project, {"type": "gym", "gym_id": f"{name}:CartPole-v1"})
-    assert f"environment.gym_id: module '{name}' belongs to the installed package '{name}', which does not depend " \
-           "on gymnasium" in err  # fmt: skip
+    assert (
+        f"environment.gym_id: module '{name}' belongs to the installed package '{name}', which does not depend "
+        "on gymnasium" in err
+    )
 
 
 class Attack:
@@ -110,8 +112,9 @@ def test_results_from_someone_else_resume_their_environments_only_when_trusted(
     project: Project, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "theirs"))  # they ran and signed it
-    experiment = Experiment(project, name="received", agent="ppo_cartpole", environment="cartpole",
-                            total_timesteps=200_000, seed=0)  # fmt: skip
+    experiment = Experiment(
+        project, name="received", agent="ppo_cartpole", environment="cartpole", total_timesteps=200_000, seed=0
+    )
     experiment.generate_locally()
     experiment.start()
     assert experiment.pause().status == "paused", experiment.log_tail()

@@ -42,8 +42,11 @@ def test_bounded_mu_stays_in_the_bounds_starts_mid_range_and_passes_gradients():
 def test_a_deterministic_head_has_no_density_and_only_float_actions():
     head = build_distribution(UNBOUNDED, 3, "deterministic", path="d")
     params = head(torch.zeros(1, 3))
-    for call in (lambda: head.log_prob(params, torch.zeros(1, 2)), lambda: head.entropy(params),
-                 lambda: head.kl_divergence(params, params)):  # fmt: skip
+    for call in (
+        lambda: head.log_prob(params, torch.zeros(1, 2)),
+        lambda: head.entropy(params),
+        lambda: head.kl_divergence(params, params),
+    ):
         with pytest.raises(TypeError, match="a deterministic policy has no"):
             call()
     with pytest.raises(SpecError, match="a deterministic distribution cannot model int action"):
@@ -57,14 +60,18 @@ def test_the_critic_concatenates_flattened_states_and_actions():
     actions = {"steer": ActionSpec("steer", "float", (2,)), "throttle": ActionSpec("throttle", "float", ())}
     critic = Critic([{"type": "dense", "size": 8}], states, actions, path="critic_network")
     assert critic.network.layer_names == ["dense0"] and critic.network.dense0.weight.shape == (8, 6 + 1 + 2 + 1)
-    values = critic({"image": torch.randn(4, 2, 3), "speed": torch.randn(4)},
-                    {"steer": torch.randn(4, 2), "throttle": torch.randn(4)})  # fmt: skip
+    values = critic(
+        {"image": torch.randn(4, 2, 3), "speed": torch.randn(4)},
+        {"steer": torch.randn(4, 2), "throttle": torch.randn(4)},
+    )
     assert values.shape == (4,)
 
 
 def test_the_2018_critic_sizes_and_a_recurrent_critic():
-    assert critic_layers({"size_t0": 400, "size_t1": 300}, "c") == [{"type": "dense", "size": 400},
-                                                                       {"type": "dense", "size": 300}]  # fmt: skip
+    assert critic_layers({"size_t0": 400, "size_t1": 300}, "c") == [
+        {"type": "dense", "size": 400},
+        {"type": "dense", "size": 300},
+    ]
     with pytest.raises(SpecError, match="critic_network.size_t1: "):
         critic_layers({"size_t0": 4, "size_t1": 0}, "critic_network")
     states = {"state": StateSpec("state", (2,), "float")}

@@ -98,16 +98,30 @@ def test_batch_normalization_of_channels_with_one_value_each_after_a_conv():
 
 
 def test_ppo_trains_the_normalized_network_on_one_row_minibatches():
-    ppo = agent({"type": "ppo", "network": "mlp2_normalized_network", "subsampling_fraction": 0.01,
-                 "optimization_steps": 3, "update_mode": {"unit": "episodes", "batch_size": 1}})  # fmt: skip
+    ppo = agent(
+        {
+            "type": "ppo",
+            "network": "mlp2_normalized_network",
+            "subsampling_fraction": 0.01,
+            "optimization_steps": 3,
+            "update_mode": {"unit": "episodes", "batch_size": 1},
+        }
+    )
     run(ppo, make("minimal", action_type="int", episode_length=5), episodes=3)
     assert ppo.updates == 3
     assert all(torch.isfinite(p).all() for p in ppo.policy.parameters())
 
 
 def test_ppo_with_minibatches_of_one_on_the_normalized_network():
-    ppo = agent({"type": "ppo", "network": "mlp2_normalized_network", "epochs": 1, "minibatch_size": 1,
-                 "update_mode": {"unit": "episodes", "batch_size": 1}})  # fmt: skip
+    ppo = agent(
+        {
+            "type": "ppo",
+            "network": "mlp2_normalized_network",
+            "epochs": 1,
+            "minibatch_size": 1,
+            "update_mode": {"unit": "episodes", "batch_size": 1},
+        }
+    )
     run(ppo, make("minimal", action_type="int", episode_length=3), episodes=2)
     assert ppo.updates == 2
 
@@ -125,8 +139,11 @@ def test_batch_normalization_epsilon_must_be_positive():
 def test_prioritized_replay_cannot_serve_episode_or_sequence_updates(kind, unit):
     if kind == "dqn_nstep" and unit == "sequences":
         pytest.skip("dqn_nstep refuses sequence updates on its own")
-    spec = {"type": kind, "update_mode": {"unit": unit, "batch_size": 2},
-            "memory": {"type": "prioritized_replay", "capacity": 1000}}  # fmt: skip
+    spec = {
+        "type": kind,
+        "update_mode": {"unit": unit, "batch_size": 2},
+        "memory": {"type": "prioritized_replay", "capacity": 1000},
+    }
     error = spec_error(agent, spec)
     assert error.path == "agent.memory.type"
     assert "'prioritized_replay' retrieves timesteps only" in error.message
@@ -139,8 +156,13 @@ def test_prioritized_replay_named_by_its_bare_name():
 
 
 def test_prioritized_replay_on_timesteps_still_works():
-    dqn = agent({"type": "dqn", "update_mode": {"unit": "timesteps", "batch_size": 4, "frequency": 4},
-                 "memory": {"type": "prioritized_replay", "capacity": 100}})  # fmt: skip
+    dqn = agent(
+        {
+            "type": "dqn",
+            "update_mode": {"unit": "timesteps", "batch_size": 4, "frequency": 4},
+            "memory": {"type": "prioritized_replay", "capacity": 100},
+        }
+    )
     run(dqn, INT, episodes=2)
     assert dqn.updates > 0
 
@@ -177,8 +199,14 @@ def test_a_nested_natural_gradient_is_refused_at_its_path():
 
 
 def test_a_line_search_bounded_by_kl_is_refused_without_kl():
-    spec = {"type": "vpg", "optimizer": {"type": "optimized_step", "ls_max_kl": 0.01,
-                                         "optimizer": {"type": "adam", "learning_rate": 1e-3}}}  # fmt: skip
+    spec = {
+        "type": "vpg",
+        "optimizer": {
+            "type": "optimized_step",
+            "ls_max_kl": 0.01,
+            "optimizer": {"type": "adam", "learning_rate": 1e-3},
+        },
+    }
     error = spec_error(agent, spec)
     assert error.path == "agent.optimizer.ls_max_kl"
     assert "optimized_step' with ls_max_kl" in error.message and "Leave out 'ls_max_kl'" in error.hint
@@ -285,26 +313,39 @@ def test_layer_limits_on_images_and_embeddings():
 
 def test_the_policy_head_of_a_wide_network_and_many_actions():
     actions = {"type": "int", "shape": (), "num_actions": 2**26}
-    error = spec_error(create_agent, {"type": "ppo", "network": [{"type": "dense", "size": 64}]},
-                       states=INT.states, actions=actions)  # fmt: skip
+    error = spec_error(
+        create_agent, {"type": "ppo", "network": [{"type": "dense", "size": 64}]}, states=INT.states, actions=actions
+    )
     assert error.path == "agent.actions.action" and "the policy head's weights" in error.message
 
 
 @pytest.mark.parametrize(
     ("spec", "path"),
     [
-        ({"type": "ppo", "step_optimizer": {"type": "multi_step", "num_steps": 3 * 10**12,
-                                            "optimizer": {"type": "adam"}}}, "agent.step_optimizer.num_steps"),
-        ({"type": "vpg", "optimizer": {"type": "optimized_step", "ls_max_iterations": 3 * 10**12,
-                                       "optimizer": {"type": "adam"}}}, "agent.optimizer.ls_max_iterations"),
-        ({"type": "vpg", "optimizer": {"type": "evolutionary", "learning_rate": 0.1, "num_samples": 3 * 10**12}},
-         "agent.optimizer.num_samples"),
+        (
+            {
+                "type": "ppo",
+                "step_optimizer": {"type": "multi_step", "num_steps": 3 * 10**12, "optimizer": {"type": "adam"}},
+            },
+            "agent.step_optimizer.num_steps",
+        ),
+        (
+            {
+                "type": "vpg",
+                "optimizer": {"type": "optimized_step", "ls_max_iterations": 3 * 10**12, "optimizer": {"type": "adam"}},
+            },
+            "agent.optimizer.ls_max_iterations",
+        ),
+        (
+            {"type": "vpg", "optimizer": {"type": "evolutionary", "learning_rate": 0.1, "num_samples": 3 * 10**12}},
+            "agent.optimizer.num_samples",
+        ),
         ({"type": "trpo", "cg_max_iterations": 3 * 10**12}, "agent.cg_max_iterations"),
         ({"type": "trpo", "ls_max_iterations": 3 * 10**12}, "agent.ls_max_iterations"),
         ({"type": "ppo", "optimization_steps": 3 * 10**12}, "agent.optimization_steps"),
         ({"type": "ppo", "epochs": 3 * 10**12}, "agent.epochs"),
     ],
-)  # fmt: skip
+)
 def test_step_limits(spec, path):
     error = spec_error(agent, spec)
     assert error.path == path
@@ -325,8 +366,11 @@ def test_nested_steps_multiply():
     assert build_optimizer(inner, parameters).inner_steps == 1000
     error = spec_error(build_optimizer, {"type": "multi_step", "num_steps": 100, "optimizer": inner}, parameters)
     assert error.path == "optimizer" and "takes up to 100000 inner steps" in error.message
-    nested = {"type": "clipped_step", "clipping_value": 0.1, "optimizer": {"type": "multi_step", "num_steps": 20,
-                                                                          "optimizer": inner}}  # fmt: skip
+    nested = {
+        "type": "clipped_step",
+        "clipping_value": 0.1,
+        "optimizer": {"type": "multi_step", "num_steps": 20, "optimizer": inner},
+    }
     assert spec_error(build_optimizer, nested, parameters).path == "optimizer.optimizer"
     error = spec_error(agent, {"type": "ppo", "optimization_steps": 50, "step_optimizer": inner})
     assert error.path == "agent.optimization_steps" and "an update takes 50000 inner steps" in error.message
@@ -337,16 +381,19 @@ def test_nested_steps_multiply():
     [
         ({"type": "ppo", "memory": {"type": "latest", "capacity": HUGE}}, "agent.memory.capacity"),
         ({"type": "dqn", "update_mode": {"unit": "timesteps", "batch_size": HUGE}}, "agent.memory.capacity"),
-        ({"type": "ppo", "step_optimizer": {"type": "adam", "learning_rate": math.inf}},
-         "agent.step_optimizer.learning_rate"),
+        (
+            {"type": "ppo", "step_optimizer": {"type": "adam", "learning_rate": math.inf}},
+            "agent.step_optimizer.learning_rate",
+        ),
         ({"type": "ppo", "discount": math.inf}, "agent.discount"),
         ({"type": "ppo", "seed": 2**70}, "agent.seed"),
-        ({"type": "ppo", "states_preprocessing": {"type": "sequence", "length": HUGE}},
-         "agent.states_preprocessing"),
-        ({"type": "ppo", "actions_exploration": {"type": "gaussian_noise", "sigma": math.inf}},
-         "agent.actions_exploration.sigma"),
+        ({"type": "ppo", "states_preprocessing": {"type": "sequence", "length": HUGE}}, "agent.states_preprocessing"),
+        (
+            {"type": "ppo", "actions_exploration": {"type": "gaussian_noise", "sigma": math.inf}},
+            "agent.actions_exploration.sigma",
+        ),
     ],
-)  # fmt: skip
+)
 def test_other_limits(spec, path):
     env = FLOAT if "actions_exploration" in spec else INT
     assert spec_error(agent, spec, env).path == path
@@ -438,10 +485,12 @@ def test_a_diverged_int_policy_still_acts():
         ({"type": "dense", "size": 2, "bias": 1e39}, "network[0].bias"),
         ({"type": "linear", "size": 2, "weights": [[1e308, 0.0]]}, "network[0].weights"),
         ({"type": "linear", "size": 1, "bias": [math.inf]}, "network[0].bias"),
-        ({"type": "internal_lstm", "size": 2, "lstmcell_args": {"forget_bias": 1e300}},
-         "network[0].lstmcell_args.forget_bias"),
+        (
+            {"type": "internal_lstm", "size": 2, "lstmcell_args": {"forget_bias": 1e300}},
+            "network[0].lstmcell_args.forget_bias",
+        ),
     ],
-)  # fmt: skip
+)
 def test_initial_values_beyond_float32(layer, path):
     assert spec_error(build_network, [layer], normalize_states({"shape": 1})[0]).path == path
 
@@ -470,27 +519,53 @@ def test_a_large_stride_still_works():
     ("spec", "env", "path"),
     [
         ({"type": "ddpg", "distributions": True}, BOUNDED, "agent.distributions"),
-        ({"type": "ppo", "distributions": {"action": {"type": "gaussian", "mean": 1e300}}}, FLOAT,
-         "agent.distributions.action.mean"),
-        ({"type": "ppo", "distributions": {"action": {"type": "beta", "alpha": -1e300}}}, BOUNDED,
-         "agent.distributions.action.alpha"),
-        ({"type": "ddpg", "distributions": {"action": {"type": "deterministic", "mean": 1e300}}}, FLOAT,
-         "agent.distributions.action.mean"),
-        ({"type": "dqn", "actions_exploration": {"type": "epsilon_decay", "timesteps": 10**400}}, INT,
-         "agent.actions_exploration.timesteps"),
-        ({"type": "dqn", "memory": {"type": "prioritized_replay", "capacity": 100, "prioritization_weight": 1e308}},
-         INT, "agent.memory.prioritization_weight"),
-        ({"type": "dqn", "memory": {"type": "prioritized_replay", "capacity": 100, "prioritization_constant": 1e308}},
-         INT, "agent.memory.prioritization_constant"),
+        (
+            {"type": "ppo", "distributions": {"action": {"type": "gaussian", "mean": 1e300}}},
+            FLOAT,
+            "agent.distributions.action.mean",
+        ),
+        (
+            {"type": "ppo", "distributions": {"action": {"type": "beta", "alpha": -1e300}}},
+            BOUNDED,
+            "agent.distributions.action.alpha",
+        ),
+        (
+            {"type": "ddpg", "distributions": {"action": {"type": "deterministic", "mean": 1e300}}},
+            FLOAT,
+            "agent.distributions.action.mean",
+        ),
+        (
+            {"type": "dqn", "actions_exploration": {"type": "epsilon_decay", "timesteps": 10**400}},
+            INT,
+            "agent.actions_exploration.timesteps",
+        ),
+        (
+            {"type": "dqn", "memory": {"type": "prioritized_replay", "capacity": 100, "prioritization_weight": 1e308}},
+            INT,
+            "agent.memory.prioritization_weight",
+        ),
+        (
+            {
+                "type": "dqn",
+                "memory": {"type": "prioritized_replay", "capacity": 100, "prioritization_constant": 1e308},
+            },
+            INT,
+            "agent.memory.prioritization_constant",
+        ),
     ],
-)  # fmt: skip
+)
 def test_agent_options_found_by_fuzzing(spec, env, path):
     assert spec_error(agent, spec, env).path == path
 
 
 def test_nan_td_errors_are_reported_not_stored_as_priorities():
-    dqn = agent({"type": "dqn", "update_mode": {"unit": "timesteps", "batch_size": 4, "frequency": 4},
-                 "memory": {"type": "prioritized_replay", "capacity": 100}})  # fmt: skip
+    dqn = agent(
+        {
+            "type": "dqn",
+            "update_mode": {"unit": "timesteps", "batch_size": 4, "frequency": 4},
+            "memory": {"type": "prioritized_replay", "capacity": 100},
+        }
+    )
     diverge(dqn.policy)
     with pytest.raises(NonFiniteError, match="dqn agent: the TD errors of update 1 are NaN or infinite"):
         run(dqn, INT, episodes=2)

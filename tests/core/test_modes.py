@@ -71,8 +71,12 @@ def _spy_on_train(agent):
 def test_agents_switch_modes_only_when_it_matters(monkeypatch, dropout, switches):
     env = make("minimal", action_type="int")
     network = [{"type": "dense", "size": 8}] + ([{"type": "dropout", "rate": 0.5}] if dropout else [])
-    agent = create_agent({"type": "ppo", "update_mode": {"unit": "episodes", "batch_size": 1}, "network": network},
-                         states=env.states, actions=env.actions, seed=0)  # fmt: skip
+    agent = create_agent(
+        {"type": "ppo", "update_mode": {"unit": "episodes", "batch_size": 1}, "network": network},
+        states=env.states,
+        actions=env.actions,
+        seed=0,
+    )
     calls, train = _spy_on_train(agent)
     monkeypatch.setattr(torch.nn.Module, "train", train)
     for _ in range(3):

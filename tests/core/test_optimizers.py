@@ -482,8 +482,12 @@ def test_optimized_step_with_a_kl_bound_rejects_fractions_outside_it():
     point = torch.nn.Parameter(torch.ones(1))
     spec = {"type": "optimized_step", "ls_max_kl": 1.0, "optimizer": {"type": "gradient_descent", "learning_rate": 1.5}}
     optimizer = build_optimizer(spec, [point])
-    info = optimizer.step(lambda b, r: 0.5 * (point**2).sum(), {}, reference_fn=lambda b: point.detach().clone(),
-                          kl_fn=lambda b, start: ((point - start) ** 2).sum())  # fmt: skip
+    info = optimizer.step(
+        lambda b, r: 0.5 * (point**2).sum(),
+        {},
+        reference_fn=lambda b: point.detach().clone(),
+        kl_fn=lambda b, start: ((point - start) ** 2).sum(),
+    )
     assert info["ls_scale"] == 0.5 and torch.allclose(point.detach(), torch.tensor([0.25]))
     unbounded = torch.nn.Parameter(torch.ones(1))
     spec.pop("ls_max_kl")
@@ -505,8 +509,9 @@ def test_line_search_uses_the_estimated_improvement():
     assert (result.scale, result.accepted, result.iterations) == (1.0, True, 0)
     tried = []  # linear fractions; none improves, so all are tried and the step is undone
     kwargs["full_step_value"] = 2.0
-    result = backtracking_line_search(lambda s: tried.append(s) or 2.0, accept_ratio=0.9, mode="linear",
-                                      parameter=0.3, **kwargs)  # fmt: skip
+    result = backtracking_line_search(
+        lambda s: tried.append(s) or 2.0, accept_ratio=0.9, mode="linear", parameter=0.3, **kwargs
+    )
     assert tried == pytest.approx([0.7, 0.4, 0.1]) and (result.scale, result.accepted) == (0.0, False)
 
 
@@ -531,16 +536,28 @@ def test_line_search_stops_once_shrinking_no_longer_raises_the_ratio(ratios, sca
         tried.append(s)
         return values[s] if s in values else 1.0 - 0.9 * s * 0.1  # past the list: accepted
 
-    result = backtracking_line_search(evaluate, base_value=1.0, full_step_value=values[1.0], estimated_improvement=0.1,
-                                      max_iterations=10, accept_ratio=0.9)  # fmt: skip
+    result = backtracking_line_search(
+        evaluate,
+        base_value=1.0,
+        full_step_value=values[1.0],
+        estimated_improvement=0.1,
+        max_iterations=10,
+        accept_ratio=0.9,
+    )
     assert (result.scale, result.iterations, result.accepted) == (scale, iterations, True)
     assert result.value == pytest.approx(values[scale])
     assert tried == fractions[1 : iterations + 1]
 
 
 def test_line_search_without_an_estimate_takes_the_first_improving_fraction():
-    result = backtracking_line_search(lambda s: {0.5: 1.5, 0.25: 0.9}[s], base_value=1.0, full_step_value=3.0,
-                                      estimated_improvement=None, max_iterations=10, accept_ratio=0.9)  # fmt: skip
+    result = backtracking_line_search(
+        lambda s: {0.5: 1.5, 0.25: 0.9}[s],
+        base_value=1.0,
+        full_step_value=3.0,
+        estimated_improvement=None,
+        max_iterations=10,
+        accept_ratio=0.9,
+    )
     assert (result.scale, result.value, result.iterations, result.accepted) == (0.25, 0.9, 2, True)
 
 
@@ -717,6 +734,8 @@ def test_plain_optimizers_minimize_a_loss_and_only_the_others_need_the_closure()
         assert stepped.step(regression_loss(expected), batch) == info
     assert_same(parameters, expected)
     assert not plain.needs_closure
-    for spec in ({"type": "multi_step", "optimizer": {"type": "adam"}, "num_steps": 2},
-                 {"type": "evolutionary", "learning_rate": 0.1}):  # fmt: skip
+    for spec in (
+        {"type": "multi_step", "optimizer": {"type": "adam"}, "num_steps": 2},
+        {"type": "evolutionary", "learning_rate": 0.1},
+    ):
         assert build_optimizer(spec, parameters).needs_closure

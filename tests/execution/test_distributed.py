@@ -17,8 +17,14 @@ from torchforce.execution.evaluation import evaluate  # noqa: E402
 from torchforce.execution.ray_cluster import init_private  # noqa: E402
 
 MINIMAL = {"type": "minimal", "action_type": "int"}
-PPO = {"type": "ppo", "network": [{"type": "dense", "size": 8}], "update_mode": {"unit": "episodes", "batch_size": 2},
-       "step_optimizer": {"type": "adam", "learning_rate": 0.02}, "epochs": 4, "seed": 0}  # fmt: skip
+PPO = {
+    "type": "ppo",
+    "network": [{"type": "dense", "size": 8}],
+    "update_mode": {"unit": "episodes", "batch_size": 2},
+    "step_optimizer": {"type": "adam", "learning_rate": 0.02},
+    "epochs": 4,
+    "seed": 0,
+}
 
 
 pytestmark = pytest.mark.xdist_group("ray-runner")  # one test worker runs the module: one cluster for it
@@ -121,8 +127,9 @@ def test_more_workers_than_the_cluster_has_cpus_are_refused():
 
 def test_a_worker_killed_mid_run_is_restarted_and_only_its_chunk_is_lost():
     lost = []
-    runner = DistributedRunner(main_agent(), MINIMAL, num_workers=2, seed=4,
-                               on_lost_worker=lambda index, steps: lost.append((index, steps)))  # fmt: skip
+    runner = DistributedRunner(
+        main_agent(), MINIMAL, num_workers=2, seed=4, on_lost_worker=lambda index, steps: lost.append((index, steps))
+    )
     killed = []
 
     def kill_once(r):
@@ -170,8 +177,9 @@ def test_an_agent_spec_asking_for_distributed_execution_is_refused_with_where_to
         create_agent(spec, states=environment.states, actions=environment.actions)
     assert "DistributedRunner" in str(error.value)
     for kind in ("single", "multi-threaded"):  # nothing to refuse: the runner decides
-        agent = create_agent({**PPO, "execution": {"type": kind}}, states=environment.states,
-                             actions=environment.actions)  # fmt: skip
+        agent = create_agent(
+            {**PPO, "execution": {"type": kind}}, states=environment.states, actions=environment.actions
+        )
         assert agent.execution["type"] == kind
     with pytest.raises(SpecError, match="execution.type"):
         create_agent({**PPO, "execution": {"type": "mpi"}}, states=environment.states, actions=environment.actions)

@@ -14,11 +14,22 @@ from torchforce.spec import SpecError
 
 MLP = [{"type": "dense", "size": 8}]
 AGENTS = {
-    "dqn": {"type": "dqn", "network": MLP, "update_mode": {"unit": "timesteps", "batch_size": 8, "frequency": 4},
-            "memory": {"type": "replay", "capacity": 200}, "seed": 0},
-    "ppo": {"type": "ppo", "network": MLP, "update_mode": {"unit": "timesteps", "batch_size": 12},
-            "memory": {"type": "latest", "capacity": 64}, "optimization_steps": 3, "seed": 0},
-}  # fmt: skip
+    "dqn": {
+        "type": "dqn",
+        "network": MLP,
+        "update_mode": {"unit": "timesteps", "batch_size": 8, "frequency": 4},
+        "memory": {"type": "replay", "capacity": 200},
+        "seed": 0,
+    },
+    "ppo": {
+        "type": "ppo",
+        "network": MLP,
+        "update_mode": {"unit": "timesteps", "batch_size": 12},
+        "memory": {"type": "latest", "capacity": 64},
+        "optimization_steps": 3,
+        "seed": 0,
+    },
+}
 
 
 class Steps(Environment):

@@ -99,8 +99,9 @@ def test_a_cut_episode_reaches_the_agent_as_terminal_2_with_its_final_state_and_
     agent = Recorder(random_agent(env))
     finished = []
     runner = Runner(agent, env)
-    runner.run(num_episodes=3, max_episode_timesteps=4, episode_finished=lambda r: finished.append(r.episode_timestep)
-               or True)  # fmt: skip
+    runner.run(
+        num_episodes=3, max_episode_timesteps=4, episode_finished=lambda r: finished.append(r.episode_timestep) or True
+    )
     assert agent.terminals() == [0, 0, 0, 2] * 3
     for episode in range(3):
         _, _, next_states = agent.observed[4 * episode + 3]
@@ -219,8 +220,11 @@ def test_a_run_stopped_inside_an_episode_does_not_record_it():
 
 def test_testing_mode_does_not_learn():
     env = make("minimal")
-    agent = create_agent({"type": "ppo", "network": MLP, "update_mode": {"unit": "episodes", "batch_size": 1}},
-                         states=env.states, actions=env.actions)  # fmt: skip
+    agent = create_agent(
+        {"type": "ppo", "network": MLP, "update_mode": {"unit": "episodes", "batch_size": 1}},
+        states=env.states,
+        actions=env.actions,
+    )
     Runner(agent, env).run(num_episodes=3, testing=True)
     assert agent.updates == 0 and agent.timestep == 0
 
@@ -292,9 +296,18 @@ def test_progress_bar_works_when_output_is_not_a_terminal(vectorized):
 
 def test_vectorized_runner_makes_one_act_per_step_and_counts_every_row():
     envs = VectorEnvironment([make("minimal") for _ in range(4)])
-    agent = create_agent({"type": "ppo", "network": MLP, "update_mode": {"unit": "timesteps", "batch_size": 16},
-                          "memory": {"type": "latest", "capacity": 64}, "optimization_steps": 5, "seed": 0},
-                         states=envs.states, actions=envs.actions)  # fmt: skip
+    agent = create_agent(
+        {
+            "type": "ppo",
+            "network": MLP,
+            "update_mode": {"unit": "timesteps", "batch_size": 16},
+            "memory": {"type": "latest", "capacity": 64},
+            "optimization_steps": 5,
+            "seed": 0,
+        },
+        states=envs.states,
+        actions=envs.actions,
+    )
     runner = Runner(agent, envs)
     runner.run(num_timesteps=80)
     assert runner.timestep == 80 and agent.timestep == 80
@@ -369,8 +382,9 @@ def test_vectorized_truncation_in_worker_processes_passes_the_true_final_states(
     for row in range(3):
         draws = minimal_draws(7 + row, 10)
         # acted on: draws 0-3, then (the cut row is reset: draw 5) draws 5-8; draws 4 and 9 are the final states
-        assert [float(states[row, 0]) for states, _, _, _ in agent.acted] == [float(draws[i]) for i in
-                                                                             (0, 1, 2, 3, 5, 6, 7, 8)]  # fmt: skip
+        assert [float(states[row, 0]) for states, _, _, _ in agent.acted] == [
+            float(draws[i]) for i in (0, 1, 2, 3, 5, 6, 7, 8)
+        ]
         for step, final in ((3, 4), (7, 9)):
             _, _, next_states = agent.observed[step]
             assert next_states[row, 0] == draws[final]
@@ -386,8 +400,16 @@ def test_single_and_vectorized_paths_record_the_same_history():
         runner.run(num_episodes=3, max_episode_timesteps=4)  # episodes of 6 cut at 4
         runner.run(num_timesteps=8)  # a whole episode of 6 (no limit now), then 2 steps that are not recorded
         terminals = [int(np.asarray(t).reshape(-1)[0]) for t in agent.terminals()]
-        histories.append((runner.episode_rewards, runner.episode_timesteps, runner.episode, runner.timestep,
-                          terminals, agent.agent.episode))  # fmt: skip
+        histories.append(
+            (
+                runner.episode_rewards,
+                runner.episode_timesteps,
+                runner.episode,
+                runner.timestep,
+                terminals,
+                agent.agent.episode,
+            )
+        )
     assert histories[0] == histories[1]
     assert histories[0] == ([10.0] * 3 + [21.0], [4, 4, 4, 6], 4, 20, [0, 0, 0, 2] * 3 + [0] * 5 + [1, 0, 0], 4)
 

@@ -14,9 +14,16 @@ from torchforce.execution.sharing import share_model
 from torchforce.execution.threaded import ThreadedRunner as Threaded
 
 NETWORK = [{"type": "dense", "size": 8}]
-VPG = {"type": "vpg", "network": NETWORK, "update_mode": {"unit": "episodes", "batch_size": 2},
-       "optimizer": {"type": "adam", "learning_rate": 0.05}, "baseline_mode": "states",
-       "baseline": {"type": "mlp", "sizes": [8]}, "gae_lambda": 0.9, "seed": 0}  # fmt: skip
+VPG = {
+    "type": "vpg",
+    "network": NETWORK,
+    "update_mode": {"unit": "episodes", "batch_size": 2},
+    "optimizer": {"type": "adam", "learning_rate": 0.05},
+    "baseline_mode": "states",
+    "baseline": {"type": "mlp", "sizes": [8]},
+    "gae_lambda": 0.9,
+    "seed": 0,
+}
 
 
 def workers(spec=VPG, count=3, action_type="int", **env_options):
@@ -86,8 +93,13 @@ class Counting(Environment):
 
 
 def test_each_worker_observes_the_state_it_acted_on():
-    spec = {"type": "dqn", "network": NETWORK, "memory": {"type": "replay", "capacity": 256}, "seed": 0,
-            "update_mode": {"unit": "timesteps", "batch_size": 8, "frequency": 4}}  # fmt: skip
+    spec = {
+        "type": "dqn",
+        "network": NETWORK,
+        "memory": {"type": "replay", "capacity": 256},
+        "seed": 0,
+        "update_mode": {"unit": "timesteps", "batch_size": 8, "frequency": 4},
+    }
     environments = [Counting() for _ in range(3)]
     main = create_agent(spec, states=environments[0].states, actions=environments[0].actions)
     agents = clone_worker_agent(main, 3, environments[0], NETWORK, {k: v for k, v in spec.items() if k != "type"})
@@ -138,8 +150,9 @@ def test_the_2018_one_argument_callback_and_deprecated_names():
 @pytest.mark.parametrize("unit, frequency", [("e", 5), ("t", 40)])
 def test_the_shared_model_is_saved_at_the_frequency_and_restores(tmp_path, unit, frequency):
     agents, environments = workers()
-    runner = ThreadedRunner(agents, environments, save_path=str(tmp_path), save_frequency=frequency,
-                            save_frequency_unit=unit)  # fmt: skip
+    runner = ThreadedRunner(
+        agents, environments, save_path=str(tmp_path), save_frequency=frequency, save_frequency_unit=unit
+    )
     # Saving happens between two of worker 0's steps, so the other workers yield a little after each step: under
     # load, the scheduler could otherwise starve worker 0 for all but one saving window.
     runner.run(num_episodes=20, step_finished=lambda runner, worker: worker == 0 or time.sleep(0.001) or True)
@@ -171,8 +184,9 @@ def test_errors():
     with pytest.raises(RuntimeError, match="worker 1 failed: OSError") as error:
         ThreadedRunner(agents, [environments[0], Broken()]).run(num_episodes=1000)
     assert isinstance(error.value.__cause__, OSError)
-    other = create_agent({"type": "ppo", "network": NETWORK}, states=environments[0].states,
-                         actions=environments[0].actions)  # fmt: skip
+    other = create_agent(
+        {"type": "ppo", "network": NETWORK}, states=environments[0].states, actions=environments[0].actions
+    )
     with pytest.raises(TypeError, match="a ppo agent cannot share the model of a vpg agent"):
         share_model(other, agents[0])
 

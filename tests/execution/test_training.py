@@ -15,8 +15,16 @@ MINIMAL = {"type": "minimal", "episode_length": 5}
 
 def test_train_runs_the_budget_logs_every_episode_and_evaluates_on_schedule(tmp_path):
     log = tmp_path / "episodes.jsonl"
-    agent, result = train({"type": "random"}, MINIMAL, num_environments=2, seed=3, num_timesteps=100, eval_every=20,
-                          eval_episodes=2, episode_log=log)  # fmt: skip
+    agent, result = train(
+        {"type": "random"},
+        MINIMAL,
+        num_environments=2,
+        seed=3,
+        num_timesteps=100,
+        eval_every=20,
+        eval_episodes=2,
+        episode_log=log,
+    )
     assert isinstance(result, TrainingResult) and agent.timestep == 100
     # 2 rows of 50 steps, episodes of 5: 20 episodes, both rows ending together every 10 timesteps
     assert (result.timesteps, result.episodes) == (100, 20)
@@ -38,22 +46,40 @@ def test_train_runs_the_budget_logs_every_episode_and_evaluates_on_schedule(tmp_
 
 
 def test_reaching_the_threshold_stops_early():
-    _, result = train({"type": "random"}, MINIMAL, num_environments=2, num_timesteps=1_000, threshold=0.0,
-                      eval_every=20, eval_episodes=1)  # fmt: skip
+    _, result = train(
+        {"type": "random"},
+        MINIMAL,
+        num_environments=2,
+        num_timesteps=1_000,
+        threshold=0.0,
+        eval_every=20,
+        eval_episodes=1,
+    )
     # the first evaluation (at the first episode end at or past 20 timesteps) reaches 0.0
     assert result.solved and result.timesteps_to_threshold == 20 == result.timesteps
     assert result.episodes == 3  # stopped at row 0's episode: row 1's, ending in the same step, is not recorded
     assert len(result.evaluations) == 1 and result.seconds_to_threshold == result.evaluations[0]["train_seconds"]
-    _, result = train({"type": "random"}, MINIMAL, num_environments=2, num_timesteps=60, threshold=6.0,
-                      eval_every=20, eval_episodes=1)  # fmt: skip
+    _, result = train(
+        {"type": "random"}, MINIMAL, num_environments=2, num_timesteps=60, threshold=6.0, eval_every=20, eval_episodes=1
+    )
     assert not result.solved and result.timesteps == 60 and len(result.evaluations) == 3
 
 
 def test_train_learns_with_a_learning_agent_and_a_gym_id():
-    agent, result = train({"type": "ppo", "update_mode": {"unit": "timesteps", "batch_size": 32},
-                           "memory": {"type": "latest", "capacity": 64}, "optimization_steps": 2},
-                          "CartPole-v1", num_environments=4, num_timesteps=64, eval_every=1_000, eval_episodes=1,
-                          agent_kwargs={"network": [{"type": "dense", "size": 8}]})  # fmt: skip
+    agent, result = train(
+        {
+            "type": "ppo",
+            "update_mode": {"unit": "timesteps", "batch_size": 32},
+            "memory": {"type": "latest", "capacity": 64},
+            "optimization_steps": 2,
+        },
+        "CartPole-v1",
+        num_environments=4,
+        num_timesteps=64,
+        eval_every=1_000,
+        eval_episodes=1,
+        agent_kwargs={"network": [{"type": "dense", "size": 8}]},
+    )
     assert agent.updates >= 1 and result.timesteps == 64 and result.evaluations == []
 
 
@@ -82,8 +108,7 @@ class Uneven(Environment):
 
 
 def test_evaluations_keep_to_the_schedule_after_a_long_episode():
-    _, result = train({"type": "random"}, Uneven, num_environments=1, num_timesteps=100, eval_every=10,
-                      eval_episodes=1)  # fmt: skip
+    _, result = train({"type": "random"}, Uneven, num_environments=1, num_timesteps=100, eval_every=10, eval_episodes=1)
     timesteps = [e["timesteps"] for e in result.evaluations]
     # episodes end at 30, 31, 32, 33, 34, 64, 65, ...: one evaluation at 30, the next at the first end at or past 40,
     # not one at each of the short episodes right after the long one

@@ -53,8 +53,15 @@ def test_agent_learns_for_two_of_three_seeds(experiment, whole_budget, threshold
     config, environments, environment = shipped_setup(experiment)
     outcomes = {}
     for seed in (0, 1, 2):
-        agent, result = train(config, environment, num_environments=environments, seed=seed, num_timesteps=budget,
-                              threshold=None if whole_budget else threshold, eval_every=eval_every)  # fmt: skip
+        agent, result = train(
+            config,
+            environment,
+            num_environments=environments,
+            seed=seed,
+            num_timesteps=budget,
+            threshold=None if whole_budget else threshold,
+            eval_every=eval_every,
+        )
         first = next((e["timesteps"] for e in result.evaluations if e["mean_return"] >= threshold), None)
         outcome = {"first_solved_at": first}
         if whole_budget:
@@ -94,8 +101,9 @@ def test_dqfd_learns_cartpole_from_demonstrations_and_keeps_it():
     outcomes = {}
     for seed in (0, 1, 2):
         environments = make_vector("CartPole-v1", 4, seed=seed)
-        agent = create_agent(str(shipped("agents", "dqfd_cartpole")), states=environments.states,
-                             actions=environments.actions, seed=seed)  # fmt: skip
+        agent = create_agent(
+            str(shipped("agents", "dqfd_cartpole")), states=environments.states, actions=environments.actions, seed=seed
+        )
         agent.import_demonstrations(expert_demonstrations(10, seed))
         agent.pretrain(2_000)
         pretrained = final_mean_return(agent, seed)

@@ -244,8 +244,9 @@ def test_agent_runs_multi_actions(agent_type: str) -> None:
 def test_constant_right_action_passes_at_once(kind: str) -> None:
     """The constant agent giving the right action earns 1 per step, so the protocol passes at episode 100."""
     environment = MinimalTest({kind: ()}, seed=0)
-    agent = create_agent({"type": "constant", "action_values": RIGHT[kind]}, states=environment.states,
-                         actions=environment.actions)  # fmt: skip
+    agent = create_agent(
+        {"type": "constant", "action_values": RIGHT[kind]}, states=environment.states, actions=environment.actions
+    )
     runner = Runner(agent, environment)
     runner.run(num_episodes=EPISODES, episode_finished=lambda r: not last_window_good(r))
     assert runner.episode == WINDOW and last_window_good(runner)

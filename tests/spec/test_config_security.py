@@ -47,8 +47,12 @@ from torchforce.spec import ActionSpec, SpecError, StateSpec
 STATES = {"state": StateSpec("state", (4,), "float")}
 INT = ActionSpec("move", "int", (), num_actions=3)
 MINIMAL = make("minimal")
-PPO = {"type": "ppo", "network": [{"type": "dense", "size": 8}], "update_mode": {"unit": "episodes", "batch_size": 2},
-       "seed": 3}  # fmt: skip
+PPO = {
+    "type": "ppo",
+    "network": [{"type": "dense", "size": 8}],
+    "update_mode": {"unit": "episodes", "batch_size": 2},
+    "seed": 3,
+}
 
 
 @pytest.fixture
@@ -102,21 +106,32 @@ def touch(marker: Path) -> str:
 BUILDERS: dict[str, tuple[str, str, Callable[[str], Any]]] = {
     # kind: (where the error points, the kind's word, build from a type path)
     "environment": ("environment.type", "environment", lambda path: make({"type": path})),
-    "agent": ("agent.type", "agent", lambda path: create_agent(
-        {"type": path}, states=MINIMAL.states, actions=MINIMAL.actions)),
-    "memory": ("memory.type", "memory", lambda path: build_memory(
-        {"type": path}, {}, rng=np.random.default_rng(0))),
-    "optimizer": ("optimizer.type", "optimizer", lambda path: build_optimizer(
-        {"type": path}, [nn.Parameter(torch.zeros(2))])),
+    "agent": (
+        "agent.type",
+        "agent",
+        lambda path: create_agent({"type": path}, states=MINIMAL.states, actions=MINIMAL.actions),
+    ),
+    "memory": ("memory.type", "memory", lambda path: build_memory({"type": path}, {}, rng=np.random.default_rng(0))),
+    "optimizer": (
+        "optimizer.type",
+        "optimizer",
+        lambda path: build_optimizer({"type": path}, [nn.Parameter(torch.zeros(2))]),
+    ),
     "exploration": ("actions_exploration", "exploration", lambda path: build_explorations(path, {"move": INT})),
     "preprocessor": ("states_preprocessing", "preprocessor", lambda path: build_preprocessing(path, STATES)),
-    "distribution": ("distributions.move.type", "distribution", lambda path: build_distribution(
-        INT, 4, {"type": path}, path="distributions.move")),
+    "distribution": (
+        "distributions.move.type",
+        "distribution",
+        lambda path: build_distribution(INT, 4, {"type": path}, path="distributions.move"),
+    ),
     "baseline": ("baseline.type", "baseline", lambda path: build_baseline({"type": path}, STATES)),
     "layer": ("network[0].type", "layer", lambda path: build_network([{"type": path}], STATES)),
-    "synchronization": ("synchronization.type", "synchronization", lambda path: build_synchronization(
-        {"type": path}, [], [])),
-}  # fmt: skip
+    "synchronization": (
+        "synchronization.type",
+        "synchronization",
+        lambda path: build_synchronization({"type": path}, [], []),
+    ),
+}
 
 
 @pytest.mark.parametrize("attribute", ["boom", "Boom"])
@@ -138,8 +153,11 @@ def test_a_type_path_to_anything_but_a_component_class_is_refused_before_it_is_c
 
 @pytest.mark.parametrize("spec", ["{module}:boom", "{module}:Boom", {"type": "{module}:Boom"}])
 def test_a_network_path_must_name_a_module_class(spec: Any, users_module: str, marker: Path) -> None:
-    spec = {"type": spec["type"].format(module=users_module)} if isinstance(spec, dict) else spec.format(
-        module=users_module)  # fmt: skip
+    spec = (
+        {"type": spec["type"].format(module=users_module)}
+        if isinstance(spec, dict)
+        else spec.format(module=users_module)
+    )
     with pytest.raises(SpecError, match="not a network class|cannot be built"):
         build_network(spec, STATES)
 
@@ -206,8 +224,11 @@ def test_a_gym_id_cannot_import_a_package_that_is_not_built_on_gymnasium(
 ) -> None:
     name = installed_package(tmp_path / "site", touch(marker), requires=("numpy>=1",))
     monkeypatch.syspath_prepend(str(tmp_path / "site"))
-    with pytest.raises(SpecError, match=rf"^environment\.gym_id: module '{name}' belongs to the installed package "
-                       rf"'{name}', which does not depend on gymnasium"):  # fmt: skip
+    with pytest.raises(
+        SpecError,
+        match=rf"^environment\.gym_id: module '{name}' belongs to the installed package "
+        rf"'{name}', which does not depend on gymnasium",
+    ):
         make(f"{name}:CartPole-v1")
 
 
@@ -222,8 +243,10 @@ def test_a_gymnasium_package_may_register_its_environments_on_import(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     env_id = f"TfRegisteredOnImport{uuid.uuid4().hex[:6]}-v0"
-    code = (f"import gymnasium\ngymnasium.register(id={env_id!r}, "
-            "entry_point='gymnasium.envs.classic_control.cartpole:CartPoleEnv')\n")  # fmt: skip
+    code = (
+        f"import gymnasium\ngymnasium.register(id={env_id!r}, "
+        "entry_point='gymnasium.envs.classic_control.cartpole:CartPoleEnv')\n"
+    )
     name = installed_package(tmp_path / "site", code, requires=("gymnasium[classic-control]>=1.0",))
     monkeypatch.syspath_prepend(str(tmp_path / "site"))
     try:
@@ -277,8 +300,13 @@ def save(folder: Path, steps: int = 36) -> tuple[Path, Runner]:
     """A run of ``steps`` steps in two environments, checkpointed mid-episode; returns the checkpoint folder."""
     environments, agent, runner = build()
     runner.run(num_timesteps=steps)
-    state = {"runner": runner.state_dict(), "environments": environments.get_state(), "elapsed": 1.5,
-             "recent": [1.0, 2.0], "episode_log_bytes": 7}  # fmt: skip
+    state = {
+        "runner": runner.state_dict(),
+        "environments": environments.get_state(),
+        "elapsed": 1.5,
+        "recent": [1.0, 2.0],
+        "episode_log_bytes": 7,
+    }
     pointer = Checkpoints(folder).save(agent, state, {"timesteps": runner.global_timestep, "episodes": 3})
     return folder / pointer["folder"], runner
 
@@ -293,8 +321,11 @@ def test_resuming_never_unpickles_a_planted_environment_state(
         pointer, state = Checkpoints(tmp_path / "checkpoints").load(agent)
     assert state["environments"] is None and state["runner"]["rows"] is None  # fresh environments, new episodes
     assert state["elapsed"] == 1.5 and state["recent"] == [1.0, 2.0] and state["runner"]["global_timestep"] == 36
-    assert "the environments' state (environments.pkl) is not loaded, because it is not signed with this user's key" \
-        in caplog.text and "starting new episodes" in caplog.text  # fmt: skip
+    assert (
+        "the environments' state (environments.pkl) is not loaded, because it is not signed with this user's key"
+        in caplog.text
+        and "starting new episodes" in caplog.text
+    )
 
 
 def test_a_checkpoint_signed_by_someone_else_starts_new_episodes(
@@ -340,7 +371,13 @@ def test_a_signed_checkpoint_resumes_exactly(tmp_path: Path, user_data: Path) ->
 def test_the_runner_state_is_plain_data(tmp_path: Path, user_data: Path) -> None:
     folder, runner = save(tmp_path / "checkpoints")
     assert sorted(path.name for path in folder.iterdir()) == [
-        "checkpoint", "environments.pkl", "model.json", "model.pt", "runner.json", "runner.pt"]  # fmt: skip
+        "checkpoint",
+        "environments.pkl",
+        "model.json",
+        "model.pt",
+        "runner.json",
+        "runner.pt",
+    ]
     record = json.loads((folder / "runner.json").read_text())
     assert record["state"]["runner"]["episode_rewards"] == runner.state_dict()["episode_rewards"]
     assert record["state"]["recent"] == [1.0, 2.0]

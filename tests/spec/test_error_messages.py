@@ -112,90 +112,224 @@ class NoParameters(Optimizer):
     [
         ("int", 3, {}, 'agent: not an agent spec; expected a dict like {"type": "ppo", ...}, got 3.'),
         ("int", ["ppo"], {}, 'agent: not an agent spec; expected a dict like {"type": "ppo", ...}, got ["ppo"].'),
-        ("int", {"type": "ppo", "network": MLP}, {"network": MLP},
-         "agent.network: given both in the spec and as an argument.\n  Give it once."),
+        (
+            "int",
+            {"type": "ppo", "network": MLP},
+            {"network": MLP},
+            "agent.network: given both in the spec and as an argument.\n  Give it once.",
+        ),
         ("int", {"network": MLP}, {}, "agent: an agent spec needs 'type'.\n  Known: " + KNOWN_AGENTS + "."),
-        ("int", {"type": "random", "device": "gpu"}, {},
-         'agent.device: not a torch device; expected "cpu" or "cuda", got "gpu".'),
-        ("int", {"type": "random", "device": 3}, {},
-         'agent.device: not a torch device; expected "cpu" or "cuda", got 3.'),
-        ("int", {"type": "random", "saver": {"directory": "run", "basename": "a/b"}}, {},
-         'agent.saver.basename: not a file name; expected a name like "model", got "a/b".'),
-        ("int", {"type": "random", "saver": {"directory": "run", "basename": ""}}, {},
-         'agent.saver.basename: not a file name; expected a name like "model", got "".'),
-        ("int", {"type": "random", "saver": {"directory": "run", "file": 3}}, {},
-         "agent.saver.file: not a file name; expected a checkpoint file name, or null, got 3."),
-        ("multi", {"type": "constant", "action_values": {"int": 1}}, {},
-         "agent.action_values: needs a value for action 'bool'; got {\"int\": 1}."),
-        ("int", {"type": "constant", "action_values": 2}, {},
-         "agent.action_values.action: out of range; expected an integer in [0, 1], got 2."),
-        ("int", {"type": "constant", "action_values": -1}, {},
-         "agent.action_values.action: out of range; expected an integer in [0, 1], got -1."),
-        ("bounded", {"type": "constant", "action_values": 1.5}, {},
-         "agent.action_values.action: out of range; expected a number in [-1.0, 1.0], got 1.5."),
-        ("int", {"type": "constant", "action_values": {"action": 1, "fire": 0}}, {},
-         'agent.action_values.fire: unknown action "fire".\n  Known: action.'),
-        ("int", {"type": "constant", "action_values": "left"}, {},
-         'agent.action_values.action: not an integer; expected an integer in [0, 1], got "left".'),
-        ("int", {"type": "constant", "action_values": [0, 1]}, {},
-         "agent.action_values.action: action 'action' is a scalar; expected an integer in [0, 1], got [0, 1]."),
-        ("int", {"type": "constant", "action_values": None}, {},
-         "agent.action_values.action: not an integer; expected an integer in [0, 1], got null."),
-        ("int", {"type": "constant", "action_values": 0.5}, {},  # once silently truncated to 0
-         "agent.action_values.action: not an integer; expected an integer in [0, 1], got 0.5."),
-        ("int", {"type": "constant", "action_values": True}, {},
-         "agent.action_values.action: not an integer; expected an integer in [0, 1], got true."),
-        ("multi", {"type": "constant", "action_values": {"bool": 1, "bounded": 0.0, "float": 0.0, "int": 0}}, {},
-         "agent.action_values.bool: not a boolean; expected true or false, got 1."),
-        ("multi", {"type": "constant", "action_values": {"bool": True, "bounded": 0.0, "float": "x", "int": 0}}, {},
-         'agent.action_values.float: not a finite number; expected a finite number, got "x".'),
-        ("multi", {"type": "constant", "action_values": {"bool": True, "bounded": 0.0, "float": float("nan"),
-                                                         "int": 0}}, {},
-         "agent.action_values.float: not a finite number; expected a finite number, got NaN."),
-        ("int", {"type": "ppo", "network": MLP, "seed": -1}, {},
-         "agent.seed: out of range; expected an integer >= 0, got -1."),
-        ("int", {"type": "random", "seed": "x"}, {},
-         'agent.seed: not an integer; expected an integer >= 0, got "x".'),
-        ("int", {"type": "ppo", "network": MLP, "update_mode": {"unit": "episodes"}}, {},
-         "agent.update_mode: needs 'batch_size'; got {\"unit\": \"episodes\"}."),
-        ("int", {"type": "ppo", "network": MLP, "update_mode": {"batch_size": 2, "frequncy": 2}}, {},
-         "agent.update_mode.frequncy: unknown key.\n  Did you mean 'frequency'?"),
-        ("int", {"type": "dqn", "network": MLP, "update_mode": {"batch_size": 2, "colour": 2}}, {},
-         "agent.update_mode.colour: unknown key."),
-        ("int", {"type": "ppo", "network": MLP, "update_mode": {"batch_size": 2, "repeat_update": 2}}, {},
-         "agent.update_mode.repeat_update: 'repeat_update' is a 0.3.5 key and is gone in 0.4.\n"
-         "  Repeat the optimization with PPO's optimization_steps, or with a multi_step optimizer: "
-         '{"type": "multi_step", "num_steps": N, "optimizer": {...}}. ' + LEGACY_HINT),
-        ("int", {"type": "ppo", "network": MLP, "update_mode": {"batch_size": 2, "update_frequency": 2}}, {},
-         "agent.update_mode.update_frequency: 'update_frequency' is the 0.3.5 name; use 'frequency'.\n  "
-         + LEGACY_HINT),
-        ("int", {"type": "dqn", "network": MLP, "update_mode": {"batch_size": 2, "keep_last_timestep": True}}, {},
-         "agent.update_mode.keep_last_timestep: 'keep_last_timestep' is a 0.3.5 key and is gone in 0.4.\n"
-         "  Remove it: every stored timestep keeps its next state, so there is no last timestep to hold back. "
-         + LEGACY_HINT),
-        ("int", {"type": "ppo", "network": MLP, "memory": {"type": "latest", "capacity": 4},
-                 "update_mode": {"unit": "timesteps", "batch_size": 8}}, {},
-         "agent.memory.capacity: too small for one update, which reads batch_size 8 timesteps (update_mode unit "
-         "'timesteps'); expected at least 8, got 4.\n"
-         "  Raise memory.capacity (it counts timesteps), or lower update_mode.batch_size."),
-        ("int", {"type": "ppo", "network": MLP, "memory": {"type": "latest", "capacity": 10},
-                 "update_mode": {"unit": "sequences", "batch_size": 4, "length": 8}}, {},
-         "agent.memory.capacity: too small for one update, which reads batch_size 4 sequences of length 8, "
-         "4 + 8 - 1 rows (update_mode unit 'sequences'); expected at least 11, got 10.\n"
-         "  Raise memory.capacity (it counts timesteps), or lower update_mode.batch_size."),
-        ("int", {"type": "ppo", "network": MLP, "memory": {"type": "latest", "capacity": 5},
-                 "update_mode": {"unit": "episodes", "batch_size": 10}}, {},
-         "agent.memory.capacity: too small for one update, which reads batch_size 10 complete episodes, each at "
-         "least one timestep (update_mode unit 'episodes'); expected at least 10, got 5.\n"
-         "  Raise memory.capacity (it counts timesteps), or lower update_mode.batch_size."),
-        ("int", {"type": "dqn", "network": MLP, "memory": {"type": "replay", "capacity": 16}}, {},
-         "agent.memory.capacity: too small for one update, which reads batch_size 32 timesteps (update_mode unit "
-         "'timesteps'); expected at least 32, got 16.\n"
-         "  Raise memory.capacity (it counts timesteps), or lower update_mode.batch_size."),
-        ("int", {"type": "ppo", "network": MLP, "distributions": {"actoin": "categorical"}}, {},
-         "agent.distributions.actoin: unknown action \"actoin\".\n  Known: action. Did you mean 'action'?"),
+        (
+            "int",
+            {"type": "random", "device": "gpu"},
+            {},
+            'agent.device: not a torch device; expected "cpu" or "cuda", got "gpu".',
+        ),
+        (
+            "int",
+            {"type": "random", "device": 3},
+            {},
+            'agent.device: not a torch device; expected "cpu" or "cuda", got 3.',
+        ),
+        (
+            "int",
+            {"type": "random", "saver": {"directory": "run", "basename": "a/b"}},
+            {},
+            'agent.saver.basename: not a file name; expected a name like "model", got "a/b".',
+        ),
+        (
+            "int",
+            {"type": "random", "saver": {"directory": "run", "basename": ""}},
+            {},
+            'agent.saver.basename: not a file name; expected a name like "model", got "".',
+        ),
+        (
+            "int",
+            {"type": "random", "saver": {"directory": "run", "file": 3}},
+            {},
+            "agent.saver.file: not a file name; expected a checkpoint file name, or null, got 3.",
+        ),
+        (
+            "multi",
+            {"type": "constant", "action_values": {"int": 1}},
+            {},
+            "agent.action_values: needs a value for action 'bool'; got {\"int\": 1}.",
+        ),
+        (
+            "int",
+            {"type": "constant", "action_values": 2},
+            {},
+            "agent.action_values.action: out of range; expected an integer in [0, 1], got 2.",
+        ),
+        (
+            "int",
+            {"type": "constant", "action_values": -1},
+            {},
+            "agent.action_values.action: out of range; expected an integer in [0, 1], got -1.",
+        ),
+        (
+            "bounded",
+            {"type": "constant", "action_values": 1.5},
+            {},
+            "agent.action_values.action: out of range; expected a number in [-1.0, 1.0], got 1.5.",
+        ),
+        (
+            "int",
+            {"type": "constant", "action_values": {"action": 1, "fire": 0}},
+            {},
+            'agent.action_values.fire: unknown action "fire".\n  Known: action.',
+        ),
+        (
+            "int",
+            {"type": "constant", "action_values": "left"},
+            {},
+            'agent.action_values.action: not an integer; expected an integer in [0, 1], got "left".',
+        ),
+        (
+            "int",
+            {"type": "constant", "action_values": [0, 1]},
+            {},
+            "agent.action_values.action: action 'action' is a scalar; expected an integer in [0, 1], got [0, 1].",
+        ),
+        (
+            "int",
+            {"type": "constant", "action_values": None},
+            {},
+            "agent.action_values.action: not an integer; expected an integer in [0, 1], got null.",
+        ),
+        (
+            "int",
+            {"type": "constant", "action_values": 0.5},
+            {},  # once silently truncated to 0
+            "agent.action_values.action: not an integer; expected an integer in [0, 1], got 0.5.",
+        ),
+        (
+            "int",
+            {"type": "constant", "action_values": True},
+            {},
+            "agent.action_values.action: not an integer; expected an integer in [0, 1], got true.",
+        ),
+        (
+            "multi",
+            {"type": "constant", "action_values": {"bool": 1, "bounded": 0.0, "float": 0.0, "int": 0}},
+            {},
+            "agent.action_values.bool: not a boolean; expected true or false, got 1.",
+        ),
+        (
+            "multi",
+            {"type": "constant", "action_values": {"bool": True, "bounded": 0.0, "float": "x", "int": 0}},
+            {},
+            'agent.action_values.float: not a finite number; expected a finite number, got "x".',
+        ),
+        (
+            "multi",
+            {"type": "constant", "action_values": {"bool": True, "bounded": 0.0, "float": float("nan"), "int": 0}},
+            {},
+            "agent.action_values.float: not a finite number; expected a finite number, got NaN.",
+        ),
+        (
+            "int",
+            {"type": "ppo", "network": MLP, "seed": -1},
+            {},
+            "agent.seed: out of range; expected an integer >= 0, got -1.",
+        ),
+        ("int", {"type": "random", "seed": "x"}, {}, 'agent.seed: not an integer; expected an integer >= 0, got "x".'),
+        (
+            "int",
+            {"type": "ppo", "network": MLP, "update_mode": {"unit": "episodes"}},
+            {},
+            'agent.update_mode: needs \'batch_size\'; got {"unit": "episodes"}.',
+        ),
+        (
+            "int",
+            {"type": "ppo", "network": MLP, "update_mode": {"batch_size": 2, "frequncy": 2}},
+            {},
+            "agent.update_mode.frequncy: unknown key.\n  Did you mean 'frequency'?",
+        ),
+        (
+            "int",
+            {"type": "dqn", "network": MLP, "update_mode": {"batch_size": 2, "colour": 2}},
+            {},
+            "agent.update_mode.colour: unknown key.",
+        ),
+        (
+            "int",
+            {"type": "ppo", "network": MLP, "update_mode": {"batch_size": 2, "repeat_update": 2}},
+            {},
+            "agent.update_mode.repeat_update: 'repeat_update' is a 0.3.5 key and is gone in 0.4.\n"
+            "  Repeat the optimization with PPO's optimization_steps, or with a multi_step optimizer: "
+            '{"type": "multi_step", "num_steps": N, "optimizer": {...}}. ' + LEGACY_HINT,
+        ),
+        (
+            "int",
+            {"type": "ppo", "network": MLP, "update_mode": {"batch_size": 2, "update_frequency": 2}},
+            {},
+            "agent.update_mode.update_frequency: 'update_frequency' is the 0.3.5 name; use 'frequency'.\n  "
+            + LEGACY_HINT,
+        ),
+        (
+            "int",
+            {"type": "dqn", "network": MLP, "update_mode": {"batch_size": 2, "keep_last_timestep": True}},
+            {},
+            "agent.update_mode.keep_last_timestep: 'keep_last_timestep' is a 0.3.5 key and is gone in 0.4.\n"
+            "  Remove it: every stored timestep keeps its next state, so there is no last timestep to hold back. "
+            + LEGACY_HINT,
+        ),
+        (
+            "int",
+            {
+                "type": "ppo",
+                "network": MLP,
+                "memory": {"type": "latest", "capacity": 4},
+                "update_mode": {"unit": "timesteps", "batch_size": 8},
+            },
+            {},
+            "agent.memory.capacity: too small for one update, which reads batch_size 8 timesteps (update_mode unit "
+            "'timesteps'); expected at least 8, got 4.\n"
+            "  Raise memory.capacity (it counts timesteps), or lower update_mode.batch_size.",
+        ),
+        (
+            "int",
+            {
+                "type": "ppo",
+                "network": MLP,
+                "memory": {"type": "latest", "capacity": 10},
+                "update_mode": {"unit": "sequences", "batch_size": 4, "length": 8},
+            },
+            {},
+            "agent.memory.capacity: too small for one update, which reads batch_size 4 sequences of length 8, "
+            "4 + 8 - 1 rows (update_mode unit 'sequences'); expected at least 11, got 10.\n"
+            "  Raise memory.capacity (it counts timesteps), or lower update_mode.batch_size.",
+        ),
+        (
+            "int",
+            {
+                "type": "ppo",
+                "network": MLP,
+                "memory": {"type": "latest", "capacity": 5},
+                "update_mode": {"unit": "episodes", "batch_size": 10},
+            },
+            {},
+            "agent.memory.capacity: too small for one update, which reads batch_size 10 complete episodes, each at "
+            "least one timestep (update_mode unit 'episodes'); expected at least 10, got 5.\n"
+            "  Raise memory.capacity (it counts timesteps), or lower update_mode.batch_size.",
+        ),
+        (
+            "int",
+            {"type": "dqn", "network": MLP, "memory": {"type": "replay", "capacity": 16}},
+            {},
+            "agent.memory.capacity: too small for one update, which reads batch_size 32 timesteps (update_mode unit "
+            "'timesteps'); expected at least 32, got 16.\n"
+            "  Raise memory.capacity (it counts timesteps), or lower update_mode.batch_size.",
+        ),
+        (
+            "int",
+            {"type": "ppo", "network": MLP, "distributions": {"actoin": "categorical"}},
+            {},
+            "agent.distributions.actoin: unknown action \"actoin\".\n  Known: action. Did you mean 'action'?",
+        ),
     ],
-)  # fmt: skip
+)
 def test_agent_errors(env: str, spec: Any, kwargs: dict, text: str) -> None:
     environment = ENVS[env]
     assert message(create_agent, spec, states=environment.states, actions=environment.actions, **kwargs) == text
@@ -229,32 +363,59 @@ def test_cuda_device_without_cuda(device: str, monkeypatch: pytest.MonkeyPatch) 
 @pytest.mark.parametrize(
     ("spec", "kwargs", "text"),
     [
-        ("gym", {"gym_id": ""},
-         "environment.gym_id: not a Gymnasium id; expected a registered id like 'CartPole-v1', got \"\"."),
-        ({"type": "gym", "gym_id": 3}, {},
-         "environment.gym_id: not a Gymnasium id; expected a registered id like 'CartPole-v1', got 3."),
-        ("CartPole-v1", {"visualize": True, "monitor": "never-made", "monitor_video": 1},
-         "environment.visualize: a window and monitor_video exclude each other."),
-        ("CartPole-v1", {"visualize": True, "render_mode": "rgb_array"},
-         "environment.visualize: give either visualize or render_mode, not both."),
+        (
+            "gym",
+            {"gym_id": ""},
+            "environment.gym_id: not a Gymnasium id; expected a registered id like 'CartPole-v1', got \"\".",
+        ),
+        (
+            {"type": "gym", "gym_id": 3},
+            {},
+            "environment.gym_id: not a Gymnasium id; expected a registered id like 'CartPole-v1', got 3.",
+        ),
+        (
+            "CartPole-v1",
+            {"visualize": True, "monitor": "never-made", "monitor_video": 1},
+            "environment.visualize: a window and monitor_video exclude each other.",
+        ),
+        (
+            "CartPole-v1",
+            {"visualize": True, "render_mode": "rgb_array"},
+            "environment.visualize: give either visualize or render_mode, not both.",
+        ),
         ("multi", {"action_types": "int"}, 'environment.action_types: not a list of action types; got "int".'),
         ("multi", {"action_types": []}, "environment.action_types: not a list of action types; got []."),
-        ("CartPole-v1", {"render_mode": 3},
-         'environment.render_mode: not a render mode; expected a mode name like "rgb_array" or "human", or null, '
-         "got 3."),
+        (
+            "CartPole-v1",
+            {"render_mode": 3},
+            'environment.render_mode: not a render mode; expected a mode name like "rgb_array" or "human", or null, '
+            "got 3.",
+        ),
         ("CartPole-v1", {"seed": "x"}, 'environment.seed: not an integer; expected an integer >= 0, got "x".'),
         ("CartPole-v1", {"seed": -1}, "environment.seed: out of range; expected an integer >= 0, got -1."),
-        ("CartPole-v1", {"monitor": 3},
-         "environment.monitor: not a directory; expected a directory path, or null, got 3."),
-        ("CartPole-v1", {"monitor": ""},
-         'environment.monitor: not a directory; expected a directory path, or null, got "".'),
-        ("CartPole-v1", {"monitor": "never-made", "monitor_safe": "yes"},
-         'environment.monitor_safe: not a boolean; expected true or false, got "yes".'),
-        ("CartPole-v1", {"monitor": "never-made", "monitor_video": -1},
-         "environment.monitor_video: out of range; expected an integer >= 0, got -1."),
+        (
+            "CartPole-v1",
+            {"monitor": 3},
+            "environment.monitor: not a directory; expected a directory path, or null, got 3.",
+        ),
+        (
+            "CartPole-v1",
+            {"monitor": ""},
+            'environment.monitor: not a directory; expected a directory path, or null, got "".',
+        ),
+        (
+            "CartPole-v1",
+            {"monitor": "never-made", "monitor_safe": "yes"},
+            'environment.monitor_safe: not a boolean; expected true or false, got "yes".',
+        ),
+        (
+            "CartPole-v1",
+            {"monitor": "never-made", "monitor_video": -1},
+            "environment.monitor_video: out of range; expected an integer >= 0, got -1.",
+        ),
         ("CartPole-v1", {"visualize": "no"}, 'environment.visualize: not a boolean; expected true or false, got "no".'),
     ],
-)  # fmt: skip
+)
 def test_environment_errors(spec: Any, kwargs: dict, text: str) -> None:
     assert message(make, spec, **kwargs) == text
     assert not Path("never-made").exists()
@@ -335,21 +496,31 @@ class Locked(Minimal):
 @pytest.mark.parametrize(
     ("build", "pattern"),
     [
-        (lambda: make_vector(Minimal(), 2),
-         r"environment: make_vector needs a spec to build copies from, not a built environment\."),
+        (
+            lambda: make_vector(Minimal(), 2),
+            r"environment: make_vector needs a spec to build copies from, not a built environment\.",
+        ),
         (lambda: VectorEnvironment([]), r"environments: needs at least one environment\."),
-        (lambda: VectorEnvironment([Minimal()], num_environments=2),
-         r"num_environments: does not match the environments given; got 2\."),
-        (lambda: VectorEnvironment(factory=lambda: 3, num_environments=2),
-         r"factory: returned an int, not an Environment\."),
-        (lambda: VectorEnvironment(factory=lambda: gymnasium.make("CartPole-v1"), num_environments=2),
-         r"factory: returned a gymnasium\.wrappers\.TimeLimit, not an Environment\.\n"
-         r"  Wrap a Gymnasium environment in torchforce\.environments\.Gym\(env\)\."),
-        (lambda: VectorEnvironment([Locked()], mode="subprocess"),
-         r"environments: cannot be sent to a worker process: cannot pickle '_thread\.lock' object\.\n"
-         r"  Pass a factory that builds the environment inside the worker \(make_vector does this\)\."),
+        (
+            lambda: VectorEnvironment([Minimal()], num_environments=2),
+            r"num_environments: does not match the environments given; got 2\.",
+        ),
+        (
+            lambda: VectorEnvironment(factory=lambda: 3, num_environments=2),
+            r"factory: returned an int, not an Environment\.",
+        ),
+        (
+            lambda: VectorEnvironment(factory=lambda: gymnasium.make("CartPole-v1"), num_environments=2),
+            r"factory: returned a gymnasium\.wrappers\.TimeLimit, not an Environment\.\n"
+            r"  Wrap a Gymnasium environment in torchforce\.environments\.Gym\(env\)\.",
+        ),
+        (
+            lambda: VectorEnvironment([Locked()], mode="subprocess"),
+            r"environments: cannot be sent to a worker process: cannot pickle '_thread\.lock' object\.\n"
+            r"  Pass a factory that builds the environment inside the worker \(make_vector does this\)\.",
+        ),
     ],
-)  # fmt: skip
+)
 def test_vector_errors(build: Any, pattern: str) -> None:
     text = message(build)
     assert re.fullmatch(pattern, text), text
@@ -361,92 +532,194 @@ def test_vector_errors(build: Any, pattern: str) -> None:
 @pytest.mark.parametrize(
     ("spec", "states", "text"),
     [
-        ([{"type": "nonlinearity", "name": "crelu"}], {"shape": ()},
-         "network[0].name: crelu acts on the last dimension; this input is a scalar per sample."),
-        ([{"type": "nonlinearity", "name": "softmax"}], {"shape": ()},
-         "network[0].name: softmax acts on the last dimension; this input is a scalar per sample."),
-        ([{"type": "dense", "size": 2, "activation": 3}], None,
-         'network[0].activation: not an activation; expected a name like "relu" or {"name": "lrelu", ...}, got 3.'),
-        ([{"type": "dense", "size": 2, "activation": {"name": "lrelu", "slope": 0.2}}], None,
-         "network[0].activation.slope: unknown key for an activation.\n  Accepted: name, alpha, beta, max, min."),
-        ([{"type": "dense", "size": 2, "activation": {"name": "relu", "mx": 1.0}}], None,
-         "network[0].activation.mx: unknown key for an activation.\n  Did you mean 'max'?"),
-        ([{"type": "pool2d", "window": 5, "padding": "VALID"}], {"shape": [4, 4, 1]},
-         "network[0]: the window (5) is larger than the input (4) with padding VALID."),
-        ([{"type": "conv2d", "size": 2, "window": [2, 6], "padding": "VALID"}], {"shape": [4, 5, 1]},
-         "network[0]: the window (6) is larger than the input (5) with padding VALID."),
-        ([{"type": "linear", "size": 2, "weights": [["a", 1.0]] * 4}], None,
-         'network[0].weights: not a list of numbers for the weights; got [["a", 1.0], ["a", 1.0], ["a", 1.0], '
-         '["a", 1.0]].'),
-        ([{"type": "linear", "size": 2, "bias": [1.0, [2.0]]}], None,
-         "network[0].bias: not a list of numbers for the bias values; got [1.0, [2.0]]."),
-        ([{"type": "linear", "size": 2, "weights": {"name": "msra", "slop": 1.0}}], None,
-         "network[0].weights.slop: unknown key for a weights initializer.\n  Accepted: name, slope."),
-        ([{"type": "linear", "size": 2, "weights": True}], None,
-         'network[0].weights: not a weights initializer; expected null, a number, a list or "msra", got true.'),
-        ([{"type": "dense", "skip": True, "activation": "crelu"}], None,
-         "network[0].activation: a dense layer with skip=true needs a size-keeping activation."),
-        ([{"type": "input", "names": []}], None,
-         'network[0].names: not a name or a list of names; expected "state" or ["a", "b"], got [].'),
-        ([{"type": "input", "names": 3}], None,
-         'network[0].names: not a name or a list of names; expected "state" or ["a", "b"], got 3.'),
-        ([{"type": "input", "names": ["state", ""]}], None,
-         'network[0].names: not a name or a list of names; expected "state" or ["a", "b"], got ["state", ""].'),
-        ([{"type": "input", "names": "previous"}], {"a": {"shape": 2}, "b": {"shape": 2}},
-         "network[0].names: 'previous' means the current tensor, and there is none yet.\n"
-         "  Name a state instead: a, b."),
+        (
+            [{"type": "nonlinearity", "name": "crelu"}],
+            {"shape": ()},
+            "network[0].name: crelu acts on the last dimension; this input is a scalar per sample.",
+        ),
+        (
+            [{"type": "nonlinearity", "name": "softmax"}],
+            {"shape": ()},
+            "network[0].name: softmax acts on the last dimension; this input is a scalar per sample.",
+        ),
+        (
+            [{"type": "dense", "size": 2, "activation": 3}],
+            None,
+            'network[0].activation: not an activation; expected a name like "relu" or {"name": "lrelu", ...}, got 3.',
+        ),
+        (
+            [{"type": "dense", "size": 2, "activation": {"name": "lrelu", "slope": 0.2}}],
+            None,
+            "network[0].activation.slope: unknown key for an activation.\n  Accepted: name, alpha, beta, max, min.",
+        ),
+        (
+            [{"type": "dense", "size": 2, "activation": {"name": "relu", "mx": 1.0}}],
+            None,
+            "network[0].activation.mx: unknown key for an activation.\n  Did you mean 'max'?",
+        ),
+        (
+            [{"type": "pool2d", "window": 5, "padding": "VALID"}],
+            {"shape": [4, 4, 1]},
+            "network[0]: the window (5) is larger than the input (4) with padding VALID.",
+        ),
+        (
+            [{"type": "conv2d", "size": 2, "window": [2, 6], "padding": "VALID"}],
+            {"shape": [4, 5, 1]},
+            "network[0]: the window (6) is larger than the input (5) with padding VALID.",
+        ),
+        (
+            [{"type": "linear", "size": 2, "weights": [["a", 1.0]] * 4}],
+            None,
+            'network[0].weights: not a list of numbers for the weights; got [["a", 1.0], ["a", 1.0], ["a", 1.0], '
+            '["a", 1.0]].',
+        ),
+        (
+            [{"type": "linear", "size": 2, "bias": [1.0, [2.0]]}],
+            None,
+            "network[0].bias: not a list of numbers for the bias values; got [1.0, [2.0]].",
+        ),
+        (
+            [{"type": "linear", "size": 2, "weights": {"name": "msra", "slop": 1.0}}],
+            None,
+            "network[0].weights.slop: unknown key for a weights initializer.\n  Accepted: name, slope.",
+        ),
+        (
+            [{"type": "linear", "size": 2, "weights": True}],
+            None,
+            'network[0].weights: not a weights initializer; expected null, a number, a list or "msra", got true.',
+        ),
+        (
+            [{"type": "dense", "skip": True, "activation": "crelu"}],
+            None,
+            "network[0].activation: a dense layer with skip=true needs a size-keeping activation.",
+        ),
+        (
+            [{"type": "input", "names": []}],
+            None,
+            'network[0].names: not a name or a list of names; expected "state" or ["a", "b"], got [].',
+        ),
+        (
+            [{"type": "input", "names": 3}],
+            None,
+            'network[0].names: not a name or a list of names; expected "state" or ["a", "b"], got 3.',
+        ),
+        (
+            [{"type": "input", "names": ["state", ""]}],
+            None,
+            'network[0].names: not a name or a list of names; expected "state" or ["a", "b"], got ["state", ""].',
+        ),
+        (
+            [{"type": "input", "names": "previous"}],
+            {"a": {"shape": 2}, "b": {"shape": 2}},
+            "network[0].names: 'previous' means the current tensor, and there is none yet.\n"
+            "  Name a state instead: a, b.",
+        ),
         ([{"type": "output", "name": ""}], None, 'network[0].name: not a name; expected a non-empty string, got "".'),
-        ([{"type": "dense", "size": 2}, {"type": "output", "name": 3}], None,
-         "network[1].name: not a name; expected a non-empty string, got 3."),
-        ({"type": "torchforce.core.networks:LayeredNetwork", "layers": 3}, None,
-         'network: not a layer list; expected a list like [{"type": "dense", "size": 32}], got 3.'),
+        (
+            [{"type": "dense", "size": 2}, {"type": "output", "name": 3}],
+            None,
+            "network[1].name: not a name; expected a non-empty string, got 3.",
+        ),
+        (
+            {"type": "torchforce.core.networks:LayeredNetwork", "layers": 3},
+            None,
+            'network: not a layer list; expected a list like [{"type": "dense", "size": 32}], got 3.',
+        ),
         # a path names a Layer subclass, checked before anything is called (issue 7): no factory functions
-        ([{"type": "torch.nn:Linear"}], None,
-         "network[0].type: module 'torch.nn' belongs to the installed package 'torch', which does not depend on "
-         'torchforce and so holds no layer; got "torch.nn:Linear".\n  Importing a module runs its code, so a config '
-         "may name only modules of packages built on torchforce, and your own modules."),
-        ([{"type": f"{__name__}:builds_a_string"}], None,
-         f"network[0].type: '{__name__}:builds_a_string' is not a layer class; expected a subclass of "
-         f"torchforce.core.networks.Layer, got the function {__name__}.builds_a_string."),
-        ([{"type": f"{__name__}:builds_a_tensor"}], None,
-         f"network[0].type: '{__name__}:builds_a_tensor' is not a layer class; expected a subclass of "
-         f"torchforce.core.networks.Layer, got the function {__name__}.builds_a_tensor."),
-        ([{"type": f"{__name__}:NoLayerArguments"}], None,
-         f"network[0].type: '{__name__}:NoLayerArguments' cannot be built here: its constructor takes no "
-         "'incoming', 'path'.\n  torchforce passes 'incoming' and 'path' to every layer; accept them as keyword "
-         "arguments."),
-        ({"type": f"{__name__}:NoStatesArgument"}, None,
-         "network.type: network 'NoStatesArgument' cannot be built: its constructor takes no 'states'."),
-        (f"{__name__}:NoStatesArgument", None,  # a string spec has no 'type' key to point at
-         "network: network 'NoStatesArgument' cannot be built: its constructor takes no 'states'."),
-        (f"{__name__}:builds_a_number", None,
-         f"network: not a network class; expected a torch.nn.Module subclass, got the function {__name__}."
-         "builds_a_number."),
-        ({"type": f"{__name__}:builds_a_number"}, None,
-         f"network.type: not a network class; expected a torch.nn.Module subclass, got the function {__name__}."
-         "builds_a_number."),
-        ([{"type": "internal_lstm", "size": 2, "lstmcell_args": {"use_peepholes": True}}], None,
-         "network[0].lstmcell_args.use_peepholes: unknown key.\n  Accepted: forget_bias."),
-        ([{"type": "tf_layer", "layer": "batch_normalization"}], {"shape": ()},  # no axis given: no axis blamed
-         "network[0]: batch_normalization normalizes over the last (channels) axis; this input is a scalar per "
-         'sample.\n  Give the input a channels axis first, e.g. states_preprocessing {"type": "expand_dims", '
-         '"axis": -1}.'),
-        ([{"type": "tf_layer", "layer": "batch_normalization", "axis": 0}], {"shape": [3, 2]},
-         "network[0].axis: only the last (channels) axis is supported; got 0."),
-        ([{"type": "tf_layer", "layer": 3}], None,
-         'network[0].layer: not a tf_layer name; expected a tf.layers name like "dense", got 3.\n'
-         "  Known: average_pooling2d, batch_normalization, conv1d, conv2d, dense, dropout, flatten, max_pooling2d."),
-        ([{"type": "tf_layer", "layer": ["dense"]}], None,
-         'network[0].layer: not a tf_layer name; expected a tf.layers name like "dense", got ["dense"].\n'
-         "  Known: average_pooling2d, batch_normalization, conv1d, conv2d, dense, dropout, flatten, max_pooling2d."),
-        ([{"type": "tf_layer", "layer": "dense", "units": 3, "unit": 3}], None,
-         "network[0].unit: unknown argument for tf_layer 'dense'.\n  Did you mean 'units'?"),
-        ([{"type": "tf_layer", "layer": "flatten", "units": 3}], None,
-         "network[0].units: unknown argument for tf_layer 'flatten'.\n  Accepted: no arguments."),
-        ([{"type": "tf_layer", "layer": "dropout", "seed": 3}], None,
-         "network[0].seed: unknown argument for tf_layer 'dropout'.\n  Accepted: rate."),
+        (
+            [{"type": "torch.nn:Linear"}],
+            None,
+            "network[0].type: module 'torch.nn' belongs to the installed package 'torch', which does not depend on "
+            'torchforce and so holds no layer; got "torch.nn:Linear".\n  Importing a module runs its code, so a config '
+            "may name only modules of packages built on torchforce, and your own modules.",
+        ),
+        (
+            [{"type": f"{__name__}:builds_a_string"}],
+            None,
+            f"network[0].type: '{__name__}:builds_a_string' is not a layer class; expected a subclass of "
+            f"torchforce.core.networks.Layer, got the function {__name__}.builds_a_string.",
+        ),
+        (
+            [{"type": f"{__name__}:builds_a_tensor"}],
+            None,
+            f"network[0].type: '{__name__}:builds_a_tensor' is not a layer class; expected a subclass of "
+            f"torchforce.core.networks.Layer, got the function {__name__}.builds_a_tensor.",
+        ),
+        (
+            [{"type": f"{__name__}:NoLayerArguments"}],
+            None,
+            f"network[0].type: '{__name__}:NoLayerArguments' cannot be built here: its constructor takes no "
+            "'incoming', 'path'.\n  torchforce passes 'incoming' and 'path' to every layer; accept them as keyword "
+            "arguments.",
+        ),
+        (
+            {"type": f"{__name__}:NoStatesArgument"},
+            None,
+            "network.type: network 'NoStatesArgument' cannot be built: its constructor takes no 'states'.",
+        ),
+        (
+            f"{__name__}:NoStatesArgument",
+            None,  # a string spec has no 'type' key to point at
+            "network: network 'NoStatesArgument' cannot be built: its constructor takes no 'states'.",
+        ),
+        (
+            f"{__name__}:builds_a_number",
+            None,
+            f"network: not a network class; expected a torch.nn.Module subclass, got the function {__name__}."
+            "builds_a_number.",
+        ),
+        (
+            {"type": f"{__name__}:builds_a_number"},
+            None,
+            f"network.type: not a network class; expected a torch.nn.Module subclass, got the function {__name__}."
+            "builds_a_number.",
+        ),
+        (
+            [{"type": "internal_lstm", "size": 2, "lstmcell_args": {"use_peepholes": True}}],
+            None,
+            "network[0].lstmcell_args.use_peepholes: unknown key.\n  Accepted: forget_bias.",
+        ),
+        (
+            [{"type": "tf_layer", "layer": "batch_normalization"}],
+            {"shape": ()},  # no axis given: no axis blamed
+            "network[0]: batch_normalization normalizes over the last (channels) axis; this input is a scalar per "
+            'sample.\n  Give the input a channels axis first, e.g. states_preprocessing {"type": "expand_dims", '
+            '"axis": -1}.',
+        ),
+        (
+            [{"type": "tf_layer", "layer": "batch_normalization", "axis": 0}],
+            {"shape": [3, 2]},
+            "network[0].axis: only the last (channels) axis is supported; got 0.",
+        ),
+        (
+            [{"type": "tf_layer", "layer": 3}],
+            None,
+            'network[0].layer: not a tf_layer name; expected a tf.layers name like "dense", got 3.\n'
+            "  Known: average_pooling2d, batch_normalization, conv1d, conv2d, dense, dropout, flatten, max_pooling2d.",
+        ),
+        (
+            [{"type": "tf_layer", "layer": ["dense"]}],
+            None,
+            'network[0].layer: not a tf_layer name; expected a tf.layers name like "dense", got ["dense"].\n'
+            "  Known: average_pooling2d, batch_normalization, conv1d, conv2d, dense, dropout, flatten, max_pooling2d.",
+        ),
+        (
+            [{"type": "tf_layer", "layer": "dense", "units": 3, "unit": 3}],
+            None,
+            "network[0].unit: unknown argument for tf_layer 'dense'.\n  Did you mean 'units'?",
+        ),
+        (
+            [{"type": "tf_layer", "layer": "flatten", "units": 3}],
+            None,
+            "network[0].units: unknown argument for tf_layer 'flatten'.\n  Accepted: no arguments.",
+        ),
+        (
+            [{"type": "tf_layer", "layer": "dropout", "seed": 3}],
+            None,
+            "network[0].seed: unknown argument for tf_layer 'dropout'.\n  Accepted: rate.",
+        ),
     ],
-)  # fmt: skip
+)
 def test_network_errors(spec: Any, states: Any, text: str) -> None:
     assert message(build_network, spec, states or {"shape": 4}) == text
 
@@ -466,24 +739,39 @@ FLOAT = ActionSpec("force", "float", ())
 @pytest.mark.parametrize(
     ("spec", "actions", "pattern"),
     [
-        (f"{__name__}:builds_a_number", {"move": INT},
-         r"actions_exploration: '\w+:builds_a_number' is not an exploration class; expected a subclass of "
-         r"torchforce\.core\.explorations\.Exploration, got the function \w+\.builds_a_number\."),
-        ({"move": f"{__name__}:builds_a_number"}, {"move": INT},
-         r"actions_exploration\.move: '\w+:builds_a_number' is not an exploration class; expected a subclass of "
-         r"torchforce\.core\.explorations\.Exploration, got the function \w+\.builds_a_number\."),
-        (f"{__name__}:builds_a_function", {"move": INT},
-         r"actions_exploration: '\w+:builds_a_function' is not an exploration class; expected a subclass of "
-         r"torchforce\.core\.explorations\.Exploration, got the function \w+\.builds_a_function\."),
-        ({"type": "epsilon_anneal"}, {"force": FLOAT},
-         r"actions_exploration: this exploration fits none of the actions: epsilon_anneal replaces actions by "
-         r"uniform random ones, which needs bounds, and float action 'force' has no min_value/max_value \(use "
-         r"gaussian_noise or ornstein_uhlenbeck\); got \{\"type\": \"epsilon_anneal\"\}\."),
-        ("ornstein_uhlenbeck", {"move": INT},
-         r"actions_exploration: this exploration fits none of the actions: ornstein_uhlenbeck adds noise to float "
-         r"actions, and action 'move' is int; got \"ornstein_uhlenbeck\"\."),
+        (
+            f"{__name__}:builds_a_number",
+            {"move": INT},
+            r"actions_exploration: '\w+:builds_a_number' is not an exploration class; expected a subclass of "
+            r"torchforce\.core\.explorations\.Exploration, got the function \w+\.builds_a_number\.",
+        ),
+        (
+            {"move": f"{__name__}:builds_a_number"},
+            {"move": INT},
+            r"actions_exploration\.move: '\w+:builds_a_number' is not an exploration class; expected a subclass of "
+            r"torchforce\.core\.explorations\.Exploration, got the function \w+\.builds_a_number\.",
+        ),
+        (
+            f"{__name__}:builds_a_function",
+            {"move": INT},
+            r"actions_exploration: '\w+:builds_a_function' is not an exploration class; expected a subclass of "
+            r"torchforce\.core\.explorations\.Exploration, got the function \w+\.builds_a_function\.",
+        ),
+        (
+            {"type": "epsilon_anneal"},
+            {"force": FLOAT},
+            r"actions_exploration: this exploration fits none of the actions: epsilon_anneal replaces actions by "
+            r"uniform random ones, which needs bounds, and float action 'force' has no min_value/max_value \(use "
+            r"gaussian_noise or ornstein_uhlenbeck\); got \{\"type\": \"epsilon_anneal\"\}\.",
+        ),
+        (
+            "ornstein_uhlenbeck",
+            {"move": INT},
+            r"actions_exploration: this exploration fits none of the actions: ornstein_uhlenbeck adds noise to float "
+            r"actions, and action 'move' is int; got \"ornstein_uhlenbeck\"\.",
+        ),
     ],
-)  # fmt: skip
+)
 @pytest.mark.filterwarnings("ignore:.*it is not applied there:UserWarning")  # a shared spec warns per misfit first
 def test_exploration_errors(spec: Any, actions: dict, pattern: str) -> None:
     text = message(build_explorations, spec, actions)
@@ -518,33 +806,49 @@ def test_categorical_probabilities_must_be_a_list(probabilities: Any, text: str)
 @pytest.mark.parametrize(
     ("spec", "pattern"),
     [
-        ({"type": torch.optim.SGD},
-         r"optimizer\.type: class SGD is not an optimizer; expected an Optimizer subclass\."),
+        (
+            {"type": torch.optim.SGD},
+            r"optimizer\.type: class SGD is not an optimizer; expected an Optimizer subclass\.",
+        ),
         (torch.optim.SGD, r"optimizer: class SGD is not an optimizer; expected an Optimizer subclass\."),
-        ("synchronization",
-         r"optimizer: 'synchronization' updates a target network and is not a loss optimizer\.\n"
-         r"  Use the agent's target_sync_frequency / target_update_weight \(built as Synchronization\)\."),
-        ({"type": "multi_step", "num_steps": 2},
-         r"optimizer\.optimizer: the meta optimizer 'multi_step' needs a nested optimizer spec\.\n"
-         r"  For example \{\"type\": \"multi_step\", "
-         r"\"optimizer\": \{\"type\": \"adam\", \"learning_rate\": 0\.001\}\}\."),
-        ({"type": "clipped_step", "clipping_value": 1.0, "optimizer": None},
-         r"optimizer\.optimizer: the meta optimizer 'clipped_step' needs a nested optimizer spec\.\n.*"),
-        ({"type": "momentum", "learning_rate": 0.1, "momentum": 0.0, "use_nesterov": True},
-         r"optimizer\.momentum: Nesterov momentum needs momentum > 0; got 0\.0\."),
+        (
+            "synchronization",
+            r"optimizer: 'synchronization' updates a target network and is not a loss optimizer\.\n"
+            r"  Use the agent's target_sync_frequency / target_update_weight \(built as Synchronization\)\.",
+        ),
+        (
+            {"type": "multi_step", "num_steps": 2},
+            r"optimizer\.optimizer: the meta optimizer 'multi_step' needs a nested optimizer spec\.\n"
+            r"  For example \{\"type\": \"multi_step\", "
+            r"\"optimizer\": \{\"type\": \"adam\", \"learning_rate\": 0\.001\}\}\.",
+        ),
+        (
+            {"type": "clipped_step", "clipping_value": 1.0, "optimizer": None},
+            r"optimizer\.optimizer: the meta optimizer 'clipped_step' needs a nested optimizer spec\.\n.*",
+        ),
+        (
+            {"type": "momentum", "learning_rate": 0.1, "momentum": 0.0, "use_nesterov": True},
+            r"optimizer\.momentum: Nesterov momentum needs momentum > 0; got 0\.0\.",
+        ),
         # a path names an Optimizer subclass, checked before anything is called (issue 7): no factory functions
-        (f"{__name__}:builds_a_torch_optimizer",
-         r"optimizer: '\w+:builds_a_torch_optimizer' is not an optimizer class; expected a subclass of "
-         r"torchforce\.core\.optimizers\.Optimizer, got the function \w+\.builds_a_torch_optimizer\."),
-        ("torch.optim:SGD",
-         r"optimizer: module 'torch\.optim' belongs to the installed package 'torch', which does not depend on "
-         r"torchforce and so holds no optimizer; got \"torch\.optim:SGD\"\.\n.*"),
-        (f"{__name__}:NoParameters",
-         r"optimizer: optimizer '[\w.]+:NoParameters' cannot be built here: it cannot be called with the "
-         r"parameters \(too many positional arguments\)\.\n"
-         r"  torchforce passes the list of parameters as the first argument to every optimizer\."),
+        (
+            f"{__name__}:builds_a_torch_optimizer",
+            r"optimizer: '\w+:builds_a_torch_optimizer' is not an optimizer class; expected a subclass of "
+            r"torchforce\.core\.optimizers\.Optimizer, got the function \w+\.builds_a_torch_optimizer\.",
+        ),
+        (
+            "torch.optim:SGD",
+            r"optimizer: module 'torch\.optim' belongs to the installed package 'torch', which does not depend on "
+            r"torchforce and so holds no optimizer; got \"torch\.optim:SGD\"\.\n.*",
+        ),
+        (
+            f"{__name__}:NoParameters",
+            r"optimizer: optimizer '[\w.]+:NoParameters' cannot be built here: it cannot be called with the "
+            r"parameters \(too many positional arguments\)\.\n"
+            r"  torchforce passes the list of parameters as the first argument to every optimizer\.",
+        ),
     ],
-)  # fmt: skip
+)
 def test_optimizer_errors(spec: Any, pattern: str) -> None:
     text = message(build_optimizer, spec, [nn.Parameter(torch.zeros(2))])
     assert re.fullmatch(pattern, text, re.S), text

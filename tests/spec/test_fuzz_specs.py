@@ -72,42 +72,130 @@ SMALL_NETWORK = [{"type": "dense", "size": 8}]
 IMAGE_NETWORK = [{"type": "flatten"}, {"type": "dense", "size": 8}]
 # environments given by their states and actions only: random states, random rewards (see ``episodes``)
 VIRTUAL_ENVIRONMENTS = {
-    "image": {"states": {"type": "float", "shape": (40, 40, 3), "min_value": 0.0, "max_value": 255.0},
-              "actions": {"type": "int", "num_actions": 3}},
-}  # fmt: skip
+    "image": {
+        "states": {"type": "float", "shape": (40, 40, 3), "min_value": 0.0, "max_value": 255.0},
+        "actions": {"type": "int", "num_actions": 3},
+    },
+}
 CARTPOLE = {"type": "gym", "gym_id": "CartPole-v1", "max_episode_timesteps": 5}
 PENDULUM = {"type": "gym", "gym_id": "Pendulum-v1", "max_episode_timesteps": 5}
 POLICY_GRADIENT = ["minimal_int", "minimal_bool", "minimal_float", "minimal_bounded", "cartpole"]
 Q_LEARNING = ["minimal_int", "cartpole"]
 # what each shipped agent config runs on unchanged (its own actions, and image states for the visual ones)
 CONFIG_ENVIRONMENTS = {
-    **dict.fromkeys(["ppo", "ppo_cartpole", "trpo", "trpo_cartpole", "vpg", "vpg_cartpole", "vpg_nobaseline"],
-                    POLICY_GRADIENT),
+    **dict.fromkeys(
+        ["ppo", "ppo_cartpole", "trpo", "trpo_cartpole", "vpg", "vpg_cartpole", "vpg_nobaseline"], POLICY_GRADIENT
+    ),
     **dict.fromkeys(["dqn", "dqn_cartpole", "dqn_nstep_cartpole", "dqfd", "dqfd_cartpole"], Q_LEARNING),
     **dict.fromkeys(["ddpg", "ddpg_pendulum"], ["minimal_bounded", "pendulum"]),
     **dict.fromkeys(["naf", "naf_pendulum"], ["minimal_bounded", "minimal_float", "pendulum"]),
     **dict.fromkeys(["dqn_visual", "vpg_visual", "ppo_cnn", "dqn_ue4"], ["image"]),
-}  # fmt: skip
+}
 
 # ------------------------------------------------------------------------------------------ values to mutate to
 
 HUGE_INTS = [2**40, 3 * 10**12, 2**64, -(2**63), 10**400]
 EDGE_FLOATS = [0.0, -0.0, 1e-300, -1e-300, 1e308, -1e308, 1e38, 3.4e38, math.nan, math.inf, -math.inf]
 NAMES = [
-    "adam", "multi_step", "natural_gradient", "optimized_step", "subsampling_step", "evolutionary", "clipped_step",
-    "dense", "linear", "conv2d", "conv1d", "lstm", "internal_lstm", "embedding", "flatten", "pool2d", "dueling",
-    "tf_layer", "batch_normalization", "input", "output", "nonlinearity", "replay", "latest", "prioritized_replay",
-    "gaussian", "beta", "categorical", "bernoulli", "deterministic", "sequence", "grayscale", "image_resize",
-    "running_standardize", "normalize", "clip", "divide", "gaussian_noise", "epsilon_decay", "ornstein_uhlenbeck",
-    "episodes", "timesteps", "sequences", "states", "network", "mlp", "aggregated", "relu", "crelu", "softmax",
-    "float", "int", "bool", "*", "state", "action", "SAME", "", "x", "os.path:join", "builtins:dict",
-]  # fmt: skip
+    "adam",
+    "multi_step",
+    "natural_gradient",
+    "optimized_step",
+    "subsampling_step",
+    "evolutionary",
+    "clipped_step",
+    "dense",
+    "linear",
+    "conv2d",
+    "conv1d",
+    "lstm",
+    "internal_lstm",
+    "embedding",
+    "flatten",
+    "pool2d",
+    "dueling",
+    "tf_layer",
+    "batch_normalization",
+    "input",
+    "output",
+    "nonlinearity",
+    "replay",
+    "latest",
+    "prioritized_replay",
+    "gaussian",
+    "beta",
+    "categorical",
+    "bernoulli",
+    "deterministic",
+    "sequence",
+    "grayscale",
+    "image_resize",
+    "running_standardize",
+    "normalize",
+    "clip",
+    "divide",
+    "gaussian_noise",
+    "epsilon_decay",
+    "ornstein_uhlenbeck",
+    "episodes",
+    "timesteps",
+    "sequences",
+    "states",
+    "network",
+    "mlp",
+    "aggregated",
+    "relu",
+    "crelu",
+    "softmax",
+    "float",
+    "int",
+    "bool",
+    "*",
+    "state",
+    "action",
+    "SAME",
+    "",
+    "x",
+    "os.path:join",
+    "builtins:dict",
+]
 KEYS = [
-    "type", "size", "learning_rate", "num_steps", "capacity", "batch_size", "unit", "frequency", "optimizer",
-    "shape", "num_actions", "min_value", "max_value", "names", "name", "layer", "length", "sigma", "fraction",
-    "window", "stride", "activation", "weights", "bias", "foo", "state", "action", "rate", "indices",
-    "ls_max_kl", "cg_max_iterations", "clip_grad_norm", "axis", "units", "epsilon",
-]  # fmt: skip
+    "type",
+    "size",
+    "learning_rate",
+    "num_steps",
+    "capacity",
+    "batch_size",
+    "unit",
+    "frequency",
+    "optimizer",
+    "shape",
+    "num_actions",
+    "min_value",
+    "max_value",
+    "names",
+    "name",
+    "layer",
+    "length",
+    "sigma",
+    "fraction",
+    "window",
+    "stride",
+    "activation",
+    "weights",
+    "bias",
+    "foo",
+    "state",
+    "action",
+    "rate",
+    "indices",
+    "ls_max_kl",
+    "cg_max_iterations",
+    "clip_grad_norm",
+    "axis",
+    "units",
+    "epsilon",
+]
 
 scalars = st.one_of(
     st.none(),
@@ -177,8 +265,9 @@ def mutated(draw: st.DrawFn, spec: Any, max_mutations: int = 3) -> Any:
     spec = copy.deepcopy(spec)
     for _ in range(draw(st.integers(1, max_mutations))):
         # mostly values (leaves), sometimes whole entries: a spec whose every layer is garbage tests little
-        kind = draw(st.sampled_from(["plausible"] * 3 + ["leaf"] * 2 + ["number"] * 2 + ["delete", "add", "type",
-                                                                                         "replace"]))  # fmt: skip
+        kind = draw(
+            st.sampled_from(["plausible"] * 3 + ["leaf"] * 2 + ["number"] * 2 + ["delete", "add", "type", "replace"])
+        )
         paths = [path for path in places(spec) if path != ("type",)]  # the agent or network kind stays, mostly
         if kind in ("plausible", "leaf", "number"):
             paths = [path for path in paths if not isinstance(at(spec, path), dict | list)] or paths
@@ -357,9 +446,11 @@ NETWORK_ENVIRONMENTS = {
 }
 NETWORK_ENVIRONMENTS_SPECS = {
     "ints": {"states": {"type": "int", "shape": (), "num_values": 100}, "actions": {"type": "int", "num_actions": 2}},
-    "image_bounded": {"states": VIRTUAL_ENVIRONMENTS["image"]["states"],
-                      "actions": {"type": "float", "min_value": -1.0, "max_value": 1.0}},
-}  # fmt: skip
+    "image_bounded": {
+        "states": VIRTUAL_ENVIRONMENTS["image"]["states"],
+        "actions": {"type": "float", "min_value": -1.0, "max_value": 1.0},
+    },
+}
 
 
 def test_the_shipped_networks_run_unchanged_here():
@@ -393,18 +484,26 @@ plausible_numbers = st.one_of(st.none(), st.booleans(), st.integers(0, 8), st.sa
 shapes = st.sampled_from([(), (1,), (2,), (3, 2), (2, 2, 1)])
 state_specs = st.one_of(
     st.builds(lambda shape: {"type": "float", "shape": shape}, shapes),
-    st.builds(lambda shape, low, high: {"type": "float", "shape": shape, "min_value": low, "max_value": high},
-              shapes, st.floats(-3, 0), st.floats(0.5, 3)),
+    st.builds(
+        lambda shape, low, high: {"type": "float", "shape": shape, "min_value": low, "max_value": high},
+        shapes,
+        st.floats(-3, 0),
+        st.floats(0.5, 3),
+    ),
     st.builds(lambda shape, n: {"type": "int", "shape": shape, "num_values": n}, shapes, st.integers(1, 5)),
     st.builds(lambda shape: {"type": "bool", "shape": shape}, shapes),
-)  # fmt: skip
+)
 action_specs = st.one_of(
     st.builds(lambda shape: {"type": "float", "shape": shape}, shapes),
-    st.builds(lambda shape, low, high: {"type": "float", "shape": shape, "min_value": low, "max_value": high},
-              shapes, st.floats(-3, 0), st.floats(0.5, 3)),
+    st.builds(
+        lambda shape, low, high: {"type": "float", "shape": shape, "min_value": low, "max_value": high},
+        shapes,
+        st.floats(-3, 0),
+        st.floats(0.5, 3),
+    ),
     st.builds(lambda shape, n: {"type": "int", "shape": shape, "num_actions": n}, shapes, st.integers(1, 4)),
     st.builds(lambda shape: {"type": "bool", "shape": shape}, shapes),
-)  # fmt: skip
+)
 
 
 def named(specs: st.SearchStrategy, names: list[str]) -> st.SearchStrategy:
@@ -424,9 +523,20 @@ layers = st.lists(
     max_size=4,
 )
 AGENT_OPTIONS = [
-    "discount", "seed", "variable_noise", "entropy_regularization", "distributions", "actions_exploration",
-    "states_preprocessing", "reward_preprocessing", "baseline_mode", "memory", "update_mode", "optimizer", "foo",
-]  # fmt: skip
+    "discount",
+    "seed",
+    "variable_noise",
+    "entropy_regularization",
+    "distributions",
+    "actions_exploration",
+    "states_preprocessing",
+    "reward_preprocessing",
+    "baseline_mode",
+    "memory",
+    "update_mode",
+    "optimizer",
+    "foo",
+]
 
 
 @examples(150)

@@ -86,8 +86,9 @@ class Agent:
         self.processed_states = dict(self.states_spec)
         self.saver = saver_spec(config.saver)
         self.summarizer = Summarizer(config.summarizer or {}, "summarizer")
-        self.save_timer = None if self.saver is None else Every(timesteps=self.saver["steps"],
-                                                                 seconds=self.saver["seconds"])  # fmt: skip
+        self.save_timer = (
+            None if self.saver is None else Every(timesteps=self.saver["steps"], seconds=self.saver["seconds"])
+        )
 
     # ------------------------------------------------------------------ construction helpers
 
@@ -146,8 +147,12 @@ class Agent:
                 f"{self.name} needs a network",
                 hint='Pass a layer list, e.g. [{"type": "dense", "size": 64}].',
             )
-        self.policy = Policy(build_network(network, self.processed_states, path="network"), self.actions_spec,
-                             config.distributions, path="distributions").to(self.device)  # fmt: skip
+        self.policy = Policy(
+            build_network(network, self.processed_states, path="network"),
+            self.actions_spec,
+            config.distributions,
+            path="distributions",
+        ).to(self.device)
         self.update_mode = UpdateMode.from_spec(config.update_mode, default_update_mode)
         self.schedule = Schedule(self.update_mode)
         self.on_policy = on_policy
@@ -158,8 +163,13 @@ class Agent:
         self.memory = build_memory(memory_spec, self.fields, rng=self.rng.spawn(1)[0], path="memory")
         check_retrieval(self.update_mode, self.memory, default_memory if config.memory is None else config.memory)
         check_capacity(self.update_mode, self.memory.capacity, on_policy=on_policy)
-        self.episodes = Episodes(self.fields, on_policy=on_policy, episode_segments=self.update_mode.unit == "episodes",
-                                 internal_shapes=self.policy.network.internals, device=self.device)  # fmt: skip
+        self.episodes = Episodes(
+            self.fields,
+            on_policy=on_policy,
+            episode_segments=self.update_mode.unit == "episodes",
+            internal_shapes=self.policy.network.internals,
+            device=self.device,
+        )
 
     def _fields(self) -> dict[str, FieldSpec]:
         fields = {"reward": FieldSpec((), np.float32), "terminal": FieldSpec((), np.int8)}
@@ -231,8 +241,13 @@ class Agent:
         episodes.acted = True
         self.timestep += rows
         output = self._as_output(actions, batched)
-        self._last_observation = {"states": states, "internals": before, "actions": output,
-                                  "terminal": None, "reward": None}  # fmt: skip
+        self._last_observation = {
+            "states": states,
+            "internals": before,
+            "actions": output,
+            "terminal": None,
+            "reward": None,
+        }
         if wanted is not None:
             return output, fetch(self, batch, before, wanted, batched)
         return output
@@ -288,8 +303,9 @@ class Agent:
 
     def set_normalized_actions(self, actions: Any) -> None:
         """Set the actions spec from any 2018 form, as ``set_normalized_states`` does for states."""
-        self.actions_spec, self.single_action = self._same_spec(normalize_actions(actions), "actions",
-                                                                self.actions_spec)  # fmt: skip
+        self.actions_spec, self.single_action = self._same_spec(
+            normalize_actions(actions), "actions", self.actions_spec
+        )
 
     @staticmethod
     def _same_spec(normalized: tuple[dict, bool], what: str, current: dict) -> tuple[dict, bool]:
@@ -343,8 +359,10 @@ class Agent:
     def _preprocess(self, batch: Batch, rows: np.ndarray | None = None) -> Batch:
         if not self.preprocessing:
             return batch
-        return {name: (self.preprocessing[name].process(v, rows) if name in self.preprocessing else v)
-                for name, v in batch.items()}  # fmt: skip
+        return {
+            name: (self.preprocessing[name].process(v, rows) if name in self.preprocessing else v)
+            for name, v in batch.items()
+        }
 
     def _observe_rows(self, terminal: np.ndarray, reward: np.ndarray, ended: np.ndarray, next_states: Any) -> None:
         episodes = self.episodes
@@ -440,8 +458,9 @@ class Agent:
         self._set_training(False)
         noise = self._add_variable_noise() if self.variable_noise and not deterministic else None
         with torch.inference_mode():
-            sampled, internals = self.policy.act(self.as_tensors(batch), internals,
-                                                 self._act_deterministically(deterministic))  # fmt: skip
+            sampled, internals = self.policy.act(
+                self.as_tensors(batch), internals, self._act_deterministically(deterministic)
+            )
         if noise is not None:
             self._remove_variable_noise(noise)
         if self.device.type == "cpu":
@@ -452,12 +471,14 @@ class Agent:
             from torchforce.core.explorations import explore
 
             for name, exploration in self.explorations.items():
-                actions[name] = explore(self.actions_spec[name], actions[name], exploration,
-                                        timestep=self.timestep, rng=self.rng)  # fmt: skip
+                actions[name] = explore(
+                    self.actions_spec[name], actions[name], exploration, timestep=self.timestep, rng=self.rng
+                )
         for name in self._float_actions:  # a diverged policy is reported, not handed to the environment
             if not np.isfinite(actions[name]).all():
-                raise NonFiniteActionError(self.name, name, self.timestep,
-                                           policy_finite=bool(torch.isfinite(sampled[name]).all()))  # fmt: skip
+                raise NonFiniteActionError(
+                    self.name, name, self.timestep, policy_finite=bool(torch.isfinite(sampled[name]).all())
+                )
         return actions, internals
 
     def _act_deterministically(self, deterministic: bool) -> bool:
@@ -502,8 +523,11 @@ class Agent:
         """The update's info (losses, entropy...), the learning rate of each optimizer read from the optimizer
         itself, and the mean (preprocessed) reward of the batch."""
         scalars = dict(info)
-        rates = {f"learning_rate/{name}": rate for name, optimizer in self.optimizers().items()
-                 if (rate := learning_rate(optimizer)) is not None}  # fmt: skip
+        rates = {
+            f"learning_rate/{name}": rate
+            for name, optimizer in self.optimizers().items()
+            if (rate := learning_rate(optimizer)) is not None
+        }
         if rates:
             scalars.pop("learning_rate", None)  # an agent's own guess; the optimizers' values are the real ones
             scalars.update(rates)
@@ -543,13 +567,23 @@ class Agent:
     def _import_into(self, memory: Any, experiences: Any, *, what: str, capacity: str) -> None:
         """``import_experience`` into ``memory`` (called ``what`` in errors), whose size the spec key ``capacity``
         sets."""
-        batch = experience_batch(experiences, self._as_batch, self.actions_spec, self.single_action,
-                                 self.policy.network.internals, self.preprocessing, self._preprocess)  # fmt: skip
+        batch = experience_batch(
+            experiences,
+            self._as_batch,
+            self.actions_spec,
+            self.single_action,
+            self.policy.network.internals,
+            self.preprocessing,
+            self._preprocess,
+        )
         if batch is None:
             return
         if len(batch["terminal"]) > memory.capacity:
-            raise SpecError("experiences", f"{len(batch['terminal'])} steps do not fit in the {what} at once",
-                            hint=f"Import at most {capacity} ({memory.capacity}) steps.")  # fmt: skip
+            raise SpecError(
+                "experiences",
+                f"{len(batch['terminal'])} steps do not fit in the {what} at once",
+                hint=f"Import at most {capacity} ({memory.capacity}) steps.",
+            )
         memory.store(batch)
 
     def trainable_modules(self) -> dict[str, nn.Module]:
@@ -558,9 +592,11 @@ class Agent:
 
     def get_parameters(self) -> dict[str, torch.Tensor]:
         """A copy of every learned parameter, keyed ``module.parameter``."""
-        return {f"{module_name}.{name}": parameter.detach().clone()
-                for module_name, module in self.trainable_modules().items()
-                for name, parameter in module.named_parameters()}  # fmt: skip
+        return {
+            f"{module_name}.{name}": parameter.detach().clone()
+            for module_name, module in self.trainable_modules().items()
+            for name, parameter in module.named_parameters()
+        }
 
     def set_parameters(self, parameters: dict[str, torch.Tensor]) -> None:
         own = self._named_parameters()
@@ -575,9 +611,11 @@ class Agent:
                 own[name].copy_(value)
 
     def _named_parameters(self) -> dict[str, torch.Tensor]:
-        return {f"{module_name}.{name}": parameter
-                for module_name, module in self.trainable_modules().items()
-                for name, parameter in module.named_parameters()}  # fmt: skip
+        return {
+            f"{module_name}.{name}": parameter
+            for module_name, module in self.trainable_modules().items()
+            for name, parameter in module.named_parameters()
+        }
 
     def compute_update(self) -> dict[str, torch.Tensor]:
         """The parameter change one update would make, without leaving it applied (for parameter servers).
@@ -620,8 +658,13 @@ class Agent:
             state["preprocessing"] = state_dicts(self.preprocessing)
             if self.reward_preprocessing is not None:
                 state["reward_preprocessing"] = self.reward_preprocessing.state_dict()
-            state["explorations"] = state_dicts({name: exploration for name, exploration in self.explorations.items()
-                                                 if hasattr(exploration, "state_dict")})  # fmt: skip
+            state["explorations"] = state_dicts(
+                {
+                    name: exploration
+                    for name, exploration in self.explorations.items()
+                    if hasattr(exploration, "state_dict")
+                }
+            )
         return state
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -657,8 +700,14 @@ class Agent:
             raise ValueError("save_model() needs a directory (none given and no saver directory configured)")
         basename = (self.saver or {}).get("basename", "model")
         name = f"{basename}-{self.timestep}" if append_timestep else basename
-        manifest = {"agent": self.name, "timestep": self.timestep, "episode": self.episode, "updates": self.updates,
-                    "saved_at": time.strftime("%Y-%m-%dT%H:%M:%S"), "spec": getattr(self, "spec", None)}  # fmt: skip
+        manifest = {
+            "agent": self.name,
+            "timestep": self.timestep,
+            "episode": self.episode,
+            "updates": self.updates,
+            "saved_at": time.strftime("%Y-%m-%dT%H:%M:%S"),
+            "spec": getattr(self, "spec", None),
+        }
         path = save_checkpoint(directory, name, self.state_dict(), manifest)
         if self.save_timer is not None:
             self.save_timer.mark(self.timestep)

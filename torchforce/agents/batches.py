@@ -36,8 +36,10 @@ def as_batch(states: Any, specs: dict[str, StateSpec], single: bool) -> tuple[Ba
         if array.shape[int(is_batched) :] != spec.shape:
             raise ValueError(f"state '{name}' has shape {array.shape}, expected {spec.shape} or (batch, *{spec.shape})")
         if batched is not None and (is_batched != batched or (is_batched and array.shape[0] != rows)):
-            raise ValueError(f"states disagree on batching: '{name}' has shape {array.shape}, the first state "
-                             f"{'a batch of ' + str(rows) if batched else 'no batch dimension'}")  # fmt: skip
+            raise ValueError(
+                f"states disagree on batching: '{name}' has shape {array.shape}, the first state "
+                f"{'a batch of ' + str(rows) if batched else 'no batch dimension'}"
+            )
         batched, rows = is_batched, array.shape[0] if is_batched else 1
         batch[name] = array if is_batched else array[None]
     return batch, bool(batched)

@@ -49,30 +49,47 @@ class DDPGAgent(LearningAgent):
         super().__init__(states, actions, config=config)
         for name, action in self.actions_spec.items():
             if action.type != "float":
-                raise SpecError(f"actions.{name}.type", "DDPG acts with a deterministic policy over float actions",
-                                got=action.type, expected='"float"',
-                                hint="Use dqn for bool and int actions, or ppo.")  # fmt: skip
+                raise SpecError(
+                    f"actions.{name}.type",
+                    "DDPG acts with a deterministic policy over float actions",
+                    got=action.type,
+                    expected='"float"',
+                    hint="Use dqn for bool and int actions, or ppo.",
+                )
         heads = deterministic_heads(self.actions_spec, config.distributions)
         self._setup_learning(
-            network=network, config=dataclasses.replace(config, distributions=heads), on_policy=False,
+            network=network,
+            config=dataclasses.replace(config, distributions=heads),
+            on_policy=False,
             default_update_mode={"unit": "timesteps", "batch_size": 10},
             default_memory={"type": "replay", "capacity": replay_capacity(config.update_mode, 10)},
-        )  # fmt: skip
+        )
         if self.update_mode.unit != "timesteps":
-            raise SpecError("update_mode.unit", "DDPG learns from single transitions sampled from its replay memory",
-                            got=self.update_mode.unit, expected='"timesteps"')  # fmt: skip
+            raise SpecError(
+                "update_mode.unit",
+                "DDPG learns from single transitions sampled from its replay memory",
+                got=self.update_mode.unit,
+                expected='"timesteps"',
+            )
         self.discount = config.discount
         # the actor mu(s | theta^mu): the policy
-        self.optimizer = build_optimizer(config.optimizer or {"type": "adam", "learning_rate": 1e-3},
-                                         list(self.policy.parameters()), path="optimizer",
-                                         without_kl="the ddpg agent")  # fmt: skip
+        self.optimizer = build_optimizer(
+            config.optimizer or {"type": "adam", "learning_rate": 1e-3},
+            list(self.policy.parameters()),
+            path="optimizer",
+            without_kl="the ddpg agent",
+        )
         # the critic Q(s, a | theta^Q)
         critic_network = network if config.critic_network is None else config.critic_network
-        self.critic = Critic(critic_network, self.processed_states, self.actions_spec,
-                             path="critic_network").to(self.device)  # fmt: skip
-        self.critic_optimizer = build_optimizer(config.critic_optimizer or {"type": "adam", "learning_rate": 1e-3},
-                                                list(self.critic.parameters()), path="critic_optimizer",
-                                                without_kl="the ddpg critic")  # fmt: skip
+        self.critic = Critic(critic_network, self.processed_states, self.actions_spec, path="critic_network").to(
+            self.device
+        )
+        self.critic_optimizer = build_optimizer(
+            config.critic_optimizer or {"type": "adam", "learning_rate": 1e-3},
+            list(self.critic.parameters()),
+            path="critic_optimizer",
+            without_kl="the ddpg critic",
+        )
         # the target networks mu' and Q': frozen copies that follow slowly
         self.target = copy.deepcopy(self.policy).requires_grad_(False)
         self.target_critic = copy.deepcopy(self.critic).requires_grad_(False)

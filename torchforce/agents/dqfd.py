@@ -53,14 +53,20 @@ class DQFDAgent(LearningAgent):
         check_discrete_actions(self.actions_spec)
         heads = q_value_heads(self.actions_spec, config.distributions)
         self._setup_learning(
-            network=network, config=dataclasses.replace(config, distributions=heads), on_policy=False,
+            network=network,
+            config=dataclasses.replace(config, distributions=heads),
+            on_policy=False,
             default_update_mode={"unit": "timesteps", "batch_size": 32, "frequency": 4},
             default_memory={"type": "replay", "capacity": replay_capacity(config.update_mode, 32)},
-        )  # fmt: skip
+        )
         check_q_heads(self.policy.heads, self.name)
         if self.update_mode.unit != "timesteps":
-            raise SpecError("update_mode.unit", "DQfD learns from single transitions sampled from its memories",
-                            got=self.update_mode.unit, expected='"timesteps"')  # fmt: skip
+            raise SpecError(
+                "update_mode.unit",
+                "DQfD learns from single transitions sampled from its memories",
+                got=self.update_mode.unit,
+                expected='"timesteps"',
+            )
         self.discount = config.discount
         self.double_q_model = True  # DQfD is double DQN: no such option
         self.huber_loss = config.huber_loss or None  # 0: none
@@ -68,23 +74,34 @@ class DQFDAgent(LearningAgent):
         self.expert_margin = config.expert_margin
         self.supervised_weight = config.supervised_weight
         # the online network Q(s, a; theta) and its optimizer
-        self.optimizer = build_optimizer(config.optimizer or {"type": "adam", "learning_rate": 1e-3},
-                                         list(self.policy.parameters()), path="optimizer",
-                                         without_kl="the dqfd agent")  # fmt: skip
+        self.optimizer = build_optimizer(
+            config.optimizer or {"type": "adam", "learning_rate": 1e-3},
+            list(self.policy.parameters()),
+            path="optimizer",
+            without_kl="the dqfd agent",
+        )
         # the target network Q(s, a; theta^-): a frozen copy that follows theta
         self.target = copy.deepcopy(self.policy).requires_grad_(False)
-        self.target_sync = Synchronization(self.policy.parameters(), self.target.parameters(),
-                                           sync_frequency=config.target_sync_frequency,
-                                           update_weight=config.target_update_weight)  # fmt: skip
+        self.target_sync = Synchronization(
+            self.policy.parameters(),
+            self.target.parameters(),
+            sync_frequency=config.target_sync_frequency,
+            update_weight=config.target_update_weight,
+        )
         # the demonstration memory, demo_sampling_ratio of what each update learns from
         ratio, batch_size = config.demo_sampling_ratio, self.update_mode.batch_size
         self.demo_batch_size = int(ratio * batch_size / (1.0 - ratio))
         if self.demo_batch_size < 1:
-            raise SpecError("demo_sampling_ratio", f"gives no demonstrations per batch of {batch_size}",
-                            got=ratio, hint="Raise it, or update_mode.batch_size.")  # fmt: skip
+            raise SpecError(
+                "demo_sampling_ratio",
+                f"gives no demonstrations per batch of {batch_size}",
+                got=ratio,
+                hint="Raise it, or update_mode.batch_size.",
+            )
         capacity = expect_int(config.demo_memory_capacity, "demo_memory_capacity", minimum=self.demo_batch_size)
-        self.demo_memory = build_memory({"type": "replay", "capacity": capacity}, self.fields,
-                                        rng=self.rng.spawn(1)[0], path="demo_memory_capacity")  # fmt: skip
+        self.demo_memory = build_memory(
+            {"type": "replay", "capacity": capacity}, self.fields, rng=self.rng.spawn(1)[0], path="demo_memory_capacity"
+        )
         # pre-training counts updates, not timesteps: the target follows as often, in updates, as when online
         self.pretrain_sync = max(1, self.target_sync.sync_frequency // self.update_mode.frequency)
         self.pretrained = 0  # pre-training updates so far
@@ -105,8 +122,9 @@ class DQFDAgent(LearningAgent):
     def import_demonstrations(self, demonstrations: Any) -> None:
         """Put expert demonstrations into the demonstration memory: a list of dicts, or a dict of lists, with
         ``states``, ``actions``, ``terminal`` and ``reward``, as ``import_experience`` takes them."""
-        self._import_into(self.demo_memory, demonstrations, what="demonstration memory",
-                          capacity="demo_memory_capacity")  # fmt: skip
+        self._import_into(
+            self.demo_memory, demonstrations, what="demonstration memory", capacity="demo_memory_capacity"
+        )
 
     def pretrain(self, steps: int) -> dict[str, float]:
         """``steps`` updates on demonstrations alone (TD loss plus the large-margin loss), before interacting;

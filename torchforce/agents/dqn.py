@@ -55,27 +55,39 @@ class DQNAgent(LearningAgent):
         check_discrete_actions(self.actions_spec)
         heads = q_value_heads(self.actions_spec, config.distributions)
         self._setup_learning(
-            network=network, config=dataclasses.replace(config, distributions=heads), on_policy=False,
+            network=network,
+            config=dataclasses.replace(config, distributions=heads),
+            on_policy=False,
             default_update_mode={"unit": "timesteps", "batch_size": 32, "frequency": 4},
             default_memory={"type": "replay", "capacity": replay_capacity(config.update_mode, 32)},
-        )  # fmt: skip
+        )
         check_q_heads(self.policy.heads, self.name)
         if self.update_mode.unit != "timesteps":
-            raise SpecError("update_mode.unit", "DQN learns from single transitions sampled from its replay memory",
-                            got=self.update_mode.unit, expected='"timesteps"')  # fmt: skip
+            raise SpecError(
+                "update_mode.unit",
+                "DQN learns from single transitions sampled from its replay memory",
+                got=self.update_mode.unit,
+                expected='"timesteps"',
+            )
         self.discount = config.discount
         self.double_q_model = config.double_q_model
         self.huber_loss = config.huber_loss or None  # 0: none
         self.entropy_regularization = config.entropy_regularization
         # the online network Q(s, a; theta) and its optimizer
-        self.optimizer = build_optimizer(config.optimizer or {"type": "adam", "learning_rate": 1e-3},
-                                         list(self.policy.parameters()), path="optimizer",
-                                         without_kl="the dqn agent")  # fmt: skip
+        self.optimizer = build_optimizer(
+            config.optimizer or {"type": "adam", "learning_rate": 1e-3},
+            list(self.policy.parameters()),
+            path="optimizer",
+            without_kl="the dqn agent",
+        )
         # the target network Q(s, a; theta^-): a frozen copy that follows theta
         self.target = copy.deepcopy(self.policy).requires_grad_(False)
-        self.target_sync = Synchronization(self.policy.parameters(), self.target.parameters(),
-                                           sync_frequency=config.target_sync_frequency,
-                                           update_weight=config.target_update_weight)  # fmt: skip
+        self.target_sync = Synchronization(
+            self.policy.parameters(),
+            self.target.parameters(),
+            sync_frequency=config.target_sync_frequency,
+            update_weight=config.target_update_weight,
+        )
         self._full_batch: dict[str, torch.Tensor] | None = None
         self._td_error: torch.Tensor | None = None
         self._record_spec(network=network)

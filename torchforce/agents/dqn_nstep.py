@@ -50,28 +50,40 @@ class DQNNstepAgent(LearningAgent):
         check_discrete_actions(self.actions_spec)
         heads = q_value_heads(self.actions_spec, config.distributions)
         self._setup_learning(
-            network=network, config=dataclasses.replace(config, distributions=heads), on_policy=True,
+            network=network,
+            config=dataclasses.replace(config, distributions=heads),
+            on_policy=True,
             default_update_mode={"unit": "episodes", "batch_size": 10},
             default_memory={"type": "latest", "capacity": replay_capacity(config.update_mode, 10)},
-        )  # fmt: skip
+        )
         check_q_heads(self.policy.heads, self.name)
         if self.update_mode.unit != "episodes":
-            raise SpecError("update_mode.unit", "DQN n-step learns from the returns of whole episodes",
-                            got=self.update_mode.unit, expected='"episodes"')  # fmt: skip
+            raise SpecError(
+                "update_mode.unit",
+                "DQN n-step learns from the returns of whole episodes",
+                got=self.update_mode.unit,
+                expected='"episodes"',
+            )
         self.discount = config.discount
         self.horizon = config.horizon
         self.double_q_model = config.double_q_model
         self.huber_loss = config.huber_loss or None  # 0: none
         self.entropy_regularization = config.entropy_regularization
         # the online network Q(s, a; theta) and its optimizer
-        self.optimizer = build_optimizer(config.optimizer or {"type": "adam", "learning_rate": 1e-3},
-                                         list(self.policy.parameters()), path="optimizer",
-                                         without_kl="the dqn_nstep agent")  # fmt: skip
+        self.optimizer = build_optimizer(
+            config.optimizer or {"type": "adam", "learning_rate": 1e-3},
+            list(self.policy.parameters()),
+            path="optimizer",
+            without_kl="the dqn_nstep agent",
+        )
         # the target network Q(s, a; theta^-): a frozen copy that follows theta
         self.target = copy.deepcopy(self.policy).requires_grad_(False)
-        self.target_sync = Synchronization(self.policy.parameters(), self.target.parameters(),
-                                           sync_frequency=config.target_sync_frequency,
-                                           update_weight=config.target_update_weight)  # fmt: skip
+        self.target_sync = Synchronization(
+            self.policy.parameters(),
+            self.target.parameters(),
+            sync_frequency=config.target_sync_frequency,
+            update_weight=config.target_update_weight,
+        )
         self._record_spec(network=network)
         self._load_on_start()
 

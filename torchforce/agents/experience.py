@@ -98,8 +98,12 @@ def _steps(experiences: Any) -> tuple[list[Mapping[str, Any]], Callable[[int, st
             _check_key(key, accepted, f"experiences.{key}")
         for key in STEP_KEYS:
             if key not in experiences:
-                raise SpecError("experiences", f"needs '{key}'", got=Words(f"a dict with {_keys(experiences)}"),
-                                expected="a dict of lists with " + ", ".join(STEP_KEYS))  # fmt: skip
+                raise SpecError(
+                    "experiences",
+                    f"needs '{key}'",
+                    got=Words(f"a dict with {_keys(experiences)}"),
+                    expected="a dict of lists with " + ", ".join(STEP_KEYS),
+                )
         count = _length(experiences["reward"], "experiences.reward")
         for key in experiences:
             if _length(experiences[key], f"experiences.{key}") != count:
@@ -109,18 +113,24 @@ def _steps(experiences: Any) -> tuple[list[Mapping[str, Any]], Callable[[int, st
         steps = [{key: experiences[key][i] for key in experiences} for i in range(count)]
         return steps, lambda step, key: f"experiences.{key}[{step}]"
     if not isinstance(experiences, (list, tuple)):
-        raise SpecError("experiences", "not a list of steps or a dict of lists", got=what_it_is(experiences),
-                        expected=f"a list of dicts like {STEP_EXAMPLE}")  # fmt: skip
+        raise SpecError(
+            "experiences",
+            "not a list of steps or a dict of lists",
+            got=what_it_is(experiences),
+            expected=f"a list of dicts like {STEP_EXAMPLE}",
+        )
     for step, experience in enumerate(experiences):
         if not isinstance(experience, Mapping):
-            raise SpecError(f"experiences[{step}]", "not a step", got=what_it_is(experience),
-                            expected=f"a dict like {STEP_EXAMPLE}")  # fmt: skip
+            raise SpecError(
+                f"experiences[{step}]", "not a step", got=what_it_is(experience), expected=f"a dict like {STEP_EXAMPLE}"
+            )
         for key in experience:
             _check_key(key, accepted, f"experiences[{step}].{key}")
         for key in STEP_KEYS:
             if key not in experience:
-                raise SpecError(f"experiences[{step}]", f"step {step} needs '{key}'",
-                                got=Words(f"a step with {_keys(experience)}"))  # fmt: skip
+                raise SpecError(
+                    f"experiences[{step}]", f"step {step} needs '{key}'", got=Words(f"a step with {_keys(experience)}")
+                )
     return list(experiences), lambda step, key: f"experiences[{step}].{key}"
 
 
@@ -172,8 +182,11 @@ def _step_states(steps: list[Mapping[str, Any]], to_batch: Any, path: Callable[[
         except (TypeError, ValueError) as error:
             raise SpecError(path(step, "states"), f"not a state of this agent: {error}") from None
         if batched:
-            raise SpecError(path(step, "states"), "holds a batch of states; a step has one state",
-                            got=Words(f"{next(iter(batch.values())).shape[0]} rows"))  # fmt: skip
+            raise SpecError(
+                path(step, "states"),
+                "holds a batch of states; a step has one state",
+                got=Words(f"{next(iter(batch.values())).shape[0]} rows"),
+            )
         rows.append(batch)
     return {name: np.concatenate([row[name] for row in rows]) for name in rows[0]}
 
@@ -186,8 +199,11 @@ def _step_actions(
             given = experience["actions"]
             missing = [name for name in actions if not isinstance(given, Mapping) or name not in given]
             if missing:
-                raise SpecError(path(step, "actions"), f"needs a value for action '{missing[0]}'",
-                                got=given if isinstance(given, Mapping) else what_it_is(given))  # fmt: skip
+                raise SpecError(
+                    path(step, "actions"),
+                    f"needs a value for action '{missing[0]}'",
+                    got=given if isinstance(given, Mapping) else what_it_is(given),
+                )
             for name in given:
                 if name not in actions:
                     raise unknown_name_error(f"{path(step, 'actions')}.{name}", "action", name, actions)
@@ -218,8 +234,11 @@ def _step_internals(
         for name, shape in internals.items():
             value = np.asarray(given.get(name, np.zeros(shape)), dtype=np.float32)
             if value.shape != shape:
-                raise SpecError(f"{path(step, 'internals')}.{name}", f"has shape {list(value.shape)}",
-                                expected=f"shape {list(shape)}")  # fmt: skip
+                raise SpecError(
+                    f"{path(step, 'internals')}.{name}",
+                    f"has shape {list(value.shape)}",
+                    expected=f"shape {list(shape)}",
+                )
             columns[name].append(value)
     return {f"internals/{name}": np.stack(values) for name, values in columns.items()}
 

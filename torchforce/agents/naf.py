@@ -80,19 +80,29 @@ class NAFAgent(LearningAgent):
         super().__init__(states, actions, config=config)
         for name, action in self.actions_spec.items():
             if action.type != "float":
-                raise SpecError(f"actions.{name}.type", "NAF's Q-function is quadratic in float actions, maximal "
-                                "at the mu(s) it acts with, so only float actions work", got=action.type,
-                                expected='"float"',
-                                hint="Use dqn, dqn_nstep or dqfd for bool and int actions.")  # fmt: skip
+                raise SpecError(
+                    f"actions.{name}.type",
+                    "NAF's Q-function is quadratic in float actions, maximal "
+                    "at the mu(s) it acts with, so only float actions work",
+                    got=action.type,
+                    expected='"float"',
+                    hint="Use dqn, dqn_nstep or dqfd for bool and int actions.",
+                )
         heads = deterministic_heads(self.actions_spec, config.distributions)
         self._setup_learning(
-            network=network, config=dataclasses.replace(config, distributions=heads), on_policy=False,
+            network=network,
+            config=dataclasses.replace(config, distributions=heads),
+            on_policy=False,
             default_update_mode={"unit": "timesteps", "batch_size": 32},
             default_memory={"type": "replay", "capacity": replay_capacity(config.update_mode, 32)},
-        )  # fmt: skip
+        )
         if self.update_mode.unit != "timesteps":
-            raise SpecError("update_mode.unit", "NAF learns from single transitions sampled from its replay memory",
-                            got=self.update_mode.unit, expected='"timesteps"')  # fmt: skip
+            raise SpecError(
+                "update_mode.unit",
+                "NAF learns from single transitions sampled from its replay memory",
+                got=self.update_mode.unit,
+                expected='"timesteps"',
+            )
         self.discount = config.discount
         self.huber_loss = config.huber_loss or None  # 0: none; double_q_model changes nothing (V' needs no argmax)
         size = sum(math.prod(action.shape) for action in self.actions_spec.values())
@@ -105,9 +115,12 @@ class NAFAgent(LearningAgent):
         )
         # V(s) and L(s) on the policy's embedding; mu(s) is the policy's deterministic head
         self.heads = AdvantageHeads(self.policy.network.output_size, size).to(self.device)
-        self.optimizer = build_optimizer(config.optimizer or {"type": "adam", "learning_rate": 1e-3},
-                                         [*self.policy.parameters(), *self.heads.parameters()],
-                                         path="optimizer", without_kl="the naf agent")  # fmt: skip
+        self.optimizer = build_optimizer(
+            config.optimizer or {"type": "adam", "learning_rate": 1e-3},
+            [*self.policy.parameters(), *self.heads.parameters()],
+            path="optimizer",
+            without_kl="the naf agent",
+        )
         # the target network Q': a frozen copy that follows slowly
         self.target = copy.deepcopy(self.policy).requires_grad_(False)
         self.target_heads = copy.deepcopy(self.heads).requires_grad_(False)

@@ -50,8 +50,13 @@ class PPOAgent(LearningAgent):
         super().__init__(states, actions, config=config)
         # on-policy: by default 10 whole episodes per update, from a latest memory
         memory = {"type": "latest", "capacity": default_latest_capacity(config.update_mode)}
-        self._setup_learning(network=network, config=config, on_policy=True, default_memory=memory,
-                             default_update_mode={"unit": "episodes", "batch_size": 10})  # fmt: skip
+        self._setup_learning(
+            network=network,
+            config=config,
+            on_policy=True,
+            default_memory=memory,
+            default_update_mode={"unit": "episodes", "batch_size": 10},
+        )
         self.discount = config.discount
         self.gae_lambda = config.gae_lambda
         self.normalize_advantages = config.normalize_advantages
@@ -63,24 +68,39 @@ class PPOAgent(LearningAgent):
         self.minibatch_size = config.minibatch_size
         # the optional state-value baseline V(s) and its optimizer; the policy's optimizer
         self.baseline_mode, self.baseline, self.baseline_optimizer = build_pg_baseline(
-            config.baseline_mode, config.baseline, config.baseline_optimizer, config.gae_lambda,
-            states=self.processed_states, embedding_size=self.policy.network.output_size, device=self.device,
-        )  # fmt: skip
+            config.baseline_mode,
+            config.baseline,
+            config.baseline_optimizer,
+            config.gae_lambda,
+            states=self.processed_states,
+            embedding_size=self.policy.network.output_size,
+            device=self.device,
+        )
         if self.update_mode.unit == "timesteps" and not isinstance(self.memory, Latest):
             # a replay memory would hand out random, old timesteps: PPO needs the latest contiguous ones
             given = config.memory
-            raise SpecError("memory.type", "PPO updating on timesteps learns from the most recent ones",
-                            got=given.get("type") if isinstance(given, dict) else given, expected='"latest"',
-                            hint='Use {"type": "latest"}, or update_mode.unit "episodes".')  # fmt: skip
-        self.optimizer = build_optimizer(config.step_optimizer or {"type": "adam", "learning_rate": 1e-3},
-                                         list(self.policy.parameters()), path="step_optimizer",
-                                         without_kl="the ppo agent")  # fmt: skip
+            raise SpecError(
+                "memory.type",
+                "PPO updating on timesteps learns from the most recent ones",
+                got=given.get("type") if isinstance(given, dict) else given,
+                expected='"latest"',
+                hint='Use {"type": "latest"}, or update_mode.unit "episodes".',
+            )
+        self.optimizer = build_optimizer(
+            config.step_optimizer or {"type": "adam", "learning_rate": 1e-3},
+            list(self.policy.parameters()),
+            path="step_optimizer",
+            without_kl="the ppo agent",
+        )
         steps = (self.epochs or self.optimization_steps) * self.optimizer.inner_steps
         if steps > MAX_STEPS:
             key = "epochs" if self.epochs else "optimization_steps"
-            raise SpecError(key, f"an update takes {steps} inner steps ({key} times those of step_optimizer)",
-                            expected=f"at most {MAX_STEPS}",
-                            hint=f"Lower {key}, or step_optimizer's num_steps.")  # fmt: skip
+            raise SpecError(
+                key,
+                f"an update takes {steps} inner steps ({key} times those of step_optimizer)",
+                expected=f"at most {MAX_STEPS}",
+                hint=f"Lower {key}, or step_optimizer's num_steps.",
+            )
         self._record_spec(network=network)
         self._load_on_start()
 
@@ -107,15 +127,22 @@ class PPOAgent(LearningAgent):
             values = next_values = None
             if self.baseline is not None:  # V(s_t) and V(s_{t+1})
                 values = state_values(self.baseline, self.baseline_mode, self.policy, batch.states, batch.internals)
-                next_values = state_values(self.baseline, self.baseline_mode, self.policy, batch.next_states,
-                                           batch.internals)  # fmt: skip
+                next_values = state_values(
+                    self.baseline, self.baseline_mode, self.policy, batch.next_states, batch.internals
+                )
             params, _, _ = self.policy(batch.states, batch.internals)
             old_log_prob = self.policy.log_prob(params, batch.actions)
         window = self.update_mode.length if self.update_mode.unit == "sequences" else None
         data["advantages"], data["returns"] = advantage_tensors(
-            batch.reward, batch.terminal, values, next_values, discount=self.discount, gae_lambda=self.gae_lambda,
-            normalize=self.normalize_advantages, window=window,
-        )  # fmt: skip
+            batch.reward,
+            batch.terminal,
+            values,
+            next_values,
+            discount=self.discount,
+            gae_lambda=self.gae_lambda,
+            normalize=self.normalize_advantages,
+            window=window,
+        )
         data["old_log_prob"] = old_log_prob
         return data
 
@@ -161,8 +188,9 @@ class PPOAgent(LearningAgent):
         with torch.no_grad():
             states, internals, actions = (group(data, key) for key in ("states", "internals", "actions"))
             params, _, _ = self.policy(states, internals)
-            info = policy_statistics(self.policy.log_prob(params, actions), data["old_log_prob"],
-                                     self.policy.entropy(params), self.clipping)  # fmt: skip
+            info = policy_statistics(
+                self.policy.log_prob(params, actions), data["old_log_prob"], self.policy.entropy(params), self.clipping
+            )
             if self.baseline is not None:
                 info["baseline_loss"] = float(self._baseline_loss(data))
         return info

@@ -27,8 +27,11 @@ class Transitions:
         """A memory's retrieval (flat ``states/<name>``... arrays) on ``device``."""
 
         def tensors(prefix: str) -> dict[str, torch.Tensor]:
-            return {key[len(prefix) :]: torch.from_numpy(np.ascontiguousarray(values)).to(device)
-                    for key, values in data.items() if key.startswith(prefix)}  # fmt: skip
+            return {
+                key[len(prefix) :]: torch.from_numpy(np.ascontiguousarray(values)).to(device)
+                for key, values in data.items()
+                if key.startswith(prefix)
+            }
 
         weights = data.get("weights")
         return cls(

@@ -49,8 +49,13 @@ class TRPOAgent(LearningAgent):
         super().__init__(states, actions, config=config)
         # on-policy: by default 10 whole episodes per update, from a latest memory
         memory = {"type": "latest", "capacity": default_latest_capacity(config.update_mode)}
-        self._setup_learning(network=network, config=config, on_policy=True, default_memory=memory,
-                             default_update_mode={"unit": "episodes", "batch_size": 10})  # fmt: skip
+        self._setup_learning(
+            network=network,
+            config=config,
+            on_policy=True,
+            default_memory=memory,
+            default_update_mode={"unit": "episodes", "batch_size": 10},
+        )
         self.discount = config.discount
         self.gae_lambda = config.gae_lambda
         self.normalize_advantages = config.normalize_advantages
@@ -58,18 +63,36 @@ class TRPOAgent(LearningAgent):
         self.clipping = config.likelihood_ratio_clipping
         # the optional state-value baseline V(s) and its optimizer
         self.baseline_mode, self.baseline, self.baseline_optimizer = build_pg_baseline(
-            config.baseline_mode, config.baseline, config.baseline_optimizer, config.gae_lambda,
-            states=self.processed_states, embedding_size=self.policy.network.output_size, device=self.device,
-        )  # fmt: skip
+            config.baseline_mode,
+            config.baseline,
+            config.baseline_optimizer,
+            config.gae_lambda,
+            states=self.processed_states,
+            embedding_size=self.policy.network.output_size,
+            device=self.device,
+        )
         # the 2018 implicit optimizer: a natural-gradient step within the KL bound delta, then a line search on it
-        natural_gradient = {"type": "natural_gradient", "cg_unroll_loop": config.cg_unroll_loop,
-                            "learning_rate": config.learning_rate, "cg_max_iterations": config.cg_max_iterations,
-                            "cg_damping": config.cg_damping}  # fmt: skip
-        line_search = {"ls_max_iterations": config.ls_max_iterations, "ls_accept_ratio": config.ls_accept_ratio,
-                       "ls_unroll_loop": config.ls_unroll_loop}  # fmt: skip
+        natural_gradient = {
+            "type": "natural_gradient",
+            "cg_unroll_loop": config.cg_unroll_loop,
+            "learning_rate": config.learning_rate,
+            "cg_max_iterations": config.cg_max_iterations,
+            "cg_damping": config.cg_damping,
+        }
+        line_search = {
+            "ls_max_iterations": config.ls_max_iterations,
+            "ls_accept_ratio": config.ls_accept_ratio,
+            "ls_unroll_loop": config.ls_unroll_loop,
+        }
         # the paper's line search also keeps the actual KL near the bound (1.5x, as OpenAI baselines' TRPO)
-        optimizer = {"type": "optimized_step", "optimizer": natural_gradient, "ls_mode": "exponential",
-                     "ls_parameter": 0.5, "ls_max_kl": 1.5 * config.learning_rate, **line_search}  # fmt: skip
+        optimizer = {
+            "type": "optimized_step",
+            "optimizer": natural_gradient,
+            "ls_mode": "exponential",
+            "ls_parameter": 0.5,
+            "ls_max_kl": 1.5 * config.learning_rate,
+            **line_search,
+        }
         self.optimizer = build_optimizer(optimizer, list(self.policy.parameters()))
         self._record_spec(network=network)
         self._load_on_start()
@@ -94,15 +117,22 @@ class TRPOAgent(LearningAgent):
             values = next_values = None
             if self.baseline is not None:  # V(s_t) and V(s_{t+1})
                 values = state_values(self.baseline, self.baseline_mode, self.policy, batch.states, batch.internals)
-                next_values = state_values(self.baseline, self.baseline_mode, self.policy, batch.next_states,
-                                           batch.internals)  # fmt: skip
+                next_values = state_values(
+                    self.baseline, self.baseline_mode, self.policy, batch.next_states, batch.internals
+                )
             params, _, _ = self.policy(batch.states, batch.internals)
             old_log_prob = self.policy.log_prob(params, batch.actions)
         window = self.update_mode.length if self.update_mode.unit == "sequences" else None
         data["advantages"], data["returns"] = advantage_tensors(
-            batch.reward, batch.terminal, values, next_values, discount=self.discount, gae_lambda=self.gae_lambda,
-            normalize=self.normalize_advantages, window=window,
-        )  # fmt: skip
+            batch.reward,
+            batch.terminal,
+            values,
+            next_values,
+            discount=self.discount,
+            gae_lambda=self.gae_lambda,
+            normalize=self.normalize_advantages,
+            window=window,
+        )
         data["old_log_prob"] = old_log_prob
         return data
 
@@ -144,8 +174,9 @@ class TRPOAgent(LearningAgent):
         with torch.no_grad():
             states, internals, actions = (group(data, key) for key in ("states", "internals", "actions"))
             params, _, _ = self.policy(states, internals)
-            info = policy_statistics(self.policy.log_prob(params, actions), data["old_log_prob"],
-                                     self.policy.entropy(params), self.clipping)  # fmt: skip
+            info = policy_statistics(
+                self.policy.log_prob(params, actions), data["old_log_prob"], self.policy.entropy(params), self.clipping
+            )
             if self.baseline is not None:
                 info["baseline_loss"] = float(self._baseline_loss(data))
         return info

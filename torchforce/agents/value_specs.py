@@ -30,9 +30,13 @@ def check_discrete_actions(actions: Mapping[str, ActionSpec]) -> None:
     """Only bool and int actions: the Q agents pick an action by argmax over its Q-values."""
     for name, action in actions.items():
         if action.type not in ("bool", "int"):
-            raise SpecError(f"actions.{name}.type", "DQN picks actions by argmax over Q-values, so only bool and "
-                            "int actions work", got=action.type, expected='"bool" or "int"',
-                            hint="Use naf or ddpg for float actions, or ppo.")  # fmt: skip
+            raise SpecError(
+                f"actions.{name}.type",
+                "DQN picks actions by argmax over Q-values, so only bool and int actions work",
+                got=action.type,
+                expected='"bool" or "int"',
+                hint="Use naf or ddpg for float actions, or ppo.",
+            )
 
 
 def q_value_heads(actions: Mapping[str, ActionSpec], distributions: Any) -> dict[str, Any]:
@@ -46,11 +50,13 @@ def check_q_heads(heads: Mapping[str, nn.Module], agent: str) -> None:
     """Every head has Q-values (``q_values(params)``), which the agent named ``agent`` reads off it."""
     for name, head in heads.items():
         if not callable(getattr(head, "q_values", None)):
-            raise SpecError(f"distributions.{name}", f"a {type(head).__name__.lower()} head has no Q-values, and "
-                            f"the {agent} agent reads its Q-values off the action's head",
-                            expected='"categorical" (or leave it out)',
-                            hint="A categorical head has one Q-value per action value: two for a bool "
-                            "action.")  # fmt: skip
+            raise SpecError(
+                f"distributions.{name}",
+                f"a {type(head).__name__.lower()} head has no Q-values, and "
+                f"the {agent} agent reads its Q-values off the action's head",
+                expected='"categorical" (or leave it out)',
+                hint="A categorical head has one Q-value per action value: two for a bool action.",
+            )
 
 
 def deterministic_heads(actions: Mapping[str, ActionSpec], distributions: Any) -> dict[str, Any]:

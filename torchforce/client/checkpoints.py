@@ -61,8 +61,13 @@ class Checkpoints:
 
     # ------------------------------------------------------------------------------------------------ saving
 
-    def save(self, agent: Any, runner_state: dict[str, Any], info: dict[str, Any],
-             extra: Callable[[Path], None] | None = None) -> dict[str, Any]:  # fmt: skip
+    def save(
+        self,
+        agent: Any,
+        runner_state: dict[str, Any],
+        info: dict[str, Any],
+        extra: Callable[[Path], None] | None = None,
+    ) -> dict[str, Any]:
         """Write a checkpoint; ``extra(folder)`` may add files to it before it is complete. ``runner_state`` is
         plain data (JSON values, numpy arrays, tensors) but for ``environments``, the blobs of
         ``VectorEnvironment.get_state`` (or None)."""
@@ -147,8 +152,11 @@ class Checkpoints:
         key = self._key(create=True)
         if key is None and not self._unsigned_warned:
             self._unsigned_warned = True
-            LOG.warning("the environments' state is saved unsigned (no key in %s): a resumed run starts new episodes "
-                        "in fresh environments, unless resumed with trust_pickle", self.key_file)  # fmt: skip
+            LOG.warning(
+                "the environments' state is saved unsigned (no key in %s): a resumed run starts new episodes "
+                "in fresh environments, unless resumed with trust_pickle",
+                self.key_file,
+            )
         return {"lengths": lengths, "hmac": None if key is None else self._signature(key, lengths, data)}
 
     # ------------------------------------------------------------------------------------------------ the key
@@ -190,8 +198,11 @@ class Checkpoints:
         with os.fdopen(handle, "rb") as file:
             status = os.fstat(file.fileno())
             if status.st_uid != os.getuid() or status.st_mode & 0o077:
-                LOG.warning("the checkpoint key %s is not private to this user (mode %o): it is not used",
-                            self.key_file, status.st_mode & 0o777)  # fmt: skip
+                LOG.warning(
+                    "the checkpoint key %s is not private to this user (mode %o): it is not used",
+                    self.key_file,
+                    status.st_mode & 0o777,
+                )
                 return None
             return file.read().strip() or None
 
@@ -212,8 +223,10 @@ class Checkpoints:
         pointer = json.loads(pointer_file.read_text())
         name = pointer.get("folder") if isinstance(pointer, dict) else None
         if not self._plain_name(name):
-            raise ValueError(f"{pointer_file}: 'folder' must name a checkpoint folder inside {self.folder}, got "
-                             f"{name!r}; refusing to follow it out of the checkpoints folder")  # fmt: skip
+            raise ValueError(
+                f"{pointer_file}: 'folder' must name a checkpoint folder inside {self.folder}, got "
+                f"{name!r}; refusing to follow it out of the checkpoints folder"
+            )
         folder = self.folder / name
         self._inside(folder, root, pointer_file)
         inner = folder.resolve()
@@ -248,8 +261,10 @@ class Checkpoints:
     def _inside(path: Path, root: Path, pointer_file: Path) -> None:
         resolved = path.resolve()
         if resolved != root and root not in resolved.parents:
-            raise ValueError(f"{path} leads out of {root} (to {resolved}); refusing to load the checkpoint named by "
-                             f"{pointer_file}: results files are never followed out of the results folder")  # fmt: skip
+            raise ValueError(
+                f"{path} leads out of {root} (to {resolved}); refusing to load the checkpoint named by "
+                f"{pointer_file}: results files are never followed out of the results folder"
+            )
 
     def _load_environments(self, folder: Path, entry: dict[str, Any], trust_pickle: bool | None) -> list[bytes] | None:
         lengths = entry.get("lengths")
@@ -267,21 +282,29 @@ class Checkpoints:
             if trust_pickle or (signed and hmac.compare_digest(signature, self._signature(key, lengths, data))):
                 offsets = [sum(lengths[:index]) for index in range(len(lengths) + 1)]
                 return [data[lo:hi] for lo, hi in zip(offsets[:-1], offsets[1:], strict=True)]
-            reason = (f"it is not signed with this user's key ({self.key_file}): it was written by someone else, "
-                      "on another machine, or changed since")  # fmt: skip
-        LOG.warning("checkpoint %s: the environments' state (%s) is not loaded, because %s, and unpickling it would "
-                    "run whatever it holds. The run goes on in fresh environments, starting new episodes, so it will "
-                    "not end exactly as an uninterrupted one. Resume with 'tfcli experiment start --resume "
-                    "--trust-pickle' (or trust_pickle=True) only if you trust whoever wrote it.", folder.name,
-                    self.ENVIRONMENTS, reason)  # fmt: skip
+            reason = (
+                f"it is not signed with this user's key ({self.key_file}): it was written by someone else, "
+                "on another machine, or changed since"
+            )
+        LOG.warning(
+            "checkpoint %s: the environments' state (%s) is not loaded, because %s, and unpickling it would "
+            "run whatever it holds. The run goes on in fresh environments, starting new episodes, so it will "
+            "not end exactly as an uninterrupted one. Resume with 'tfcli experiment start --resume "
+            "--trust-pickle' (or trust_pickle=True) only if you trust whoever wrote it.",
+            folder.name,
+            self.ENVIRONMENTS,
+            reason,
+        )
         return None
 
     def _load_format_1(self, agent: Any, folder: Path, trust_pickle: bool | None) -> dict[str, Any]:
         """A checkpoint of the first format: the whole runner state in one pickle, loaded only when trusted."""
         if not trust_pickle:
-            raise ValueError(f"{folder} was written by an earlier torchforce: its runner state is a pickle "
-                             "(runner.pkl), and unpickling runs whatever it holds; load it with trust_pickle=True "
-                             "only if you trust whoever wrote it")  # fmt: skip
+            raise ValueError(
+                f"{folder} was written by an earlier torchforce: its runner state is a pickle "
+                "(runner.pkl), and unpickling runs whatever it holds; load it with trust_pickle=True "
+                "only if you trust whoever wrote it"
+            )
         import pickle
 
         agent.restore_model(folder)

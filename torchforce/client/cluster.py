@@ -151,10 +151,18 @@ class Cluster:
             self.gpu_type = expect_choice(
                 self.gpu_type or GPU_TYPES[0], "cluster.gpu_type", GPU_TYPES + LEGACY_GPU_TYPES
             )
-        self.location = _gcloud_value(values.get("location"), "cluster.location", LOCATION, "a zone or region like "
-                                      "'europe-west1-d' (lower-case letters, digits and '-')")  # fmt: skip
-        self.machine_type = _gcloud_value(values.get("machine_type"), "cluster.machine_type", MACHINE_TYPE,
-                                          "a machine type like 'n1-standard-4' or 'custom-4-16384'")  # fmt: skip
+        self.location = _gcloud_value(
+            values.get("location"),
+            "cluster.location",
+            LOCATION,
+            "a zone or region like 'europe-west1-d' (lower-case letters, digits and '-')",
+        )
+        self.machine_type = _gcloud_value(
+            values.get("machine_type"),
+            "cluster.machine_type",
+            MACHINE_TYPE,
+            "a machine type like 'n1-standard-4' or 'custom-4-16384'",
+        )
         self.machine_type = self.machine_type or self._custom_machine_type()
 
     def _custom_machine_type(self) -> str:
@@ -186,8 +194,16 @@ class Cluster:
     def create_command(self) -> list[str]:
         """The ``gcloud`` command line that creates this cluster. Every value is checked against a strict pattern
         and passed as ``--flag=value``, so none can become a flag of its own; print it with ``shlex.join``."""
-        command = ["gcloud", "container", "clusters", "create", self.name, f"--machine-type={self.machine_type}",
-                   f"--disk-size={self.disk_size}", f"--num-nodes={self.num_nodes}"]  # fmt: skip
+        command = [
+            "gcloud",
+            "container",
+            "clusters",
+            "create",
+            self.name,
+            f"--machine-type={self.machine_type}",
+            f"--disk-size={self.disk_size}",
+            f"--num-nodes={self.num_nodes}",
+        ]
         if self.location:
             command.append(f"--zone={self.location}")
         if self.gpus_per_node:

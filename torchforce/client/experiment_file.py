@@ -344,8 +344,9 @@ def _blame_the_network(error: SpecError, spec: dict[str, Any], sources: dict[str
 def worker_agent_spec(spec: dict[str, Any], *, summaries: str | None = None) -> dict[str, Any]:
     """The agent spec a worker builds: saving is done by the worker itself, summaries go to ``summaries``."""
     # the worker saves; the experiment's run mode says how it runs (see _run_mode_from_execution)
-    agent = {key: value for key, value in spec["agent"].items()
-             if key not in ("saver", "summarizer", "seed", "execution")}  # fmt: skip
+    agent = {
+        key: value for key, value in spec["agent"].items() if key not in ("saver", "summarizer", "seed", "execution")
+    }
     if summaries is not None:
         frequency = parse_frequency(spec["summary_frequency"], "experiment.summary_frequency")
         unit = "steps" if frequency.unit == "timesteps" else "seconds"

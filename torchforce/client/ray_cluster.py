@@ -115,8 +115,15 @@ class RayCluster:
         return self.address if self.address.startswith("http") else f"http://{self.address}"
 
     def spec(self) -> dict[str, Any]:
-        values = {"type": "ray", "name": self.name, "address": self.address, "nodes": self.nodes, "cpus": self.cpus,
-                  "gpus": self.gpus, "storage": self.storage}  # fmt: skip
+        values = {
+            "type": "ray",
+            "name": self.name,
+            "address": self.address,
+            "nodes": self.nodes,
+            "cpus": self.cpus,
+            "gpus": self.gpus,
+            "storage": self.storage,
+        }
         if self.python:
             values["python"] = self.python
         return values
@@ -152,9 +159,15 @@ class RayCluster:
         except Exception as error:
             shutil.rmtree(temp_dir, ignore_errors=True)
             raise ClientError(f"starting the Ray cluster '{self.name}' failed: {error}") from None
-        runtime = {"address": started.address, "dashboard": started.dashboard_address, "temp_dir": temp_dir,
-                   "pids": list(started.pids), "start_times": {str(k): v for k, v in started.start_times.items()},
-                   "token": str(started.auth_token_path), "storage": storage}  # fmt: skip
+        runtime = {
+            "address": started.address,
+            "dashboard": started.dashboard_address,
+            "temp_dir": temp_dir,
+            "pids": list(started.pids),
+            "start_times": {str(k): v for k, v in started.start_times.items()},
+            "token": str(started.auth_token_path),
+            "storage": storage,
+        }
         try:
             folder.mkdir(parents=True, exist_ok=True)
             return project.store.add_cluster(self.name, self.spec(), "running", runtime)
@@ -175,8 +188,13 @@ def local_handle(record: ClusterRecord) -> Any:
     runtime = record.runtime
     pids = [int(pid) for pid in runtime.get("pids", [])]
     start_times = {int(pid): int(ticks) for pid, ticks in (runtime.get("start_times") or {}).items()}
-    return LocalRayCluster(address=runtime.get("address", ""), dashboard_address=runtime.get("dashboard"),
-                           temp_dir=runtime.get("temp_dir", ""), pids=pids, start_times=start_times)  # fmt: skip
+    return LocalRayCluster(
+        address=runtime.get("address", ""),
+        dashboard_address=runtime.get("dashboard"),
+        temp_dir=runtime.get("temp_dir", ""),
+        pids=pids,
+        start_times=start_times,
+    )
 
 
 def headers(runtime: dict[str, Any]) -> dict[str, str]:
@@ -217,9 +235,14 @@ def delete(project: Any, record: ClusterRecord, *, force: bool = False) -> list[
         shutil.rmtree(record.runtime.get("temp_dir") or "/nonexistent", ignore_errors=True)
     for name in running:
         project.store.update_experiment(
-            name, expect=("running",), status="failed", pid=None, job=None, ended_at=time.time(),
+            name,
+            expect=("running",),
+            status="failed",
+            pid=None,
+            job=None,
+            ended_at=time.time(),
             message=f"its cluster '{record.name}' was deleted while it ran",
-        )  # fmt: skip
+        )
     project.store.remove_cluster(record.name)
     return running
 
@@ -264,8 +287,14 @@ def status(record: ClusterRecord) -> dict[str, Any]:
     """The cluster's live state from Ray itself: whether it answers, its nodes alive, CPUs and GPUs in all and free
     (the nodes from Ray's state API; what is in use from the autoscaler's report, a few seconds behind)."""
     dashboard = record.runtime.get("dashboard")
-    result: dict[str, Any] = {"state": "unreachable", "nodes": None, "cpus": None, "cpus_free": None,
-                              "gpus": None, "gpus_free": None}  # fmt: skip
+    result: dict[str, Any] = {
+        "state": "unreachable",
+        "nodes": None,
+        "cpus": None,
+        "cpus_free": None,
+        "gpus": None,
+        "gpus_free": None,
+    }
     if not dashboard:
         return result
     try:

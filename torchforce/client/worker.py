@@ -141,14 +141,21 @@ class ExperimentRun:
 
             self.workers = [self.agent]
             self.runner = DistributedRunner(
-                self.agent, environment, num_workers=spec["num_workers"],
-                num_parameter_servers=spec["num_parameter_servers"], num_environments=spec["num_environments"],
-                seed=spec["seed"], agent_spec=worker_agent_spec(spec),
+                self.agent,
+                environment,
+                num_workers=spec["num_workers"],
+                num_parameter_servers=spec["num_parameter_servers"],
+                num_environments=spec["num_environments"],
+                seed=spec["seed"],
+                agent_spec=worker_agent_spec(spec),
                 agent_kwargs={} if spec["network"] is None else {"network": spec["network"]},
                 on_lost_worker=lambda index, steps: LOG.warning(
                     "Ray worker %d was lost (its process ended): its chunk of %d steps under way is lost (not "
-                    "counted, its episodes not logged); Ray restarts it with the servers' parameters", index, steps),
-            )  # fmt: skip
+                    "counted, its episodes not logged); Ray restarts it with the servers' parameters",
+                    index,
+                    steps,
+                ),
+            )
             Signals.install()  # ray.init replaces the SIGTERM handler: stop must still checkpoint
         elif self.threaded:  # workers sharing the agent's model; the agent is what checkpoints hold
             self.workers = clone_worker_agent(self.agent, spec["num_workers"], first, spec["network"], agent_spec)
@@ -214,8 +221,10 @@ class ExperimentRun:
                 find_checkpoint(folder / "workers", f"worker-{index}") for index in range(self.spec["num_workers"])
             ]
         except FileNotFoundError as error:
-            LOG.warning("the checkpoint lacks a Ray worker's agent (%s): the workers start afresh from the servers' "
-                        "model", error)  # fmt: skip
+            LOG.warning(
+                "the checkpoint lacks a Ray worker's agent (%s): the workers start afresh from the servers' model",
+                error,
+            )
             return
         self.runner.load_worker_states([load_checkpoint(file) for file in files])
 
@@ -237,9 +246,16 @@ class ExperimentRun:
         rows = []
         for index, runner in enumerate(runners):
             steps = runner.global_timestep - (0 if self.threaded else self._session["timesteps"])
-            rows.append({"worker": index, "node": self.host, "steps": runner.global_timestep,
-                         "episodes": runner.global_episode, "steps_per_second": round(steps / seconds, 1),
-                         "restarts": self.restarts})  # fmt: skip
+            rows.append(
+                {
+                    "worker": index,
+                    "node": self.host,
+                    "steps": runner.global_timestep,
+                    "episodes": runner.global_episode,
+                    "steps_per_second": round(steps / seconds, 1),
+                    "restarts": self.restarts,
+                }
+            )
         return rows
 
     def write_progress(self, state: str, force: bool = False) -> None:
@@ -350,10 +366,13 @@ class ExperimentRun:
                 LOG.info(
                     "running %s: %s more timesteps, %s more episodes", spec["name"], remaining_steps, remaining_episodes
                 )
-                limits = {"num_timesteps": remaining_steps, "num_episodes": remaining_episodes,
-                          "max_episode_timesteps": spec["max_timesteps_per_episode"],
-                          "deterministic": spec["deterministic"],
-                          "episode_finished": self.episode_finished}  # fmt: skip
+                limits = {
+                    "num_timesteps": remaining_steps,
+                    "num_episodes": remaining_episodes,
+                    "max_episode_timesteps": spec["max_timesteps_per_episode"],
+                    "deterministic": spec["deterministic"],
+                    "episode_finished": self.episode_finished,
+                }
                 if self.distributed:
                     self.runner.run(**limits, report=self.step_finished)  # after each chunk a Ray worker returns
                 elif self.threaded:
@@ -383,8 +402,9 @@ def _record(project: Path | None, name: str, status: str, message: str | None) -
     from torchforce.client.store import Store
 
     ended = None if status == "paused" else time.time()
-    Store(project / ".tfcli" / "state.db").update_experiment(name, status=status, pid=None, message=message,
-                                                              ended_at=ended)  # fmt: skip
+    Store(project / ".tfcli" / "state.db").update_experiment(
+        name, status=status, pid=None, message=message, ended_at=ended
+    )
 
 
 def _final_state(folder: Path) -> str | None:
@@ -431,15 +451,24 @@ def supervise(args: argparse.Namespace) -> int:
         how = f"signal {-code}" if code < 0 else f"exit code {code}"
         checkpoint = Checkpoints(args.folder / "results" / "checkpoints").latest()
         if Signals.request is not None or restarts >= args.max_restarts or checkpoint is None:
-            why = (f"it was asked to {Signals.request}" if Signals.request
-                   else f"after {restarts} restarts" if restarts >= args.max_restarts
-                   else "no checkpoint to resume from")  # fmt: skip
+            why = (
+                f"it was asked to {Signals.request}"
+                if Signals.request
+                else f"after {restarts} restarts"
+                if restarts >= args.max_restarts
+                else "no checkpoint to resume from"
+            )
             LOG.error("the worker ended with %s; not restarted (%s)", how, why)
             _record(args.project, name, "failed", f"the worker ended with {how}; not restarted ({why})")
             return 1
         restarts, resume = restarts + 1, True
-        LOG.warning("the worker ended with %s; restart %d of %d from the checkpoint at timestep %d", how, restarts,
-                    args.max_restarts, checkpoint["timesteps"])  # fmt: skip
+        LOG.warning(
+            "the worker ended with %s; restart %d of %d from the checkpoint at timestep %d",
+            how,
+            restarts,
+            args.max_restarts,
+            checkpoint["timesteps"],
+        )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -451,8 +480,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-restarts", type=int, default=0, help="resume after a crash up to this many times")
     parser.add_argument("--log-file", action="store_true", help="also write the log to results/worker.log")
     parser.add_argument("--modules", type=Path, help="the folder of the project's own modules (user classes)")
-    parser.add_argument("--trust-pickle", action="store_true", help="unpickle the environments' state of a checkpoint "
-                        "not signed by this user (it runs whatever the file says)")  # fmt: skip
+    parser.add_argument(
+        "--trust-pickle",
+        action="store_true",
+        help="unpickle the environments' state of a checkpoint "
+        "not signed by this user (it runs whatever the file says)",
+    )
     args = parser.parse_args(argv)
     use_modules(args.modules)
     logging.basicConfig(level=logging.INFO, stream=sys.stdout, format="%(asctime)s %(levelname)s %(message)s")

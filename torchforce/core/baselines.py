@@ -73,8 +73,12 @@ class Aggregated(nn.Module):
         super().__init__()
         baselines = expect_dict(baselines, "baselines")
         if not baselines:
-            raise SpecError("baselines", "needs a baseline for at least one state", got=baselines,
-                            expected=f"a dict keyed by state names ({', '.join(states)})")  # fmt: skip
+            raise SpecError(
+                "baselines",
+                "needs a baseline for at least one state",
+                got=baselines,
+                expected=f"a dict keyed by state names ({', '.join(states)})",
+            )
         for name in baselines:
             if name not in states:
                 raise unknown_name_error(f"baselines.{name}", "state", name, states)
@@ -143,19 +147,29 @@ def build_pg_baseline(
     from torchforce.core.optimizers import build_optimizer
 
     if mode is None:
-        given = [key for key, value in (("baseline", spec), ("baseline_optimizer", optimizer),
-                                        ("gae_lambda", gae_lambda)) if value is not None]  # fmt: skip
+        given = [
+            key
+            for key, value in (("baseline", spec), ("baseline_optimizer", optimizer), ("gae_lambda", gae_lambda))
+            if value is not None
+        ]
         if given:
             verb = "needs" if len(given) == 1 else "need"
-            raise SpecError("baseline_mode", f"{' and '.join(given)} {verb} a baseline_mode", got=None,
-                            expected='"states" or "network"')  # fmt: skip
+            raise SpecError(
+                "baseline_mode",
+                f"{' and '.join(given)} {verb} a baseline_mode",
+                got=None,
+                expected='"states" or "network"',
+            )
         return None, None, None
     mode = expect_choice(mode, "baseline_mode", ("states", "network"))
     inputs = states if mode == "states" else embedding_states(embedding_size)
     baseline = build_baseline(spec, inputs, path="baseline").to(device)
-    baseline_optimizer = build_optimizer(optimizer or DEFAULT_BASELINE_OPTIMIZER, list(baseline.parameters()),
-                                         path="baseline_optimizer",
-                                         without_kl="the baseline")  # fmt: skip
+    baseline_optimizer = build_optimizer(
+        optimizer or DEFAULT_BASELINE_OPTIMIZER,
+        list(baseline.parameters()),
+        path="baseline_optimizer",
+        without_kl="the baseline",
+    )
     return mode, baseline, baseline_optimizer
 
 

@@ -42,10 +42,13 @@ class Policy(nn.Module):
                 raise unknown_name_error(f"{path}.{name}", "action", name, actions)
         for name, action in actions.items():  # before any head allocates: a clear error instead of the allocator's
             per_element = action.num_values if action.type == "int" else 1
-            expect_elements(network.output_size * action.size * per_element, f"actions.{name}",
-                            f"the policy head's weights ({network.output_size} network outputs to "
-                            f"{action.size * per_element} values of action '{name}')",
-                            hint="Use a smaller last layer, or fewer action values.")  # fmt: skip
+            expect_elements(
+                network.output_size * action.size * per_element,
+                f"actions.{name}",
+                f"the policy head's weights ({network.output_size} network outputs to "
+                f"{action.size * per_element} values of action '{name}')",
+                hint="Use a smaller last layer, or fewer action values.",
+            )
         self.network = network
         self.actions = actions
         self.heads = NamedModules(

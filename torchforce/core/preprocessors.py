@@ -564,8 +564,11 @@ def build_stack(spec: Any, state: StateSpec, path: str) -> PreprocessorStack:
                 entry_path,
                 f"{kind_name(preprocessor)} cannot process '{state.name}' of shape {list(current.shape)}: {error}",
             ) from None
-        expect_elements(math.prod(current.shape), entry_path, f"'{state.name}' after {kind_name(preprocessor)}, "
-                        f"of shape {list(current.shape)},")  # fmt: skip
+        expect_elements(
+            math.prod(current.shape),
+            entry_path,
+            f"'{state.name}' after {kind_name(preprocessor)}, of shape {list(current.shape)},",
+        )
         preprocessors.append(preprocessor)
     return PreprocessorStack(preprocessors, state)
 

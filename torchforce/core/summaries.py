@@ -10,10 +10,27 @@ from torchforce.spec import SpecError, did_you_mean, expect_dict, expect_float, 
 KEYS = ("directory", "steps", "seconds", "flush", "labels", "meta_dict")
 # 2018 labels; those without a meaning here are accepted and ignored.
 LABELS = (
-    "graph", "losses", "total-loss", "variables", "inputs", "states", "actions", "rewards", "gradients",
-    "gradients_histogram", "gradients_scalar", "regularization", "entropy", "relu", "beta", "activations",
-    "configuration", "print_configuration", "learning_rate", "episode",
-)  # fmt: skip
+    "graph",
+    "losses",
+    "total-loss",
+    "variables",
+    "inputs",
+    "states",
+    "actions",
+    "rewards",
+    "gradients",
+    "gradients_histogram",
+    "gradients_scalar",
+    "regularization",
+    "entropy",
+    "relu",
+    "beta",
+    "activations",
+    "configuration",
+    "print_configuration",
+    "learning_rate",
+    "episode",
+)
 
 
 def label_of(name: str) -> str:

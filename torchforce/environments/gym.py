@@ -194,8 +194,12 @@ def _check_options(
         raise SpecError(f"{path}.monitor", "not a directory", got=monitor, expected="a directory path, or null")
     render_mode = gym_kwargs.get("render_mode")
     if render_mode is not None and (not isinstance(render_mode, str) or not render_mode):
-        raise SpecError(f"{path}.render_mode", "not a render mode", got=render_mode,
-                        expected='a mode name like "rgb_array" or "human", or null')  # fmt: skip
+        raise SpecError(
+            f"{path}.render_mode",
+            "not a render mode",
+            got=render_mode,
+            expected='a mode name like "rgb_array" or "human", or null',
+        )
     if monitor_video and monitor is None:
         raise SpecError(f"{path}.monitor_video", "needs monitor, the directory the videos go to")
     if visualize:

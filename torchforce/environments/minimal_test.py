@@ -51,9 +51,11 @@ class MinimalTest(Environment):
             specification = {specification: ()}
         if not isinstance(specification, Mapping) or not specification:
             raise SpecError(
-                "environment.specification", "not a dict of action kinds to shapes", got=specification,
+                "environment.specification",
+                "not a dict of action kinds to shapes",
+                got=specification,
                 expected='e.g. {"bool": []} or {"int": [2], "float": [1]}',
-            )  # fmt: skip
+            )
         self.specification = {
             expect_choice(kind, "environment.specification", KINDS): _shape(shape, f"environment.specification.{kind}")
             for kind, shape in specification.items()

@@ -37,19 +37,34 @@ def main(argv: list[str] | None = None) -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     config = args.agent if args.agent.endswith((".json", ".yaml", ".yml")) else str(shipped("agents", args.agent))
-    print(f"Training {config} on {args.environment} ({args.envs} environments, seed {args.seed}, "
-          f"budget {args.timesteps:,} steps, stop at evaluation mean >= {args.threshold:g})")  # fmt: skip
+    print(
+        f"Training {config} on {args.environment} ({args.envs} environments, seed {args.seed}, "
+        f"budget {args.timesteps:,} steps, stop at evaluation mean >= {args.threshold:g})"
+    )
     _, result = train(
-        config, args.environment, num_environments=args.envs, seed=args.seed, num_timesteps=args.timesteps,
-        threshold=args.threshold, eval_every=args.eval_every, eval_episodes=args.eval_episodes,
-        episode_log=out / "episodes.jsonl", progress=True,
-    )  # fmt: skip
-    results = {"agent": config, "environment": args.environment, "seed": args.seed, "environments": args.envs,
-               **result.to_dict()}  # fmt: skip
+        config,
+        args.environment,
+        num_environments=args.envs,
+        seed=args.seed,
+        num_timesteps=args.timesteps,
+        threshold=args.threshold,
+        eval_every=args.eval_every,
+        eval_episodes=args.eval_episodes,
+        episode_log=out / "episodes.jsonl",
+        progress=True,
+    )
+    results = {
+        "agent": config,
+        "environment": args.environment,
+        "seed": args.seed,
+        "environments": args.envs,
+        **result.to_dict(),
+    }
     (out / "results.json").write_text(json.dumps(results, indent=2) + "\n")
     label = f"{Path(config).stem} on {args.environment}"
-    plot = plot_learning_curves({label: out / "episodes.jsonl"}, out / "learning_curve.png",
-                                evaluations={label: result.evaluations})  # fmt: skip
+    plot = plot_learning_curves(
+        {label: out / "episodes.jsonl"}, out / "learning_curve.png", evaluations={label: result.evaluations}
+    )
     if result.solved:
         status = (
             f"reached {args.threshold:g} after {result.timesteps_to_threshold:,} steps, "

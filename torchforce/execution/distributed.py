@@ -91,9 +91,18 @@ class ParameterServer:
 class Worker:
     """An agent in its environments, learning into the parameter servers (see the module docstring)."""
 
-    def __init__(self, index: int, agent_spec: Any, environment: Any, num_environments: int, seed: int | None,
-                 servers: list[Any], layout: list[list[str]], agent_kwargs: dict[str, Any],
-                 sync_every: int = 1) -> None:  # fmt: skip
+    def __init__(
+        self,
+        index: int,
+        agent_spec: Any,
+        environment: Any,
+        num_environments: int,
+        seed: int | None,
+        servers: list[Any],
+        layout: list[list[str]],
+        agent_kwargs: dict[str, Any],
+        sync_every: int = 1,
+    ) -> None:
         import torch
 
         from torchforce.environments import make_vector
@@ -104,8 +113,9 @@ class Worker:
         self.node = f"{socket.gethostname()}:{_ray().get_runtime_context().get_node_id()[:8]}"
         self.incarnation = f"{os.getpid()}@{time.time():.6f}"  # a process Ray restarts is a new incarnation
         self.environments = make_vector(environment, num_environments, seed=seed)
-        self.agent = create_agent(agent_spec, states=self.environments.states, actions=self.environments.actions,
-                                  seed=seed, **agent_kwargs)  # fmt: skip
+        self.agent = create_agent(
+            agent_spec, states=self.environments.states, actions=self.environments.actions, seed=seed, **agent_kwargs
+        )
         self.runner = Runner(self.agent, self.environments, id_=index)
         self._started = False
         self.sync_seconds, self.syncs = 0.0, 0  # time spent waiting for the servers, and how many exchanges
@@ -140,8 +150,10 @@ class Worker:
             fresh = self._tensors(_ray().get(self.pending))
             now = {name: fresh[name] + change[name] for name in now}
             self.agent.set_parameters(now)
-        self.pending = [server.push_pull.remote({name: change[name].numpy() for name in names})
-                        for server, names in zip(self.servers, self.layout, strict=True)]  # fmt: skip
+        self.pending = [
+            server.push_pull.remote({name: change[name].numpy() for name in names})
+            for server, names in zip(self.servers, self.layout, strict=True)
+        ]
         self.base, self.pulled_at = now, self.agent.updates
         self.sync_seconds += time.monotonic() - started
         self.syncs += 1
@@ -176,13 +188,24 @@ class Worker:
             return True
 
         started = time.monotonic()
-        self.runner.run(num_timesteps=steps, max_episode_timesteps=max_episode_timesteps, deterministic=deterministic,
-                        episode_finished=episode_finished, step_finished=step_finished,
-                        resume=self._started)  # fmt: skip
+        self.runner.run(
+            num_timesteps=steps,
+            max_episode_timesteps=max_episode_timesteps,
+            deterministic=deterministic,
+            episode_finished=episode_finished,
+            step_finished=step_finished,
+            resume=self._started,
+        )
         self._started = True
-        return {"episodes": episodes, "timesteps": self.runner.global_timestep - before, "node": self.node,
-                "seconds": time.monotonic() - started, "sync_seconds": self.sync_seconds,
-                "syncs": self.syncs, "incarnation": self.incarnation}  # fmt: skip
+        return {
+            "episodes": episodes,
+            "timesteps": self.runner.global_timestep - before,
+            "node": self.node,
+            "seconds": time.monotonic() - started,
+            "sync_seconds": self.sync_seconds,
+            "syncs": self.syncs,
+            "incarnation": self.incarnation,
+        }
 
     def close(self) -> None:
         self.environments.close()
@@ -215,8 +238,10 @@ class DistributedRunner(BaseRunner):
         if sync_every < 1:
             raise ValueError(f"sync_every must be at least 1, got {sync_every}")
         if num_workers < 1 or num_parameter_servers < 1 or num_environments < 1:
-            raise ValueError("num_workers, num_parameter_servers and num_environments must be at least 1, got "
-                             f"{num_workers}, {num_parameter_servers} and {num_environments}")  # fmt: skip
+            raise ValueError(
+                "num_workers, num_parameter_servers and num_environments must be at least 1, got "
+                f"{num_workers}, {num_parameter_servers} and {num_environments}"
+            )
         ray = _ray()
         self.agent, self.environment = agent, environment
         self.num_workers, self.num_parameter_servers = num_workers, num_parameter_servers
@@ -229,8 +254,9 @@ class DistributedRunner(BaseRunner):
             from torchforce.execution.ray_cluster import init_private
 
             self._temp = tempfile.mkdtemp(prefix="tf-ray-")
-            init_private(num_cpus=max(os.cpu_count() or 1, num_workers), object_store_memory=OBJECT_STORE,
-                         temp_dir=self._temp)  # fmt: skip
+            init_private(
+                num_cpus=max(os.cpu_count() or 1, num_workers), object_store_memory=OBJECT_STORE, temp_dir=self._temp
+            )
         try:
             self._start(agent, environment, num_environments, seed, agent_spec, agent_kwargs)
         except BaseException:
@@ -238,8 +264,15 @@ class DistributedRunner(BaseRunner):
             raise
         self.reset(history)
 
-    def _start(self, agent: Agent, environment: Any, num_environments: int, seed: int | None, agent_spec: Any,
-               agent_kwargs: dict[str, Any] | None) -> None:  # fmt: skip
+    def _start(
+        self,
+        agent: Agent,
+        environment: Any,
+        num_environments: int,
+        seed: int | None,
+        agent_spec: Any,
+        agent_kwargs: dict[str, Any] | None,
+    ) -> None:
         """The servers, and the workers placed one CPU each, spread over the nodes."""
         ray = _ray()
         from ray.util.placement_group import placement_group
@@ -255,24 +288,52 @@ class DistributedRunner(BaseRunner):
         self.servers = [server_class.remote({name: parameters[name] for name in names}) for names in self.layout]
         spec = agent_spec if agent_spec is not None else agent.spec
         if isinstance(spec, dict):  # each worker gets its own seed; only the driver saves and summarizes
-            spec = {key: value for key, value in spec.items()
-                    if key not in ("seed", "states", "actions", "saver", "summarizer")}  # fmt: skip
+            spec = {
+                key: value
+                for key, value in spec.items()
+                if key not in ("seed", "states", "actions", "saver", "summarizer")
+            }
         self.placement = placement_group([{"CPU": 1}] * self.num_workers, strategy="SPREAD")
         try:
             ray.get(self.placement.ready(), timeout=PLACEMENT_TIMEOUT)
         except ray.exceptions.GetTimeoutError:
-            raise RuntimeError(f"the Ray cluster placed no {self.num_workers} workers of one CPU each within "
-                               f"{PLACEMENT_TIMEOUT:.0f} s (are its CPUs taken by other work?)") from None  # fmt: skip
+            raise RuntimeError(
+                f"the Ray cluster placed no {self.num_workers} workers of one CPU each within "
+                f"{PLACEMENT_TIMEOUT:.0f} s (are its CPUs taken by other work?)"
+            ) from None
         self.workers = [
-            ray.remote(Worker).options(
-                num_cpus=1, max_restarts=MAX_WORKER_RESTARTS, max_task_retries=0,
+            ray.remote(Worker)
+            .options(
+                num_cpus=1,
+                max_restarts=MAX_WORKER_RESTARTS,
+                max_task_retries=0,
                 scheduling_strategy=PlacementGroupSchedulingStrategy(self.placement, placement_group_bundle_index=i),
-            ).remote(i, spec, environment, num_environments, None if seed is None else seed + 1 + i, self.servers,
-                     self.layout, dict(agent_kwargs or {}), self.sync_every)
+            )
+            .remote(
+                i,
+                spec,
+                environment,
+                num_environments,
+                None if seed is None else seed + 1 + i,
+                self.servers,
+                self.layout,
+                dict(agent_kwargs or {}),
+                self.sync_every,
+            )
             for i in range(self.num_workers)
-        ]  # fmt: skip
-        self.status = [{"worker": i, "node": None, "steps": 0, "episodes": 0, "steps_per_second": None,
-                        "restarts": 0, "lost_steps": 0} for i in range(self.num_workers)]  # fmt: skip
+        ]
+        self.status = [
+            {
+                "worker": i,
+                "node": None,
+                "steps": 0,
+                "episodes": 0,
+                "steps_per_second": None,
+                "restarts": 0,
+                "lost_steps": 0,
+            }
+            for i in range(self.num_workers)
+        ]
         self._incarnations = ray.get([worker.ready.remote() for worker in self.workers])
 
     def reset(self, history: dict[str, list] | None = None) -> None:
@@ -284,8 +345,12 @@ class DistributedRunner(BaseRunner):
         self.global_timestep = int(history.get("global_timestep", sum(self.episode_timesteps)))
 
     def state_dict(self) -> dict[str, Any]:
-        return {"episode_rewards": list(self.episode_rewards), "episode_timesteps": list(self.episode_timesteps),
-                "episode_times": list(self.episode_times), "global_timestep": self.global_timestep}  # fmt: skip
+        return {
+            "episode_rewards": list(self.episode_rewards),
+            "episode_timesteps": list(self.episode_timesteps),
+            "episode_times": list(self.episode_times),
+            "global_timestep": self.global_timestep,
+        }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.reset(state)
@@ -327,8 +392,12 @@ class DistributedRunner(BaseRunner):
         """Put the local agent's parameters (a restored checkpoint, say) into the servers; workers pull them at the
         start of their next chunk."""
         values = {name: value.cpu().numpy() for name, value in self.agent.get_parameters().items()}
-        _ray().get([server.set.remote({name: values[name] for name in names})
-                    for server, names in zip(self.servers, self.layout, strict=True)])  # fmt: skip
+        _ray().get(
+            [
+                server.set.remote({name: values[name] for name in names})
+                for server, names in zip(self.servers, self.layout, strict=True)
+            ]
+        )
 
     def sync_agent(self) -> Agent:
         """The local agent with the servers' parameters (what ``save_model`` should save)."""
@@ -339,10 +408,16 @@ class DistributedRunner(BaseRunner):
         )
         return self.agent
 
-    def run(self, num_timesteps: int | None = None, num_episodes: int | None = None,
-            max_episode_timesteps: int | None = None, deterministic: bool = False,
-            episode_finished: Callable[..., Any] | None = None, chunk: int = CHUNK,
-            report: Callable[[DistributedRunner], Any] | None = None) -> None:  # fmt: skip
+    def run(
+        self,
+        num_timesteps: int | None = None,
+        num_episodes: int | None = None,
+        max_episode_timesteps: int | None = None,
+        deterministic: bool = False,
+        episode_finished: Callable[..., Any] | None = None,
+        chunk: int = CHUNK,
+        report: Callable[[DistributedRunner], Any] | None = None,
+    ) -> None:
         """Run until ``num_timesteps`` steps or ``num_episodes`` episodes more in all, or a falsy
         ``episode_finished(runner, worker_id)`` or ``report(runner)`` (called after each chunk a worker returns),
         which stop the whole run. Workers run ``chunk`` steps at a time (fewer near the step limit): the chunks under
@@ -399,8 +474,13 @@ class DistributedRunner(BaseRunner):
             hand_out(index)
         self.sync_agent()
 
-    def _record_episodes(self, index: int, episodes: list[tuple[float, int, float]], limit: int | None,
-                         callback: Callable[..., Any] | None) -> bool:  # fmt: skip
+    def _record_episodes(
+        self,
+        index: int,
+        episodes: list[tuple[float, int, float]],
+        limit: int | None,
+        callback: Callable[..., Any] | None,
+    ) -> bool:
         """Add a chunk's episodes to the history, up to the episode limit; whether the run should stop."""
         for reward, length, seconds in episodes:
             if limit is not None and self.global_episode >= limit:

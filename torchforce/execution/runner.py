@@ -89,10 +89,17 @@ class Runner(BaseRunner):
         }
         if self._rows is not None:
             rows = self._rows
-            copy = {name: value.copy() for name, value in rows["states"].items()} if isinstance(
-                rows["states"], dict) else np.array(rows["states"], copy=True)  # fmt: skip
-            state["rows"] = {"states": copy, "lengths": rows["lengths"].copy(), "returns": rows["returns"].copy(),
-                             "ages": time.time() - rows["started"]}  # fmt: skip
+            copy = (
+                {name: value.copy() for name, value in rows["states"].items()}
+                if isinstance(rows["states"], dict)
+                else np.array(rows["states"], copy=True)
+            )
+            state["rows"] = {
+                "states": copy,
+                "lengths": rows["lengths"].copy(),
+                "returns": rows["returns"].copy(),
+                "ages": time.time() - rows["started"],
+            }
         return state
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -275,8 +282,9 @@ class Runner(BaseRunner):
         """What the agent learns of a vectorized step: it observes it, or, testing, the rows that ended start
         their independent recurrent state over."""
         if not testing:
-            self.agent.observe(terminal=terminal, reward=reward,
-                               next_states=final_states if (terminal == 2).any() else None)  # fmt: skip
+            self.agent.observe(
+                terminal=terminal, reward=reward, next_states=final_states if (terminal == 2).any() else None
+            )
         elif terminal.any():
             self.agent.start_independent_episode(len(terminal), restart=np.flatnonzero(terminal))
 
@@ -329,9 +337,10 @@ def episode_callback(function: Callable[..., Any] | None) -> Callable[[Any, int]
         return None
     try:
         positional = [
-            p for p in inspect.signature(function).parameters.values()
+            p
+            for p in inspect.signature(function).parameters.values()
             if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) and p.default is p.empty
-        ]  # fmt: skip
+        ]
         takes_one = len(positional) == 1 and not any(
             p.kind is p.VAR_POSITIONAL for p in inspect.signature(function).parameters.values()
         )

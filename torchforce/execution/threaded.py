@@ -53,11 +53,15 @@ class ThreadedRunner(BaseRunner):
         self.agents = list(agent if agent is not None else agents or [])
         self.environments = list(environment if environment is not None else environments or [])
         if not self.agents or len(self.agents) != len(self.environments):
-            raise ValueError(f"one environment per agent: got {len(self.agents)} agents and "
-                             f"{len(self.environments)} environments")  # fmt: skip
+            raise ValueError(
+                f"one environment per agent: got {len(self.agents)} agents and {len(self.environments)} environments"
+            )
         if save_episodes is not None:
-            warnings.warn("save_episodes is deprecated; use save_frequency with save_frequency_unit 'e'",
-                          DeprecationWarning, stacklevel=2)  # fmt: skip
+            warnings.warn(
+                "save_episodes is deprecated; use save_frequency with save_frequency_unit 'e'",
+                DeprecationWarning,
+                stacklevel=2,
+            )
             save_frequency, save_frequency_unit = save_episodes, "e"
         if save_frequency is not None and save_frequency_unit not in SAVE_UNITS:
             raise ValueError(f"save_frequency_unit must be one of {sorted(SAVE_UNITS)}, got {save_frequency_unit!r}")
@@ -87,9 +91,13 @@ class ThreadedRunner(BaseRunner):
         """The history and the counters (read between two updates of them), for ``load_state_dict``. The workers'
         episodes in progress are not part of it: a continued run starts new ones."""
         with self._lock:
-            return {"episode_rewards": list(self.episode_rewards), "episode_timesteps": list(self.episode_timesteps),
-                    "episode_times": list(self.episode_times), "global_timestep": self.global_timestep,
-                    "global_episode": self.global_episode}  # fmt: skip
+            return {
+                "episode_rewards": list(self.episode_rewards),
+                "episode_timesteps": list(self.episode_timesteps),
+                "episode_times": list(self.episode_times),
+                "global_timestep": self.global_timestep,
+                "global_episode": self.global_episode,
+            }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.reset({key: state[key] for key in ("episode_rewards", "episode_timesteps", "episode_times")})
@@ -144,13 +152,17 @@ class ThreadedRunner(BaseRunner):
         ``step_finished(runner, worker_id)`` is called in each worker's thread after each of its steps (not one
         call at a time); a falsy return stops every worker."""
         if episodes is not None or max_timesteps is not None:
-            warnings.warn("episodes/max_timesteps are deprecated; use num_episodes/max_episode_timesteps",
-                          DeprecationWarning, stacklevel=2)  # fmt: skip
+            warnings.warn(
+                "episodes/max_timesteps are deprecated; use num_episodes/max_episode_timesteps",
+                DeprecationWarning,
+                stacklevel=2,
+            )
             num_episodes = num_episodes if num_episodes is not None else episodes
             max_episode_timesteps = max_episode_timesteps if max_episode_timesteps is not None else max_timesteps
         if summary_report is not None or summary_interval:
-            warnings.warn("summary_report/summary_interval are deprecated; use episode_finished", DeprecationWarning,
-                          stacklevel=2)  # fmt: skip
+            warnings.warn(
+                "summary_report/summary_interval are deprecated; use episode_finished", DeprecationWarning, stacklevel=2
+            )
         num_episodes = None if num_episodes is None or num_episodes < 0 else self.global_episode + num_episodes
         num_timesteps = None if num_timesteps is None or num_timesteps < 0 else self.global_timestep + num_timesteps
         max_episode_timesteps = (
@@ -161,14 +173,22 @@ class ThreadedRunner(BaseRunner):
         self._stop, self._errors = threading.Event(), []
         self._timesteps_before, self._runners = self.global_timestep, []
         pairs = enumerate(zip(self.agents, self.environments, strict=True))
-        self._runners = [Runner(agent, environment, repeat_actions=self.repeat_actions, id_=index)
-                         for index, (agent, environment) in pairs]  # fmt: skip
+        self._runners = [
+            Runner(agent, environment, repeat_actions=self.repeat_actions, id_=index)
+            for index, (agent, environment) in pairs
+        ]
         if self.save_frequency is not None:
             self._save_timer = Every(**{SAVE_UNITS[self.save_unit]: self.save_frequency})
             self._save_timer.mark(self.global_timestep, self.global_episode)
-        threads = [threading.Thread(target=self._work, name=f"torchforce-worker-{index}", daemon=True,
-                                    args=(index, max_episode_timesteps, deterministic, testing, sleep))
-                   for index in range(len(self.agents))]  # fmt: skip
+        threads = [
+            threading.Thread(
+                target=self._work,
+                name=f"torchforce-worker-{index}",
+                daemon=True,
+                args=(index, max_episode_timesteps, deterministic, testing, sleep),
+            )
+            for index in range(len(self.agents))
+        ]
         for thread in threads:
             thread.start()
         try:
@@ -187,8 +207,14 @@ class ThreadedRunner(BaseRunner):
     def _work(self, index: int, max_steps: int | None, deterministic: bool, testing: bool, sleep: float | None) -> None:
         runner = self._runners[index]
         try:
-            runner.run(max_episode_timesteps=max_steps, deterministic=deterministic, testing=testing, sleep=sleep,
-                       episode_finished=self._episode_finished, step_finished=self._step_finished)  # fmt: skip
+            runner.run(
+                max_episode_timesteps=max_steps,
+                deterministic=deterministic,
+                testing=testing,
+                sleep=sleep,
+                episode_finished=self._episode_finished,
+                step_finished=self._step_finished,
+            )
         except BaseException as error:  # noqa: BLE001 - reported by run() in the main thread
             self._errors.append((index, error))
             self._stop.set()
@@ -243,8 +269,13 @@ def clone_worker_agent(
     workers = [agent]
     for index in range(1, factor):
         seed = None if agent.seed is None else agent.seed + index
-        worker = create_agent({"type": agent.name, **config}, states=environment.states, actions=environment.actions,
-                              network=network, seed=seed)  # fmt: skip
+        worker = create_agent(
+            {"type": agent.name, **config},
+            states=environment.states,
+            actions=environment.actions,
+            network=network,
+            seed=seed,
+        )
         share_model(worker, agent)
         workers.append(worker)
     return workers

@@ -74,8 +74,9 @@ def train(
     try:
         evaluation_env = make(environment)
         evaluation_env.seed(seed + 100_000)
-        agent = create_agent(agent_spec, states=environments.states, actions=environments.actions, seed=seed,
-                             **(agent_kwargs or {}))  # fmt: skip
+        agent = create_agent(
+            agent_spec, states=environments.states, actions=environments.actions, seed=seed, **(agent_kwargs or {})
+        )
         log = open(episode_log, "w") if episode_log else None  # noqa: SIM115
     except BaseException:
         environments.close()
@@ -91,17 +92,28 @@ def train(
 
     def episode_finished(r: Runner, worker: int) -> bool:
         if log is not None:
-            log.write(json.dumps({"episode": r.global_episode, "timesteps": r.global_timestep, "worker": worker,
-                                  "return": r.episode_rewards[-1], "length": r.episode_timesteps[-1],
-                                  "wall_time": round(train_seconds(), 4)}) + "\n")  # fmt: skip
+            log.write(
+                json.dumps(
+                    {
+                        "episode": r.global_episode,
+                        "timesteps": r.global_timestep,
+                        "worker": worker,
+                        "return": r.episode_rewards[-1],
+                        "length": r.episode_timesteps[-1],
+                        "wall_time": round(train_seconds(), 4),
+                    }
+                )
+                + "\n"
+            )
         if r.global_timestep < clock["next"]:
             return True
         clock["next"] += eval_every * ((r.global_timestep - clock["next"]) // eval_every + 1)  # the next one ahead
         begin = time.perf_counter()
         returns = evaluate(agent, evaluation_env, episodes=eval_episodes)
         clock["evaluation"] += time.perf_counter() - begin
-        evaluations.append({"timesteps": r.global_timestep, "mean_return": float(np.mean(returns)),
-                            "train_seconds": train_seconds()})  # fmt: skip
+        evaluations.append(
+            {"timesteps": r.global_timestep, "mean_return": float(np.mean(returns)), "train_seconds": train_seconds()}
+        )
         return threshold is None or evaluations[-1]["mean_return"] < threshold
 
     try:
@@ -113,9 +125,13 @@ def train(
         evaluation_env.close()
     solved = next((e for e in evaluations if threshold is not None and e["mean_return"] >= threshold), None)
     result = TrainingResult(
-        timesteps=runner.global_timestep, episodes=runner.global_episode, train_seconds=train_seconds(),
-        evaluation_seconds=clock["evaluation"], threshold=threshold,
+        timesteps=runner.global_timestep,
+        episodes=runner.global_episode,
+        train_seconds=train_seconds(),
+        evaluation_seconds=clock["evaluation"],
+        threshold=threshold,
         timesteps_to_threshold=None if solved is None else int(solved["timesteps"]),
-        seconds_to_threshold=None if solved is None else solved["train_seconds"], evaluations=evaluations,
-    )  # fmt: skip
+        seconds_to_threshold=None if solved is None else solved["train_seconds"],
+        evaluations=evaluations,
+    )
     return agent, result

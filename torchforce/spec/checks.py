@@ -156,8 +156,9 @@ def expect_float32(
     +-``FLOAT32_MAX``, where larger numbers would overflow."""
     value = expect_float(value, path, minimum=minimum, maximum=maximum, allow_none=allow_none)
     if value is not None and abs(value) > FLOAT32_MAX:
-        raise SpecError(path, "out of float32's range", got=value, expected=f"a number in [-{FLOAT32_MAX:g}, "
-                        f"{FLOAT32_MAX:g}]")  # fmt: skip
+        raise SpecError(
+            path, "out of float32's range", got=value, expected=f"a number in [-{FLOAT32_MAX:g}, {FLOAT32_MAX:g}]"
+        )
     return value
 
 

@@ -226,8 +226,11 @@ def action_spec(name: str, spec: Any, path: str) -> ActionSpec:
         if "num_actions" not in spec:
             raise SpecError(path, "an int action needs 'num_actions'", got=dict(spec))
         num_actions = expect_int(spec["num_actions"], f"{path}.num_actions", minimum=1)
-        expect_elements(math.prod(shape) * num_actions, f"{path}.num_actions", f"the {num_actions} logits of each "
-                        f"of the {math.prod(shape)} action elements")  # fmt: skip
+        expect_elements(
+            math.prod(shape) * num_actions,
+            f"{path}.num_actions",
+            f"the {num_actions} logits of each of the {math.prod(shape)} action elements",
+        )
     elif _given(spec, "num_actions"):
         raise SpecError(f"{path}.num_actions", f"only int actions take num_actions, this action is {kind}")
     if kind != "float" and (_given(spec, "min_value") or _given(spec, "max_value")):

@@ -29,33 +29,81 @@ RNN = [{"type": "flatten"}, {"type": "dense", "size": 8}, {"type": "internal_lst
 MLP = [{"type": "dense", "size": 8}]
 EPSILON = {"type": "epsilon_anneal", "initial_epsilon": 0.5, "final_epsilon": 0.05, "timesteps": 60}
 CASES: dict[str, tuple[str, int, int, dict[str, Any]]] = {  # name: (action type, rows, steps before the save, spec)
-    "ppo-lstm-sequence": ("int", 2, 23, {
-        "type": "ppo", "network": RNN, "update_mode": {"unit": "episodes", "batch_size": 2},
-        "memory": {"type": "latest", "capacity": 128}, "optimization_steps": 3, "seed": 11,
-        "states_preprocessing": [{"type": "sequence", "length": 3}],
-    }),
-    "ppo-timesteps": ("int", 2, 13, {
-        "type": "ppo", "network": MLP, "update_mode": {"unit": "timesteps", "batch_size": 8},
-        "memory": {"type": "latest", "capacity": 64}, "optimization_steps": 2, "seed": 12,
-        "states_preprocessing": {"type": "running_standardize"}, "actions_exploration": EPSILON,
-    }),
-    "dqn-replay": ("int", 1, 27, {
-        "type": "dqn", "network": MLP, "update_mode": {"unit": "timesteps", "batch_size": 4, "frequency": 2},
-        "memory": {"type": "replay", "capacity": 64}, "target_sync_frequency": 6, "actions_exploration": EPSILON,
-        "seed": 13,
-    }),
-    "dqn-prioritized": ("int", 2, 21, {
-        "type": "dqn", "network": MLP, "update_mode": {"unit": "timesteps", "batch_size": 4, "frequency": 2},
-        "memory": {"type": "prioritized_replay", "capacity": 64}, "target_sync_frequency": 6,
-        "actions_exploration": EPSILON, "double_q_model": True, "seed": 14,
-        "reward_preprocessing": {"type": "running_standardize"},
-    }),
-    "ddpg": ("float", 1, 25, {
-        "type": "ddpg", "network": MLP, "update_mode": {"unit": "timesteps", "batch_size": 4, "frequency": 2},
-        "memory": {"type": "replay", "capacity": 64}, "target_sync_frequency": 2, "target_update_weight": 0.1,
-        "actions_exploration": {"type": "ornstein_uhlenbeck"}, "seed": 15,
-    }),
-}  # fmt: skip
+    "ppo-lstm-sequence": (
+        "int",
+        2,
+        23,
+        {
+            "type": "ppo",
+            "network": RNN,
+            "update_mode": {"unit": "episodes", "batch_size": 2},
+            "memory": {"type": "latest", "capacity": 128},
+            "optimization_steps": 3,
+            "seed": 11,
+            "states_preprocessing": [{"type": "sequence", "length": 3}],
+        },
+    ),
+    "ppo-timesteps": (
+        "int",
+        2,
+        13,
+        {
+            "type": "ppo",
+            "network": MLP,
+            "update_mode": {"unit": "timesteps", "batch_size": 8},
+            "memory": {"type": "latest", "capacity": 64},
+            "optimization_steps": 2,
+            "seed": 12,
+            "states_preprocessing": {"type": "running_standardize"},
+            "actions_exploration": EPSILON,
+        },
+    ),
+    "dqn-replay": (
+        "int",
+        1,
+        27,
+        {
+            "type": "dqn",
+            "network": MLP,
+            "update_mode": {"unit": "timesteps", "batch_size": 4, "frequency": 2},
+            "memory": {"type": "replay", "capacity": 64},
+            "target_sync_frequency": 6,
+            "actions_exploration": EPSILON,
+            "seed": 13,
+        },
+    ),
+    "dqn-prioritized": (
+        "int",
+        2,
+        21,
+        {
+            "type": "dqn",
+            "network": MLP,
+            "update_mode": {"unit": "timesteps", "batch_size": 4, "frequency": 2},
+            "memory": {"type": "prioritized_replay", "capacity": 64},
+            "target_sync_frequency": 6,
+            "actions_exploration": EPSILON,
+            "double_q_model": True,
+            "seed": 14,
+            "reward_preprocessing": {"type": "running_standardize"},
+        },
+    ),
+    "ddpg": (
+        "float",
+        1,
+        25,
+        {
+            "type": "ddpg",
+            "network": MLP,
+            "update_mode": {"unit": "timesteps", "batch_size": 4, "frequency": 2},
+            "memory": {"type": "replay", "capacity": 64},
+            "target_sync_frequency": 2,
+            "target_update_weight": 0.1,
+            "actions_exploration": {"type": "ornstein_uhlenbeck"},
+            "seed": 15,
+        },
+    ),
+}
 AFTER = 12  # steps after the save that the restored agent must repeat
 LENGTH = 7  # row r's episodes last LENGTH + r steps
 STREAM = np.random.default_rng(0).uniform(-1.0, 1.0, (64, 2, 3)).astype(np.float32)

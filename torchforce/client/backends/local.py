@@ -98,8 +98,18 @@ class LocalBackend(Backend):
         workspace.mkdir()
         # -I: neither the project folder (the working directory) nor PYTHONPATH is on the worker's path; the
         # project's modules/ folder is, explicitly (see torchforce/client/modules.py)
-        command = [sys.executable, "-I", "-m", WORKER_MODULE, str(folder.resolve()), "--project", str(project_root),
-                   "--modules", str(modules_folder(project_root)), *launch.worker_flags()]  # fmt: skip
+        command = [
+            sys.executable,
+            "-I",
+            "-m",
+            WORKER_MODULE,
+            str(folder.resolve()),
+            "--project",
+            str(project_root),
+            "--modules",
+            str(modules_folder(project_root)),
+            *launch.worker_flags(),
+        ]
         environment = {**os.environ, "PYTHONUNBUFFERED": "1", "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")}
         with open(results / "worker.log", "ab") as log:
             log.write(

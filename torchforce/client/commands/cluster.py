@@ -125,8 +125,10 @@ def cluster_create(args: argparse.Namespace) -> None:
             f"{record.runtime['dashboard']}; processes {', '.join(map(str, record.runtime['pids']))}"
         )
     else:
-        print(f"Attached to the Ray cluster '{record.name}' at {record.runtime['dashboard']} "
-              f"(Ray {record.runtime['ray_version']})")  # fmt: skip
+        print(
+            f"Attached to the Ray cluster '{record.name}' at {record.runtime['dashboard']} "
+            f"(Ray {record.runtime['ray_version']})"
+        )
     print(f"Run an experiment on it: tfcli experiment start -e NAME -c {record.name}")
 
 
@@ -140,8 +142,9 @@ def cluster_delete(args: argparse.Namespace) -> None:
     records = project.store.clusters() if args.all else [ray_cluster.find(project, args.cluster)]
     if args.all and not args.force:  # refuse before deleting any, so --all does all or nothing
         for record in records:
-            running = [r.name for r in project.store.experiments()
-                       if r.cluster == record.name and r.status == "running"]  # fmt: skip
+            running = [
+                r.name for r in project.store.experiments() if r.cluster == record.name and r.status == "running"
+            ]
             if running:
                 raise ClientError(
                     f"cluster '{record.name}' runs experiments: {', '.join(running)}",
@@ -164,11 +167,19 @@ def cluster_list(args: argparse.Namespace) -> None:
     live = []
     for record in project.store.clusters():
         state = ray_cluster.status(record)
-        experiments = [r.name for r in project.store.experiments()
-                       if r.cluster == record.name and r.status == "running"]  # fmt: skip
-        live.append({"name": record.name, "type": record.spec.get("type", "ray"),
-                     "address": record.runtime.get("dashboard") or record.spec.get("address"),
-                     **state, "experiments": experiments, "pids": record.runtime.get("pids", [])})  # fmt: skip
+        experiments = [
+            r.name for r in project.store.experiments() if r.cluster == record.name and r.status == "running"
+        ]
+        live.append(
+            {
+                "name": record.name,
+                "type": record.spec.get("type", "ray"),
+                "address": record.runtime.get("dashboard") or record.spec.get("address"),
+                **state,
+                "experiments": experiments,
+                "pids": record.runtime.get("pids", []),
+            }
+        )
     specs = []
     for name in project.config_names("clusters"):
         values, _ = project.load_config(name, "clusters", "cluster")
@@ -186,15 +197,31 @@ def cluster_list(args: argparse.Namespace) -> None:
         return None if total is None else f"{free:g}/{total:g}"
 
     if live:
-        rows = [[c["name"], c["type"], c["address"], c["state"], c["nodes"], amount(c["cpus_free"], c["cpus"]),
-                 amount(c["gpus_free"], c["gpus"]), ", ".join(c["experiments"]) or None] for c in live]  # fmt: skip
+        rows = [
+            [
+                c["name"],
+                c["type"],
+                c["address"],
+                c["state"],
+                c["nodes"],
+                amount(c["cpus_free"], c["cpus"]),
+                amount(c["gpus_free"], c["gpus"]),
+                ", ".join(c["experiments"]) or None,
+            ]
+            for c in live
+        ]
         print(format_table(["Cluster", "Type", "Address", "State", "Nodes", "CPUs free", "GPUs free", "Running"], rows))
     else:
-        print("This project has no clusters; experiments run on this machine. Start one: tfcli cluster create -f "
-              "ray_local")  # fmt: skip
+        print(
+            "This project has no clusters; experiments run on this machine. Start one: tfcli cluster create -f "
+            "ray_local"
+        )
     print()
-    print(format_table(["Spec file", "Type", "Name", "Settings"],
-                       [[s["file"], s["type"], s["name"], s["summary"]] for s in specs]))  # fmt: skip
+    print(
+        format_table(
+            ["Spec file", "Type", "Name", "Settings"], [[s["file"], s["type"], s["name"], s["summary"]] for s in specs]
+        )
+    )
 
 
 def _summary(cluster: Any) -> str:

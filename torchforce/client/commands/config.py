@@ -94,5 +94,7 @@ def config_schema(args: argparse.Namespace) -> None:
     for path in written:
         print(f"wrote {path}")
     example = written[0] if len(written) == 1 else Path(args.output) / "agent.schema.json"
-    print(f'Editors: map config files to a schema, e.g. VS Code "json.schemas": [{{"fileMatch": '
-          f'["configs/agents/*.json"], "url": "./{example.as_posix()}"}}] (tfcli config schema --help).')  # fmt: skip
+    print(
+        f'Editors: map config files to a schema, e.g. VS Code "json.schemas": [{{"fileMatch": '
+        f'["configs/agents/*.json"], "url": "./{example.as_posix()}"}}] (tfcli config schema --help).'
+    )

@@ -359,8 +359,15 @@ def experiment_show(args: argparse.Namespace) -> None:
     recent = [r["return"] for r in read_episodes(experiment.episode_log())[-10:]]
     workers = experiment.progress().get("workers") or []
     if args.json:
-        print_json({**row, "spec": experiment.spec, "recent_returns": recent,
-                    "has_checkpoint": experiment.has_checkpoint(), "workers": workers})  # fmt: skip
+        print_json(
+            {
+                **row,
+                "spec": experiment.spec,
+                "recent_returns": recent,
+                "has_checkpoint": experiment.has_checkpoint(),
+                "workers": workers,
+            }
+        )
     else:
         print("\n".join(views.show_lines(experiment, row, recent)))
         if workers:
@@ -374,8 +381,17 @@ def worker_table(workers: list[dict]) -> str:
     def number(value: object) -> str | None:
         return f"{value:,.0f}" if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
-    rows = [[row.get("worker"), row.get("node"), number(row.get("steps")), number(row.get("episodes")),
-             number(row.get("steps_per_second")), number(row.get("restarts"))] for row in workers]  # fmt: skip
+    rows = [
+        [
+            row.get("worker"),
+            row.get("node"),
+            number(row.get("steps")),
+            number(row.get("episodes")),
+            number(row.get("steps_per_second")),
+            number(row.get("restarts")),
+        ]
+        for row in workers
+    ]
     return format_table(["Worker", "Node", "Steps", "Episodes", "Steps/s", "Restarts"], rows)
 
 

@@ -124,13 +124,22 @@ class Memory:
         data = {}
         for name, spec in self.fields.items():
             elements = self._capacity * math.prod(spec.shape)
-            expect_elements(elements, "capacity", f"the memory's field '{name}' ({self._capacity} rows of shape "
-                            f"{spec.shape})", hint=hint)  # fmt: skip
+            expect_elements(
+                elements,
+                "capacity",
+                f"the memory's field '{name}' ({self._capacity} rows of shape {spec.shape})",
+                hint=hint,
+            )
             try:
                 data[name] = np.zeros((self._capacity, *spec.shape), dtype=spec.dtype)
             except MemoryError:
-                raise SpecError("capacity", f"field '{name}' ({self._capacity} rows of shape {spec.shape}) does not "
-                                "fit in this machine's memory", got=self._capacity, hint=hint) from None  # fmt: skip
+                raise SpecError(
+                    "capacity",
+                    f"field '{name}' ({self._capacity} rows of shape {spec.shape}) does not "
+                    "fit in this machine's memory",
+                    got=self._capacity,
+                    hint=hint,
+                ) from None
         return data
 
     @property

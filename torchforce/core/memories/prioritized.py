@@ -61,8 +61,12 @@ class PrioritizedReplay(Memory):
         try:
             self._tree = SumTree(self.capacity)
         except MemoryError:
-            raise SpecError("capacity", "the priorities of this many rows do not fit in this machine's memory",
-                            got=self.capacity, hint="Lower memory.capacity.") from None  # fmt: skip
+            raise SpecError(
+                "capacity",
+                "the priorities of this many rows do not fit in this machine's memory",
+                got=self.capacity,
+                hint="Lower memory.capacity.",
+            ) from None
         self._max_priority = 1.0
 
     @property

@@ -182,8 +182,9 @@ class LayeredNetwork(Network):
         if "named" in inspect.signature(target).parameters:
             provided["named"] = dict(named)
         check_kwargs(target, kwargs, path, provided=tuple(provided), what=f"layer '{type_name}'", got=dict(spec))
-        check_provided(target, provided, f"{path}.type", f"layer '{type_name}'" if type_name != "layer" else repr(kind),
-                       "layer")  # fmt: skip
+        check_provided(
+            target, provided, f"{path}.type", f"layer '{type_name}'" if type_name != "layer" else repr(kind), "layer"
+        )
         layer = target(**provided, **kwargs)
         if not isinstance(layer, Layer):
             raise SpecError(f"{path}.type", f"{kind!r} did not build a Layer", got=what_it_is(layer))

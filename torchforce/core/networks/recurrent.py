@@ -28,8 +28,9 @@ def _forget_bias(bias_ih: Tensor, bias_hh: Tensor, size: int, value: float) -> N
 
 def _check_gates(in_size: int, size: int, path: str) -> None:
     """The four gates' weights, [4 * size, in_size + size], fit in one tensor (``MAX_ELEMENTS``)."""
-    expect_elements(4 * size * (in_size + size), f"{path}.size", f"the LSTM weights [{4 * size}, {in_size + size}]",
-                    hint=SMALLER)  # fmt: skip
+    expect_elements(
+        4 * size * (in_size + size), f"{path}.size", f"the LSTM weights [{4 * size}, {in_size + size}]", hint=SMALLER
+    )
 
 
 def _dropout_rate(value: Any, path: str) -> float:

@@ -75,9 +75,15 @@ class BatchNormalization(Layer):
         # still depends on the input, and one degenerate batch cannot spoil the statistics acting relies on.
         batch_statistics = self.training and x.numel() > x.shape[1]
         y = F.batch_norm(
-            x, self.running_mean, self.running_var, self.weight, self.bias, batch_statistics, self.momentum,
+            x,
+            self.running_mean,
+            self.running_var,
+            self.weight,
+            self.bias,
+            batch_statistics,
+            self.momentum,
             self.epsilon,
-        )  # fmt: skip
+        )
         return y.movedim(1, -1) if self.channels_last else y
 
 

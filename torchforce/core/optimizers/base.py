@@ -254,8 +254,11 @@ def _refuse_kl(optimizer: Optimizer | None, path: str, caller: str, *, typed: bo
             target = f"{type(optimizer).__module__}:{type(optimizer).__qualname__}"
             name = next((name for name, path in OPTIMIZERS.table.items() if path == target), type(optimizer).__name__)
             what = f"optimizer '{name}'" + (f" with {optimizer.kl_key}" if optimizer.kl_key != "type" else "")
-            raise SpecError(key, f"{what} needs the KL divergence of the policy from before the update, and {caller} "
-                            "provides none", hint=hint)  # fmt: skip
+            raise SpecError(
+                key,
+                f"{what} needs the KL divergence of the policy from before the update, and {caller} provides none",
+                hint=hint,
+            )
         optimizer = optimizer.optimizer if isinstance(optimizer, MetaOptimizer) else None
         where = f"{where}.optimizer"
 

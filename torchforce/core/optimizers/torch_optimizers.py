@@ -178,9 +178,23 @@ class Adam(TorchOptimizer):
             for step in steps:  # counted before the step, as torch's fused Adam does
                 step.add_(1)
             try:
-                self._kernel(parameters, present, exp_avgs, exp_avg_sqs, [], steps, amsgrad=False, lr=group["lr"],
-                             beta1=beta1, beta2=beta2, weight_decay=group["weight_decay"], eps=group["eps"],
-                             maximize=False, grad_scale=None, found_inf=None)  # fmt: skip
+                self._kernel(
+                    parameters,
+                    present,
+                    exp_avgs,
+                    exp_avg_sqs,
+                    [],
+                    steps,
+                    amsgrad=False,
+                    lr=group["lr"],
+                    beta1=beta1,
+                    beta2=beta2,
+                    weight_decay=group["weight_decay"],
+                    eps=group["eps"],
+                    maximize=False,
+                    grad_scale=None,
+                    found_inf=None,
+                )
             except (TypeError, RuntimeError):  # the op refused its arguments: the public path from now on
                 for step in steps:
                     step.sub_(1)
