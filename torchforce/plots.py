@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from pathlib import Path
 
 import numpy as np
@@ -35,7 +36,7 @@ def smooth(values: np.ndarray, window: int) -> np.ndarray:
 
 
 def plot_learning_curves(
-    logs: dict[str, str | Path],
+    logs: Mapping[str, str | Path],
     output: str | Path,
     *,
     evaluations: dict[str, list[dict]] | None = None,

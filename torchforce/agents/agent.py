@@ -172,15 +172,15 @@ class Agent:
         )
 
     def _fields(self) -> dict[str, FieldSpec]:
-        fields = {"reward": FieldSpec((), np.float32), "terminal": FieldSpec((), np.int8)}
+        fields = {"reward": FieldSpec((), np.dtype(np.float32)), "terminal": FieldSpec((), np.dtype(np.int8))}
         for name, spec in self.processed_states.items():
             dtype = STATE_DTYPES[spec.type]
             fields[f"states/{name}"] = FieldSpec(spec.shape, dtype)
             fields[f"next_states/{name}"] = FieldSpec(spec.shape, dtype)
         for name, shape in self.policy.network.internals.items():
-            fields[f"internals/{name}"] = FieldSpec(shape, np.float32)
-        for name, spec in self.actions_spec.items():
-            fields[f"actions/{name}"] = FieldSpec(spec.shape, STATE_DTYPES[spec.type])
+            fields[f"internals/{name}"] = FieldSpec(shape, np.dtype(np.float32))
+        for name, action in self.actions_spec.items():
+            fields[f"actions/{name}"] = FieldSpec(action.shape, STATE_DTYPES[action.type])
         return fields
 
     # ------------------------------------------------------------------ the public API
@@ -456,7 +456,7 @@ class Agent:
     ) -> tuple[dict[str, np.ndarray], dict[str, torch.Tensor]]:
         """Actions for the (preprocessed) batch from the policy, then exploration unless deterministic."""
         self._set_training(False)
-        noise = self._add_variable_noise() if self.variable_noise and not deterministic else None
+        noise = self._add_variable_noise(self.variable_noise) if self.variable_noise and not deterministic else None
         with torch.inference_mode():
             sampled, internals = self.policy.act(
                 self.as_tensors(batch), internals, self._act_deterministically(deterministic)
@@ -484,11 +484,11 @@ class Agent:
     def _act_deterministically(self, deterministic: bool) -> bool:
         return deterministic
 
-    def _add_variable_noise(self) -> list[torch.Tensor]:
+    def _add_variable_noise(self, scale: float) -> list[torch.Tensor]:
         noise = []
         with torch.no_grad():
             for parameter in self.policy.parameters():
-                sample = torch.randn_like(parameter) * self.variable_noise
+                sample = torch.randn_like(parameter) * scale
                 parameter.add_(sample)
                 noise.append(sample)
         return noise

@@ -11,15 +11,20 @@ import numpy as np
 from torchforce.spec import StateSpec
 
 Batch = dict[str, np.ndarray]
-STATE_DTYPES = {"float": np.float32, "int": np.int64, "bool": np.bool_}
+STATE_DTYPES: dict[str, np.dtype] = {
+    "float": np.dtype(np.float32),
+    "int": np.dtype(np.int64),
+    "bool": np.dtype(np.bool_),
+}
 
 
 def as_batch(states: Any, specs: dict[str, StateSpec], single: bool) -> tuple[Batch, bool]:
     """What ``act`` was given as a batch ``{name: [rows, *shape]}``, and whether it was one already: one state or a
     batch of states, an array (single state form) or a dict of arrays (named states), checked against ``specs``."""
+    batched: bool | None
     if single:
         ((name, spec),) = specs.items()
-        array = np.asarray(states, dtype=STATE_DTYPES[spec.type])
+        array: np.ndarray = np.asarray(states, dtype=STATE_DTYPES[spec.type])
         batched = array.ndim == len(spec.shape) + 1
         if not batched and array.shape != spec.shape:
             raise ValueError(f"state has shape {array.shape}, expected {spec.shape} or (batch, *{spec.shape})")
@@ -29,7 +34,9 @@ def as_batch(states: Any, specs: dict[str, StateSpec], single: bool) -> tuple[Ba
     missing = set(specs) - set(states)
     if missing:
         raise ValueError(f"states is missing {sorted(missing)}")
-    batch, batched, rows = {}, None, None
+    batch: Batch = {}
+    batched = None
+    rows: int | None = None
     for name, spec in specs.items():
         array = np.asarray(states[name], dtype=STATE_DTYPES[spec.type])
         is_batched = array.ndim == len(spec.shape) + 1
@@ -56,7 +63,7 @@ def as_output(actions: Batch, batched: bool, single: bool) -> Any:
 
 def per_row(value: Any, dtype: type, name: str, num_rows: int) -> np.ndarray:
     """``observe``'s ``terminal`` or ``reward``: a scalar or one value per row, as a flat array."""
-    array = np.asarray(value).astype(dtype).reshape(-1)
+    array: np.ndarray = np.asarray(value).astype(dtype).reshape(-1)
     if array.shape[0] == 1 and num_rows > 1:
         raise ValueError(f"{name}: {num_rows} rows acted, so observe needs {num_rows} values")
     if array.shape[0] != num_rows:

@@ -22,7 +22,7 @@ import torch
 
 from torchforce.agents.agent import LearningAgent
 from torchforce.agents.config import DDPGConfig
-from torchforce.agents.transitions import Transitions, group
+from torchforce.agents.transitions import FlatBatch, Transitions, group
 from torchforce.agents.value_specs import deterministic_heads, replay_capacity
 from torchforce.core.critics import Critic
 from torchforce.core.losses import l2
@@ -123,7 +123,7 @@ class DDPGAgent(LearningAgent):
         self.target_sync.sync(self.timestep)
         return {"critic_loss": float(critic.get("loss", 0.0)), "actor_loss": float(actor.get("loss", 0.0))}
 
-    def _critic_loss(self, data: dict[str, torch.Tensor], reference: Any = None) -> torch.Tensor:
+    def _critic_loss(self, data: FlatBatch, reference: Any = None) -> torch.Tensor:
         states, internals, actions = group(data, "states"), group(data, "internals"), group(data, "actions")
         next_states = group(data, "next_states")
         # the critic's target: y = r + gamma [terminal != 1] Q'(s', mu'(s'))
@@ -135,7 +135,7 @@ class DDPGAgent(LearningAgent):
         q = self.critic(states, actions)
         return l2(y - q).mean() + self.critic.regularization_loss()
 
-    def _actor_loss(self, data: dict[str, torch.Tensor], reference: Any = None) -> torch.Tensor:
+    def _actor_loss(self, data: FlatBatch, reference: Any = None) -> torch.Tensor:
         # the deterministic policy gradient: ascend Q(s, mu(s)), the critic held fixed
         states, internals = group(data, "states"), group(data, "internals")
         params, _, _ = self.policy(states, internals)

@@ -26,8 +26,14 @@ import torch
 
 from torchforce.agents.agent import LearningAgent
 from torchforce.agents.config import DQFDConfig
-from torchforce.agents.transitions import Transitions, group
-from torchforce.agents.value_specs import check_discrete_actions, check_q_heads, q_value_heads, replay_capacity
+from torchforce.agents.transitions import FlatBatch, Transitions, group
+from torchforce.agents.value_specs import (
+    check_discrete_actions,
+    check_q_heads,
+    q_value_heads,
+    q_values,
+    replay_capacity,
+)
 from torchforce.core.losses import large_margin
 from torchforce.core.memories import build_memory
 from torchforce.core.optimizers import Synchronization, build_optimizer
@@ -159,12 +165,12 @@ class DQFDAgent(LearningAgent):
 
     # ------------------------------------------------------------------ the losses, J(Q) = J_DQ(Q) + lambda J_E(Q)
 
-    def _td_loss(self, data: dict[str, torch.Tensor]) -> tuple[torch.Tensor, Any, dict[str, torch.Tensor]]:
+    def _td_loss(self, data: FlatBatch) -> tuple[torch.Tensor, Any, dict[str, torch.Tensor]]:
         """J_DQ per instance, the double-DQN TD loss, with the policy's parameters and Q(s, .; theta)."""
         states, internals, actions = group(data, "states"), group(data, "internals"), group(data, "actions")
         next_states = group(data, "next_states")
         params, _, _ = self.policy(states, internals)
-        q = {name: head.q_values(params[name]) for name, head in self.policy.heads.items()}
+        q = {name: q_values(head, params[name]) for name, head in self.policy.heads.items()}
 
         # double-DQN TD target: y = r + gamma [terminal != 1] Q(s', argmax_a' Q(s', a'; theta); theta^-)
         with torch.no_grad():
@@ -172,22 +178,22 @@ class DQFDAgent(LearningAgent):
             online_params, _, _ = self.policy(next_states, internals)
             y = {}
             for name, head in self.target.heads.items():
-                online_q = self.policy.heads[name].q_values(online_params[name])
-                next_values = greedy_values(head.q_values(target_params[name]), online_q)
+                online_q = q_values(self.policy.heads[name], online_params[name])
+                next_values = greedy_values(q_values(head, target_params[name]), online_q)
                 y[name] = td_targets(data["reward"], data["terminal"], next_values, self.discount)
 
         # the regression of Q(s, a; theta) onto y: half the squared TD error, or the Huber loss
         j_dq, _ = q_regression(q, actions, y, self.huber_loss)
         return j_dq, params, q
 
-    def _loss(self, data: dict[str, torch.Tensor], reference: Any = None) -> torch.Tensor:
+    def _loss(self, data: FlatBatch, reference: Any = None) -> torch.Tensor:
         """The loss on the agent's own experience: J_DQ, importance-weighted for prioritized replay."""
         j_dq, params, _ = self._td_loss(data)
         if data.get("weights") is not None:
             j_dq = j_dq * data["weights"]
         return self._regularized(j_dq.mean(), params)
 
-    def _demo_loss(self, data: dict[str, torch.Tensor], reference: Any = None) -> torch.Tensor:
+    def _demo_loss(self, data: FlatBatch, reference: Any = None) -> torch.Tensor:
         """The loss on demonstrations: J_DQ plus ``supervised_weight`` times the large-margin J_E."""
         j_dq, params, q = self._td_loss(data)
         # large-margin supervised loss, eq. (2): J_E = max_a [Q(s, a) + l(a_E, a)] - Q(s, a_E), the expert's

@@ -29,8 +29,14 @@ import torch
 from torchforce.agents.agent import LearningAgent
 from torchforce.agents.config import DQNConfig
 from torchforce.agents.errors import NonFiniteError
-from torchforce.agents.transitions import Transitions, group
-from torchforce.agents.value_specs import check_discrete_actions, check_q_heads, q_value_heads, replay_capacity
+from torchforce.agents.transitions import FlatBatch, Transitions, group
+from torchforce.agents.value_specs import (
+    check_discrete_actions,
+    check_q_heads,
+    q_value_heads,
+    q_values,
+    replay_capacity,
+)
 from torchforce.core.optimizers import Synchronization, build_optimizer
 from torchforce.core.td import greedy_values, q_regression, td_targets
 from torchforce.spec import SpecError
@@ -112,6 +118,8 @@ class DQNAgent(LearningAgent):
             with torch.no_grad():
                 self._loss(self._full_batch)
         td_error, self._full_batch = self._td_error, None
+        if td_error is None:  # _loss measures it on the whole batch, in the step or just above
+            raise RuntimeError(f"{self.name} agent: the loss did not measure the TD errors of the batch")
         if batch.indices is not None and hasattr(self.memory, "update_priorities"):
             if not bool(torch.isfinite(td_error).all()):  # NaN priorities would make every later draw NaN
                 raise NonFiniteError(
@@ -125,11 +133,11 @@ class DQNAgent(LearningAgent):
         self.target_sync.sync(self.timestep)
         return {"loss": float(info.get("loss", 0.0)), "td_error": float(td_error.mean())}
 
-    def _loss(self, batch: dict[str, torch.Tensor], reference: Any = None) -> torch.Tensor:
+    def _loss(self, batch: FlatBatch, reference: Any = None) -> torch.Tensor:
         states, internals, actions = group(batch, "states"), group(batch, "internals"), group(batch, "actions")
         next_states = group(batch, "next_states")
         params, _, _ = self.policy(states, internals)
-        q = {name: head.q_values(params[name]) for name, head in self.policy.heads.items()}  # Q(s, .; theta)
+        q = {name: q_values(head, params[name]) for name, head in self.policy.heads.items()}  # Q(s, .; theta)
 
         # TD target: y = r + gamma [terminal != 1] Q(s', a*; theta^-), a* = argmax_a' Q(s', a'; theta or theta^-)
         with torch.no_grad():
@@ -137,8 +145,8 @@ class DQNAgent(LearningAgent):
             online_params = self.policy(next_states, internals)[0] if self.double_q_model else None
             y = {}
             for name, head in self.target.heads.items():
-                online_q = None if online_params is None else self.policy.heads[name].q_values(online_params[name])
-                next_values = greedy_values(head.q_values(target_params[name]), online_q)
+                online_q = None if online_params is None else q_values(self.policy.heads[name], online_params[name])
+                next_values = greedy_values(q_values(head, target_params[name]), online_q)
                 y[name] = td_targets(batch["reward"], batch["terminal"], next_values, self.discount)
 
         # the regression of Q(s, a; theta) onto y: half the squared TD error, or the Huber loss

@@ -23,8 +23,14 @@ import torch
 
 from torchforce.agents.agent import LearningAgent
 from torchforce.agents.config import DQNNstepConfig
-from torchforce.agents.transitions import Transitions, group
-from torchforce.agents.value_specs import check_discrete_actions, check_q_heads, q_value_heads, replay_capacity
+from torchforce.agents.transitions import FlatBatch, Transitions, group
+from torchforce.agents.value_specs import (
+    check_discrete_actions,
+    check_q_heads,
+    q_value_heads,
+    q_values,
+    replay_capacity,
+)
 from torchforce.core.optimizers import Synchronization, build_optimizer
 from torchforce.core.returns import discounted_returns, n_step_returns
 from torchforce.core.td import greedy_values, q_regression
@@ -115,8 +121,8 @@ class DQNNstepAgent(LearningAgent):
         reward, terminal = batch.reward.cpu().numpy(), batch.terminal.cpu().numpy()
         returns = {}
         for name, head in self.target.heads.items():
-            online_q = None if online_params is None else self.policy.heads[name].q_values(online_params[name])
-            next_values = greedy_values(head.q_values(target_params[name]), online_q)
+            online_q = None if online_params is None else q_values(self.policy.heads[name], online_params[name])
+            next_values = greedy_values(q_values(head, target_params[name]), online_q)
             # the returns R_t of each action element, over the episode or the horizon
             columns = next_values.reshape(len(next_values), -1).cpu().numpy()
             width = columns.shape[1]
@@ -128,9 +134,9 @@ class DQNNstepAgent(LearningAgent):
             returns[name] = torch.as_tensor(result.reshape(next_values.shape), device=next_values.device)
         return returns
 
-    def _loss(self, data: dict[str, torch.Tensor], reference: Any = None) -> torch.Tensor:
+    def _loss(self, data: FlatBatch, reference: Any = None) -> torch.Tensor:
         params, _, _ = self.policy(group(data, "states"), group(data, "internals"))
-        q = {name: head.q_values(params[name]) for name, head in self.policy.heads.items()}  # Q(s, .; theta)
+        q = {name: q_values(head, params[name]) for name, head in self.policy.heads.items()}  # Q(s, .; theta)
         # the regression of Q(s_t, a_t; theta) onto R_t: half the squared error, or the Huber loss
         loss_per_instance, _ = q_regression(q, group(data, "actions"), group(data, "returns"), self.huber_loss)
         # weight penalties, and the entropy bonus of softmax(Q)

@@ -156,7 +156,7 @@ class Episodes:
         self.new_episode = np.ones(rows, dtype=bool)
         self.returns = np.zeros(rows, dtype=np.float64)
         self.lengths = np.zeros(rows, dtype=np.int64)
-        if not self.learning:
+        if self.fields is None:  # not learning
             return []
         ready = self.staged.flush_all() if self.staged is not None else []
         self.open = OpenSteps(self.fields, rows)
@@ -203,28 +203,42 @@ class Episodes:
 
     # ------------------------------------------------------------------ transitions
 
+    def _open(self) -> OpenSteps:
+        """The open steps: a learning agent has them once it has acted (``resize``)."""
+        if self.open is None:
+            raise RuntimeError("no open steps: this agent does not learn, or has not acted yet")
+        return self.open
+
+    def _staged(self) -> Segments:
+        """The staged segments: an on-policy learning agent has them once it has acted (``resize``)."""
+        if self.staged is None:
+            raise RuntimeError("no staged segments: this agent is not an on-policy learner, or has not acted yet")
+        return self.staged
+
     def record(self, states: Batch, internals: dict[str, torch.Tensor], actions: dict[str, np.ndarray]) -> None:
         """The step just acted in every row: the (preprocessed) states, the recurrent state acted from, actions."""
-        record = self.open.record
+        record = self._open().record
         for name, values in states.items():
             record[f"states/{name}"][:] = values
-        for name, values in internals.items():
-            record[f"internals/{name}"][:] = values.detach().cpu().numpy()
+        for name, tensor in internals.items():
+            record[f"internals/{name}"][:] = tensor.detach().cpu().numpy()
         for name, values in actions.items():
             record[f"actions/{name}"][:] = values
 
     def observe(self, terminal: np.ndarray, reward: np.ndarray) -> None:
         """What followed the open steps: their (preprocessed) ``reward`` and ``terminal``."""
-        self.open.record["reward"][:] = reward
-        self.open.record["terminal"][:] = terminal
+        record = self._open().record
+        record["reward"][:] = reward
+        record["terminal"][:] = terminal
 
     def acted_states(self, rows: np.ndarray, names: Any) -> Batch:
         """The states ``rows`` acted on in their open step (the next states of steps that ended an episode)."""
-        return {name: self.open.record[f"states/{name}"][rows] for name in names}
+        record = self._open().record
+        return {name: record[f"states/{name}"][rows] for name in names}
 
     def wait_for_next_states(self, rows: np.ndarray) -> None:
         """The open steps of ``rows`` (a mask) are complete once the next ``act`` brings their next states."""
-        self.open.waiting[:] = rows
+        self._open().waiting[:] = rows
 
     def waiting(self) -> bool:
         """Whether some row's open step waits for its next state (the next ``act``'s)."""
@@ -232,30 +246,32 @@ class Episodes:
 
     def complete_waiting(self, states: Batch) -> list[Batch]:
         """The next ``act``'s ``states`` complete the steps that waited for them. Returns what is ready to store."""
-        waiting = self.open.waiting
+        open_steps = self._open()
+        waiting = open_steps.waiting
         if waiting.all():
             ready = self.complete(None, states)
         else:
             selected = np.flatnonzero(waiting)
             ready = self.complete(selected, {name: values[selected] for name, values in states.items()})
-        self.open.waiting[:] = False
+        open_steps.waiting[:] = False
         return ready
 
     def complete(self, rows: np.ndarray | None, next_states: Batch) -> list[Batch]:
         """The open steps of ``rows`` (None: all) are complete with ``next_states``. Off-policy: they are ready to
         store. On-policy: they are staged per row, and an ended episode is ready if ``episode_segments``."""
-        batch = self.open.take(rows, next_states)
+        batch = self._open().take(rows, next_states)
         self.completed["timesteps"] += self.num_rows if rows is None else len(rows)
         if not self.on_policy:
             self.completed["episodes"] += int(np.count_nonzero(batch["terminal"]))
             return [batch]
         indices = np.arange(self.num_rows) if rows is None else rows
-        self.staged.append(batch, indices)
+        staged = self._staged()
+        staged.append(batch, indices)
         ready = []
         for row in indices[batch["terminal"] != 0]:
             self.completed["episodes"] += 1
-            if self.episode_segments:
-                ready.append(self.staged.flush(int(row)))
+            if self.episode_segments and (segment := staged.flush(int(row))) is not None:  # never None: just staged
+                ready.append(segment)
         return ready
 
     def flush(self) -> list[Batch]:
@@ -301,6 +317,6 @@ class Episodes:
         self.completed = dict(state["completed"])
         self.internals = {name: torch.as_tensor(value).to(self.device) for name, value in state["internals"].items()}
         if state["open"] is not None:
-            self.open.load_state_dict(state["open"])
+            self._open().load_state_dict(state["open"])
         if state["segments"] is not None:
-            self.staged.load_state_dict(state["segments"])
+            self._staged().load_state_dict(state["segments"])

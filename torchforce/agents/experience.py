@@ -19,7 +19,7 @@ from torchforce.spec.errors import Words, what_it_is
 
 def _expected(action: ActionSpec) -> str:
     if action.type == "int":
-        expected = f"an integer in [0, {action.num_actions - 1}]"
+        expected = f"an integer in [0, {action.num_values - 1}]"
     elif action.type == "bool":
         expected = "true or false"
     else:
@@ -110,7 +110,7 @@ def _steps(experiences: Any) -> tuple[list[Mapping[str, Any]], Callable[[int, st
                 raise SpecError(
                     f"experiences.{key}", f"has {_steps_count(len(experiences[key]))} and 'reward' has {count}"
                 )
-        steps = [{key: experiences[key][i] for key in experiences} for i in range(count)]
+        steps: list[Mapping[str, Any]] = [{key: experiences[key][i] for key in experiences} for i in range(count)]
         return steps, lambda step, key: f"experiences.{key}[{step}]"
     if not isinstance(experiences, (list, tuple)):
         raise SpecError(
@@ -159,7 +159,7 @@ def _length(values: Any, path: str) -> int:
 def _terminal(values: list[Any], path: Callable[[int], str]) -> np.ndarray:
     """Terminals as int8: 0/false, 1/true or 2 (a truncation), as ``observe`` takes them."""
     for step, value in enumerate(values):
-        valid = isinstance(value, (bool, np.bool_, numbers.Integral)) and 0 <= value <= 2
+        valid = isinstance(value, (bool, np.bool_, numbers.Integral)) and 0 <= int(value) <= 2
         if not valid and isinstance(value, numbers.Real) and not isinstance(value, (bool, np.bool_)):
             valid = value in (0.0, 1.0, 2.0)  # an integer stored as a float (an array of floats)
         if not valid:
@@ -211,12 +211,19 @@ def _step_actions(
     for name, action in actions.items():
         if single_action:
             values = [experience["actions"] for experience in steps]
-            where = lambda step: path(step, "actions")  # noqa: E731
+            where = _action_path(path, None)
         else:
             values = [experience["actions"][name] for experience in steps]
-            where = lambda step, name=name: f"{path(step, 'actions')}.{name}"  # noqa: E731
+            where = _action_path(path, name)
         columns[f"actions/{name}"] = action_column(values, action, where)
     return columns
+
+
+def _action_path(path: Callable[[int, str], str], name: str | None) -> Callable[[int], str]:
+    """How to name a step's action in an error: ``path(step, "actions")``, then ``.name`` for a named action."""
+    if name is None:
+        return lambda step: path(step, "actions")
+    return lambda step: f"{path(step, 'actions')}.{name}"
 
 
 def _step_internals(

@@ -25,7 +25,7 @@ from torch import Tensor, nn
 
 from torchforce.agents.agent import LearningAgent
 from torchforce.agents.config import NAFConfig
-from torchforce.agents.transitions import Transitions, group
+from torchforce.agents.transitions import FlatBatch, Transitions, group
 from torchforce.agents.value_specs import deterministic_heads, replay_capacity
 from torchforce.core.losses import huber, l2
 from torchforce.core.optimizers import Synchronization, build_optimizer
@@ -36,6 +36,10 @@ from torchforce.spec.checks import expect_elements
 
 class AdvantageHeads(nn.Module):
     """V(s) and the lower-triangular L(s) of an ``n``-element action, from the policy's embedding."""
+
+    rows: Tensor  # buffers (register_buffer): the lower triangle's indices, and where it is on the diagonal
+    columns: Tensor
+    diagonal: Tensor
 
     def __init__(self, embedding_size: int, n: int) -> None:
         super().__init__()
@@ -158,7 +162,7 @@ class NAFAgent(LearningAgent):
         self.target_sync.sync(self.timestep)
         return {"loss": float(info.get("loss", 0.0))}
 
-    def _loss(self, data: dict[str, torch.Tensor], reference: Any = None) -> torch.Tensor:
+    def _loss(self, data: FlatBatch, reference: Any = None) -> torch.Tensor:
         internals = group(data, "internals")
         # TD target: y = r + gamma [terminal != 1] V'(s'), the target network's value of the next state
         with torch.no_grad():

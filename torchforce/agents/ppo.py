@@ -16,15 +16,16 @@ from collections.abc import Iterator
 from typing import Any
 
 import torch
+from torch import nn
 
 from torchforce.agents.agent import LearningAgent
 from torchforce.agents.config import PPOConfig
-from torchforce.agents.transitions import Transitions, group
+from torchforce.agents.transitions import FlatBatch, Transitions, group
 from torchforce.agents.update_mode import default_latest_capacity
-from torchforce.core.baselines import build_pg_baseline, state_values
+from torchforce.core.baselines import build_pg_baseline, regularization_loss, state_values
 from torchforce.core.memories.latest import Latest
 from torchforce.core.objectives import clipped_surrogate, likelihood_ratio, policy_statistics, value_loss
-from torchforce.core.optimizers import build_optimizer
+from torchforce.core.optimizers import Optimizer, build_optimizer
 from torchforce.core.returns import advantage_tensors
 from torchforce.spec import SpecError
 from torchforce.spec.checks import MAX_STEPS
@@ -42,6 +43,10 @@ class PPOAgent(LearningAgent):
     """
 
     name = "ppo"
+    optimizer: Optimizer
+    baseline_mode: str | None  # the optional state-value baseline: all three set, or all three None
+    baseline: nn.Module | None
+    baseline_optimizer: Optimizer | None
 
     def __init__(
         self, states: Any, actions: Any, network: Any = None, *, config: PPOConfig | None = None, **options: Any
@@ -111,10 +116,10 @@ class PPOAgent(LearningAgent):
         for indices in self._minibatches(len(batch)):
             minibatch = {key: value[indices] for key, value in data.items()}
             self.optimizer.step(self._policy_loss, minibatch)
-            if self.baseline is not None and self.epochs is not None:  # epochs: the value loss per minibatch
+            if self.baseline_optimizer is not None and self.epochs is not None:  # epochs: the value loss per minibatch
                 self.baseline_optimizer.step(self._baseline_loss, minibatch)
         # ---- 3. The value loss (2018: the baseline's optimizer once, on the whole batch) ----
-        if self.baseline is not None and self.epochs is None:
+        if self.baseline_optimizer is not None and self.epochs is None:
             self.baseline_optimizer.step(self._baseline_loss, data)
         with torch.no_grad():
             return {"policy_loss": float(self._policy_loss(data)), **self._statistics(data)}
@@ -125,7 +130,7 @@ class PPOAgent(LearningAgent):
         data = batch.flat()
         with torch.no_grad():
             values = next_values = None
-            if self.baseline is not None:  # V(s_t) and V(s_{t+1})
+            if self.baseline is not None and self.baseline_mode is not None:  # V(s_t) and V(s_{t+1})
                 values = state_values(self.baseline, self.baseline_mode, self.policy, batch.states, batch.internals)
                 next_values = state_values(
                     self.baseline, self.baseline_mode, self.policy, batch.next_states, batch.internals
@@ -160,7 +165,7 @@ class PPOAgent(LearningAgent):
             for _ in range(self.optimization_steps):
                 yield torch.randint(size, (count,), device=self.device)
 
-    def _policy_loss(self, data: Data, reference: Any = None) -> torch.Tensor:
+    def _policy_loss(self, data: FlatBatch, reference: Any = None) -> torch.Tensor:
         states, internals, actions = (group(data, key) for key in ("states", "internals", "actions"))
         params, _, _ = self.policy(states, internals)
         # the probability ratio r_t(theta) = pi(a_t|s_t) / pi_old(a_t|s_t)
@@ -177,11 +182,13 @@ class PPOAgent(LearningAgent):
             loss = loss - self.entropy_regularization * self.policy.entropy(params).mean()
         return loss
 
-    def _baseline_loss(self, data: Data, reference: Any = None) -> torch.Tensor:
+    def _baseline_loss(self, data: FlatBatch, reference: Any = None) -> torch.Tensor:
         # the value loss L^VF of eq. (9): 0.5 * E_t[(V(s_t) - R_t)^2], plus the baseline's weight penalties
+        baseline, mode = self.baseline, self.baseline_mode
+        assert baseline is not None and mode is not None  # called only for an agent with a baseline
         states, internals = group(data, "states"), group(data, "internals")
-        values = state_values(self.baseline, self.baseline_mode, self.policy, states, internals)
-        return value_loss(values, data["returns"]) + self.baseline.regularization_loss()
+        values = state_values(baseline, mode, self.policy, states, internals)
+        return value_loss(values, data["returns"]) + regularization_loss(baseline)
 
     def _statistics(self, data: Data) -> dict[str, float]:
         """Entropy, approximate KL and clip fraction of the updated policy on the batch, and the baseline's loss."""

@@ -27,15 +27,16 @@ class RandomAgent(Agent):
         self, batch: Batch, internals: dict[str, torch.Tensor], *, deterministic: bool
     ) -> tuple[dict[str, np.ndarray], dict[str, torch.Tensor]]:
         rows = next(iter(batch.values())).shape[0]
-        actions = {}
+        actions: dict[str, np.ndarray] = {}
         for name, action in self.actions_spec.items():
             shape = (rows, *action.shape)
             if action.type == "int":
-                actions[name] = self.rng.integers(0, action.num_actions, size=shape, dtype=np.int64)
+                actions[name] = self.rng.integers(0, action.num_values, size=shape, dtype=np.int64)
             elif action.type == "bool":
                 actions[name] = self.rng.random(size=shape) < 0.5
             elif action.bounded:
-                actions[name] = self.rng.uniform(action.min_value, action.max_value, size=shape).astype(np.float32)
+                low, high = action.bounds
+                actions[name] = self.rng.uniform(low, high, size=shape).astype(np.float32)
             else:
                 actions[name] = self.rng.standard_normal(size=shape).astype(np.float32)
         return actions, internals

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
 import torch
+
+FlatBatch = Mapping[str, torch.Tensor]
+"""A flat batch (``Transitions.flat``, plus what an agent adds) as an optimizer hands it to a loss function."""
 
 
 @dataclass
@@ -58,7 +62,7 @@ class Transitions:
         return data
 
 
-def group(data: dict[str, torch.Tensor], prefix: str) -> dict[str, torch.Tensor]:
+def group(data: FlatBatch, prefix: str) -> dict[str, torch.Tensor]:
     """The entries of a flat batch under ``prefix/``, keyed by name."""
     start = len(prefix) + 1
     return {key[start:]: value for key, value in data.items() if key.startswith(prefix + "/")}

@@ -18,14 +18,15 @@ from __future__ import annotations
 from typing import Any
 
 import torch
+from torch import nn
 
 from torchforce.agents.agent import LearningAgent
 from torchforce.agents.config import TRPOConfig
-from torchforce.agents.transitions import Transitions, group
+from torchforce.agents.transitions import FlatBatch, Transitions, group
 from torchforce.agents.update_mode import default_latest_capacity
-from torchforce.core.baselines import build_pg_baseline, state_values
+from torchforce.core.baselines import build_pg_baseline, regularization_loss, state_values
 from torchforce.core.objectives import clipped_surrogate, likelihood_ratio, policy_statistics, value_loss
-from torchforce.core.optimizers import build_optimizer
+from torchforce.core.optimizers import Optimizer, build_optimizer
 from torchforce.core.returns import advantage_tensors
 
 Data = dict[str, torch.Tensor]
@@ -41,6 +42,10 @@ class TRPOAgent(LearningAgent):
     """
 
     name = "trpo"
+    optimizer: Optimizer
+    baseline_mode: str | None  # the optional state-value baseline: all three set, or all three None
+    baseline: nn.Module | None
+    baseline_optimizer: Optimizer | None
 
     def __init__(
         self, states: Any, actions: Any, network: Any = None, *, config: TRPOConfig | None = None, **options: Any
@@ -104,9 +109,9 @@ class TRPOAgent(LearningAgent):
         #         then the backtracking line search (appendix C) ----
         info = self.optimizer.step(self._loss, data, reference_fn=self._old_policy, kl_fn=self._kl)
         # ---- 3. The baseline's regression on the returns ----
-        if self.baseline is not None:
+        if self.baseline_optimizer is not None:
             self.baseline_optimizer.step(self._baseline_loss, data)
-        report = {key: info[key] for key in ("kl_estimate", "ls_scale", "loss_after") if key in info}
+        report: dict[str, float] = {key: info[key] for key in ("kl_estimate", "ls_scale", "loss_after") if key in info}
         return {"policy_loss": info["loss"], **report, **self._statistics(data)}
 
     def _with_advantages(self, batch: Transitions) -> Data:
@@ -115,7 +120,7 @@ class TRPOAgent(LearningAgent):
         data = batch.flat()
         with torch.no_grad():
             values = next_values = None
-            if self.baseline is not None:  # V(s_t) and V(s_{t+1})
+            if self.baseline is not None and self.baseline_mode is not None:  # V(s_t) and V(s_{t+1})
                 values = state_values(self.baseline, self.baseline_mode, self.policy, batch.states, batch.internals)
                 next_values = state_values(
                     self.baseline, self.baseline_mode, self.policy, batch.next_states, batch.internals
@@ -136,7 +141,7 @@ class TRPOAgent(LearningAgent):
         data["old_log_prob"] = old_log_prob
         return data
 
-    def _loss(self, data: Data, reference: Any = None) -> torch.Tensor:
+    def _loss(self, data: FlatBatch, reference: Any = None) -> torch.Tensor:
         states, internals, actions = (group(data, key) for key in ("states", "internals", "actions"))
         params, _, _ = self.policy(states, internals)
         # the surrogate of eq. (12): E_t[r_t(theta) * A_t], r_t(theta) = pi(a_t|s_t) / pi_old(a_t|s_t),
@@ -153,21 +158,23 @@ class TRPOAgent(LearningAgent):
             loss = loss - self.entropy_regularization * self.policy.entropy(params).mean()
         return loss
 
-    def _old_policy(self, data: Data) -> Any:
+    def _old_policy(self, data: FlatBatch) -> Any:
         """pi_old's distribution parameters on the batch, computed once before the step."""
         params, _, _ = self.policy(group(data, "states"), group(data, "internals"))
         return params
 
-    def _kl(self, data: Data, old_params: Any) -> torch.Tensor:
+    def _kl(self, data: FlatBatch, old_params: Any) -> torch.Tensor:
         # the trust region's constraint: E_t[KL(pi_old(.|s_t) || pi(.|s_t))]
         params, _, _ = self.policy(group(data, "states"), group(data, "internals"))
         return self.policy.kl_divergence(old_params, params).mean()
 
-    def _baseline_loss(self, data: Data, reference: Any = None) -> torch.Tensor:
+    def _baseline_loss(self, data: FlatBatch, reference: Any = None) -> torch.Tensor:
         # 0.5 * E_t[(V(s_t) - R_t)^2], plus the baseline's weight penalties
+        baseline, mode = self.baseline, self.baseline_mode
+        assert baseline is not None and mode is not None  # called only for an agent with a baseline
         states, internals = group(data, "states"), group(data, "internals")
-        values = state_values(self.baseline, self.baseline_mode, self.policy, states, internals)
-        return value_loss(values, data["returns"]) + self.baseline.regularization_loss()
+        values = state_values(baseline, mode, self.policy, states, internals)
+        return value_loss(values, data["returns"]) + regularization_loss(baseline)
 
     def _statistics(self, data: Data) -> dict[str, float]:
         """Entropy, approximate KL (and clip fraction) of the updated policy on the batch, and the baseline's loss."""

@@ -19,10 +19,12 @@ tanh-scaled into a bounded action's range (``deterministic_heads``).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
-from torch import nn
+from torch import Tensor
 
+from torchforce.core.distributions import Distribution
+from torchforce.core.named import NamedModules
 from torchforce.spec import ActionSpec, SpecError, expect_dict
 
 
@@ -46,7 +48,21 @@ def q_value_heads(actions: Mapping[str, ActionSpec], distributions: Any) -> dict
     return {**{name: "categorical" for name, action in actions.items() if action.type == "bool"}, **specs}
 
 
-def check_q_heads(heads: Mapping[str, nn.Module], agent: str) -> None:
+@runtime_checkable
+class QHead(Protocol):
+    """An action head with Q-values, one per action value (``categorical``): what the Q agents read off a head."""
+
+    def q_values(self, params: Any) -> Tensor: ...
+
+
+def q_values(head: Distribution, params: Any) -> Tensor:
+    """Q(s, .) off ``head``, one of the heads ``check_q_heads`` accepted, from its ``params``."""
+    if not isinstance(head, QHead):
+        raise TypeError(f"a {type(head).__name__.lower()} head has no Q-values")
+    return head.q_values(params)
+
+
+def check_q_heads(heads: NamedModules[Distribution], agent: str) -> None:
     """Every head has Q-values (``q_values(params)``), which the agent named ``agent`` reads off it."""
     for name, head in heads.items():
         if not callable(getattr(head, "q_values", None)):

@@ -13,14 +13,15 @@ from __future__ import annotations
 from typing import Any
 
 import torch
+from torch import nn
 
 from torchforce.agents.agent import LearningAgent
 from torchforce.agents.config import VPGConfig
-from torchforce.agents.transitions import Transitions, group
+from torchforce.agents.transitions import FlatBatch, Transitions, group
 from torchforce.agents.update_mode import default_latest_capacity
-from torchforce.core.baselines import build_pg_baseline, state_values
+from torchforce.core.baselines import build_pg_baseline, regularization_loss, state_values
 from torchforce.core.objectives import policy_statistics, value_loss
-from torchforce.core.optimizers import build_optimizer
+from torchforce.core.optimizers import Optimizer, build_optimizer
 from torchforce.core.returns import advantage_tensors
 
 Data = dict[str, torch.Tensor]
@@ -35,6 +36,10 @@ class VPGAgent(LearningAgent):
     """
 
     name = "vpg"
+    optimizer: Optimizer
+    baseline_mode: str | None  # the optional state-value baseline: all three set, or all three None
+    baseline: nn.Module | None
+    baseline_optimizer: Optimizer | None
 
     def __init__(
         self, states: Any, actions: Any, network: Any = None, *, config: VPGConfig | None = None, **options: Any
@@ -79,7 +84,7 @@ class VPGAgent(LearningAgent):
         # ---- 2. One gradient step on L(theta) = -E_t[log pi(a_t|s_t) * A_t] (see _loss) ----
         info = self.optimizer.step(self._loss, data)
         # ---- 3. The baseline's regression on the returns ----
-        if self.baseline is not None:
+        if self.baseline_optimizer is not None:
             self.baseline_optimizer.step(self._baseline_loss, data)
         return {"policy_loss": info["loss"], **self._statistics(data)}
 
@@ -89,7 +94,7 @@ class VPGAgent(LearningAgent):
         data = batch.flat()
         with torch.no_grad():
             values = next_values = None
-            if self.baseline is not None:  # V(s_t) and V(s_{t+1})
+            if self.baseline is not None and self.baseline_mode is not None:  # V(s_t) and V(s_{t+1})
                 values = state_values(self.baseline, self.baseline_mode, self.policy, batch.states, batch.internals)
                 next_values = state_values(
                     self.baseline, self.baseline_mode, self.policy, batch.next_states, batch.internals
@@ -110,7 +115,7 @@ class VPGAgent(LearningAgent):
         data["old_log_prob"] = old_log_prob
         return data
 
-    def _loss(self, data: Data, reference: Any = None) -> torch.Tensor:
+    def _loss(self, data: FlatBatch, reference: Any = None) -> torch.Tensor:
         states, internals, actions = (group(data, key) for key in ("states", "internals", "actions"))
         params, _, _ = self.policy(states, internals)
         # the policy gradient (REINFORCE): -E_t[log pi(a_t|s_t) * A_t], plus the policy's weight penalties
@@ -121,11 +126,13 @@ class VPGAgent(LearningAgent):
             loss = loss - self.entropy_regularization * self.policy.entropy(params).mean()
         return loss
 
-    def _baseline_loss(self, data: Data, reference: Any = None) -> torch.Tensor:
+    def _baseline_loss(self, data: FlatBatch, reference: Any = None) -> torch.Tensor:
         # 0.5 * E_t[(V(s_t) - R_t)^2], plus the baseline's weight penalties
+        baseline, mode = self.baseline, self.baseline_mode
+        assert baseline is not None and mode is not None  # called only for an agent with a baseline
         states, internals = group(data, "states"), group(data, "internals")
-        values = state_values(self.baseline, self.baseline_mode, self.policy, states, internals)
-        return value_loss(values, data["returns"]) + self.baseline.regularization_loss()
+        values = state_values(baseline, mode, self.policy, states, internals)
+        return value_loss(values, data["returns"]) + regularization_loss(baseline)
 
     def _statistics(self, data: Data) -> dict[str, float]:
         """Entropy and approximate KL of the updated policy on the batch, and the baseline's loss."""

@@ -13,7 +13,7 @@ import shutil
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 
 LOG = logging.getLogger("torchforce.worker")
 KEEP_CHECKPOINTS = 2
@@ -254,7 +254,7 @@ class Checkpoints:
         return pointer, state
 
     @staticmethod
-    def _plain_name(name: Any) -> bool:
+    def _plain_name(name: object) -> TypeGuard[str]:
         return isinstance(name, str) and name not in ("", ".", "..") and Path(name).name == name and "\\" not in name
 
     @staticmethod
@@ -278,8 +278,11 @@ class Checkpoints:
                 raise ValueError(f"{folder / self.ENVIRONMENTS} is damaged: {len(data)} bytes, expected {sum(lengths)}")
             key = self._key()
             signature = entry.get("hmac")
-            signed = key is not None and isinstance(signature, str)
-            if trust_pickle or (signed and hmac.compare_digest(signature, self._signature(key, lengths, data))):
+            if trust_pickle or (
+                key is not None
+                and isinstance(signature, str)  # signed
+                and hmac.compare_digest(signature, self._signature(key, lengths, data))
+            ):
                 offsets = [sum(lengths[:index]) for index in range(len(lengths) + 1)]
                 return [data[lo:hi] for lo, hi in zip(offsets[:-1], offsets[1:], strict=True)]
             reason = (

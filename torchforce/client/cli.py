@@ -76,6 +76,14 @@ def _add_debug_everywhere(parser: argparse.ArgumentParser) -> None:
                 _add_debug_everywhere(child)
 
 
+def _group_parser(parser: argparse.ArgumentParser, group: str) -> argparse.ArgumentParser:
+    """The parser of the command group ``group`` (to print its help)."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            return action.choices[group]
+    raise KeyError(group)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -86,7 +94,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     handler = HANDLERS.get((args.group, getattr(args, "command", None)))
     if handler is None:  # a group without its command: its help
-        (parser if args.group is None else parser._subparsers._group_actions[0].choices[args.group]).print_help()
+        (parser if args.group is None else _group_parser(parser, args.group)).print_help()
         return EXIT_USAGE
     try:
         with _warnings_as_lines():
@@ -122,7 +130,7 @@ def _warnings_as_lines() -> Iterator[None]:
         show = warnings.showwarning
 
         def one_line(
-            message: Any, category: type, filename: str, lineno: int, file: Any = None, line: Any = None
+            message: Any, category: type[Warning], filename: str, lineno: int, file: Any = None, line: Any = None
         ) -> None:
             if issubclass(category, ClientWarning):
                 print(f"tfcli: warning: {message}", file=sys.stderr)

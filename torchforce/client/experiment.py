@@ -68,6 +68,16 @@ class Experiment:
         return str((self.spec or self.raw).get("name"))
 
     @property
+    def checked_spec(self) -> dict[str, Any]:
+        """The resolved and checked spec; a ClientError for an experiment loaded ``damaged`` (its spec None)."""
+        if self.spec is None:
+            raise ClientError(
+                f"experiment '{self.name}' has no valid spec",
+                hint=f"Delete it with 'tfcli experiment delete -e {self.name}'.",
+            )
+        return self.spec
+
+    @property
     def folder(self) -> Path:
         return self.project.experiment_folder(self.name)
 
@@ -463,8 +473,11 @@ class Experiment:
     def _signal(self, request: str) -> ExperimentRecord:
         """Ask the running worker to pause or stop; the row afterwards, which must say so."""
         record = self._running_record(request)
+        handle = _handle(record)
+        if handle is None:  # _running_record waits for the handle
+            raise ClientError(f"the worker of '{self.name}' has not started; cannot {request} it")
         backend = self.backend(record)
-        if not backend.signal(_handle(record), request, SIGNAL_TIMEOUT, self.folder):
+        if not backend.signal(handle, request, SIGNAL_TIMEOUT, self.folder):
             raise ClientError(
                 f"the worker of '{self.name}' ({_describe(record)}) did not {request} within {SIGNAL_TIMEOUT:.0f} s",
                 hint=f"See its log with 'tfcli experiment logs -e {self.name}'.",

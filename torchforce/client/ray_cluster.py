@@ -140,7 +140,11 @@ class RayCluster:
         if not self.local:
             # a cluster with token authentication (Ray's default): the token Ray's own tools would use
             token = os.environ.get("RAY_AUTH_TOKEN_PATH")
-            runtime = {"dashboard": self.dashboard, "storage": self.storage, **({"token": token} if token else {})}
+            runtime: dict[str, Any] = {
+                "dashboard": self.dashboard,
+                "storage": self.storage,
+                **({"token": token} if token else {}),
+            }
             runtime["ray_version"] = reach(self.dashboard, runtime=runtime)
             return project.store.add_cluster(self.name, self.spec(), "attached", runtime)
         from torchforce.execution.ray_cluster import dashboard_available, start_local_cluster, stop_local_cluster

@@ -180,7 +180,10 @@ class Store:
                 "VALUES (?, 'new', ?, ?, ?, ?)",
                 (name, backend, cluster, now, now),
             )
-        return self.experiment(name)
+        record = self.experiment(name)
+        if record is None:  # another process removed it in between
+            raise ClientError(f"experiment '{name}' was removed just after it was added")
+        return record
 
     def experiment(self, name: str) -> ExperimentRecord | None:
         with self._reading() as connection:
@@ -275,7 +278,10 @@ class Store:
                 "INSERT INTO clusters (name, spec, status, created_at, updated_at) VALUES (?, ?, ?, ?, ?)",
                 (name, payload, status, now, now),
             )
-        return self.cluster(name)
+        record = self.cluster(name)
+        if record is None:  # another process removed it in between
+            raise ClientError(f"cluster '{name}' was removed just after it was added")
+        return record
 
     def cluster(self, name: str) -> ClusterRecord | None:
         with self._reading() as connection:

@@ -51,11 +51,15 @@ import time
 import traceback
 from collections import deque
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from torchforce.client.checkpoints import Checkpoints
 from torchforce.client.modules import use_modules
 from torchforce.spec import parse_frequency
+
+if TYPE_CHECKING:  # torch and the execution package load when the run is built, not when this module is imported
+    from torchforce.environments import Environment, VectorEnvironment
+    from torchforce.execution import DistributedRunner, Runner, ThreadedRunner
 from torchforce.spec.frequency import Every
 
 LOG = logging.getLogger("torchforce.worker")
@@ -67,7 +71,7 @@ PROGRESS_LOG_SECONDS = 5.0  # a progress line in worker.log at most this often (
 class Signals:
     """What the worker has been asked to do: None, "pause" or "stop" (set from signal handlers)."""
 
-    REQUESTS = {signal.SIGUSR1: "pause", signal.SIGINT: "pause", signal.SIGTERM: "stop"}
+    REQUESTS: dict[int, str] = {signal.SIGUSR1: "pause", signal.SIGINT: "pause", signal.SIGTERM: "stop"}
     request: str | None = None
 
     @classmethod
@@ -118,24 +122,26 @@ class ExperimentRun:
             environment = {"type": "repeat_actions", "environment": environment, "repeat": spec["repeat_actions"]}
         self.threaded = spec["run_mode"] == "multi-threaded"
         self.distributed = spec["run_mode"] == "distributed"
+        # the environments this process steps: one per worker thread, a vector of them, or none (distributed)
+        self.environments: list[Environment] | VectorEnvironment
+        first: Environment | VectorEnvironment
         if self.distributed:  # the environments live in the Ray workers; this one tells the states and actions
             self.environments, first = [], make(environment)
             first.close()
         elif self.threaded:  # one environment per worker, as in 2018
-            self.environments = [make(environment) for _ in range(spec["num_workers"])]
-            for index, copy in enumerate(self.environments):
+            environments = [make(environment) for _ in range(spec["num_workers"])]
+            for index, copy in enumerate(environments):
                 copy.seed(None if spec["seed"] is None else spec["seed"] + index)
-            first = self.environments[0]
+            self.environments, first = environments, environments[0]
         else:
-            self.environments = make_vector(
-                environment, spec["num_environments"], mode=spec["vectorization"], seed=spec["seed"]
-            )
-            first = self.environments
+            vector = make_vector(environment, spec["num_environments"], mode=spec["vectorization"], seed=spec["seed"])
+            self.environments, first = vector, vector
         kwargs: dict[str, Any] = {"states": first.states, "actions": first.actions}
         if spec["network"] is not None:
             kwargs["network"] = spec["network"]
         agent_spec = worker_agent_spec(spec, summaries=str(self.results / "summaries"))
         self.agent = create_agent(agent_spec, **kwargs)
+        self.runner: Runner | ThreadedRunner | DistributedRunner
         if self.distributed:  # Ray workers learning into parameter servers; the agent holds what checkpoints save
             from torchforce.execution.distributed import DistributedRunner
 
@@ -157,21 +163,31 @@ class ExperimentRun:
                 ),
             )
             Signals.install()  # ray.init replaces the SIGTERM handler: stop must still checkpoint
-        elif self.threaded:  # workers sharing the agent's model; the agent is what checkpoints hold
-            self.workers = clone_worker_agent(self.agent, spec["num_workers"], first, spec["network"], agent_spec)
+        elif isinstance(self.environments, list):  # threaded: workers sharing the agent's model, which checkpoints hold
+            self.workers = clone_worker_agent(
+                self.agent, spec["num_workers"], self.environments[0], spec["network"], agent_spec
+            )
             self.runner = ThreadedRunner(self.workers, self.environments)
         else:
             self.workers = [self.agent]
             self.runner = Runner(self.agent, self.environments)
 
+    def _ray_runner(self) -> DistributedRunner:
+        """The runner of the distributed run mode (parameter servers and Ray workers)."""
+        from torchforce.execution import DistributedRunner
+
+        if not isinstance(self.runner, DistributedRunner):
+            raise RuntimeError(f"the {self.spec['run_mode']} run mode has no Ray workers")
+        return self.runner
+
     def restore(self) -> None:
         pointer, state = self.checkpoints.load(self.agent, trust_pickle=self.trust_pickle)
         self.runner.load_state_dict(state["runner"])
         if self.distributed:
-            self.runner.load_agent()  # the restored model into the parameter servers
+            self._ray_runner().load_agent()  # the restored model into the parameter servers
             self._load_ray_workers(self.checkpoints.folder / pointer["folder"])
-        elif not self.threaded and state["environments"] is not None:  # else new episodes (see Checkpoints.load)
-            self.environments.set_state(state["environments"])
+        elif not isinstance(self.environments, list) and state["environments"] is not None:
+            self.environments.set_state(state["environments"])  # threaded: new episodes (see Checkpoints.load)
             self.episodes_restored = True
         self.elapsed_before = float(state["elapsed"])
         self.recent.extend(state["recent"])
@@ -193,10 +209,11 @@ class ExperimentRun:
         log = self.results / "episodes.jsonl"
         self.episode_log.flush()
         if self.distributed:
-            self.runner.sync_agent()  # the parameter servers' model into the agent that is saved
+            self._ray_runner().sync_agent()  # the parameter servers' model into the agent that is saved
+        environments = self.environments  # a vector's episodes in progress are saved; threads' are not
         state = {
             "runner": self.runner.state_dict(),
-            "environments": None if self.threaded or self.distributed else self.environments.get_state(),
+            "environments": None if isinstance(environments, list) else environments.get_state(),
             "elapsed": self.elapsed(),
             "recent": list(self.recent),
             "episode_log_bytes": log.stat().st_size if log.exists() else 0,
@@ -210,7 +227,7 @@ class ExperimentRun:
         """Every Ray worker's agent into ``folder/workers/`` of a checkpoint being written."""
         from torchforce.agents.checkpoint import save_checkpoint
 
-        for index, state in enumerate(self.runner.worker_states()):
+        for index, state in enumerate(self._ray_runner().worker_states()):
             save_checkpoint(folder / "workers", f"worker-{index}", state, {"worker": index})
 
     def _load_ray_workers(self, folder: Path) -> None:
@@ -226,7 +243,7 @@ class ExperimentRun:
                 error,
             )
             return
-        self.runner.load_worker_states([load_checkpoint(file) for file in files])
+        self._ray_runner().load_worker_states([load_checkpoint(file) for file in files])
 
     def poll_control(self) -> None:
         """A pause or stop asked through ``results/control.json`` (the Ray backend's way)."""
@@ -239,10 +256,12 @@ class ExperimentRun:
 
     def worker_rows(self) -> list[dict[str, Any]]:
         """Per worker: node, steps, episodes, steps/s and restarts (``experiment show`` lists them)."""
-        if self.distributed:
+        from torchforce.execution import DistributedRunner, ThreadedRunner
+
+        if isinstance(self.runner, DistributedRunner):
             return self.runner.worker_status()
         seconds = max(time.monotonic() - self._session["start"], 1e-9)
-        runners = self.runner.runners if self.threaded else [self.runner]
+        runners = self.runner.runners if isinstance(self.runner, ThreadedRunner) else [self.runner]
         rows = []
         for index, runner in enumerate(runners):
             steps = runner.global_timestep - (0 if self.threaded else self._session["timesteps"])
@@ -348,6 +367,8 @@ class ExperimentRun:
 
     def run(self) -> str:
         """Run to the end (or to a pause/stop request); returns "finished", "paused" or "stopped"."""
+        from torchforce.execution import DistributedRunner, ThreadedRunner
+
         self.build()
         if self.resume:
             self.restore()
@@ -373,12 +394,13 @@ class ExperimentRun:
                     "deterministic": spec["deterministic"],
                     "episode_finished": self.episode_finished,
                 }
-                if self.distributed:
-                    self.runner.run(**limits, report=self.step_finished)  # after each chunk a Ray worker returns
-                elif self.threaded:
-                    self.runner.run(**limits, step_finished=self.worker_step_finished)
+                runner = self.runner
+                if isinstance(runner, DistributedRunner):
+                    runner.run(**limits, report=self.step_finished)  # after each chunk a Ray worker returns
+                elif isinstance(runner, ThreadedRunner):
+                    runner.run(**limits, step_finished=self.worker_step_finished)
                 else:
-                    self.runner.run(**limits, step_finished=self.step_finished, resume=self.episodes_restored)
+                    runner.run(**limits, step_finished=self.step_finished, resume=self.episodes_restored)
             outcome = {"pause": "paused", "stop": "stopped"}.get(Signals.request or "", "finished")
             latest = self.checkpoints.latest()
             if latest is None or latest["timesteps"] != self.runner.global_timestep:
@@ -388,7 +410,7 @@ class ExperimentRun:
         self.log_progress(force=True)
         for agent in self.workers:
             agent.close()
-        if self.distributed:
+        if isinstance(self.runner, DistributedRunner):
             self.runner.close()  # the Ray workers, the servers and the local Ray cluster
         for environment in self.environments if isinstance(self.environments, list) else [self.environments]:
             environment.close()

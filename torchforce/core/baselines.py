@@ -8,7 +8,7 @@ mode, baseline module and optimizer from its options; ``state_values`` computes 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import torch
 from torch import nn
@@ -18,10 +18,25 @@ from torchforce.core.networks import build_network
 from torchforce.spec import Registry, SpecError, StateSpec, expect_choice, expect_dict, expect_int, unknown_name_error
 
 if TYPE_CHECKING:
+    from torchforce.core.optimizers import Optimizer
     from torchforce.core.policy import Policy
 
 EMBEDDING = "embedding"
 DEFAULT_BASELINE_OPTIMIZER = {"type": "adam", "learning_rate": 1e-3}
+
+
+@runtime_checkable
+class Regularized(Protocol):
+    """A baseline's weight penalties: ``Baseline`` and ``Aggregated`` have them, as must a user's baseline module."""
+
+    def regularization_loss(self) -> torch.Tensor: ...
+
+
+def regularization_loss(baseline: nn.Module) -> torch.Tensor:
+    """The weight penalties of ``baseline`` (a module of the baseline registry), added to its loss."""
+    if not isinstance(baseline, Regularized):
+        raise TypeError(f"the baseline {type(baseline).__name__} has no regularization_loss() method")
+    return baseline.regularization_loss()
 
 
 class Baseline(nn.Module):
@@ -95,7 +110,8 @@ class Aggregated(nn.Module):
         return self.combine(values).squeeze(-1)
 
     def regularization_loss(self) -> torch.Tensor:
-        return sum(part.regularization_loss() for part in self.parts.values())
+        first, *rest = [regularization_loss(part) for part in self.parts.values()]  # at least one part
+        return sum(rest, first)
 
 
 BASELINES = Registry(
@@ -138,7 +154,7 @@ def build_pg_baseline(
     states: dict[str, StateSpec],
     embedding_size: int,
     device: torch.device,
-) -> tuple[str | None, nn.Module | None, Any]:
+) -> tuple[str | None, nn.Module | None, Optimizer | None]:
     """A policy-gradient agent's ``baseline_mode``, ``baseline`` and ``baseline_optimizer`` (docs/tensorforce-0.4.md,
     Baselines):
     ``(mode, baseline module, its optimizer)``, or ``(None, None, None)`` without a mode. The baseline sees the

@@ -41,12 +41,12 @@ def _reverse_scan(x: np.ndarray, carry: np.ndarray, scale: float) -> np.ndarray:
             accumulated = xs[t] + scale * carries[t] * accumulated
             result[t] = accumulated
         return np.asarray(result, dtype=np.float32).reshape(x.shape)
-    result = np.empty(x.shape, dtype=np.float64)
-    accumulated = np.zeros(x.shape[1:])
+    rows = np.empty(x.shape, dtype=np.float64)
+    carried = np.zeros(x.shape[1:])
     for t in range(len(x) - 1, -1, -1):
-        accumulated = x[t] + scale * carry[t] * accumulated
-        result[t] = accumulated
-    return result.astype(np.float32)
+        carried = x[t] + scale * carry[t] * carried
+        rows[t] = carried
+    return rows.astype(np.float32)
 
 
 def _continues(codes: np.ndarray) -> np.ndarray:
@@ -79,7 +79,7 @@ def discounted_returns(
 def gae(
     rewards: np.ndarray,
     values: np.ndarray,
-    next_values: np.ndarray,
+    next_values: np.ndarray | None,
     terminals: np.ndarray,
     discount: float,
     lambda_: float,
@@ -89,7 +89,7 @@ def gae(
     ``δ_t = r_t + γ · next_values_t · [terminal_t ≠ 1] − values_t``
     ``A_t = δ_t + γλ · [terminal_t = 0] · A_{t+1}``, with the last row ending the recursion (``A_T = 0``).
 
-    ``next_values_t`` is V(s_{t+1}) (for terminal 2, the value of the state the segment was cut at). The
+    ``next_values_t`` is V(s_{t+1}) (for terminal 2, the value of the state the segment was cut at; None: zeros). The
     λ-returns (critic targets) are ``A + values``. ``lambda_ = 1`` gives ``discounted_returns(...) − values``.
     """
     codes, arrays = _as_arrays(terminals, rewards=rewards, values=values, next_values=next_values)

@@ -29,7 +29,7 @@ import socket
 import tempfile
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NotRequired, TypedDict
 
 import numpy as np
 
@@ -211,6 +211,20 @@ class Worker:
         self.environments.close()
 
 
+class WorkerStatus(TypedDict):
+    """One row of ``DistributedRunner.worker_status()``: where a worker ran and what it did in this run."""
+
+    worker: int
+    node: str | None
+    steps: int
+    episodes: int
+    steps_per_second: float | None
+    restarts: int
+    lost_steps: int
+    sync_seconds: NotRequired[float]
+    syncs: NotRequired[int]
+
+
 class DistributedRunner(BaseRunner):
     """Trains ``agent`` (a local agent: its spec and initial parameters start the servers and workers, and it
     receives the servers' parameters for ``save_model`` and after each run) with ``num_workers`` Ray workers, each
@@ -231,7 +245,7 @@ class DistributedRunner(BaseRunner):
         seed: int | None = None,
         agent_spec: Any = None,
         agent_kwargs: dict[str, Any] | None = None,
-        history: dict[str, list] | None = None,
+        history: dict[str, Any] | None = None,
         on_lost_worker: Callable[[int, int], Any] | None = None,
         sync_every: int = 1,
     ) -> None:
@@ -322,7 +336,7 @@ class DistributedRunner(BaseRunner):
             )
             for i in range(self.num_workers)
         ]
-        self.status = [
+        self.status: list[WorkerStatus] = [
             {
                 "worker": i,
                 "node": None,
@@ -336,7 +350,7 @@ class DistributedRunner(BaseRunner):
         ]
         self._incarnations = ray.get([worker.ready.remote() for worker in self.workers])
 
-    def reset(self, history: dict[str, list] | None = None) -> None:
+    def reset(self, history: dict[str, Any] | None = None) -> None:
         history = history or {}
         self.episode_rewards: list[float] = list(history.get("episode_rewards", []))
         self.episode_timesteps: list[int] = list(history.get("episode_timesteps", []))

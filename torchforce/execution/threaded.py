@@ -170,14 +170,15 @@ class ThreadedRunner(BaseRunner):
         )
         self._limits, self._callback = (num_timesteps, num_episodes), episode_callback(episode_finished)
         self._step_callback = step_finished
-        self._stop, self._errors = threading.Event(), []
+        self._stop = threading.Event()
+        self._errors: list[tuple[int, BaseException]] = []  # (worker index, what it raised)
         self._timesteps_before, self._runners = self.global_timestep, []
         pairs = enumerate(zip(self.agents, self.environments, strict=True))
         self._runners = [
             Runner(agent, environment, repeat_actions=self.repeat_actions, id_=index)
             for index, (agent, environment) in pairs
         ]
-        if self.save_frequency is not None:
+        if self.save_frequency is not None and self.save_unit is not None:  # __init__ checked the unit
             self._save_timer = Every(**{SAVE_UNITS[self.save_unit]: self.save_frequency})
             self._save_timer.mark(self.global_timestep, self.global_episode)
         threads = [

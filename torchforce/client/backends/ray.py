@@ -203,9 +203,10 @@ class RayBackend(Backend):
     def logs(self, handle: Handle | None, folder: Path) -> str:
         """The job's log (the worker's output), or the worker's log file in storage when the job is unknown."""
         if isinstance(handle, str):
+            errors: tuple[type[BaseException], ...] = (ClientError, *_job_errors())
             try:
                 return str(self.client.get_job_logs(handle))
-            except (ClientError, *_job_errors()):
+            except errors:
                 pass
         return super().logs(handle, folder)
 

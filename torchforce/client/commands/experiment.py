@@ -237,7 +237,7 @@ def experiment_new(args: argparse.Namespace) -> None:
     except SpecError as error:
         flags = {key for key, value in fields.items() if value is not None}
         raise _in_file(error, project, args.file, flags) from None
-    spec = experiment.spec
+    spec = experiment.checked_spec
     print(
         f"Created experiment '{experiment.name}' in {relative(folder)}: {views.agent_name(spec)} on "
         f"{views.environment_name(spec)}, {spec['run_mode']} run mode"

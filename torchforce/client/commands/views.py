@@ -97,7 +97,7 @@ def status_row(experiment: Experiment) -> dict[str, Any]:
     """The experiment's row for ``list`` and ``show``: fields of a damaged progress file are None, and the row's
     ``progress_damaged`` names them."""
     record = experiment.record()
-    spec = experiment.spec
+    spec = experiment.checked_spec
     progress, damaged = read_progress(experiment)
     counters_damaged = bool({"timesteps", "episodes"} & set(damaged)) and record.status != "finished"
     return {
@@ -182,7 +182,7 @@ def _shown(row: dict[str, Any], key: str, form: Callable[[Any], str], *, also: s
 
 
 def show_lines(experiment: Experiment, row: dict[str, Any], recent: list[float]) -> list[str]:
-    spec = experiment.spec
+    spec = experiment.checked_spec
     record = experiment.project.store.experiment(experiment.name)
     backend = record.backend if record is not None else "local"
     place = "this machine" if backend == "local" else f"the Ray cluster '{row['cluster']}'"
@@ -248,7 +248,7 @@ def follow(experiment: Experiment, since: int | None = None) -> int:
     """
     from tqdm import tqdm
 
-    spec = experiment.spec
+    spec = experiment.checked_spec
     record = experiment.record()
     start = since if since is not None else _this_run(experiment, record).get("timesteps", 0)
     bar = tqdm(
