@@ -124,8 +124,11 @@ def _beta(value: Any, path: str) -> float:
     return expect_fraction(value, path, include_one=False)
 
 
-class Adam(TorchOptimizer):
-    """``adam``: ``torch.optim.Adam(lr=learning_rate, betas=(beta1, beta2), eps=epsilon)``."""
+class _AdaptiveMoments(TorchOptimizer):
+    """What Adam and NAdam take: ``torch_class(lr=learning_rate, betas=(beta1, beta2), eps=epsilon)``."""
+
+    torch_class: type[torch.optim.Optimizer]
+    extra: dict[str, Any] = {}
 
     def __init__(
         self,
@@ -139,13 +142,26 @@ class Adam(TorchOptimizer):
     ) -> None:
         super().__init__(
             parameters,
-            torch_optimizer=torch.optim.Adam,
+            torch_optimizer=self.torch_class,
             clip_grad_norm=clip_grad_norm,
-            fused=True,  # one kernel for all parameters: ~3x faster steps for small networks on CPU
             lr=expect_positive(learning_rate, "learning_rate"),
             betas=(_beta(beta1, "beta1"), _beta(beta2, "beta2")),
             eps=_nonnegative(epsilon, "epsilon"),
+            **self.extra,
         )
+        self._built()
+
+    def _built(self) -> None:
+        """What a subclass sets up once the torch optimizer exists."""
+
+
+class Adam(_AdaptiveMoments):
+    """``adam``: ``torch.optim.Adam(lr=learning_rate, betas=(beta1, beta2), eps=epsilon)``."""
+
+    torch_class = torch.optim.Adam
+    extra = {"fused": True}  # one kernel for all parameters: ~3x faster steps for small networks on CPU
+
+    def _built(self) -> None:
         group = self.torch_optimizer.param_groups[0]
         same_kind = len({(p.device, p.dtype) for p in self.parameters}) == 1
         self._kernel = _fused_adam_kernel() if group["fused"] and same_kind else None
@@ -202,27 +218,10 @@ class Adam(TorchOptimizer):
                 super()._apply_gradients(grads)
 
 
-class Nadam(TorchOptimizer):
+class Nadam(_AdaptiveMoments):
     """``nadam``: ``torch.optim.NAdam(lr=learning_rate, betas=(beta1, beta2), eps=epsilon)``."""
 
-    def __init__(
-        self,
-        parameters: Iterable[torch.nn.Parameter],
-        *,
-        learning_rate: float = 1e-3,
-        beta1: float = 0.9,
-        beta2: float = 0.999,
-        epsilon: float = 1e-8,
-        clip_grad_norm: float | None = None,
-    ) -> None:
-        super().__init__(
-            parameters,
-            torch_optimizer=torch.optim.NAdam,
-            clip_grad_norm=clip_grad_norm,
-            lr=expect_positive(learning_rate, "learning_rate"),
-            betas=(_beta(beta1, "beta1"), _beta(beta2, "beta2")),
-            eps=_nonnegative(epsilon, "epsilon"),
-        )
+    torch_class = torch.optim.NAdam
 
 
 class GradientDescent(TorchOptimizer):
