@@ -167,7 +167,7 @@ def test_normalized_advantages_center_the_surrogate():
     agent = ppo(normalize_advantages=True)
     data = agent._with_advantages(transitions([1.0, 2.0, 3.0, 4.0], [0, 0, 0, 1]))
     assert agent._policy_loss(data).item() == pytest.approx(0.0, abs=1e-6)
-    info = agent._statistics(data)
+    info = agent._statistics(data, agent.clipping)
     assert info["approx_kl"] == pytest.approx(0.0, abs=1e-7)
     assert info["clip_fraction"] == 0.0
 

@@ -1,7 +1,7 @@
 """Typed agent configs: one frozen dataclass per agent type with its options, their defaults and one line of
 documentation each, validated when it is built.
 
-The classes (configs only; agents themselves stay ``Agent -> XAgent``)::
+The classes (one per agent type; the agents' own classes are another hierarchy)::
 
     AgentConfig                   what every agent has: seed, device, saver, summarizer, execution, 2018 no-op keys
       ConstantConfig, RandomConfig

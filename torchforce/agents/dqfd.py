@@ -1,9 +1,10 @@
 """Deep Q-learning from Demonstrations (Hester et al. 2018, "Deep Q-learning from Demonstrations").
 
 Double DQN (always on) plus a separate memory of expert demonstrations (``import_demonstrations``). The online
-network Q(s, a; theta) is the policy (Q-values off its categorical heads, as DQN's), the target network
-Q(s, a; theta^-) a frozen copy that follows it every ``target_sync_frequency`` timesteps. The TD loss J_DQ is half
-the squared error (or the Huber loss, ``huber_loss``) of Q(s, a; theta) against the double-DQN target
+network Q(s, a; theta) is the policy (Q-values off its categorical heads, as in every Q agent: ``q_learning.py``),
+the target network Q(s, a; theta^-) a frozen copy that follows it every ``target_sync_frequency`` timesteps. The TD
+loss J_DQ is half the squared error (or the Huber loss, ``huber_loss``) of Q(s, a; theta) against the double-DQN
+target
     y = r + gamma * [terminal != 1] * Q(s', argmax_a' Q(s', a'; theta); theta^-).
 Updates on demonstrations minimize J_DQ plus ``supervised_weight`` (lambda) times the large-margin classification
 loss of the paper's eq. (2),
@@ -18,30 +19,21 @@ averaged it over action elements; here it is the paper's (unsquared) margin loss
 
 from __future__ import annotations
 
-import copy
-import dataclasses
 from typing import Any
 
 import torch
 
-from torchforce.agents.agent import LearningAgent
 from torchforce.agents.config import DQFDConfig
+from torchforce.agents.q_learning import QLearningAgent
 from torchforce.agents.transitions import FlatBatch, Transitions, group
-from torchforce.agents.value_specs import (
-    check_discrete_actions,
-    check_q_heads,
-    q_value_heads,
-    q_values,
-    replay_capacity,
-)
+from torchforce.agents.value_specs import q_values
 from torchforce.core.losses import large_margin
 from torchforce.core.memories import build_memory
-from torchforce.core.optimizers import Synchronization, build_optimizer
 from torchforce.core.td import greedy_values, per_instance, q_regression, td_targets
 from torchforce.spec import SpecError, expect_int
 
 
-class DQFDAgent(LearningAgent):
+class DQFDAgent(QLearningAgent):
     """Deep Q-learning from Demonstrations (Hester et al. 2018): double DQN on bool and int actions that also
     learns from a separate memory of expert demonstrations, adding to their TD loss a large-margin loss that
     lifts the expert's action above every other; ``pretrain`` learns from them alone before any interaction.
@@ -50,50 +42,15 @@ class DQFDAgent(LearningAgent):
     """
 
     name = "dqfd"
+    unit_reason = "DQfD learns from single transitions sampled from its memories"
 
     def __init__(
         self, states: Any, actions: Any, network: Any = None, *, config: DQFDConfig | None = None, **options: Any
     ) -> None:
         config = DQFDConfig.resolve(config, options)
-        super().__init__(states, actions, config=config)
-        check_discrete_actions(self.actions_spec)
-        heads = q_value_heads(self.actions_spec, config.distributions)
-        self._setup_learning(
-            network=network,
-            config=dataclasses.replace(config, distributions=heads),
-            on_policy=False,
-            default_update_mode={"unit": "timesteps", "batch_size": 32, "frequency": 4},
-            default_memory={"type": "replay", "capacity": replay_capacity(config.update_mode, 32)},
-        )
-        check_q_heads(self.policy.heads, self.name)
-        if self.update_mode.unit != "timesteps":
-            raise SpecError(
-                "update_mode.unit",
-                "DQfD learns from single transitions sampled from its memories",
-                got=self.update_mode.unit,
-                expected='"timesteps"',
-            )
-        self.discount = config.discount
-        self.double_q_model = True  # DQfD is double DQN: no such option
-        self.huber_loss = config.huber_loss or None  # 0: none
-        self.entropy_regularization = config.entropy_regularization
+        super().__init__(states, actions, network, config=config, double_q_model=True)  # DQfD is double DQN
         self.expert_margin = config.expert_margin
         self.supervised_weight = config.supervised_weight
-        # the online network Q(s, a; theta) and its optimizer
-        self.optimizer = build_optimizer(
-            config.optimizer or {"type": "adam", "learning_rate": 1e-3},
-            list(self.policy.parameters()),
-            path="optimizer",
-            without_kl="the dqfd agent",
-        )
-        # the target network Q(s, a; theta^-): a frozen copy that follows theta
-        self.target = copy.deepcopy(self.policy).requires_grad_(False)
-        self.target_sync = Synchronization(
-            self.policy.parameters(),
-            self.target.parameters(),
-            sync_frequency=config.target_sync_frequency,
-            update_weight=config.target_update_weight,
-        )
         # the demonstration memory, demo_sampling_ratio of what each update learns from
         ratio, batch_size = config.demo_sampling_ratio, self.update_mode.batch_size
         self.demo_batch_size = int(ratio * batch_size / (1.0 - ratio))
@@ -113,15 +70,6 @@ class DQFDAgent(LearningAgent):
         self.pretrained = 0  # pre-training updates so far
         self._record_spec(network=network)
         self._load_on_start()
-
-    def trainable_modules(self) -> dict[str, torch.nn.Module]:
-        return {"policy": self.policy, "target": self.target}
-
-    def optimizers(self) -> dict[str, Any]:
-        return {"optimizer": self.optimizer, "target_sync": self.target_sync}
-
-    def _act_deterministically(self, deterministic: bool) -> bool:
-        return True  # greedy in Q, as 2018's Q models (see dqn.py's docstring); epsilon explores
 
     # ------------------------------------------------------------------ demonstrations
 

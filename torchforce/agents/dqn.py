@@ -11,38 +11,24 @@ clipped to [-h, h]), per action element. Prioritized replay's importance-samplin
 transition's loss, and its priorities are the |TD errors|. Unlike 2018, terminal transitions are trained (their
 target is the reward) and time-limit truncations (terminal 2) bootstrap from the next state.
 
-Acting, faithful: the Q agents (DQN, DQN n-step, DQfD) act greedily, ``argmax_a Q(s, a)``, whether ``act`` is
-deterministic or not, and only ``actions_exploration`` (epsilon-greedy) explores; ``deterministic=True`` turns that
-off. 2018's Q models did the same (``QModel`` built its ``DistributionModel`` with ``requires_deterministic=True``,
-so the categorical head never sampled for them; tensorforce issue #306), unlike 2018's policy-gradient models,
-which sample. So a Q agent without ``actions_exploration`` never explores, then as now.
+Acting is greedy in Q, as in every Q agent (``q_learning.py``).
 """
 
 from __future__ import annotations
 
-import copy
-import dataclasses
 from typing import Any
 
 import torch
 
-from torchforce.agents.agent import LearningAgent
 from torchforce.agents.config import DQNConfig
 from torchforce.agents.errors import NonFiniteError
+from torchforce.agents.q_learning import QLearningAgent
 from torchforce.agents.transitions import FlatBatch, Transitions, group
-from torchforce.agents.value_specs import (
-    check_discrete_actions,
-    check_q_heads,
-    q_value_heads,
-    q_values,
-    replay_capacity,
-)
-from torchforce.core.optimizers import Synchronization, build_optimizer
+from torchforce.agents.value_specs import q_values
 from torchforce.core.td import greedy_values, q_regression, td_targets
-from torchforce.spec import SpecError
 
 
-class DQNAgent(LearningAgent):
+class DQNAgent(QLearningAgent):
     """Deep Q-network (Mnih et al. 2015, "Human-level control through deep reinforcement learning"): Q(s, a) of
     bool and int actions regressed onto one-step TD targets from a target network, on transitions sampled from a
     replay memory, optionally with double Q-learning (van Hasselt et al. 2016) and a Huber loss; it acts greedily
@@ -52,61 +38,17 @@ class DQNAgent(LearningAgent):
     """
 
     name = "dqn"
+    unit_reason = "DQN learns from single transitions sampled from its replay memory"
 
     def __init__(
         self, states: Any, actions: Any, network: Any = None, *, config: DQNConfig | None = None, **options: Any
     ) -> None:
         config = DQNConfig.resolve(config, options)
-        super().__init__(states, actions, config=config)
-        check_discrete_actions(self.actions_spec)
-        heads = q_value_heads(self.actions_spec, config.distributions)
-        self._setup_learning(
-            network=network,
-            config=dataclasses.replace(config, distributions=heads),
-            on_policy=False,
-            default_update_mode={"unit": "timesteps", "batch_size": 32, "frequency": 4},
-            default_memory={"type": "replay", "capacity": replay_capacity(config.update_mode, 32)},
-        )
-        check_q_heads(self.policy.heads, self.name)
-        if self.update_mode.unit != "timesteps":
-            raise SpecError(
-                "update_mode.unit",
-                "DQN learns from single transitions sampled from its replay memory",
-                got=self.update_mode.unit,
-                expected='"timesteps"',
-            )
-        self.discount = config.discount
-        self.double_q_model = config.double_q_model
-        self.huber_loss = config.huber_loss or None  # 0: none
-        self.entropy_regularization = config.entropy_regularization
-        # the online network Q(s, a; theta) and its optimizer
-        self.optimizer = build_optimizer(
-            config.optimizer or {"type": "adam", "learning_rate": 1e-3},
-            list(self.policy.parameters()),
-            path="optimizer",
-            without_kl="the dqn agent",
-        )
-        # the target network Q(s, a; theta^-): a frozen copy that follows theta
-        self.target = copy.deepcopy(self.policy).requires_grad_(False)
-        self.target_sync = Synchronization(
-            self.policy.parameters(),
-            self.target.parameters(),
-            sync_frequency=config.target_sync_frequency,
-            update_weight=config.target_update_weight,
-        )
+        super().__init__(states, actions, network, config=config, double_q_model=config.double_q_model)
         self._full_batch: dict[str, torch.Tensor] | None = None
         self._td_error: torch.Tensor | None = None
         self._record_spec(network=network)
         self._load_on_start()
-
-    def trainable_modules(self) -> dict[str, torch.nn.Module]:
-        return {"policy": self.policy, "target": self.target}
-
-    def optimizers(self) -> dict[str, Any]:
-        return {"optimizer": self.optimizer, "target_sync": self.target_sync}
-
-    def _act_deterministically(self, deterministic: bool) -> bool:
-        return True  # greedy in Q, as 2018's Q models (see the module docstring); epsilon explores
 
     # ------------------------------------------------------------------ the update
 

@@ -1,9 +1,10 @@
 """DQN n-step: Q-learning on the returns of whole episodes instead of one-step targets (docs/tensorforce-0.4.md, DQN
 n-step).
 
-The online network Q(s, a; theta) is the policy (Q-values off its categorical heads, as DQN's), the target network
-Q(s, a; theta^-) a frozen copy that follows it every ``target_sync_frequency`` timesteps. Each update takes the
-latest ``update_mode.batch_size`` episodes and regresses Q(s_t, a_t; theta) onto
+The online network Q(s, a; theta) is the policy (Q-values off its categorical heads, as in every Q agent:
+``q_learning.py``), the target network Q(s, a; theta^-) a frozen copy that follows it every
+``target_sync_frequency`` timesteps. Each update takes the latest ``update_mode.batch_size`` episodes and regresses
+Q(s_t, a_t; theta) onto
     R_t = r_t + gamma r_{t+1} + ... + gamma^(m-1) r_{t+m-1} + gamma^m V'(s_{t+m})
 where the sum runs to the episode's end (2018's semantics: m reaches the end of the episode, V' = 0 after a true
 terminal) or, with ``horizon`` n, over at most n steps (the 2018 return op's ``horizon``). V'(s) =
@@ -14,30 +15,20 @@ at the end of the batch. The loss is half the squared error R_t - Q(s_t, a_t; th
 
 from __future__ import annotations
 
-import copy
-import dataclasses
 from typing import Any
 
 import numpy as np
 import torch
 
-from torchforce.agents.agent import LearningAgent
 from torchforce.agents.config import DQNNstepConfig
+from torchforce.agents.q_learning import QLearningAgent
 from torchforce.agents.transitions import FlatBatch, Transitions, group
-from torchforce.agents.value_specs import (
-    check_discrete_actions,
-    check_q_heads,
-    q_value_heads,
-    q_values,
-    replay_capacity,
-)
-from torchforce.core.optimizers import Synchronization, build_optimizer
+from torchforce.agents.value_specs import q_values
 from torchforce.core.returns import discounted_returns, n_step_returns
 from torchforce.core.td import greedy_values, q_regression
-from torchforce.spec import SpecError
 
 
-class DQNNstepAgent(LearningAgent):
+class DQNNstepAgent(QLearningAgent):
     """DQN n-step: Q-learning of bool and int actions on the discounted returns of whole episodes (or of
     ``horizon`` steps), bootstrapped with a target network's value (the n-step returns of Mnih et al. 2016,
     "Asynchronous Methods for Deep Reinforcement Learning", on the latest episodes rather than a replay memory);
@@ -47,60 +38,19 @@ class DQNNstepAgent(LearningAgent):
     """
 
     name = "dqn_nstep"
+    on_policy = True  # learns from whole episodes, staged per row
+    default_update_mode = {"unit": "episodes", "batch_size": 10}
+    default_memory = "latest"
+    unit_reason = "DQN n-step learns from the returns of whole episodes"
 
     def __init__(
         self, states: Any, actions: Any, network: Any = None, *, config: DQNNstepConfig | None = None, **options: Any
     ) -> None:
         config = DQNNstepConfig.resolve(config, options)
-        super().__init__(states, actions, config=config)
-        check_discrete_actions(self.actions_spec)
-        heads = q_value_heads(self.actions_spec, config.distributions)
-        self._setup_learning(
-            network=network,
-            config=dataclasses.replace(config, distributions=heads),
-            on_policy=True,
-            default_update_mode={"unit": "episodes", "batch_size": 10},
-            default_memory={"type": "latest", "capacity": replay_capacity(config.update_mode, 10)},
-        )
-        check_q_heads(self.policy.heads, self.name)
-        if self.update_mode.unit != "episodes":
-            raise SpecError(
-                "update_mode.unit",
-                "DQN n-step learns from the returns of whole episodes",
-                got=self.update_mode.unit,
-                expected='"episodes"',
-            )
-        self.discount = config.discount
+        super().__init__(states, actions, network, config=config, double_q_model=config.double_q_model)
         self.horizon = config.horizon
-        self.double_q_model = config.double_q_model
-        self.huber_loss = config.huber_loss or None  # 0: none
-        self.entropy_regularization = config.entropy_regularization
-        # the online network Q(s, a; theta) and its optimizer
-        self.optimizer = build_optimizer(
-            config.optimizer or {"type": "adam", "learning_rate": 1e-3},
-            list(self.policy.parameters()),
-            path="optimizer",
-            without_kl="the dqn_nstep agent",
-        )
-        # the target network Q(s, a; theta^-): a frozen copy that follows theta
-        self.target = copy.deepcopy(self.policy).requires_grad_(False)
-        self.target_sync = Synchronization(
-            self.policy.parameters(),
-            self.target.parameters(),
-            sync_frequency=config.target_sync_frequency,
-            update_weight=config.target_update_weight,
-        )
         self._record_spec(network=network)
         self._load_on_start()
-
-    def trainable_modules(self) -> dict[str, torch.nn.Module]:
-        return {"policy": self.policy, "target": self.target}
-
-    def optimizers(self) -> dict[str, Any]:
-        return {"optimizer": self.optimizer, "target_sync": self.target_sync}
-
-    def _act_deterministically(self, deterministic: bool) -> bool:
-        return True  # greedy in Q, as 2018's Q models (see dqn.py's docstring); epsilon explores
 
     # ------------------------------------------------------------------ the update
 

@@ -44,7 +44,9 @@ def _action_names(agent: Any, action: str, head: Any) -> list[str]:
 
 
 def _is_q_agent(agent: Any) -> bool:
-    return getattr(agent, "target", None) is not None and getattr(agent, "double_q_model", None) is not None
+    from torchforce.agents.q_learning import QLearningAgent  # the agents import this module
+
+    return isinstance(agent, QLearningAgent)
 
 
 def fetchable(agent: Any) -> list[str]:

@@ -1,0 +1,121 @@
+"""What the policy-gradient agents (VPG, PPO, TRPO) share: the on-policy setup with an optional state-value baseline,
+and the first phase of each update, the advantages.
+
+Not an agent of its own (no registry name). Each subclass holds its own objective and update loop: VPG's
+-log pi * A in ``vpg.py``, PPO's clipped surrogate and minibatch steps in ``ppo.py``, TRPO's trust-region step in
+``trpo.py``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+import torch
+from torch import nn
+
+from torchforce.agents.agent import LearningAgent
+from torchforce.agents.config import PolicyGradientConfig
+from torchforce.agents.transitions import FlatBatch, Transitions, group
+from torchforce.agents.update_mode import default_latest_capacity
+from torchforce.core.baselines import build_pg_baseline, regularization_loss, state_values
+from torchforce.core.objectives import policy_statistics, value_loss
+from torchforce.core.optimizers import Optimizer
+from torchforce.core.returns import advantage_tensors
+
+Data = dict[str, torch.Tensor]
+
+
+class PolicyGradientAgent(LearningAgent):
+    """Base of VPG, PPO and TRPO: what the three share is their on-policy construction (10 whole episodes per
+    update from a latest memory by default), the optional state-value baseline V(s) with its optimizer and squared
+    error, the advantages A_t of each batch (returns, over the baseline, or GAE: ``core.returns.advantage_tensors``)
+    and the statistics an update reports. Each subclass holds its own objective, its policy optimizer and its
+    ``_update`` loop.
+    """
+
+    optimizer_key: ClassVar[str] = "optimizer"  # the policy optimizer's spec key (PPO's: "step_optimizer")
+    optimizer: Optimizer
+    baseline_mode: str | None  # the optional state-value baseline: all three set, or all three None
+    baseline: nn.Module | None
+    baseline_optimizer: Optimizer | None
+
+    def __init__(self, states: Any, actions: Any, network: Any, *, config: PolicyGradientConfig) -> None:
+        super().__init__(states, actions, config=config)
+        # on-policy: by default 10 whole episodes per update, from a latest memory
+        memory = {"type": "latest", "capacity": default_latest_capacity(config.update_mode)}
+        self._setup_learning(
+            network=network,
+            config=config,
+            on_policy=True,
+            default_memory=memory,
+            default_update_mode={"unit": "episodes", "batch_size": 10},
+        )
+        self.discount = config.discount
+        self.gae_lambda = config.gae_lambda
+        self.normalize_advantages = config.normalize_advantages
+        self.entropy_regularization = config.entropy_regularization
+        # the optional state-value baseline V(s) and its optimizer
+        self.baseline_mode, self.baseline, self.baseline_optimizer = build_pg_baseline(
+            config.baseline_mode,
+            config.baseline,
+            config.baseline_optimizer,
+            config.gae_lambda,
+            states=self.processed_states,
+            embedding_size=self.policy.network.output_size,
+            device=self.device,
+        )
+
+    def _with_advantages(self, batch: Transitions) -> Data:
+        """The batch as a flat dict plus ``advantages`` A_t, ``returns`` (the baseline's targets) and
+        ``old_log_prob``, log pi_old(a_t|s_t) of the policy that collected it."""
+        data = batch.flat()
+        with torch.no_grad():
+            values = next_values = None
+            if self.baseline is not None and self.baseline_mode is not None:  # V(s_t) and V(s_{t+1})
+                values = state_values(self.baseline, self.baseline_mode, self.policy, batch.states, batch.internals)
+                next_values = state_values(
+                    self.baseline, self.baseline_mode, self.policy, batch.next_states, batch.internals
+                )
+            params, _, _ = self.policy(batch.states, batch.internals)
+            old_log_prob = self.policy.log_prob(params, batch.actions)
+        window = self.update_mode.length if self.update_mode.unit == "sequences" else None
+        data["advantages"], data["returns"] = advantage_tensors(
+            batch.reward,
+            batch.terminal,
+            values,
+            next_values,
+            discount=self.discount,
+            gae_lambda=self.gae_lambda,
+            normalize=self.normalize_advantages,
+            window=window,
+        )
+        data["old_log_prob"] = old_log_prob
+        return data
+
+    def _baseline_loss(self, data: FlatBatch, reference: Any = None) -> torch.Tensor:
+        # 0.5 * E_t[(V(s_t) - R_t)^2] (PPO's value loss L^VF, eq. 9), plus the baseline's weight penalties
+        baseline, mode = self.baseline, self.baseline_mode
+        assert baseline is not None and mode is not None  # called only for an agent with a baseline
+        states, internals = group(data, "states"), group(data, "internals")
+        values = state_values(baseline, mode, self.policy, states, internals)
+        return value_loss(values, data["returns"]) + regularization_loss(baseline)
+
+    def _statistics(self, data: Data, clipping: float | None = None) -> dict[str, float]:
+        """Entropy and approximate KL of the updated policy on the batch (with a ``clipping`` epsilon, the clip
+        fraction), and the baseline's loss."""
+        with torch.no_grad():
+            states, internals, actions = (group(data, key) for key in ("states", "internals", "actions"))
+            params, _, _ = self.policy(states, internals)
+            info = policy_statistics(
+                self.policy.log_prob(params, actions), data["old_log_prob"], self.policy.entropy(params), clipping
+            )
+            if self.baseline is not None:
+                info["baseline_loss"] = float(self._baseline_loss(data))
+        return info
+
+    def trainable_modules(self) -> dict[str, torch.nn.Module]:
+        return {"policy": self.policy} | ({"baseline": self.baseline} if self.baseline is not None else {})
+
+    def optimizers(self) -> dict[str, Any]:
+        baseline = {"baseline_optimizer": self.baseline_optimizer} if self.baseline is not None else {}
+        return {self.optimizer_key: self.optimizer} | baseline
