@@ -27,20 +27,24 @@ from torchforce.agents.trpo import TRPOAgent
 from torchforce.agents.vpg import VPGAgent
 from torchforce.spec import Registry, SpecError, load_spec
 
+# Each agent type: its module and class here. In 0.4, the module "<type>_agent" held the class, and the spec type
+# "<type>_agent" named it: both 2018 names lead to the same place.
+AGENT_CLASSES = {
+    "constant": "constant:ConstantAgent",
+    "random": "random:RandomAgent",
+    "ddpg": "ddpg:DDPGAgent",
+    "dqn": "dqn:DQNAgent",
+    "dqn_nstep": "dqn_nstep:DQNNstepAgent",
+    "dqfd": "dqfd:DQFDAgent",
+    "naf": "naf:NAFAgent",
+    "ppo": "ppo:PPOAgent",
+    "vpg": "vpg:VPGAgent",
+    "trpo": "trpo:TRPOAgent",
+}
+
 # TensorForce 0.4's module names under tensorforce.agents, and the module of ours that holds what each defined.
-LEGACY_MODULES = {
-    "agent": "agent",
-    "learning_agent": "agent",
-    "constant_agent": "constant",
-    "random_agent": "random",
-    "ddpg_agent": "ddpg",
-    "dqn_agent": "dqn",
-    "dqn_nstep_agent": "dqn_nstep",
-    "dqfd_agent": "dqfd",
-    "naf_agent": "naf",
-    "ppo_agent": "ppo",
-    "vpg_agent": "vpg",
-    "trpo_agent": "trpo",
+LEGACY_MODULES = {"agent": "agent", "learning_agent": "agent"} | {
+    f"{kind}_agent": target.split(":")[0] for kind, target in AGENT_CLASSES.items()
 }
 for _legacy, _module in LEGACY_MODULES.items():
     if _legacy != _module:
@@ -48,30 +52,8 @@ for _legacy, _module in LEGACY_MODULES.items():
 
 AGENTS = Registry(
     "agent",
-    {
-        "constant": "torchforce.agents.constant:ConstantAgent",
-        "random": "torchforce.agents.random:RandomAgent",
-        "ddpg": "torchforce.agents.ddpg:DDPGAgent",
-        "dqn": "torchforce.agents.dqn:DQNAgent",
-        "dqn_nstep": "torchforce.agents.dqn_nstep:DQNNstepAgent",
-        "dqfd": "torchforce.agents.dqfd:DQFDAgent",
-        "naf": "torchforce.agents.naf:NAFAgent",
-        "ppo": "torchforce.agents.ppo:PPOAgent",
-        "vpg": "torchforce.agents.vpg:VPGAgent",
-        "trpo": "torchforce.agents.trpo:TRPOAgent",
-    },
-    aliases={
-        "constant_agent": "constant",
-        "random_agent": "random",
-        "ddpg_agent": "ddpg",
-        "dqn_agent": "dqn",
-        "dqn_nstep_agent": "dqn_nstep",
-        "dqfd_agent": "dqfd",
-        "naf_agent": "naf",
-        "ppo_agent": "ppo",
-        "vpg_agent": "vpg",
-        "trpo_agent": "trpo",
-    },
+    {kind: f"{__name__}.{target}" for kind, target in AGENT_CLASSES.items()},
+    aliases={f"{kind}_agent": kind for kind in AGENT_CLASSES},
     base=Agent,
 )
 
