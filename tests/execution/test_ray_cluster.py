@@ -52,7 +52,7 @@ def processes_with_token(cluster):
                     if marker in file.read().split(b"\0"):
                         found.add(int(entry))
             except OSError:
-                pass
+                pass  # the process ended while we looked
     return found
 
 
@@ -64,7 +64,7 @@ def owners(sockets):
             with open(f"/proc/{pid}/comm") as file:
                 names[pid] = file.read().strip()
         except OSError:
-            pass
+            pass  # the process ended while we looked
     return names
 
 

@@ -80,7 +80,8 @@ class Agent:
         self._training = True  # modules start in training mode; acting switches them to eval mode
         self._follows_mode: bool | None = None  # whether any module computes differently in the two modes
         self._warned_truncation = False
-        self._last_observation: dict[str, Any] = {}
+        self._last_act: tuple[Any, Any, Any] | None = None  # states, internals, actions of the last act
+        self._last_outcome: tuple[Any, Any] = (None, None)  # terminal, reward as observe got them
         # workers sharing this agent's model update it in turn (torchforce.execution.sharing); None: not shared
         self.update_lock: threading.Lock | None = None
         self.processed_states = dict(self.states_spec)
@@ -121,9 +122,11 @@ class Agent:
         default_update_mode: dict[str, Any],
         default_memory: dict[str, Any],
         on_policy: bool,
+        unit_reason: str | None = None,
     ) -> None:
         """Build what every learning agent has from its ``network`` and ``config``: preprocessing, the policy,
-        explorations, memory and schedule."""
+        explorations, memory and schedule. ``unit_reason``: the agent learns only with ``default_update_mode``'s
+        unit, and this says why (the SpecError's text for any other)."""
         from torchforce.core.explorations import build_explorations
         from torchforce.core.networks import build_network
         from torchforce.core.policy import Policy
@@ -157,12 +160,15 @@ class Agent:
         self.schedule = Schedule(self.update_mode)
         self.on_policy = on_policy
         self.fields = self._fields()
-        memory_spec = with_capacity(
-            default_memory if config.memory is None else config.memory, default_memory["capacity"]
+        memory = default_memory if config.memory is None else config.memory
+        self.memory = build_memory(
+            with_capacity(memory, default_memory["capacity"]), self.fields, rng=self.rng.spawn(1)[0], path="memory"
         )
-        self.memory = build_memory(memory_spec, self.fields, rng=self.rng.spawn(1)[0], path="memory")
-        check_retrieval(self.update_mode, self.memory, default_memory if config.memory is None else config.memory)
+        check_retrieval(self.update_mode, self.memory, memory)
         check_capacity(self.update_mode, self.memory.capacity, on_policy=on_policy)
+        unit = default_update_mode["unit"]
+        if unit_reason is not None and self.update_mode.unit != unit:
+            raise SpecError("update_mode.unit", unit_reason, got=self.update_mode.unit, expected=f'"{unit}"')
         self.episodes = Episodes(
             self.fields,
             on_policy=on_policy,
@@ -241,13 +247,7 @@ class Agent:
         episodes.acted = True
         self.timestep += rows
         output = self._as_output(actions, batched)
-        self._last_observation = {
-            "states": states,
-            "internals": before,
-            "actions": output,
-            "terminal": None,
-            "reward": None,
-        }
+        self._last_act, self._last_outcome = (states, before, output), (None, None)
         if wanted is not None:
             return output, fetch(self, batch, before, wanted, batched)
         return output
@@ -259,12 +259,12 @@ class Agent:
         episodes = self.episodes
         if not episodes.acted:
             raise RuntimeError("observe() was called without a preceding act().")
-        given = {"terminal": terminal, "reward": reward}
+        given = (terminal, reward)
         terminal = self._per_row(terminal, np.int8, "terminal")
         reward = self._per_row(reward, np.float32, "reward")
         if np.any((terminal < 0) | (terminal > 2)):
             raise ValueError(f"terminal must be 0/False, 1/True or 2 (truncated), got {terminal.tolist()}")
-        self._last_observation.update(given)
+        self._last_outcome = given
         episodes.acted = False
         ended = terminal != 0
         episodes.count(reward)
@@ -283,7 +283,10 @@ class Agent:
         """The last step as 0.4 kept it: ``states`` (as given to ``act``), ``internals`` (the recurrent state the
         action came from, per row), ``actions`` (as ``act`` returned them), and ``terminal`` and ``reward`` (as given
         to ``observe``; None until it follows the ``act``). Empty before the first ``act``."""
-        return dict(self._last_observation)
+        if self._last_act is None:
+            return {}
+        (states, internals, actions), (terminal, reward) = self._last_act, self._last_outcome
+        return {"states": states, "internals": internals, "actions": actions, "terminal": terminal, "reward": reward}
 
     def fetchable_tensors(self) -> list[str]:
         """The names ``act(..., fetch_tensors=[...])`` accepts for this agent (see ``torchforce.agents.fetch``)."""

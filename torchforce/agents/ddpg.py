@@ -63,14 +63,8 @@ class DDPGAgent(LearningAgent):
             on_policy=False,
             default_update_mode={"unit": "timesteps", "batch_size": 10},
             default_memory={"type": "replay", "capacity": replay_capacity(config.update_mode, 10)},
+            unit_reason="DDPG learns from single transitions sampled from its replay memory",
         )
-        if self.update_mode.unit != "timesteps":
-            raise SpecError(
-                "update_mode.unit",
-                "DDPG learns from single transitions sampled from its replay memory",
-                got=self.update_mode.unit,
-                expected='"timesteps"',
-            )
         self.discount = config.discount
         # the actor mu(s | theta^mu): the policy
         self.optimizer = build_optimizer(

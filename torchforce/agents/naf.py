@@ -99,14 +99,8 @@ class NAFAgent(LearningAgent):
             on_policy=False,
             default_update_mode={"unit": "timesteps", "batch_size": 32},
             default_memory={"type": "replay", "capacity": replay_capacity(config.update_mode, 32)},
+            unit_reason="NAF learns from single transitions sampled from its replay memory",
         )
-        if self.update_mode.unit != "timesteps":
-            raise SpecError(
-                "update_mode.unit",
-                "NAF learns from single transitions sampled from its replay memory",
-                got=self.update_mode.unit,
-                expected='"timesteps"',
-            )
         self.discount = config.discount
         self.huber_loss = config.huber_loss or None  # 0: none; double_q_model changes nothing (V' needs no argmax)
         size = sum(math.prod(action.shape) for action in self.actions_spec.values())

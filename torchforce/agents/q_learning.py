@@ -27,7 +27,6 @@ from torchforce.agents.agent import LearningAgent
 from torchforce.agents.config import DQFDConfig, DQNConfig, DQNNstepConfig
 from torchforce.agents.value_specs import check_discrete_actions, check_q_heads, q_value_heads, replay_capacity
 from torchforce.core.optimizers import Synchronization, build_optimizer
-from torchforce.spec import SpecError
 
 QConfig = DQNConfig | DQNNstepConfig | DQFDConfig
 
@@ -60,11 +59,9 @@ class QLearningAgent(LearningAgent):
             on_policy=self.on_policy,
             default_update_mode=dict(self.default_update_mode),
             default_memory={"type": self.default_memory, "capacity": capacity},
+            unit_reason=self.unit_reason,
         )
         check_q_heads(self.policy.heads, self.name)
-        unit = self.default_update_mode["unit"]
-        if self.update_mode.unit != unit:
-            raise SpecError("update_mode.unit", self.unit_reason, got=self.update_mode.unit, expected=f'"{unit}"')
         self.discount = config.discount
         self.double_q_model = double_q_model
         self.huber_loss = config.huber_loss or None  # 0: none

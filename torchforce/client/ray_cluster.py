@@ -270,7 +270,7 @@ def _stop_and_bring_home(project: Any, record: ClusterRecord, experiments: list[
         try:
             backend.download(project.experiment_folder(row.name))
         except (ClientError, OSError):
-            pass
+            pass  # best effort: the cluster goes either way, and what was downloaded before stays
 
 
 def reach(dashboard: str, timeout: float = REACH_TIMEOUT, runtime: dict[str, Any] | None = None) -> str:

@@ -207,7 +207,7 @@ class RayBackend(Backend):
             try:
                 return str(self.client.get_job_logs(handle))
             except errors:
-                pass
+                pass  # the job or the cluster is gone: the log file downloaded last stands in
         return super().logs(handle, folder)
 
     def download(self, folder: Path) -> Path:
