@@ -1,6 +1,7 @@
 """The worker: runs one experiment from its ``experiment.json`` and writes everything under ``results/``.
 
-    python -I -m torchforce.client.worker EXPERIMENT_FOLDER [--project ROOT] [--resume] [--max-restarts N]
+    python -I -m torchforce.client.worker EXPERIMENT_FOLDER [--project ROOT] [--resume | --resume-if-any]
+        [--max-restarts N] [--hold-after-pause] [--log-file] [--modules FOLDER] [--trust-pickle]
 
 It is what every backend runs: the local backend as a detached process, the Ray backend as a Ray job (then the
 folder is on the cluster's storage). With ``--project`` it records the run's end in the project's state database;
@@ -14,11 +15,11 @@ without (a Ray job, or a supervised run) the client reads it from ``progress.jso
 - ``worker.log``: this process's log, with a progress line every few seconds (episode, timesteps, steps/s, mean
   return of the last 100 episodes), and DEBUG lines when the experiment says ``debug_logging``.
 
-Signals: SIGUSR1 (or SIGINT) pauses (checkpoint, status ``paused``, exit 0); SIGTERM stops (checkpoint, status
-``stopped``); so does a ``results/control.json`` saying ``{"request": "pause"}`` or ``"stop"`` (how the Ray
-backend asks, as a job's process is out of its reach), read about once a second. The local backend starts the
-worker with these signals blocked and the worker unblocks them once its handlers are in place, so one sent while it
-starts is handled then, instead of killing it.
+Signals: SIGUSR1 (or SIGINT) pauses (checkpoint, status ``paused``, exit 0 or, with ``--hold-after-pause``, hold);
+SIGTERM stops (checkpoint, status ``stopped``); so does a ``results/control.json`` saying ``{"request": "pause"}``
+or ``"stop"`` (how the Ray backend asks, as a job's process is out of its reach), read about once a second. The
+local backend starts the worker with these signals blocked and the worker unblocks them once its handlers are in
+place, so one sent while it starts is handled then, instead of killing it.
 
 Resuming restores the checkpoint exactly (model, optimizer, memory, counters, RNG states, the environments and
 the episodes in progress), so a paused run ends as an uninterrupted one would. The multi-threaded run mode runs
@@ -34,6 +35,19 @@ states) and the history, and a resumed run loads them all back, the workers star
 ``--max-restarts N`` supervises the run: the worker runs in a child process, and when that ends without having
 finished, paused or stopped (a crash, a ``kill -9``, a lost node), it is started again from the last checkpoint,
 up to N times; ``progress.json`` counts the restarts.
+
+``--resume-if-any`` resumes from ``results/checkpoints/latest.json`` when there is one and starts a new run
+otherwise (the log says which); a new run then drops what an earlier attempt that left no checkpoint logged
+(``episodes.jsonl``, the summaries). It is how a run that its cluster starts again by itself (a GKE RayJob resumed
+after a suspension, or after a lost pod) continues: the same command line serves the first run and every later
+one. With ``--max-restarts`` the first child gets the flag, the restarts resume anyway.
+
+``--hold-after-pause``: when the run ends because it was asked to pause (a signal or ``control.json``), the worker
+does not exit once the checkpoint and ``progress.json`` (state ``paused``) are written and the run is closed: it
+holds, asleep, until it is killed, so that the job that runs it stays alive until its cluster suspends it (KubeRay
+deletes the pod). While it holds, ``control.json`` saying ``{"request": "stop"}`` ends it (exit 0, state
+``stopped``; the pause's checkpoint stands), and SIGTERM or SIGINT ends it leaving the state ``paused`` (exit 0:
+how a pod is deleted); SIGUSR1 (a pause) changes nothing. A stop request, or the run finishing, exits as without it.
 """
 
 from __future__ import annotations
@@ -66,6 +80,7 @@ LOG = logging.getLogger("torchforce.worker")
 WORKER_MODULE = "torchforce.client.worker"
 RESTARTS_VARIABLE = "TORCHFORCE_RESTARTS"  # how many times a supervised run has been restarted so far
 PROGRESS_LOG_SECONDS = 5.0  # a progress line in worker.log at most this often (and once at the end)
+HOLD_POLL_SECONDS = 1.0  # --hold-after-pause: how often a held worker looks at control.json
 
 
 class Signals:
@@ -88,15 +103,39 @@ class Signals:
             cls.request = request
 
 
-class ExperimentRun:
-    """One run (or continuation) of the experiment in ``folder``."""
+def control_request(results: Path) -> str | None:
+    """What ``results/control.json`` asks (``"pause"``, ``"stop"``), or None when there is none (or no valid one)."""
+    try:
+        request = json.loads((results / "control.json").read_text()).get("request")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return request if request in ("pause", "stop") else None
 
-    def __init__(self, folder: Path, resume: bool, trust_pickle: bool | None = None) -> None:
+
+class ExperimentRun:
+    """One run (or continuation) of the experiment in ``folder``. ``resume_if_any``: resume when there is a
+    checkpoint, else start a new run (dropping what an earlier attempt without a checkpoint logged)."""
+
+    def __init__(
+        self, folder: Path, resume: bool, trust_pickle: bool | None = None, *, resume_if_any: bool = False
+    ) -> None:
         self.folder = folder
         self.spec = json.loads((folder / "experiment.json").read_text())
         self.results = folder / "results"
         self.results.mkdir(exist_ok=True)
         self.checkpoints = Checkpoints(self.results / "checkpoints")
+        self.discard_leftovers = False  # a new run under --resume-if-any over an earlier attempt's logs: dropped
+        if resume_if_any and not resume:
+            latest = self.checkpoints.latest()
+            resume = latest is not None
+            summaries = self.results / "summaries"
+            self.discard_leftovers = not resume and (
+                (self.results / "episodes.jsonl").is_file() or (summaries.is_dir() and any(summaries.iterdir()))
+            )
+            if latest is not None:
+                LOG.info("--resume-if-any: resuming from the checkpoint at timestep %d", latest["timesteps"])
+            else:
+                LOG.info("--resume-if-any: no checkpoint, starting a new run")
         self.resume, self.trust_pickle = resume, trust_pickle
         self.episodes_restored = False  # whether a resumed run continues the environments' episodes in progress
         self.recent: deque[float] = deque(maxlen=100)
@@ -247,12 +286,19 @@ class ExperimentRun:
 
     def poll_control(self) -> None:
         """A pause or stop asked through ``results/control.json`` (the Ray backend's way)."""
-        try:
-            request = json.loads((self.results / "control.json").read_text()).get("request")
-        except (OSError, ValueError, AttributeError):
-            return
-        if request in ("pause", "stop") and Signals.request != request:
+        request = control_request(self.results)
+        if request is not None and Signals.request != request:
             Signals._set(request)
+
+    def drop_leftovers(self) -> None:
+        """A new run where an earlier attempt left no checkpoint: its episodes would be played again, so its episode
+        log and its summaries go (as a resumed run drops what was logged after its checkpoint)."""
+        log, count = self.results / "episodes.jsonl", 0
+        with contextlib.suppress(FileNotFoundError), open(log, "r+b") as file:
+            count = sum(1 for _ in file)
+            file.truncate(0)
+        LOG.warning("dropping what an earlier attempt that left no checkpoint logged (%d episodes)", count)
+        self.agent.summarizer.resume_at(0)  # TensorBoard's purge: the earlier attempt's summaries after step 0
 
     def worker_rows(self) -> list[dict[str, Any]]:
         """Per worker: node, steps, episodes, steps/s and restarts (``experiment show`` lists them)."""
@@ -372,6 +418,8 @@ class ExperimentRun:
         self.build()
         if self.resume:
             self.restore()
+        elif self.discard_leftovers:
+            self.drop_leftovers()
         self._session["timesteps"] = self.runner.global_timestep
         self._logged["timesteps"] = self.runner.global_timestep
         self.write_progress("running", force=True)  # at once: readers see this session's counters and PID
@@ -436,6 +484,41 @@ def _final_state(folder: Path) -> str | None:
         return None
 
 
+def hold(folder: Path, project: Path | None) -> int:
+    """``--hold-after-pause``: stay alive, asleep, after a pause, until killed (SIGTERM, SIGINT: exit 0, the state
+    stays ``paused``) or until ``control.json`` asks to stop (exit 0, state ``stopped``, the pause's checkpoint
+    standing). A pause asked again (SIGUSR1, ``control.json``) changes nothing."""
+    from torchforce.client.project import write_json_atomically
+
+    ended: list[int] = []
+    signal.signal(signal.SIGTERM, lambda number, _frame: ended.append(number))
+    signal.signal(signal.SIGINT, lambda number, _frame: ended.append(number))
+    signal.signal(signal.SIGUSR1, signal.SIG_IGN)
+    results = folder / "results"
+    LOG.info("paused; holding (--hold-after-pause) until killed or until results/control.json asks to stop")
+    while True:
+        if control_request(results) == "stop":
+            try:
+                progress = json.loads((results / "progress.json").read_text())
+            except (OSError, ValueError):
+                progress = {}
+            progress = progress if isinstance(progress, dict) else {}
+            write_json_atomically(
+                results / "progress.json",
+                {**progress, "state": "stopped", "pid": os.getpid(), "updated_at": time.time()},
+            )
+            (results / "control.json").unlink(missing_ok=True)  # answered
+            _record(project, folder.name, "stopped", None)
+            LOG.info("stop requested while holding: experiment %s stopped (at the pause's checkpoint)", folder.name)
+            return 0
+        if ended or Signals.request == "stop":  # (the latter: a SIGTERM that came before these handlers)
+            break
+        time.sleep(HOLD_POLL_SECONDS)
+    how = signal.Signals(ended[0]).name if ended else "SIGTERM"
+    LOG.info("%s while holding: exiting, experiment %s stays paused", how, folder.name)
+    return 0
+
+
 def supervise(args: argparse.Namespace) -> int:
     """Run the experiment in a child worker; when it ends without finishing, pausing or stopping, start it again
     from the last checkpoint, up to ``args.max_restarts`` times. Pause and stop signals are passed on to it."""
@@ -452,7 +535,8 @@ def supervise(args: argparse.Namespace) -> int:
     restarts, resume, name = 0, args.resume, args.folder.name
     while True:
         command = [sys.executable, "-I", "-m", WORKER_MODULE, str(args.folder)]
-        command += ["--resume"] if resume else []
+        command += ["--resume"] if resume else ["--resume-if-any"] if args.resume_if_any else []
+        command += ["--hold-after-pause"] if args.hold_after_pause else []
         command += ["--log-file"] if args.log_file else []
         command += ["--modules", str(args.modules)] if args.modules else []
         command += ["--trust-pickle"] if args.trust_pickle else []
@@ -499,7 +583,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("folder", type=Path, help="the experiment's folder (with experiment.json)")
     parser.add_argument("--project", type=Path, help="the project root, to record the run's end in its database")
     parser.add_argument("--resume", action="store_true", help="continue from the latest checkpoint")
+    parser.add_argument(
+        "--resume-if-any",
+        action="store_true",
+        help="continue from the latest checkpoint when there is one, else start a new run (the log says which)",
+    )
     parser.add_argument("--max-restarts", type=int, default=0, help="resume after a crash up to this many times")
+    parser.add_argument(
+        "--hold-after-pause",
+        action="store_true",
+        help="after a pause (checkpoint written, state paused) do not exit: sleep until killed (SIGTERM: exit 0, "
+        'still paused) or until results/control.json says {"request": "stop"} (exit 0, state stopped)',
+    )
     parser.add_argument("--log-file", action="store_true", help="also write the log to results/worker.log")
     parser.add_argument("--modules", type=Path, help="the folder of the project's own modules (user classes)")
     parser.add_argument(
@@ -524,7 +619,10 @@ def main(argv: list[str] | None = None) -> int:
     torch.set_num_threads(1)
     name = args.folder.name
     try:
-        outcome = ExperimentRun(args.folder, args.resume, trust_pickle=True if args.trust_pickle else None).run()
+        run = ExperimentRun(
+            args.folder, args.resume, trust_pickle=True if args.trust_pickle else None, resume_if_any=args.resume_if_any
+        )
+        outcome = run.run()
     except BaseException as error:  # noqa: BLE001 - every failure is recorded, then re-raised as an exit code
         LOG.error("the experiment failed:\n%s", traceback.format_exc())
         message = f"{type(error).__name__}: {error}".strip().splitlines()[0][:500]
@@ -532,6 +630,8 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     _record(args.project, name, outcome, None)
     LOG.info("experiment %s %s", name, outcome)
+    if outcome == "paused" and args.hold_after_pause:
+        return hold(args.folder, args.project)
     return 0
 
 
