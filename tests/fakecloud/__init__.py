@@ -1,0 +1,159 @@
+"""A fake Google Cloud for the GKE backend's tests: ``gcloud`` and ``kubectl`` executables that answer exactly the
+calls of the GKE contract, keep their state in a folder, and run RayJobs as local processes.
+
+    def test_something(fake_cloud):          # PATH and TFCLI_FAKE_CLOUD are set for the test
+        subprocess.run(["gcloud", ...])
+        assert fake_cloud.calls()[0][:3] == ["gcloud", "auth", "activate-service-account"]
+
+See ``FakeCloud`` for what a test can set up, inject and inspect."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+from . import common
+
+HERE = Path(__file__).resolve().parent
+
+
+class FakeCloud:
+    """The fake cloud rooted at ``root``: ``root/bin`` holds the ``gcloud`` and ``kubectl`` executables, and
+    ``root/calls.jsonl``, ``root/state.json``, ``root/buckets/<name>/`` and ``root/jobs/<context>/<rayjob>/``
+    what they did."""
+
+    def __init__(self, root: Path):
+        self.root = Path(root).resolve()
+        self.store = common.Store(self.root)
+        self.store.setup()
+        for tool in ("gcloud", "kubectl"):
+            script = self.bin_dir / tool
+            script.write_text(
+                f"#!{sys.executable}\n"
+                "import sys\n"
+                f"sys.path.insert(0, {str(HERE)!r})\n"
+                f"import fake_{tool}\n"
+                f"sys.exit(fake_{tool}.main())\n"
+            )
+            script.chmod(0o755)
+
+    @property
+    def bin_dir(self) -> Path:
+        return self.root / "bin"
+
+    def env(self, base: dict | None = None) -> dict:
+        """An environment in which ``gcloud``/``kubectl`` are the fakes (for a subprocess started without the
+        fixture's monkeypatching)."""
+        env = dict(os.environ if base is None else base)
+        env[common.ENV_ROOT] = str(self.root)
+        env["PATH"] = f"{self.bin_dir}{os.pathsep}{env.get('PATH', '')}"
+        return env
+
+    # ---- inspection ----
+
+    def calls(self) -> list[list[str]]:
+        """Every call's argv, in order, the tool's name first: ``["gcloud", "container", "clusters", ...]``."""
+        return [entry["argv"] for entry in self.store.calls()]
+
+    def call_records(self) -> list[dict]:
+        """Every call with what is known of it: ``argv``, ``stdin`` (pipe/tty/null/file/closed), ``stdin_piped``,
+        ``time``, ``pid``."""
+        return self.store.calls()
+
+    def state(self) -> dict:
+        """A copy of the whole state (clusters, contexts, objects per context, buckets' metadata, ...)."""
+        with self.store.transaction() as state:
+            return json.loads(json.dumps(state))
+
+    def bucket_dir(self, bucket_name: str) -> Path:
+        """Where gs://bucket_name lives (it exists once the bucket was created)."""
+        return self.store.bucket_dir(bucket_name.removeprefix("gs://").strip("/"))
+
+    def job_dir(self, context: str, name: str, namespace: str = "default") -> Path:
+        """What the fake KubeRay operator keeps of a RayJob's run: ``log``, ``exit_code``, ``started``,
+        ``events`` (why its pods would not start), ``workdir/``."""
+        return self.store.job_dir(context, namespace, name)
+
+    def events(self, context: str, name: str, namespace: str = "default") -> list[str]:
+        """Why a RayJob's pods do not start (empty when nothing holds them)."""
+        path = self.job_dir(context, name, namespace) / "events"
+        return path.read_text().splitlines() if path.exists() else []
+
+    # ---- set-up ----
+
+    def fail(self, prefix: list[str], stderr: str, code: int = 1, times: int | None = None, stdout: str = "") -> None:
+        """The next call(s) whose argv starts with ``prefix`` (tool name first) exit with ``code`` and print
+        ``stderr`` (and ``stdout``), without acting; ``times=None``: every such call from now on. The first
+        failure added that matches is the one used."""
+        failure = {"prefix": list(prefix), "stderr": stderr, "code": code, "times": times, "stdout": stdout}
+        with self.store.transaction() as state:
+            state["failures"].append(failure)
+
+    def clear_failures(self) -> None:
+        with self.store.transaction() as state:
+            state["failures"] = []
+
+    def set_accelerators(self, zone: str, types: list[str]) -> None:
+        """The accelerator types ``zone`` offers (replacing the default table for that zone)."""
+        with self.store.transaction() as state:
+            state["accelerators"][zone] = list(types)
+
+    def create_bucket(self, bucket_name: str, project: str = "", location: str = "US") -> Path:
+        """A bucket that exists already (as if created outside the test)."""
+        name = bucket_name.removeprefix("gs://").strip("/")
+        with self.store.transaction() as state:
+            self.bucket_dir(name).mkdir(parents=True, exist_ok=True)
+            state["buckets"][name] = {
+                "project": project,
+                "location": location,
+                "uniform": True,
+                "created": common.now_iso(),
+            }
+        return self.bucket_dir(name)
+
+    def add_image(self, image: str) -> None:
+        """An Artifact Registry image that exists already (as if built outside the test)."""
+        tagged = image if ":" in image.rsplit("/", 1)[-1] else image + ":latest"
+        with self.store.transaction() as state:
+            state["images"][tagged] = {"source": None, "project": "", "created": common.now_iso()}
+
+    def set_delays(self, controller: float | None = None, startup: float | None = None) -> None:
+        """``controller``: seconds after its creation before the operator first looks at a RayJob (until then
+        it has no status, as right after ``kubectl apply`` on a real cluster); ``startup``: seconds a run stays
+        ``Initializing`` before its entrypoint starts."""
+        with self.store.transaction() as state:
+            if controller is not None:
+                state["settings"]["controller_delay"] = float(controller)
+            if startup is not None:
+                state["settings"]["startup_delay"] = float(startup)
+
+    # ---- tear-down ----
+
+    def stop_all(self) -> None:
+        """SIGKILL every process the fake started (the run wrappers' process groups, and whatever carries their
+        marker), and wait until they are gone."""
+        with self.store.transaction() as state:
+            processes = list(state["processes"])
+        for process in processes:
+            common.kill_group(process["pid"], process["starttime"], process["marker"])
+        common.kill_group(None, None, f"{self.root}|")
+
+
+@pytest.fixture(name="fake_cloud")  # the name it has wherever it is imported (``import fake_cloud as x`` too)
+def fake_cloud(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """A fresh fake cloud whose ``gcloud`` and ``kubectl`` come first on PATH; every process it started is
+    killed at the end."""
+    cloud = FakeCloud(tmp_path / "fakecloud")
+    monkeypatch.setenv(common.ENV_ROOT, str(cloud.root))
+    monkeypatch.setenv("PATH", f"{cloud.bin_dir}{os.pathsep}{os.environ.get('PATH', '')}")
+    try:
+        yield cloud
+    finally:
+        cloud.stop_all()
+
+
+__all__ = ["FakeCloud", "fake_cloud"]
