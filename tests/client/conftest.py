@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.client.gke_common import PROJECT, ZONE, key_file
+from tests.fakecloud import FakeCloud
 from torchforce.client import Experiment, Project
 
 
@@ -100,3 +102,25 @@ def copied_project(template: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPat
     shutil.copytree(template, copy, ignore=shutil.ignore_patterns("*-wal", "*-shm"))
     monkeypatch.chdir(copy)
     return copy
+
+
+@pytest.fixture
+def cloud(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """The fake Google Cloud (tests/fakecloud): fake gcloud and kubectl first on PATH; every process it started is
+    ended afterwards."""
+    fake = FakeCloud(tmp_path / "cloud")
+    monkeypatch.setenv("TFCLI_FAKE_CLOUD", str(fake.root))
+    monkeypatch.setenv("PATH", f"{fake.root / 'bin'}{os.pathsep}{os.environ['PATH']}")
+    try:
+        yield fake
+    finally:
+        fake.stop_all()
+
+
+@pytest.fixture
+def linked(project: Project, cloud: FakeCloud, tmp_path: Path) -> Project:
+    """The project, linked to the fake Google Cloud project with a service account key."""
+    key = key_file(tmp_path)
+    done = tfcli(project.root, "gcloud", "link", "-r", PROJECT, "--key-file", str(key), "--zone", ZONE)
+    assert done.returncode == 0, done.stderr
+    return Project(project.root)

@@ -3,13 +3,16 @@ become a flag of its own), and printed with ``shlex.join``."""
 
 from __future__ import annotations
 
-import shlex
-
 import pytest
 
-from tests.client.conftest import tfcli
+from torchforce.client import gke
 from torchforce.client.cluster import Cluster
+from torchforce.client.gcloud import Link
 from torchforce.spec import SpecError
+
+LINK = Link(
+    "my-rl-project", "us-central1-a", "tfcli@my-rl-project.iam.gserviceaccount.com", "/k.json", "gs://b-tfcli", "i/t:1"
+)
 
 
 def test_the_command_line_passes_every_value_as_flag_equals_value():
@@ -22,20 +25,49 @@ def test_the_command_line_passes_every_value_as_flag_equals_value():
         gpu_type="nvidia-l4",
         disk_size=50,
     )
-    assert cluster.create_command() == [
+    assert cluster.create_command(LINK) == [
         "gcloud",
         "container",
         "clusters",
         "create",
         "big",
-        "--machine-type=n1-standard-4",
-        "--disk-size=50",
-        "--num-nodes=4",
+        "--project=my-rl-project",
         "--zone=europe-west1-d",
-        "--accelerator=type=nvidia-l4,count=2",
+        "--machine-type=e2-standard-4",  # the Ray heads and system pods; the GPUs get a pool of their own
+        "--num-nodes=1",
+        "--disk-size=50",
+        "--addons=RayOperator,GcsFuseCsiDriver",
+        "--workload-pool=my-rl-project.svc.id.goog",
+        "--service-account=tfcli@my-rl-project.iam.gserviceaccount.com",
+        "--release-channel=regular",
+        "--format=json",
     ]
-    assert cluster.delete_command()[-1] == "--zone=europe-west1-d"
-    assert Cluster(name="c", cpus_per_node=4, memory_per_node=16).create_command()[5] == "--machine-type=custom-4-16384"
+    assert gke.create_commands(cluster, LINK)[1] == [
+        "gcloud",
+        "container",
+        "node-pools",
+        "create",
+        "gpu-pool",
+        "--cluster=big",
+        "--project=my-rl-project",
+        "--zone=europe-west1-d",
+        "--machine-type=g2-standard-24",
+        "--num-nodes=4",
+        "--disk-size=50",
+        "--accelerator=type=nvidia-l4,count=2,gpu-driver-version=default",
+        "--format=json",
+    ]
+    assert cluster.delete_command(LINK)[-2:] == ["--zone=europe-west1-d", "--quiet"]
+    custom = Cluster(name="c", cpus_per_node=4, memory_per_node=16, spot=True, min_nodes=1, max_nodes=5)
+    assert custom.create_command(LINK)[7:9] == ["--machine-type=custom-4-16384", "--num-nodes=3"]
+    assert custom.create_command(LINK)[-5:] == [
+        "--spot",
+        "--enable-autoscaling",
+        "--min-nodes=1",
+        "--max-nodes=5",
+        "--format=json",
+    ]
+    assert custom.create_command(LINK)[6] == "--zone=us-central1-a"  # no location: the link's zone
 
 
 @pytest.mark.parametrize(
@@ -57,9 +89,6 @@ def test_a_value_that_is_not_what_gcloud_takes_is_a_spec_error(field, value):
         Cluster(**values)
 
 
-def test_the_dry_run_prints_a_shell_quoted_command(project):
-    result = tfcli(project.root, "cluster", "create", "-f", "single_node_gpu_cluster", "--dry-run")
-    assert result.returncode == 0, result.stderr
-    line = result.stdout.strip()
-    assert shlex.split(line) == Cluster(file="single_node_gpu_cluster").create_command()
-    assert line == shlex.join(shlex.split(line))
+def test_a_gpu_count_the_machines_do_not_come_with_is_a_spec_error():
+    with pytest.raises(SpecError, match="cluster.gpus_per_node"):
+        Cluster(name="c", gpus_per_node=3, gpu_type="nvidia-l4")

@@ -269,7 +269,7 @@ def test_stop_checkpoints_and_ends_for_good(project):
 def test_every_shipped_experiment_runs_a_few_episodes(project, name):
     experiment = Experiment(project, file=name, name=name.replace("_", "-"), total_timesteps=1000)
     experiment.generate_locally()
-    experiment.start()
+    experiment.start(cluster="local")  # simple_a3c names 2018's GKE cluster; here it runs on this machine
     assert wait_until_done(experiment, timeout=300) == "finished", experiment.log_tail()
     progress = experiment.progress()
     assert progress["timesteps"] >= 1000 and progress["episodes"] >= 1
@@ -346,22 +346,24 @@ def test_logs_watch_and_delete(project):
     assert not (root / "experiments" / "small").exists() and project.store.experiment("small") is None
 
 
-def test_a_cluster_in_the_spec_is_ignored_with_a_warning_and_shown_as_local(project):
+def test_a_gke_cluster_in_the_spec_needs_a_link_or_runs_here_with_c_local(project):
     root = project.root
     created = tfcli(root, "experiment", "new", "-n", "clustered", *PPO, "-t", "400", "-C", "small_cluster")
     assert created.returncode == 0, created.stderr
-    started = tfcli(root, "experiment", "start", "-e", "clustered", "--follow")
+    refused = tfcli(root, "experiment", "start", "-e", "clustered")
+    assert refused.returncode == 2 and "Traceback" not in refused.stderr
+    assert "runs on the GKE cluster 'small-cluster', but this project is not linked" in refused.stderr
+    assert "tfcli gcloud link" in refused.stderr and "-c local" in refused.stderr
+    assert project.store.experiment("clustered").status == "new" and project.store.clusters() == []
+    started = tfcli(root, "experiment", "start", "-e", "clustered", "-c", "local", "--follow")
     assert started.returncode == 0, started.stderr
-    assert started.stderr == (
-        "tfcli: warning: experiment 'clustered' names the GKE cluster 'small-cluster', which the local backend "
-        "ignores (GKE comes next): it runs on this machine\n"
-    )
+    assert started.stderr == ""
     listed = json.loads(tfcli(root, "experiment", "list", "--json").stdout)
     assert (listed[0]["cluster"], listed[0]["spec_cluster"]) == ("local", "small-cluster")
     table = tfcli(root, "experiment", "list").stdout
     assert table_row(table, "clustered")[5] == "local" and "small-cluster" not in table
     shown = tfcli(root, "experiment", "show", "-e", "clustered").stdout
-    assert "Runs on      local (the cluster 'small-cluster' of its spec is ignored: it runs on this machine)" in shown
+    assert "Runs on      local (its spec names the cluster 'small-cluster'; this run is on this machine)" in shown
 
 
 def test_progress_is_complete_when_the_episode_limit_ends_the_run(project):

@@ -55,6 +55,11 @@ class Checkpoints:
         data = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
         return Path(data) / "torchforce" / "checkpoint.key"
 
+    def signing_key(self) -> Path | None:
+        """The user's key file, created now if there is none yet (to hand to a cluster's workers, which then sign
+        what this user trusts); None when it cannot be made or is readable by others."""
+        return self.key_file if self._key(create=True) is not None else None
+
     def latest(self) -> dict[str, Any] | None:
         pointer = self.folder / "latest.json"
         return json.loads(pointer.read_text()) if pointer.is_file() else None

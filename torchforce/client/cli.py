@@ -13,20 +13,21 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from torchforce.client.commands import HANDLERS, cluster, config, experiment, formatter, init, project
+from torchforce.client.commands import HANDLERS, cluster, config, experiment, formatter, gcloud, init, project
 from torchforce.client.errors import ClientError, ClientWarning
 from torchforce.spec import SpecError, did_you_mean
 
 EXIT_USAGE = 2
 EXIT_BROKEN_PIPE = 141  # as a shell reports a process that SIGPIPE ended
-GROUPS = (init, cluster, experiment, project, config)
+GROUPS = (init, gcloud, cluster, experiment, project, config)
 DESCRIPTION = """Run reinforcement-learning experiments from the command line.
 
   tfcli init                                    make this folder a project
   tfcli experiment new -n NAME -A AGENT -E ENV  create an experiment (validated completely first)
   tfcli experiment start -e NAME --follow       run it (on this machine) with a progress bar
   tfcli experiment list | show | logs | plot | compare | pause | stop | download | delete
-  tfcli cluster create | list | delete          Ray clusters on this machine, or attach to one by address
+  tfcli gcloud link -r PROJECT --key-file KEY   link a Google Cloud project (for GKE clusters)
+  tfcli cluster create | list | delete          Ray clusters here or attached; GKE clusters
   tfcli project repair                          adopt experiment folders a lost state database left behind
   tfcli config schema                           JSON Schemas of the agent configs, for editors
 

@@ -2,8 +2,8 @@
 type, GPUs, disk, location; docs/tensorforce-0.4.md, Clusters), ``ray`` (a Ray cluster on this machine or one to attach
 to: ``ray_cluster.py``) or ``local`` (this machine, no cluster at all).
 
-For GKE only the spec is handled here: checking it and turning it into ``gcloud`` command lines. Creating and
-deleting GKE clusters for real belongs to the GKE backend, which is not built yet; ``create``/``delete`` say so.
+For GKE the spec is checked here; creating, listing and deleting GKE clusters (the ``gcloud`` and ``kubectl`` calls,
+the cost shown first) is ``gke.py``'s, which ``Cluster.create``/``delete``/``ssh_parallel`` call.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from torchforce.client.errors import ClientError
-from torchforce.spec import SpecError, did_you_mean, expect_choice, expect_dict, expect_int, load_file
+from torchforce.spec import SpecError, did_you_mean, expect_bool, expect_choice, expect_dict, expect_int, load_file
 
 GPU_TYPES = ("nvidia-tesla-t4", "nvidia-l4", "nvidia-tesla-a100", "nvidia-h100-80gb")
 LEGACY_GPU_TYPES = ("nvidia-tesla-k80", "nvidia-tesla-p100")  # the 2018 names; retired on GKE
@@ -28,6 +28,9 @@ KEYS = (
     "num_nodes",
     "disk_size",
     "location",
+    "spot",
+    "min_nodes",
+    "max_nodes",
     "type",
 )
 NAME = re.compile(r"[a-z]([a-z0-9-]{0,38}[a-z0-9])?")
@@ -151,6 +154,10 @@ class Cluster:
             self.gpu_type = expect_choice(
                 self.gpu_type or GPU_TYPES[0], "cluster.gpu_type", GPU_TYPES + LEGACY_GPU_TYPES
             )
+            if self.gpu_type in GPU_TYPES:  # a count the machines of that GPU come with
+                from torchforce.client.prices import gpu_machine_type
+
+                gpu_machine_type(self.gpu_type, self.gpus_per_node)
         self.location = _gcloud_value(
             values.get("location"),
             "cluster.location",
@@ -164,10 +171,37 @@ class Cluster:
             "a machine type like 'n1-standard-4' or 'custom-4-16384'",
         )
         self.machine_type = self.machine_type or self._custom_machine_type()
+        if (
+            self.gpus_per_node
+            and self.gpu_type == "nvidia-tesla-t4"
+            and not self.machine_type.startswith(("n1-", "custom-"))
+        ):
+            raise SpecError(
+                "cluster.machine_type",
+                "T4 GPUs attach to N1 machines only",
+                got=self.machine_type,
+                expected="an n1-* machine type, or cpus_per_node and memory_per_node (an N1 custom machine)",
+            )
+        self.spot = expect_bool(values.get("spot", False), "cluster.spot")
+        self.min_nodes = expect_int(values.get("min_nodes"), "cluster.min_nodes", minimum=0, allow_none=True)
+        self.max_nodes = expect_int(values.get("max_nodes"), "cluster.max_nodes", minimum=1, allow_none=True)
+        if (self.min_nodes is None) != (self.max_nodes is None):
+            raise SpecError(
+                "cluster.max_nodes" if self.max_nodes is None else "cluster.min_nodes",
+                "autoscaling needs both min_nodes and max_nodes",
+                got={"min_nodes": self.min_nodes, "max_nodes": self.max_nodes},
+            )
+        if self.max_nodes is not None and not (self.min_nodes or 0) <= self.num_nodes <= self.max_nodes:
+            raise SpecError(
+                "cluster.num_nodes",
+                "the starting size must lie within the autoscaling range",
+                got=self.num_nodes,
+                expected=f"between min_nodes {self.min_nodes} and max_nodes {self.max_nodes}",
+            )
 
     def _custom_machine_type(self) -> str:
         if self.cpus_per_node is None and self.memory_per_node is None:
-            return "n1-standard-1"
+            return "e2-standard-4"  # 2018 had n1-standard-1, too small for a Ray pod beside GKE's own
         if self.cpus_per_node is None or self.memory_per_node is None:
             raise SpecError(
                 "cluster.machine_type",
@@ -187,41 +221,49 @@ class Cluster:
             "gpu_type": self.gpu_type,
             "disk_size": self.disk_size,
             "location": self.location,
+            "spot": self.spot,
+            "min_nodes": self.min_nodes,
+            "max_nodes": self.max_nodes,
         }
 
     get_spec = spec
 
-    def create_command(self) -> list[str]:
-        """The ``gcloud`` command line that creates this cluster. Every value is checked against a strict pattern
-        and passed as ``--flag=value``, so none can become a flag of its own; print it with ``shlex.join``."""
-        command = [
-            "gcloud",
-            "container",
-            "clusters",
-            "create",
-            self.name,
-            f"--machine-type={self.machine_type}",
-            f"--disk-size={self.disk_size}",
-            f"--num-nodes={self.num_nodes}",
-        ]
-        if self.location:
-            command.append(f"--zone={self.location}")
-        if self.gpus_per_node:
-            command.append(f"--accelerator=type={self.gpu_type},count={self.gpus_per_node}")
-        return command
+    def create_command(self, link: Any) -> list[str]:
+        """The ``gcloud`` command line that creates this cluster in the linked project (the first of
+        ``gke.create_commands``). Every value is checked against a strict pattern and passed as ``--flag=value``, so
+        none can become a flag of its own; print it with ``shlex.join``."""
+        from torchforce.client import gke
 
-    def delete_command(self) -> list[str]:
-        command = ["gcloud", "container", "clusters", "delete", self.name, "--quiet", "--async"]
-        return command + ([f"--zone={self.location}"] if self.location else [])
+        return gke.create_commands(self, link)[0]
 
-    def create(self) -> None:
-        raise ClientError(
-            "creating GKE clusters is not available yet (the GKE backend is still to come)",
-            hint="Run experiments locally: leave out -C/--cluster.",
-        )
+    def delete_command(self, link: Any) -> list[str]:
+        from torchforce.client import gke
 
-    def delete(self) -> None:
-        raise ClientError("deleting GKE clusters is not available yet (the GKE backend is still to come)")
+        return gke.delete_command(self, link)
+
+    def create(self, *, yes: bool = True, dry_run: bool = False) -> Any:
+        """Create the cluster in the project's linked Google Cloud project (the project around the current folder)
+        and point kubectl at it; returns its record. ``yes=False`` asks for confirmation after showing the cost."""
+        from torchforce.client import gke
+        from torchforce.client.project import Project
+
+        return gke.create(Project.find(), self, yes=yes, dry_run=dry_run)
+
+    def delete(self, *, force: bool = False, dry_run: bool = False) -> list[str]:
+        """Delete (shut down) the cluster in the cloud; returns the experiments that were running on it."""
+        from torchforce.client import gke
+        from torchforce.client.project import Project
+
+        project = Project.find()
+        return gke.delete(project, gke.find(project, self.name), force=force, dry_run=dry_run)
+
+    def ssh_parallel(self, *items: str | tuple[str, str], silent: bool = True) -> list[Any]:
+        """Run commands on every node of the cluster at once: a string is a command (``gcloud compute ssh``), a
+        pair (from, to) copies a file to each node (``gcloud compute scp``). Returns each call's result."""
+        from torchforce.client import gke
+        from torchforce.client.project import Project
+
+        return gke.ssh_parallel(Project.find(), self.name, list(items), silent=silent)
 
 
 class LocalCluster:
@@ -242,6 +284,35 @@ class LocalCluster:
 CLUSTER_TYPES = ("gke", "ray", "local")
 
 
+def running_on(project: Any, name: str, *, force: bool) -> list[str]:
+    """The experiments running on the cluster ``name``; deleting it is refused while there are some, unless
+    ``force`` (``forget`` then marks them failed)."""
+    running = [r.name for r in project.store.experiments() if r.cluster == name and r.status == "running"]
+    if running and not force:
+        raise ClientError(
+            f"cluster '{name}' runs experiments: {', '.join(running)}",
+            hint="Pause or stop them first, or give --force to end them with the cluster.",
+        )
+    return running
+
+
+def forget(project: Any, name: str, running: list[str]) -> None:
+    """The cluster ``name`` is gone: the experiments that ran on it fail, and the project forgets it."""
+    import time
+
+    for experiment in running:
+        project.store.update_experiment(
+            experiment,
+            expect=("running",),
+            status="failed",
+            pid=None,
+            job=None,
+            ended_at=time.time(),
+            message=f"its cluster '{name}' was deleted while it ran",
+        )
+    project.store.remove_cluster(name)
+
+
 def cluster_from_spec(values: Any, path: str = "cluster") -> Any:
     """The cluster a spec describes, by its ``type`` (default ``gke``, as 2018's cluster files have none)."""
     values = dict(expect_dict(values, path))
@@ -256,11 +327,15 @@ def cluster_from_spec(values: Any, path: str = "cluster") -> Any:
 
 
 def get_cluster_from_string(cluster: str, running_clusters: dict[str, Any] | None = None) -> Any:
-    """A cluster from a spec file or a known cluster's name (``running_clusters`` maps names to specs)."""
+    """A cluster from a spec file or a known cluster's name: one of ``running_clusters`` (names to specs), else one
+    the project has created, else a spec file (a path, or a name in configs/clusters/)."""
     if running_clusters and cluster in running_clusters:
         return cluster_from_spec(running_clusters[cluster])
     from torchforce.client.project import Project
 
     project = Project.find()
+    record = project.store.cluster(cluster)  # by its exact name: 'single_node_cluster' is the file's
+    if record is not None:
+        return cluster_from_spec(record.spec)
     data, _ = project.load_config(cluster, "clusters", "cluster")
     return cluster_from_spec(data)

@@ -33,6 +33,7 @@ from torchforce.spec import SpecError, did_you_mean, expect_dict, load_file
 SIGNAL_TIMEOUT = 120.0
 # A worker whose row says running but has no PID yet is starting (its start call writes the PID in a moment): for
 # this long it is not judged dead, so a status check during a start cannot mark a live worker failed.
+ENDED = ("finished", "stopped", "failed")
 STARTING_SECONDS = 30.0
 
 
@@ -45,6 +46,8 @@ class Experiment:
     ``num_workers``, ``num_parameter_servers``, ``saver_frequency``, ``summary_frequency``; and ours: ``seed``,
     ``num_environments``, ``vectorization``, ``description``. Values given here override the file's.
     """
+
+    _created_own_cluster: str | None = None  # the GKE cluster the current start created for it
 
     def __init__(self, project: Project | None = None, **kwargs: Any) -> None:
         self.project = project or Project.find()
@@ -214,9 +217,12 @@ class Experiment:
         except ClientError:
             return Storage(self.results)
 
-    def _target(self, cluster: str | None, record: ExperimentRecord, resume: bool) -> tuple[str, str | None]:
+    def _target(
+        self, cluster: str | None, record: ExperimentRecord, resume: bool, *, yes: bool = False
+    ) -> tuple[str, str | None]:
         """Where a start runs: ``cluster`` ("local", or a cluster of the project), else the row's cluster when
-        resuming, else the spec's cluster if the project has created it, else this machine."""
+        resuming, else the spec's cluster (a Ray one must have been created; a GKE one is created now if it is not,
+        for this experiment, which deletes it when it ends), else this machine."""
         from torchforce.client import ray_cluster
 
         spec_cluster = (self.spec or {}).get("cluster") or {}
@@ -229,10 +235,61 @@ class Experiment:
                     f"experiment '{self.name}' runs on the Ray cluster '{cluster}', which this project has not created",
                     hint=f"Create it with 'tfcli cluster create -f {cluster}', or give -c local to run here.",
                 )
+        if cluster is None and spec_cluster.get("type", "gke") == "gke" and spec_cluster.get("name"):
+            cluster = spec_cluster["name"]
+            if self.project.store.cluster(cluster) is None:
+                self._create_own_cluster(spec_cluster, yes=yes)
         if cluster is None or cluster == "local":
             return "local", None
-        ray_cluster.find(self.project, cluster)  # a clear error for a name that is no cluster of the project
-        return "ray", cluster
+        found = ray_cluster.find(self.project, cluster)  # a clear error for a name that is no cluster of the project
+        return ("gke" if found.spec.get("type") == "gke" else "ray"), cluster
+
+    def _dry_start(self, cluster: str | None, record: ExperimentRecord, launch: Launch) -> None:
+        """What ``start`` would do on GKE, printed: the cluster it would create for itself, or the calls and the
+        manifest of the run."""
+        from torchforce.client import gke
+        from torchforce.client.backends.gke import GkeBackend
+        from torchforce.client.cluster import Cluster
+
+        spec = self.spec or self.validate()
+        own = (spec.get("cluster") or {}) if cluster is None and not launch.resume else {}
+        if own.get("type", "gke") == "gke" and own.get("name") and self.project.store.cluster(own["name"]) is None:
+            gke.create(self.project, Cluster(**{k: v for k, v in own.items() if k != "type"}), dry_run=True)
+            print(f"then the run would start on it, as 'tfcli experiment start -e {self.name} -c {own['name']}' does")
+            return
+        where, cluster_name = self._target(cluster, record, launch.resume)
+        if where != "gke" or cluster_name is None:
+            raise ClientError(
+                "--dry-run shows the cloud calls of a run on GKE; this run would be "
+                + ("on this machine" if where == "local" else f"on the Ray cluster '{cluster_name}'"),
+                hint="Give -c with a GKE cluster of the project.",
+            )
+        backend = GkeBackend(self.project, cluster_name, dry_run=True)
+        backend.check(spec)
+        carry = launch.resume and (record.backend, record.cluster) != (where, cluster_name)
+        backend.start(self.folder, self.project.root, Launch(**{**launch.__dict__, "carry": carry}))
+
+    def _create_own_cluster(self, values: dict[str, Any], *, yes: bool) -> None:
+        """The experiment's own GKE cluster, as 2018's client made it: created on start, deleted when it ends."""
+        from torchforce.client import gke
+        from torchforce.client.cluster import Cluster
+
+        spec = Cluster(**{key: value for key, value in values.items() if key != "type"})
+        try:
+            gke.Link.of(self.project.settings)
+        except ClientError as error:  # before anything else, and with the way to run it here instead
+            raise ClientError(
+                f"experiment '{self.name}' runs on the GKE cluster '{spec.name}', but {error.message}",
+                hint=f"{error.hint} Or run it on this machine: add -c local.",
+            ) from None
+        from torchforce.client.backends.gke import check_fits_before_creating
+
+        check_fits_before_creating(self.project, spec, self.spec or self.validate())
+        print(
+            f"Experiment '{self.name}' runs on its own GKE cluster '{spec.name}', created now and deleted when it ends."
+        )
+        gke.create(self.project, spec, yes=yes, owner=self.name)
+        self._created_own_cluster = spec.name
 
     # ------------------------------------------------------------------ status
 
@@ -264,7 +321,20 @@ class Experiment:
             message=message,
             ended_at=None if status == "paused" else time.time(),
         )
-        return store.experiment(self.name) or record
+        after = store.experiment(self.name) or record
+        if after.status in ENDED:
+            self._release(record)
+        return after
+
+    def _release(self, record: ExperimentRecord) -> None:
+        """What the ended run leaves on its cluster goes (a GKE RayJob, the experiment's own GKE cluster). Best
+        effort: a cluster that does not answer keeps it, and 'tfcli cluster list' still shows the cluster."""
+        try:
+            self.backend(record).release(_handle(record), self.folder)
+        except ClientError as error:
+            warnings.warn(
+                f"experiment '{self.name}' ended, but cleaning up after it failed: {error}", ClientWarning, stacklevel=3
+            )
 
     def _may_be_alive(self, record: ExperimentRecord) -> bool:
         handle = _handle(record)
@@ -296,6 +366,17 @@ class Experiment:
         except ClientError:
             return Storage(self.results).read_text("worker.log") or ""
 
+    def stream_logs(self) -> bool:
+        """Print the worker's log as it grows until the run ends, where the backend streams it (GKE); False
+        when it does not (then ``logs`` is read again and again)."""
+        record = self.project.store.experiment(self.name)
+        if record is None:
+            return False
+        try:
+            return self.backend(record).stream_logs(_handle(record), self.folder)
+        except ClientError:
+            return False
+
     def log_tail(self, lines: int = 8) -> str:
         return "\n".join(self.logs().strip().splitlines()[-lines:])
 
@@ -319,7 +400,9 @@ class Experiment:
         fresh: bool = False,
         max_restarts: int = 0,
         trust_pickle: bool = False,
-    ) -> Handle:
+        yes: bool = False,
+        dry_run: bool = False,
+    ) -> Handle | None:
         """Start the experiment (``resume``: continue from its latest checkpoint; ``fresh``: discard the results
         of an earlier run and start over) on ``cluster`` ("local", or a Ray cluster of the project; default: see
         ``_target``). ``max_restarts``: after a crash, resume from the last checkpoint up to this many times.
@@ -330,20 +413,44 @@ class Experiment:
         record = self.record()
         if max_restarts < 0:
             raise ClientError(f"--max-restarts must be 0 or more, got {max_restarts}")
-        where, cluster_name = self._target(cluster, record, resume)
-        backend = get_backend(where, project=self.project, cluster=cluster_name)
         if record.status == "running":
             raise ClientError(
                 f"experiment '{self.name}' is already running"
                 + (f" ({_describe(record)})" if _handle(record) is not None else " (its worker is starting)"),
                 hint=f"Pause it with 'tfcli experiment pause -e {self.name}'.",
             )
+        if dry_run:
+            self._dry_start(
+                cluster, record, Launch(resume=resume, max_restarts=max_restarts, trust_pickle=trust_pickle)
+            )
+            return None
+        self._check_can_start(record, resume=resume, fresh=fresh)
+        self._created_own_cluster = None
+        try:
+            return self._launch(spec, record, cluster, resume, fresh, max_restarts, trust_pickle, yes)
+        except BaseException:
+            self._delete_own_cluster_after_a_failed_start()
+            raise
+
+    def _launch(
+        self,
+        spec: dict[str, Any],
+        record: ExperimentRecord,
+        cluster: str | None,
+        resume: bool,
+        fresh: bool,
+        max_restarts: int,
+        trust_pickle: bool,
+        yes: bool,
+    ) -> Handle:
+        """``start`` once the request is known to be sound: where it runs, the checks there, the launch."""
+        where, cluster_name = self._target(cluster, record, resume, yes=yes)
+        backend = get_backend(where, project=self.project, cluster=cluster_name)
         if spec["run_mode"] not in backend.supported_run_modes:
             raise ClientError(
                 f"run mode '{spec['run_mode']}' is not available yet on the {backend.name} backend",
                 hint="Use run_mode 'single' (with num_environments for vectorized environments) for now.",
             )
-        self._check_can_start(record, resume=resume, fresh=fresh)
         try:
             previous = self.backend(record)
         except ClientError:
@@ -371,15 +478,6 @@ class Experiment:
                 backend.discard(self.folder)
             elif carry:
                 self._bring_home(record)  # the checkpoint comes along to where it resumes
-            spec_cluster = spec.get("cluster") or {}
-            if spec_cluster and spec_cluster.get("type", "gke") == "gke":
-                warnings.warn(
-                    f"experiment '{self.name}' names the GKE cluster '{spec_cluster['name']}', which the "
-                    f"{backend.name} backend ignores (GKE comes next): it runs "
-                    + ("on this machine" if where == "local" else f"on the Ray cluster '{cluster_name}'"),
-                    ClientWarning,
-                    stacklevel=2,
-                )
             launch = Launch(resume=resume, max_restarts=max_restarts, carry=carry, trust_pickle=trust_pickle)
             handle = backend.start(self.folder, self.project.root, launch)
         except BaseException:
@@ -393,6 +491,26 @@ class Experiment:
             raise
         self._record_handle(handle, backend)
         return handle
+
+    def _delete_own_cluster_after_a_failed_start(self) -> None:
+        """A GKE cluster this start created for the experiment goes again when the start fails after all (it
+        would cost money, running nothing)."""
+        name = getattr(self, "_created_own_cluster", None)
+        if not name:
+            return
+        from torchforce.client import gke
+
+        record = self.project.store.cluster(name)
+        try:
+            if record is not None:
+                gke.delete(self.project, record, force=True, echo=lambda text: None)
+        except ClientError as error:
+            warnings.warn(
+                f"the start failed, and deleting the cluster '{name}' made for it failed too: {error}; delete it "
+                f"with 'tfcli cluster delete -c {name}'",
+                ClientWarning,
+                stacklevel=3,
+            )
 
     def _bring_home(self, record: ExperimentRecord) -> None:
         """The results of the last run into ``results/``; from a cluster that is gone, those downloaded before."""
@@ -515,6 +633,8 @@ class Experiment:
             self.name, expect=(record.status,), status="stopped", pid=None, ended_at=time.time()
         ):
             raise ClientError(f"experiment '{self.name}' changed state meanwhile; try again")
+        else:
+            self._release(record)  # a paused run's suspended RayJob, and the experiment's own cluster
         if not no_download and (self.results.is_dir() or self.storage().exists("")):
             self.download()
         return self.record()
@@ -533,6 +653,8 @@ class Experiment:
         record = self.record()
         if record.status == "running":
             raise ClientError(f"experiment '{self.name}' is running", hint="Stop it first.")
+        if record.status == "paused":
+            self._release(record)  # a paused GKE run's suspended RayJob, and the cluster it made for itself
         aside = self.folder.with_name(f".{self.name}.deleting-{os.urandom(4).hex()}")
         if self.folder.is_dir():
             os.rename(self.folder, aside)

@@ -43,13 +43,14 @@ def current_umask() -> int:
     return mask
 
 
-def write_json_atomically(path: Path, data: Any) -> None:
+def write_json_atomically(path: Path, data: Any, *, mode: int | None = None) -> None:
     """Write JSON through a temporary file and a rename, so a reader never sees half a file. The file gets the
-    usual permissions (0644 with the common umask 022), not the private ones of a temporary file."""
+    usual permissions (0644 with the common umask 022), not the private ones of a temporary file, unless ``mode``
+    (0600 for settings that name a key file)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
-        os.fchmod(handle, 0o666 & ~current_umask())
+        os.fchmod(handle, mode if mode is not None else 0o666 & ~current_umask())
         with os.fdopen(handle, "w") as file:
             json.dump(data, file, indent=2)
             file.write("\n")
@@ -213,7 +214,10 @@ class Project:
                 "cloud_provider": "google",
                 "created_at": (existing or {}).get("created_at") or time.strftime("%Y-%m-%dT%H:%M:%S"),
             }
-            write_json_atomically(settings_path, settings)
+            link = (existing or {}).get("gcloud")
+            if isinstance(link, dict) and link.get("project") == settings["remote_id"]:
+                settings["gcloud"] = link  # a link to the same Google Cloud project stays
+            write_json_atomically(settings_path, settings, mode=0o600 if "gcloud" in settings else None)
         project = cls(root)
         project.store  # create the database now  # noqa: B018
         return project, written

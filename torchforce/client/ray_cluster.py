@@ -21,7 +21,6 @@ import os
 import re
 import shutil
 import tempfile
-import time
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -79,8 +78,8 @@ class RayCluster:
                 "cluster.storage",
                 "only a folder that both sides reach (a path, or file://) is supported on Ray clusters so far",
                 got=storage,
-                hint="Object stores such as gs:// come with the GKE backend, whose workers mirror their results "
-                "there; mount a shared folder (NFS, a bucket mount) and give its path meanwhile.",
+                hint="Mount a shared folder (NFS, a bucket mount) and give its path; runs that write to a gs:// "
+                "bucket are the GKE backend's ('tfcli gcloud link').",
             )
         if isinstance(storage, str) and not storage.startswith("file://"):
             storage = str(Path(storage).expanduser().resolve())  # the client and the jobs resolve it alike
@@ -224,30 +223,17 @@ def _get_json(url: str, runtime: dict[str, Any], timeout: float) -> Any:
 def delete(project: Any, record: ClusterRecord, *, force: bool = False) -> list[str]:
     """End what the project started for the cluster (an attached one is only forgotten); returns the experiments
     that were running there. Refuses while experiments run on it, unless ``force`` (they are marked failed)."""
+    from torchforce.client.cluster import forget, running_on
+
+    running = running_on(project, record.name, force=force)
     ran_here = [r for r in project.store.experiments() if r.cluster == record.name]
-    running = [r.name for r in ran_here if r.status == "running"]
-    if running and not force:
-        raise ClientError(
-            f"cluster '{record.name}' runs experiments: {', '.join(running)}",
-            hint="Pause or stop them first, or give --force to end them with the cluster.",
-        )
     _stop_and_bring_home(project, record, ran_here)
     if record.spec.get("address", "local") == "local" and record.runtime.get("pids"):
         from torchforce.execution.ray_cluster import stop_local_cluster
 
         stop_local_cluster(local_handle(record))
         shutil.rmtree(record.runtime.get("temp_dir") or "/nonexistent", ignore_errors=True)
-    for name in running:
-        project.store.update_experiment(
-            name,
-            expect=("running",),
-            status="failed",
-            pid=None,
-            job=None,
-            ended_at=time.time(),
-            message=f"its cluster '{record.name}' was deleted while it ran",
-        )
-    project.store.remove_cluster(record.name)
+    forget(project, record.name, running)
     return running
 
 
@@ -326,10 +312,8 @@ def find(project: Any, name: str) -> ClusterRecord:
         raise ClientError(
             f"no cluster named '{name}' in this project: configs/clusters/ has a {kind} spec of that name, but no "
             "such cluster was created",
-            hint=f"Create it with 'tfcli cluster create -f {name}'."
-            if kind == "ray"
-            else "GKE clusters come with the GKE backend; meanwhile run on a Ray cluster ('tfcli cluster create -f "
-            "ray_local') or on this machine (-c local).",
+            hint=f"Create it with 'tfcli cluster create -f {name}'"
+            + (" (in the linked Google Cloud project; see 'tfcli gcloud link')." if kind == "gke" else "."),
         )
     if record is None:
         known = [r.name for r in project.store.clusters()]

@@ -1,9 +1,9 @@
-"""The seam between experiments and where they run. Every backend (local, Ray; GKE next) implements this small
+"""The seam between experiments and where they run. Every backend (local, Ray, GKE) implements this small
 interface; ``Experiment`` does the bookkeeping (state database, checks) around it.
 
 A workload is known by a handle: the worker's process id on the local backend, a Ray job's submission id on a
-Ray cluster. Its results are written to ``storage(folder)``, which the client reads progress, logs and checkpoint
-pointers from; ``download`` brings them into the experiment's ``results/`` folder.
+Ray cluster, a RayJob's name on GKE. Its results are written to ``storage(folder)``, which the client reads
+progress, logs and checkpoint pointers from; ``download`` brings them into the experiment's ``results/`` folder.
 """
 
 from __future__ import annotations
@@ -75,3 +75,12 @@ class Backend:
 
     def discard(self, folder: Path) -> None:
         """Remove the results of an earlier run (``start --fresh``) wherever the workload writes them."""
+
+    def stream_logs(self, handle: Handle | None, folder: Path) -> bool:
+        """Print the workload's log as it grows, until it ends, where the backend can stream it; False when it
+        cannot (the caller then polls ``logs``)."""
+        return False
+
+    def release(self, handle: Handle | None, folder: Path) -> None:
+        """Free what the run left on its cluster once the experiment has ended for good (finished, stopped or
+        failed): nothing on this machine or a Ray cluster."""

@@ -1,12 +1,12 @@
-"""``tfcli cluster create | delete | list``: the project's Ray clusters (started here or attached), and GKE specs
-(creating GKE clusters comes with the GKE backend)."""
+"""``tfcli cluster create | delete | list``: the project's Ray clusters (started here or attached) and GKE clusters
+(in the linked Google Cloud project)."""
 
 from __future__ import annotations
 
 import argparse
-import shlex
 from typing import Any
 
+from torchforce.client.cluster import running_on
 from torchforce.client.commands import add_command, command, positive_int
 from torchforce.client.commands.output import format_table, print_json
 from torchforce.client.errors import ClientError
@@ -17,27 +17,36 @@ def add_parser(groups: argparse._SubParsersAction) -> None:
     group = add_command(
         groups,
         "cluster",
-        help="the project's clusters: Ray (here or attached); GKE specs",
+        help="the project's clusters: Ray (here or attached) and GKE",
         description='Clusters experiments run on. A Ray cluster is started on this machine ("address": "local": '
-        'a head\nand worker nodes on 127.0.0.1) or attached to ("address": "HOST:8265"); experiments then run '
-        "on it\nwith 'tfcli experiment start -e NAME -c CLUSTER'. GKE cluster specs show their gcloud command\n"
-        "(creating GKE clusters comes with the GKE backend).",
-        examples=["tfcli cluster create -f ray_local", "tfcli cluster list", "tfcli cluster delete -c ray_local"],
+        'a head\nand worker nodes on 127.0.0.1) or attached to ("address": "HOST:8265"). A GKE cluster (a spec '
+        'without\n"type", or "type": "gke") is created in the project\'s linked Google Cloud project '
+        "(see 'tfcli gcloud link')\nwith KubeRay; its cost per hour is shown first. Experiments run on any of "
+        "them with\n'tfcli experiment start -e NAME -c CLUSTER'.",
+        examples=[
+            "tfcli cluster create -f ray_local",
+            "tfcli cluster create -f single_node_gpu_cluster --yes",
+            "tfcli cluster list",
+            "tfcli cluster delete -c ray_local",
+        ],
     )
     clusters = group.add_subparsers(dest="command", metavar="COMMAND", help="one of:")
     create = add_command(
         clusters,
         "create",
-        help="start a Ray cluster here, or attach to one (GKE: --dry-run)",
+        help="create a GKE cluster, start a Ray cluster here, or attach to one",
         description="Create a cluster from a spec file and/or flags (flags override the file). A Ray spec with\n"
         '"address": "local" starts its nodes on this machine (loopback only) and records their processes;\n'
-        "another address attaches to a running cluster (checked to answer). For a GKE spec, --dry-run prints\n"
-        "the gcloud command that would run.",
+        "another address attaches to a running cluster (checked to answer). A GKE spec is created in the\n"
+        "linked Google Cloud project with the Ray operator (KubeRay) and a GPU node pool for GPU specs: its\n"
+        "cost per hour is shown, then confirmed (--yes to skip asking). --dry-run prints every gcloud and\n"
+        "kubectl call instead of running it.",
         examples=[
             "tfcli cluster create -f ray_local",
             "tfcli cluster create -f ray_local -n big --nodes 3 --cpus 2",
             "tfcli cluster create -f ray_remote --address 10.0.0.5:8265 --storage file:///mnt/shared/tf",
             "tfcli cluster create -f small_cluster --dry-run",
+            "tfcli cluster create -f single_node_gpu_cluster --gpu-type nvidia-l4 --spot --yes",
         ],
     )
     create.add_argument("-f", "--file", help="a cluster spec file, or a name in configs/clusters/")
@@ -47,27 +56,35 @@ def add_parser(groups: argparse._SubParsersAction) -> None:
     create.add_argument("--cpus", type=positive_int, help="Ray, local: CPUs of each node")
     create.add_argument("--storage", help="Ray: where results go, a folder or URI both sides reach")
     create.add_argument("-s", "--size", type=positive_int, default=None, help="GKE: number of nodes (default 3)")
-    create.add_argument("-m", "--machine-type", help="GKE: the machine type of every node (default n1-standard-1)")
+    create.add_argument("-m", "--machine-type", help="GKE: the machine type of every node (default e2-standard-4)")
     create.add_argument("-d", "--disk-size", type=positive_int, default=None, help="GKE: GB of disk per node")
+    create.add_argument("--zone", help="GKE: the zone (default: the spec's location, else the link's zone)")
+    create.add_argument("--gpus", type=int, default=None, help="GKE: GPUs per node (0 for none)")
+    create.add_argument("--gpu-type", help="GKE: nvidia-tesla-t4, nvidia-l4, nvidia-tesla-a100 or nvidia-h100-80gb")
+    create.add_argument("--spot", action="store_true", default=None, help="GKE: spot nodes (cheaper, can be taken)")
+    create.add_argument("-y", "--yes", action="store_true", help="GKE: create without asking (the cost is shown)")
     create.add_argument("--dry-run", action="store_true", help="print what would be done instead of doing it")
     delete = add_command(
         clusters,
         "delete",
-        help="end a cluster this project started (or forget an attached one)",
-        description="End exactly the processes the project started for a local Ray cluster (never 'ray stop',\n"
-        "which would end every Ray on the machine); an attached cluster is only forgotten. Refused while\n"
+        help="delete a GKE cluster, end a local Ray cluster (or forget an attached one)",
+        description="Delete a GKE cluster in the cloud (gcloud container clusters delete; results stay in the "
+        "bucket).\nEnd exactly the processes the project started for a local Ray cluster (never 'ray stop', "
+        "which\nwould end every Ray on the machine); an attached cluster is only forgotten. Refused while\n"
         "experiments run on it, unless --force (they are marked failed).",
         examples=["tfcli cluster delete -c ray_local", "tfcli cluster delete --all --force"],
     )
     delete.add_argument("-c", "--cluster", help="the name of the cluster to delete")
     delete.add_argument("-A", "--all", action="store_true", help="delete every cluster of this project")
     delete.add_argument("--force", action="store_true", help="also while experiments run on it")
+    delete.add_argument("--dry-run", action="store_true", help="GKE: print the gcloud call instead of running it")
     listing = add_command(
         clusters,
         "list",
         help="the project's clusters, live, and the cluster specs",
-        description="A table of the project's clusters as Ray reports them now (nodes alive, CPUs and GPUs total\n"
-        "and free, experiments on it), then the cluster specs in configs/clusters/.",
+        description="A table of the project's Ray clusters as Ray reports them now (nodes alive, CPUs and GPUs\n"
+        "total and free, experiments on it); the linked Google Cloud project's GKE clusters as gcloud lists\n"
+        "them (status, nodes, GPUs, cost per hour, experiments on it); then the specs in configs/clusters/.",
         examples=["tfcli cluster list", "tfcli cluster list --json"],
     )
     listing.add_argument("--json", action="store_true", help="machine-readable output")
@@ -82,10 +99,22 @@ def _spec_values(project: Project, args: argparse.Namespace) -> dict[str, Any]:
 
             values = dict(expect_dict(values, "cluster"))
     ray = {"name": args.name, "address": args.address, "nodes": args.nodes, "cpus": args.cpus, "storage": args.storage}
-    gke = {"name": args.name, "num_nodes": args.size, "machine_type": args.machine_type, "disk_size": args.disk_size}
+    gke = {
+        "name": args.name,
+        "num_nodes": args.size,
+        "machine_type": args.machine_type,
+        "disk_size": args.disk_size,
+        "location": args.zone,
+        "gpus_per_node": args.gpus,
+        "gpu_type": args.gpu_type,
+        "spot": args.spot,
+    }
     kind = values.get("type", "ray" if any(v is not None for v in (args.address, args.nodes, args.cpus)) else "gke")
     overrides = ray if kind == "ray" else gke
-    flags = {"ray": ("--address", "--nodes", "--cpus", "--storage"), "gke": ("-s", "-m", "-d")}
+    flags = {
+        "ray": ("--address", "--nodes", "--cpus", "--storage"),
+        "gke": ("-s", "-m", "-d", "--zone", "--gpus", "--gpu-type", "--spot"),
+    }
     other = gke if kind == "ray" else ray
     given = [key for key, value in other.items() if key != "name" and value is not None]
     if given:
@@ -105,10 +134,18 @@ def cluster_create(args: argparse.Namespace) -> None:
     if cluster.type == "local":
         raise ClientError("the local cluster is this machine: there is nothing to create", hint="Run experiments.")
     if cluster.type == "gke":
-        if args.dry_run:
-            print(shlex.join(cluster.create_command()))
+        from torchforce.client import gke
+
+        record = gke.create(project, cluster, yes=args.yes, dry_run=args.dry_run)
+        if record is None:
+            print("Dry run: nothing was changed.")
             return
-        cluster.create()
+        print(
+            f"Created GKE cluster '{record.name}' in {record.runtime['zone']} "
+            f"(kubectl context {record.runtime['context']})"
+        )
+        print(f"Run an experiment on it: tfcli experiment start -e NAME -c {record.name}")
+        print(f"It costs money until deleted: tfcli cluster delete -c {record.name}")
         return
     if args.dry_run:
         where = (
@@ -142,15 +179,18 @@ def cluster_delete(args: argparse.Namespace) -> None:
     records = project.store.clusters() if args.all else [ray_cluster.find(project, args.cluster)]
     if args.all and not args.force:  # refuse before deleting any, so --all does all or nothing
         for record in records:
-            running = [
-                r.name for r in project.store.experiments() if r.cluster == record.name and r.status == "running"
-            ]
-            if running:
-                raise ClientError(
-                    f"cluster '{record.name}' runs experiments: {', '.join(running)}",
-                    hint="Pause or stop them first, or give --force to end them with the cluster.",
-                )
+            running_on(project, record.name, force=False)
     for record in records:
+        if record.spec.get("type") == "gke":
+            from torchforce.client import gke
+
+            ended = gke.delete(project, record, force=args.force, dry_run=args.dry_run)
+            done = "Would delete" if args.dry_run else "Deleted"
+            print(f"{done} the GKE cluster '{record.name}'" + (f"; marked failed: {', '.join(ended)}" if ended else ""))
+            continue
+        if args.dry_run:
+            print(f"Would end the Ray cluster '{record.name}'")
+            continue
         ended = ray_cluster.delete(project, record, force=args.force)
         what = "Ended" if record.spec.get("address", "local") == "local" else "Forgot the attached"
         print(f"{what} cluster '{record.name}'" + (f"; marked failed: {', '.join(ended)}" if ended else ""))
@@ -166,6 +206,8 @@ def cluster_list(args: argparse.Namespace) -> None:
     project = Project.find()
     live = []
     for record in project.store.clusters():
+        if record.spec.get("type") == "gke":
+            continue  # gcloud lists them, below
         state = ray_cluster.status(record)
         experiments = [
             r.name for r in project.store.experiments() if r.cluster == record.name and r.status == "running"
@@ -189,8 +231,9 @@ def cluster_list(args: argparse.Namespace) -> None:
             specs.append({"file": name, "type": "?", "name": None, "summary": f"unreadable: {error}"})
             continue
         specs.append({"file": name, "type": cluster.type, "name": cluster.name, "summary": _summary(cluster)})
+    gke_rows = _gke_clusters(project)
     if args.json:
-        print_json({"clusters": live, "specs": specs})
+        print_json({"clusters": live, "gke": gke_rows, "specs": specs})
         return
 
     def amount(free: float | None, total: float | None) -> str | None:
@@ -211,11 +254,29 @@ def cluster_list(args: argparse.Namespace) -> None:
             for c in live
         ]
         print(format_table(["Cluster", "Type", "Address", "State", "Nodes", "CPUs free", "GPUs free", "Running"], rows))
-    else:
+    elif gke_rows is None or not gke_rows:
         print(
-            "This project has no clusters; experiments run on this machine. Start one: tfcli cluster create -f "
+            "This project has no Ray clusters; experiments run on this machine. Start one: tfcli cluster create -f "
             "ray_local"
         )
+    if gke_rows:
+        print()
+        rows = [
+            [
+                c["name"] + ("" if c["known"] else " (not this project's)"),
+                c["zone"],
+                c["status"],
+                c["nodes"],
+                c["machines"],
+                c["gpus"] or None,
+                None if c["per_hour"] is None else f"${c['per_hour']:.2f}",
+                ", ".join(c["experiments"]) or (f"(for {c['owner']})" if c["owner"] else None),
+            ]
+            for c in gke_rows
+        ]
+        print(format_table(["GKE cluster", "Zone", "Status", "Nodes", "Machines", "GPUs", "Per hour", "Running"], rows))
+    elif gke_rows is not None:
+        print("The linked Google Cloud project has no GKE clusters. Create one: tfcli cluster create -f small_cluster")
     print()
     print(
         format_table(
@@ -233,3 +294,15 @@ def _summary(cluster: Any) -> str:
         return "this machine"
     gpus = f", {cluster.gpus_per_node} x {cluster.gpu_type}" if cluster.gpus_per_node else ""
     return f"GKE: {cluster.num_nodes} x {cluster.machine_type}{gpus} in {cluster.location or '(default zone)'}"
+
+
+def _gke_clusters(project: Project) -> list[dict[str, Any]] | None:
+    """The linked project's GKE clusters, or None when the project is not linked."""
+    from torchforce.client import gke
+    from torchforce.client.gcloud import Link
+
+    try:
+        Link.of(project.settings)
+    except ClientError:
+        return None
+    return gke.live(project)

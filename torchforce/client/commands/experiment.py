@@ -87,7 +87,9 @@ def _add_running(experiments: argparse._SubParsersAction) -> None:
         "start",
         help="start (or resume) an experiment",
         description="Start the experiment's worker in the background: on this machine, or with -c CLUSTER as a "
-        "Ray job\non a cluster made with 'tfcli cluster create' (the spec's Ray cluster is used when it names one)."
+        "Ray job\non a Ray cluster or a RayJob on a GKE cluster made with 'tfcli cluster create'. Without -c, the "
+        "spec's\ncluster is used when it names one: a GKE cluster it names that does not exist yet is created for "
+        "it\n(its cost shown, confirmed or --yes) and deleted when the experiment ends, as tensorforce-client did."
         "\n--resume continues a paused, stopped or crashed run from its latest checkpoint (where it ran last,\n"
         "unless -c says otherwise); --fresh discards earlier results and starts over. --max-restarts N resumes\n"
         "from the last checkpoint by itself after a crash or a killed worker process, up to N times.",
@@ -95,12 +97,19 @@ def _add_running(experiments: argparse._SubParsersAction) -> None:
             "tfcli experiment start -e cp --follow",
             "tfcli experiment start -e cp --resume",
             "tfcli experiment start -e a3c -c ray_local --max-restarts 3",
+            "tfcli experiment start -e a3c -c gke-small --max-restarts 3",
         ],
     )
     _experiment_argument(start)
     start.add_argument("-R", "--resume", action="store_true", help="continue from the latest checkpoint")
     start.add_argument("--fresh", action="store_true", help="discard earlier results and start over")
-    start.add_argument("-c", "--cluster", help="a Ray cluster of the project, or 'local' (this machine)")
+    start.add_argument("-c", "--cluster", help="a Ray or GKE cluster of the project, or 'local' (this machine)")
+    start.add_argument(
+        "-y", "--yes", action="store_true", help="create the spec's GKE cluster without asking (its cost is shown)"
+    )
+    start.add_argument(
+        "--dry-run", action="store_true", help="GKE: print the gcloud/kubectl calls and the RayJob, change nothing"
+    )
     start.add_argument(
         "--max-restarts", type=int, default=0, metavar="N", help="resume by itself after a crash, up to N times"
     )
@@ -115,7 +124,8 @@ def _add_running(experiments: argparse._SubParsersAction) -> None:
         experiments,
         "pause",
         help="checkpoint a running experiment and stop its worker",
-        description="Ask the worker to checkpoint and end; 'start --resume' continues exactly where it paused.",
+        description="Ask the worker to checkpoint and end; 'start --resume' continues exactly where it paused.\n"
+        "On GKE the RayJob is then suspended (its pods go; the cluster's nodes stay until it is deleted).",
         examples=["tfcli experiment pause -e cp"],
     )
     _experiment_argument(pause)
@@ -146,7 +156,8 @@ def _add_inspecting(experiments: argparse._SubParsersAction) -> None:
         experiments,
         "logs",
         help="print an experiment's worker log",
-        description="Print the worker's log (progress lines, checkpoints, errors); on a Ray cluster, the job's log.",
+        description="Print the worker's log (progress lines, checkpoints, errors); on a Ray cluster, the job's log; "
+        "on GKE,\nthe RayJob's (kubectl logs, streamed with --follow).",
         examples=["tfcli experiment logs -e cp", "tfcli experiment logs -e cp --follow"],
     )
     _experiment_argument(logs)
@@ -279,9 +290,15 @@ def experiment_start(args: argparse.Namespace) -> int | None:
         fresh=args.fresh,
         max_restarts=args.max_restarts,
         trust_pickle=args.trust_pickle,
+        yes=args.yes,
+        dry_run=args.dry_run,
     )
+    if handle is None:
+        print("Dry run: nothing was changed.")
+        return None
     record = experiment.record()
-    where = f"worker PID {handle}" if isinstance(handle, int) else f"Ray job {handle} on '{record.cluster}'"
+    kind = "RayJob" if record.backend == "gke" else "Ray job"
+    where = f"worker PID {handle}" if isinstance(handle, int) else f"{kind} {handle} on '{record.cluster}'"
     results = experiment.storage()
     location = relative(experiment.results) if results.local == experiment.results else results.location
     print(f"{'Resumed' if args.resume else 'Started'} '{experiment.name}' ({where}); results in {location}")
@@ -398,7 +415,10 @@ def worker_table(workers: list[dict]) -> str:
 @command("experiment", "logs")
 def experiment_logs(args: argparse.Namespace) -> None:
     experiment = Experiment.load(Project.find(), args.experiment)
-    if experiment.record().backend != "local":
+    record = experiment.record()
+    if record.backend != "local":
+        if args.follow and record.status == "running" and experiment.stream_logs():
+            return
         _follow_text(experiment, args.follow)
         return
     path = experiment.results / "worker.log"

@@ -5,6 +5,9 @@ from __future__ import annotations
 import argparse
 
 from torchforce.client.commands import add_command, command
+from torchforce.client.commands.gcloud import add_link_arguments, make_link, report
+from torchforce.client.errors import ClientError
+from torchforce.client.gcloud import Cloud, activate, record_link
 from torchforce.client.project import CONFIG_SUFFIXES, Project, current_folder
 from torchforce.configs import KINDS, folder
 
@@ -18,10 +21,17 @@ def add_parser(groups: argparse._SubParsersAction) -> None:
         "configs/ filled with\nthe default agent, network, environment, experiment and cluster configs, and "
         "experiments/.\nRe-running it is safe: existing config files and settings are kept unless --force "
         "(files of your own\nare kept even then). It refuses a folder inside another project unless --force.",
-        examples=["tfcli init", "tfcli init -n cartpole-study", "tfcli init --force   # restore the default configs"],
+        examples=[
+            "tfcli init",
+            "tfcli init -n cartpole-study",
+            "tfcli init --force   # restore the default configs",
+            "tfcli init -r my-rl-project --key-file ~/tfcli-key.json   # and link a Google Cloud project",
+        ],
     )
     init.add_argument("-n", "--name", help="the project's name (default: the folder's name)")
-    init.add_argument("-r", "--remote-project-id", help="the Google Cloud project id (for the GKE backend, to come)")
+    init.add_argument("-r", "--remote-project-id", help="the Google Cloud project id; with --key-file, link it")
+    add_link_arguments(init, project_flag=False)
+    init.add_argument("--dry-run", action="store_true", help="with a link: print the gcloud calls, change nothing")
     init.add_argument(
         "-f", "--force", action="store_true", help="overwrite the default configs and the project settings"
     )
@@ -29,12 +39,25 @@ def add_parser(groups: argparse._SubParsersAction) -> None:
 
 @command("init")
 def init(args: argparse.Namespace) -> None:
+    link = None
+    if args.key_file or args.zone or args.service_account or args.bucket or args.image or args.dry_run:
+        if not args.remote_project_id:
+            raise ClientError("the link flags need the Google Cloud project", hint="Give -r PROJECT_ID as well.")
+        link = make_link(args)  # checked, and the key accepted by gcloud, before anything is written here
+        activate(link, Cloud(dry_run=args.dry_run, key_file=link.key_file))
+        if args.dry_run:
+            report(link, True)
+            return
     project, written = Project.init(
         current_folder(), name=args.name, remote_project_id=args.remote_project_id, force=args.force
     )
     kept = _shipped_count() - len(written)
     print(f"Project '{project.name}' in {project.root}")
     print(f"  {len(written)} default config files written" + (f" ({kept} existing ones kept)" if kept else ""))
+    if link is not None:
+        record_link(project, link)
+        report(link, False)
+        return
     print("Next: tfcli experiment new -n NAME -A ppo_cartpole -E cartpole -t 50000 --start")
 
 

@@ -185,9 +185,10 @@ def show_lines(experiment: Experiment, row: dict[str, Any], recent: list[float])
     spec = experiment.checked_spec
     record = experiment.project.store.experiment(experiment.name)
     backend = record.backend if record is not None else "local"
-    place = "this machine" if backend == "local" else f"the Ray cluster '{row['cluster']}'"
+    kind = {"ray": "Ray", "gke": "GKE"}.get(backend, "")
+    place = "this machine" if backend == "local" else f"the {kind} cluster '{row['cluster']}'"
     runs_on = row["cluster"] + (
-        f" (the cluster '{row['spec_cluster']}' of its spec is ignored: it runs on {place})"
+        f" (its spec names the cluster '{row['spec_cluster']}'; this run is on {place})"
         if row["spec_cluster"] and row["spec_cluster"] != row["cluster"]
         else ""
     )

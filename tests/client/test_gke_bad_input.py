@@ -1,0 +1,196 @@
+"""Bad input on the GKE path gets one clear message, exit code 2, and changes nothing: no gcloud, an unlinked
+project, names Kubernetes refuses, unknown or unoffered GPUs, a cluster that does not exist, a failing gcloud. And
+``--dry-run`` prints the calls and changes nothing, anywhere."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.client.conftest import tfcli
+from tests.client.gke_common import CLUSTER, PROJECT, key_file
+from torchforce.client import Project, gke
+from torchforce.client.cluster import Cluster
+from torchforce.client.errors import ClientError
+
+
+def state_of(project: Project) -> str:
+    """A digest of everything the project keeps: settings, database rows, files."""
+    digest = hashlib.sha256()
+    digest.update((project.root / ".tfcli" / "project.json").read_bytes())
+    digest.update(repr([(r.name, r.status, r.spec) for r in project.store.clusters()]).encode())
+    digest.update(repr([(r.name, r.status, r.job) for r in project.store.experiments()]).encode())
+    for path in sorted((project.root / "experiments").rglob("*")):
+        digest.update(str(path).encode())
+    return digest.hexdigest()
+
+
+def refused(result, *phrases: str) -> None:
+    assert result.returncode == 2, (result.stdout, result.stderr)
+    assert "Traceback" not in result.stderr
+    for phrase in phrases:
+        assert phrase in result.stderr, result.stderr
+
+
+def test_no_gcloud_on_path(project, tmp_path, monkeypatch):
+    key = key_file(tmp_path)
+    empty = tmp_path / "empty-bin"
+    empty.mkdir()
+    monkeypatch.setenv("PATH", str(empty))
+    before = state_of(project)
+    result = tfcli(project.root, "gcloud", "link", "-r", PROJECT, "--key-file", str(key))
+    refused(result, "'gcloud' is not installed (not found on PATH)", "Install the Google Cloud CLI")
+    assert state_of(project) == before
+
+
+def test_an_unlinked_project_says_how_to_link(project, cloud):
+    before = state_of(project)
+    for command in (["cluster", "create", "-n", "c1", "--yes"], ["gcloud", "show"], ["image", "build"]):
+        result = tfcli(project.root, *command)
+        refused(result, "this project is not linked to a Google Cloud project", "tfcli gcloud link -r")
+    assert state_of(project) == before and cloud.calls() == []
+
+
+def test_a_key_that_is_no_service_account_key(project, cloud, tmp_path):
+    bad = tmp_path / "key.json"
+    bad.write_text(json.dumps({"type": "authorized_user", "refresh_token": "tok-123"}))
+    before = state_of(project)
+    result = tfcli(project.root, "gcloud", "link", "-r", PROJECT, "--key-file", str(bad))
+    refused(result, "gcloud.key_file", "not a service account key")
+    assert "tok-123" not in result.stderr and state_of(project) == before and cloud.calls() == []
+    other = key_file(tmp_path)
+    result = tfcli(
+        project.root,
+        "gcloud",
+        "link",
+        "-r",
+        PROJECT,
+        "--key-file",
+        str(other),
+        "--service-account",
+        "x@y.iam.gserviceaccount.com",
+    )
+    refused(result, "belongs to another service account")
+    result = tfcli(project.root, "gcloud", "link", "-r", "Bad_Project", "--key-file", str(other))
+    refused(result, "gcloud.project", '"Bad_Project"')
+    assert state_of(project) == before and cloud.calls() == []
+
+
+def test_names_kubernetes_refuses(linked, cloud):
+    before = state_of(linked)
+    result = tfcli(linked.root, "cluster", "create", "-n", "Bad.Name", "--yes")
+    refused(result, "cluster.name")
+    long_name = "a" * 40  # a valid experiment name, one too long for a RayJob
+    assert (
+        tfcli(linked.root, "experiment", "new", "-n", long_name, "-A", "ppo_cartpole", "-E", "cartpole").returncode == 0
+    )
+    assert (
+        tfcli(linked.root, "cluster", "create", "-n", CLUSTER, "-m", "n1-standard-4", "-s", "1", "--yes").returncode
+        == 0
+    )
+    calls = len(cloud.calls())
+    before = state_of(linked)
+    result = tfcli(linked.root, "experiment", "start", "-e", long_name, "-c", CLUSTER)
+    refused(result, "experiment.name")
+    assert state_of(linked) == before and cloud.calls()[calls:] == []
+
+
+def test_gpus_unknown_or_not_in_the_zone(linked, cloud):
+    before = state_of(linked)
+    result = tfcli(
+        linked.root, "cluster", "create", "-n", "g1", "--gpus", "1", "--gpu-type", "nvidia-tesla-v99", "--yes"
+    )
+    refused(result, "cluster.gpu_type", "nvidia-tesla-v99")
+    assert cloud.calls()[1:] == [] or all(call[:3] != ["gcloud", "container", "clusters"] for call in cloud.calls())
+    result = tfcli(
+        linked.root, "cluster", "create", "-n", "g1", "--gpus", "1", "--gpu-type", "nvidia-tesla-k80", "--yes"
+    )
+    refused(result, "retired")
+    result = tfcli(
+        linked.root,
+        "cluster",
+        "create",
+        "-n",
+        "g1",
+        "--zone",
+        "europe-west1-b",
+        "--gpus",
+        "1",
+        "--gpu-type",
+        "nvidia-l4",
+        "--yes",
+    )
+    refused(result, "the zone europe-west1-b does not offer nvidia-l4 GPUs", "It offers: nvidia-tesla-t4")
+    assert not any(call[:4] == ["gcloud", "container", "clusters", "create"] for call in cloud.calls())
+    assert state_of(linked) == before
+
+
+def test_a_cluster_that_does_not_exist(linked, cloud):
+    before = state_of(linked)
+    refused(tfcli(linked.root, "cluster", "delete", "-c", "nope"), "no cluster named 'nope'")
+    assert tfcli(linked.root, "experiment", "new", "-n", "e1", "-A", "ppo_cartpole", "-E", "cartpole").returncode == 0
+    before = state_of(linked)
+    refused(tfcli(linked.root, "experiment", "start", "-e", "e1", "-c", "nope"), "no cluster named 'nope'")
+    assert state_of(linked) == before
+
+
+def test_a_failing_gcloud_shows_its_error_and_records_nothing(linked, cloud):
+    message = (
+        "ERROR: (gcloud.container.clusters.create) ResponseError: code=403, "
+        "message=Required 'container.clusters.create' permission"
+    )
+    cloud.fail(["gcloud", "container", "clusters", "create"], message)
+    before = state_of(linked)
+    result = tfcli(linked.root, "cluster", "create", "-n", CLUSTER, "--yes")
+    refused(result, "'gcloud container clusters create ...' failed (exit code 1)", "code=403")
+    assert state_of(linked) == before and linked.store.clusters() == []
+
+
+def test_a_setup_step_failing_after_the_cluster_exists_keeps_it_known_to_delete(linked, cloud):
+    cloud.fail(
+        ["gcloud", "container", "clusters", "get-credentials"],
+        "ERROR: (gcloud.container.clusters.get-credentials) boom",
+    )
+    result = tfcli(linked.root, "cluster", "create", "-n", CLUSTER, "--yes")
+    refused(result, f"cluster '{CLUSTER}' was created but not set up", f"tfcli cluster delete -c {CLUSTER}")
+    assert linked.store.cluster(CLUSTER).status == "incomplete"
+    assert tfcli(linked.root, "cluster", "delete", "-c", CLUSTER).returncode == 0
+    assert linked.store.clusters() == [] and cloud.state().get("clusters", {}) in ({}, [])
+
+
+def test_creating_asks_first_and_a_no_creates_nothing(linked, cloud, monkeypatch):
+    monkeypatch.chdir(linked.root)
+    monkeypatch.setattr(sys.stdin, "isatty", lambda: True)
+    spec = Cluster(name=CLUSTER, machine_type="n1-standard-4", num_nodes=1)
+    questions = []
+    with pytest.raises(ClientError, match="cancelled: nothing was created"):
+        gke.create(linked, spec, ask=lambda question: questions.append(question) or "n", echo=lambda text: None)
+    assert "an hour until it is deleted?" in questions[0] and linked.store.clusters() == []
+    assert not any(call[:4] == ["gcloud", "container", "clusters", "create"] for call in cloud.calls())
+    result = tfcli(linked.root, "cluster", "create", "-n", CLUSTER)  # no terminal, no --yes
+    refused(result, "Not confirmed", "--yes")
+    assert linked.store.clusters() == []
+
+
+def test_dry_runs_print_the_calls_and_change_nothing(linked, cloud, tmp_path):
+    calls = len(cloud.calls())
+    before = state_of(linked)
+    for command in (
+        ["cluster", "create", "-n", CLUSTER, "--gpus", "1", "--gpu-type", "nvidia-l4", "--dry-run"],
+        ["image", "build", "--source", str(Path(__file__).resolve().parents[2]), "--dry-run"],
+        ["gcloud", "link", "-r", PROJECT, "--key-file", str(key_file(tmp_path)), "--dry-run"],
+    ):
+        result = tfcli(linked.root, *command)
+        assert result.returncode == 0, result.stderr
+        assert "would run: gcloud" in result.stdout and "Dry run: nothing was changed." in result.stdout
+    assert cloud.calls()[calls:] == [] and state_of(linked) == before
+    created = tfcli(linked.root, "cluster", "create", "-n", CLUSTER, "-s", "1", "--yes")
+    assert created.returncode == 0, created.stderr
+    calls, before = len(cloud.calls()), state_of(linked)
+    deleted = tfcli(linked.root, "cluster", "delete", "-c", CLUSTER, "--dry-run")
+    assert deleted.returncode == 0 and f"would run: gcloud container clusters delete {CLUSTER}" in deleted.stdout
+    assert cloud.calls()[calls:] == [] and state_of(linked) == before

@@ -1,0 +1,178 @@
+"""GKE runs beyond the journey, against the fake cloud: a lost pod resumes from the checkpoint (backoffLimit), the
+experiment's own cluster is created on start and deleted when it ends, a run whose pods fit no node is refused,
+``start --dry-run`` shows the calls and the RayJob, ``logs --follow`` streams, and a RayJob that KubeRay refuses
+ends the experiment as failed with KubeRay's reason."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+
+import pytest
+import yaml
+
+from tests.client.conftest import tfcli, wait_for
+from tests.client.gke_common import CLUSTER, CONTEXT, PPO, PROJECT
+from tests.fakecloud import FakeCloud
+from torchforce import __version__
+from torchforce.client import Experiment, Project
+
+pytestmark = pytest.mark.slow
+IMAGE = f"us-central1-docker.pkg.dev/{PROJECT}/tfcli/torchforce:{__version__}"
+
+
+@pytest.fixture
+def ready(linked: Project, cloud: FakeCloud) -> Project:
+    """A linked project with the workers' image built and a 2-node n1-standard-4 cluster."""
+    cloud.add_image(IMAGE)
+    created = tfcli(linked.root, "cluster", "create", "-n", CLUSTER, "-m", "n1-standard-4", "-s", "2", "--yes")
+    assert created.returncode == 0, created.stderr
+    return linked
+
+
+def new(project: Project, name: str, *flags: str) -> Experiment:
+    created = tfcli(project.root, "experiment", "new", "-n", name, *PPO, *flags)
+    assert created.returncode == 0, created.stderr
+    return Experiment.load(project, name)
+
+
+def test_a_lost_pod_is_run_again_and_resumes_from_the_checkpoint(ready, cloud):
+    experiment = new(ready, "lossy", "-t", "6000")
+    started = tfcli(ready.root, "experiment", "start", "-e", "lossy", "-c", CLUSTER, "--max-restarts", "1")
+    assert started.returncode == 0, started.stderr
+    job = experiment.record().job
+    manifest = yaml.safe_load((ready.root / "experiments" / "lossy" / "gke" / f"{job}.yaml").read_text())
+    assert manifest["spec"]["backoffLimit"] == 1
+    wait_for(lambda: experiment.checkpoint_timesteps() > 0, 120, 0.5, "a checkpoint")
+    at_loss = experiment.checkpoint_timesteps()
+    os.kill(experiment.progress()["pid"], signal.SIGKILL)  # the pod is lost with its worker
+    record = wait_for(lambda: (r := experiment.record()).status != "running" and r, 240, 1.0, "the run to end")
+    assert record.status == "finished", record.message
+    assert cloud.state()  # the fake kept its books
+    log = experiment.logs() + (experiment.storage().read_text("worker.log") or "")
+    assert f"resuming from the checkpoint at timestep {at_loss}" in log or "resumed from checkpoint" in log
+    assert experiment.progress()["timesteps"] >= 6000
+
+
+def test_the_experiments_own_cluster_is_created_on_start_and_deleted_when_it_ends(linked, cloud):
+    cloud.add_image(IMAGE)
+    spec = linked.root / "configs" / "clusters" / "own.json"
+    spec.write_text(json.dumps({"name": "own-cluster", "num_nodes": 1, "machine_type": "e2-standard-4"}))
+    experiment = new(linked, "owner", "-t", "300", "-C", "own")
+    refused = tfcli(linked.root, "experiment", "start", "-e", "owner")  # no terminal to confirm at
+    assert refused.returncode == 2 and "Not confirmed" in refused.stderr and "--yes" in refused.stderr
+    assert linked.store.clusters() == [] and experiment.record().status == "new"
+    started = tfcli(linked.root, "experiment", "start", "-e", "owner", "--yes")
+    assert started.returncode == 0, started.stderr
+    assert "runs on its own GKE cluster 'own-cluster', created now and deleted when it ends" in started.stdout
+    assert "e2-standard-4" in started.stdout and "$" in started.stdout
+    record = linked.store.cluster("own-cluster")
+    assert record.runtime["owner"] == "owner" and experiment.record().cluster == "own-cluster"
+    done = wait_for(lambda: (r := experiment.record()).status != "running" and r, 240, 1.0, "the run to end")
+    assert done.status == "finished", done.message
+    assert linked.store.cluster("own-cluster") is None
+    deletes = [call for call in cloud.calls() if call[:4] == ["gcloud", "container", "clusters", "delete"]]
+    assert deletes == [
+        ["gcloud", "container", "clusters", "delete", "own-cluster", f"--project={PROJECT}", "--zone=us-central1-a"]
+        + ["--quiet"]
+    ]
+
+
+def test_a_run_whose_pods_fit_no_node_is_refused(linked, cloud):
+    cloud.add_image(IMAGE)
+    created = tfcli(linked.root, "cluster", "create", "-n", "tiny", "-m", "n1-standard-1", "-s", "1", "--yes")
+    assert created.returncode == 0, created.stderr
+    experiment = new(linked, "big", "-R", "multi-threaded", "-w", "2", "-t", "300")
+    calls = len(cloud.calls())
+    result = tfcli(linked.root, "experiment", "start", "-e", "big", "-c", "tiny")
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert "a pod of this run needs 2.25 CPUs and 4.25 GiB" in result.stderr and "n1-standard-1 node" in result.stderr
+    assert experiment.record().status == "new"
+    assert not any(
+        call[:2] == ["kubectl", "--context=gke_my-rl-project_us-central1-a_tiny"] for call in cloud.calls()[calls:]
+    )
+
+
+def test_start_dry_run_shows_the_calls_and_the_rayjob_and_changes_nothing(ready, cloud):
+    experiment = new(ready, "preview", "-t", "300")
+    calls = len(cloud.calls())
+    shown = tfcli(ready.root, "experiment", "start", "-e", "preview", "-c", CLUSTER, "--dry-run")
+    assert shown.returncode == 0, shown.stderr
+    assert cloud.calls()[calls:] == []
+    assert experiment.record().status == "new" and not (ready.root / "experiments" / "preview" / "gke").exists()
+    assert (
+        f"would run: kubectl --context={CONTEXT} apply -f {ready.root}/experiments/preview/gke/tf-preview-"
+        in shown.stdout
+    )
+    assert "kind: RayJob" in shown.stdout and "Dry run: nothing was changed." in shown.stdout
+    assert "would run: gcloud storage cp" in shown.stdout
+
+
+def test_logs_follow_streams_the_rayjob_log_until_it_ends(ready, cloud):
+    experiment = new(ready, "chatty", "-t", "1500")
+    assert tfcli(ready.root, "experiment", "start", "-e", "chatty", "-c", CLUSTER).returncode == 0
+    followed = tfcli(ready.root, "experiment", "logs", "-e", "chatty", "--follow", timeout=240)
+    assert followed.returncode == 0, followed.stderr
+    assert "experiment chatty finished" in followed.stdout
+    job = experiment.record().job
+    assert ["kubectl", f"--context={CONTEXT}", "logs", f"job/{job}", "--follow"] in cloud.calls()
+
+
+def test_a_rayjob_kuberay_refuses_fails_the_experiment_with_its_reason(ready, cloud):
+    experiment = new(ready, "refused", "-t", "300000")
+    started = tfcli(ready.root, "experiment", "start", "-e", "refused", "-c", CLUSTER)
+    assert started.returncode == 0, started.stderr
+    # the same RayJob changed behind tfcli's back into one KubeRay's validation refuses (suspend needs
+    # shutdownAfterJobFinishes), as an edit with kubectl would
+    (file,) = (ready.root / "experiments" / "refused" / "gke").glob("*.yaml")
+    document = yaml.safe_load(file.read_text())
+    document["spec"].update(shutdownAfterJobFinishes=False, suspend=True)
+    edited = file.with_name("edited.yaml")
+    edited.write_text(yaml.safe_dump(document))
+    subprocess.run(["kubectl", f"--context={CONTEXT}", "apply", "-f", str(edited)], check=True, capture_output=True)
+    record = wait_for(lambda: (r := experiment.record()).status != "running" and r, 60, 0.5, "the refusal")
+    assert record.status == "failed" and "ended ValidationFailed" in record.message
+
+
+def test_an_own_cluster_too_small_for_the_run_is_never_created(linked, cloud):
+    cloud.add_image(IMAGE)
+    spec = linked.root / "configs" / "clusters" / "small.json"
+    spec.write_text(json.dumps({"name": "small-one", "num_nodes": 3, "machine_type": "n1-standard-1"}))
+    experiment = new(linked, "squeezed", "-t", "300", "-C", "small")
+    result = tfcli(linked.root, "experiment", "start", "-e", "squeezed", "--yes")
+    assert result.returncode == 2 and "it would never be scheduled" in result.stderr
+    assert not any(call[:4] == ["gcloud", "container", "clusters", "create"] for call in cloud.calls())
+    assert linked.store.clusters() == [] and experiment.record().status == "new"
+
+
+def test_stopping_a_run_on_its_own_cluster_downloads_its_results_and_deletes_the_cluster(linked, cloud):
+    cloud.add_image(IMAGE)
+    spec = linked.root / "configs" / "clusters" / "mine.json"
+    spec.write_text(json.dumps({"name": "mine", "num_nodes": 1, "machine_type": "e2-standard-4"}))
+    experiment = new(linked, "keeper", "-t", "400000", "-C", "mine")
+    assert tfcli(linked.root, "experiment", "start", "-e", "keeper", "--yes").returncode == 0
+    wait_for(lambda: experiment.progress().get("timesteps", 0) >= 1000, 120, 0.5, "progress")
+    stopped = tfcli(linked.root, "experiment", "stop", "-e", "keeper", timeout=180)
+    assert stopped.returncode == 0, stopped.stderr
+    assert experiment.record().status == "stopped" and linked.store.cluster("mine") is None
+    results = linked.root / "experiments" / "keeper" / "results"
+    assert json.loads((results / "checkpoints" / "latest.json").read_text())["timesteps"] >= 1000
+    assert (results / "episodes.jsonl").stat().st_size > 0
+    again = tfcli(linked.root, "experiment", "download", "-e", "keeper")  # the bucket outlives the cluster
+    assert again.returncode == 0, again.stderr
+
+
+def test_deleting_a_paused_run_removes_its_suspended_rayjob(ready, cloud):
+    experiment = new(ready, "shelved", "-t", "400000")
+    assert tfcli(ready.root, "experiment", "start", "-e", "shelved", "-c", CLUSTER).returncode == 0
+    job = experiment.record().job
+    wait_for(lambda: experiment.progress().get("timesteps", 0) >= 500, 120, 0.5, "progress")
+    assert tfcli(ready.root, "experiment", "pause", "-e", "shelved", timeout=180).returncode == 0
+    assert experiment.record().status == "paused"
+    deleted = tfcli(ready.root, "experiment", "delete", "-e", "shelved")
+    assert deleted.returncode == 0, deleted.stderr
+    assert ["kubectl", f"--context={CONTEXT}", "delete", "rayjob", job, "--ignore-not-found"] in cloud.calls()
+    gone = subprocess.run(["kubectl", f"--context={CONTEXT}", "get", "rayjob", job, "-o", "json"], capture_output=True)
+    assert gone.returncode == 1 and b"NotFound" in gone.stderr

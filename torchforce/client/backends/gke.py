@@ -1,0 +1,281 @@
+"""The GKE backend: each experiment run is a KubeRay RayJob on one of the project's GKE clusters.
+
+The RayJob's pods run the same worker as every backend, on the image of the project's link, in the experiment's
+folder of the project's bucket (``gs://BUCKET/PROJECT/EXPERIMENT/``, mounted at ``/mnt/tfcli`` in every pod by the
+Cloud Storage FUSE driver). Its manifest is written to ``experiments/NAME/gke/`` before ``kubectl apply``, so what
+runs can be read there; ``gke/rayjob.json`` names the RayJob of the current run.
+
+The run modes map to pods: ``single`` one head pod, ``multi-threaded`` one head pod with ``num_workers`` CPUs,
+``distributed`` a head (the driver) plus a worker group of ``num_workers`` pods and one of the parameter servers;
+the pod that learns asks for the cluster's GPUs, if it has any.
+
+Pausing writes ``results/control.json``; the worker checkpoints, says ``paused`` and holds (``--hold-after-pause``)
+so the RayJob is still running when it is suspended (``suspend: true``: KubeRay deletes its pods). Resuming on the
+same cluster unsuspends it: KubeRay runs the entry point again, which resumes from the checkpoint
+(``--resume-if-any``); the same happens when KubeRay re-runs a job whose pod was lost (``backoffLimit`` from
+``--max-restarts``). Stopping asks the worker to checkpoint and end, then deletes the RayJob.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+from torchforce.client import gke, manifests
+from torchforce.client.backends.base import Backend, Handle, Launch
+from torchforce.client.errors import ClientError
+from torchforce.client.gcloud import Cloud, Link, Result
+from torchforce.client.gcs import GcsStorage
+from torchforce.client.modules import modules_folder
+from torchforce.client.store import ClusterRecord
+
+WORKER_MODULE = "torchforce.client.worker"
+CONTROL = "control.json"
+JOB_FILE = "rayjob.json"
+ENDED = ("Complete", "Failed", "ValidationFailed")
+GONE = "gone"  # the RayJob does not exist (deleted, or its cluster is gone)
+UNKNOWN = "unknown"  # kubectl could not tell (the cluster does not answer)
+
+
+class GkeBackend(Backend):
+    name = "gke"
+    supported_run_modes = ("single", "multi-threaded", "distributed")
+
+    def __init__(self, project: Any, cluster: str, *, dry_run: bool = False) -> None:
+        """The backend of ``cluster``. One the project has deleted still reads the bucket (results, logs, download):
+        the bucket belongs to the project, not to the cluster; its RayJobs are gone with it."""
+        self.project, self.cluster = project, cluster
+        self.record = project.store.cluster(cluster)
+        self.link = Link.of(project.settings)
+        self.cloud = Cloud(key_file=self.link.key_file, dry_run=dry_run)
+        self.context = str(self.record.runtime["context"]) if self.record is not None else None
+
+    def kubectl(self, *arguments: str, check: bool = True) -> Result:
+        if self.context is None:  # the cluster is gone, and every object on it
+            result = Result(1, "", f"Error from server (NotFound): the cluster '{self.cluster}' was deleted")
+            if check:
+                raise self.cloud.failure(["kubectl", *arguments], result)
+            return result
+        return self.cloud.run(["kubectl", f"--context={self.context}", *arguments], check=check)
+
+    @property
+    def cluster_record(self) -> ClusterRecord:
+        """The cluster's record; a ClientError (with a did-you-mean) when the project no longer has it."""
+        return self.record if self.record is not None else gke.find(self.project, str(self.cluster))
+
+    # ------------------------------------------------------------------ places
+
+    def _run_folder(self, folder: Path) -> GcsStorage:
+        return GcsStorage(f"{self.link.bucket}/{self.project.name}/{folder.name}", self.cloud)
+
+    def storage(self, folder: Path) -> GcsStorage:
+        return self._run_folder(folder).child("results")
+
+    def check(self, spec: dict[str, Any]) -> None:
+        """A cluster that is set up, names Kubernetes takes, and pods that fit its nodes."""
+        manifests.dns_label(self.project.name, "project.name", "a project name on GKE")
+        record = self.cluster_record
+        if record.status != "running":
+            raise ClientError(
+                f"the GKE cluster '{self.cluster}' is {record.status}, not ready to run experiments",
+                hint=f"Delete it ('tfcli cluster delete -c {self.cluster}') and create it again.",
+            )
+        gke.check_fits(self.manifest(spec, manifests.job_name(spec["name"], "0000"), ["python"], 0), record)
+
+    def manifest(self, spec: dict[str, Any], name: str, entrypoint: list[str], max_restarts: int) -> dict[str, Any]:
+        """The RayJob of a run of the experiment ``spec`` on this cluster."""
+        return run_manifest(self.project, self.link, self.cluster_record.spec, spec, name, entrypoint, max_restarts)
+
+    # ------------------------------------------------------------------ a run
+
+    def start(self, folder: Path, project_root: Path, launch: Launch) -> str:
+        results = self.storage(folder)
+        previous = self._previous_job(folder)
+        if launch.resume and not launch.carry and previous is not None and self.status(previous) == "Suspended":
+            results.remove(CONTROL)  # the answered pause must not end the resumed run at once
+            self.kubectl("patch", "rayjob", previous, "--type=merge", '-p={"spec":{"suspend":false}}')
+            return previous
+        if not launch.resume or launch.carry:
+            results.remove("")  # a new run, or one resuming what ran elsewhere: nothing of an older run stays
+        run = self._run_folder(folder)
+        run.upload(folder / "experiment.json", "experiment.json")
+        results.remove(CONTROL)
+        if launch.carry and (folder / "results").is_dir():
+            self.cloud.run(["gcloud", "storage", "rsync", str(folder / "results"), results.location, "--recursive"])
+        spec = json.loads((folder / "experiment.json").read_text())
+        place = f"{manifests.MOUNT}/{self.project.name}/{folder.name}"
+        entrypoint = ["python", "-I", "-m", WORKER_MODULE, place, "--log-file", "--resume-if-any"]
+        entrypoint.append("--hold-after-pause")
+        modules = modules_folder(project_root)
+        if modules.is_dir():
+            run.upload(modules, "modules")
+            entrypoint += ["--modules", f"{place}/modules"]
+        entrypoint += ["--trust-pickle"] if launch.trust_pickle else []
+        name = manifests.job_name(folder.name, uuid.uuid4().hex[:4])
+        text = manifests.dump(self.manifest(spec, name, entrypoint, launch.max_restarts))
+        file = folder / "gke" / f"{name}.yaml"
+        if self.cloud.dry_run:  # the manifest is shown, not written
+            self.cloud.echo(f"the RayJob ({file.relative_to(self.project.root)}):\n{text}")
+        else:
+            file.parent.mkdir(parents=True, exist_ok=True)
+            file.write_text(text)
+        self.kubectl("apply", "-f", str(file))
+        if not self.cloud.dry_run:
+            (folder / "gke" / JOB_FILE).write_text(json.dumps({"name": name, "cluster": self.cluster}) + "\n")
+        return name
+
+    def _previous_job(self, folder: Path) -> str | None:
+        try:
+            data = json.loads((folder / "gke" / JOB_FILE).read_text())
+        except (OSError, ValueError):
+            return None
+        if not isinstance(data, dict) or data.get("cluster") != self.cluster:
+            return None
+        return str(data.get("name")) if data.get("name") else None
+
+    def job(self, handle: Handle | None) -> dict[str, Any] | str:
+        """The RayJob as kubectl shows it, or GONE / UNKNOWN."""
+        if not isinstance(handle, str):
+            return GONE
+        result = self.kubectl("get", "rayjob", handle, "-o", "json", check=False)
+        if result.code != 0:
+            return GONE if "NotFound" in result.stderr or "not found" in result.stderr else UNKNOWN
+        try:
+            data = json.loads(result.stdout)
+        except ValueError:
+            return UNKNOWN
+        return data if isinstance(data, dict) else UNKNOWN
+
+    def status(self, handle: Handle | None) -> str:
+        """The RayJob's deployment status (``Running``, ``Suspended``, ``Complete``...), or GONE / UNKNOWN."""
+        job = self.job(handle)
+        if isinstance(job, str):
+            return job
+        return str((job.get("status") or {}).get("jobDeploymentStatus") or "Initializing")
+
+    def alive(self, handle: Handle | None, folder: Path | None = None) -> bool:
+        return self.status(handle) not in (GONE, "Suspended", *ENDED)  # UNKNOWN is not judged dead
+
+    def _state(self, folder: Path) -> str | None:
+        try:
+            progress = json.loads(self.storage(folder).read_text("progress.json") or "{}")
+        except ValueError:
+            return None
+        return progress.get("state") if isinstance(progress, dict) else None
+
+    def signal(self, handle: Handle, request: str, timeout: float, folder: Path | None = None) -> bool:
+        """Ask the worker through ``control.json``. A pause is answered (checkpoint, ``paused``) while the worker
+        holds, then the RayJob is suspended; a stop ends the job, which is then deleted. True once done."""
+        if folder is None:
+            raise ValueError("the GKE backend signals through the experiment's folder")
+        self.storage(folder).write_text(CONTROL, json.dumps({"request": request, "at": time.time()}))
+        deadline = time.monotonic() + timeout
+        wanted = "paused" if request == "pause" else "stopped"
+        while time.monotonic() < deadline:
+            status = self.status(handle)
+            if status in (GONE, "Suspended", *ENDED):
+                break
+            if self._state(folder) == wanted:
+                break
+            time.sleep(1.0)
+        else:
+            return False
+        if request == "pause" and self.status(handle) not in (GONE, "Suspended", *ENDED):
+            self.kubectl("patch", "rayjob", str(handle), "--type=merge", '-p={"spec":{"suspend":true}}')
+            while time.monotonic() < deadline and self.status(handle) not in (GONE, "Suspended", *ENDED):
+                time.sleep(1.0)
+        if request == "stop":
+            while time.monotonic() < deadline and self.status(handle) not in (GONE, *ENDED):
+                time.sleep(1.0)
+            self.kubectl("delete", "rayjob", str(handle), "--ignore-not-found")
+        return True
+
+    def outcome(self, handle: Handle | None, folder: Path) -> tuple[str, str | None] | None:
+        status = self.status(handle)
+        if status == UNKNOWN:
+            return None
+        state = self._state(folder)
+        if status == "Suspended" and state == "paused":
+            return "paused", None
+        if status in ("Complete", GONE) and state in ("finished", "stopped"):
+            return state, None
+        tail = "\n".join(self.logs(handle, folder).strip().splitlines()[-8:])
+        job = self.job(handle)
+        said = str((job.get("status") or {}).get("message") or "") if isinstance(job, dict) else ""
+        reason = f"the RayJob {handle} on '{self.cluster}' ended {status}" + (f" ({said})" if said else "")
+        return "failed", reason + (f"; its log ends:\n{tail}" if tail else "")
+
+    def logs(self, handle: Handle | None, folder: Path) -> str:
+        """The driver's log (the submitter Job's), or the worker's log file in the bucket when it is gone."""
+        if isinstance(handle, str):
+            result = self.kubectl("logs", f"job/{handle}", check=False)
+            if result.code == 0:
+                return str(result.stdout)
+        return self.storage(folder).read_text("worker.log") or ""
+
+    def stream_logs(self, handle: Handle | None, folder: Path) -> bool:
+        """Follow the driver's log as it grows (``kubectl logs --follow``); False when there is no job to follow."""
+        if not isinstance(handle, str) or self.status(handle) in (GONE, UNKNOWN):
+            return False
+        Cloud.require("kubectl")
+        command = ["kubectl", f"--context={self.context}", "logs", f"job/{handle}", "--follow"]
+        return subprocess.run(command, check=False).returncode == 0  # noqa: S603 - an argument list, no shell
+
+    def download(self, folder: Path) -> Path:
+        target = folder / "results"
+        storage = self.storage(folder)
+        if not storage.exists("") and not target.is_dir():
+            raise ClientError(f"experiment '{folder.name}' has no results yet", hint="Start it first.")
+        storage.download("", target, skip=(CONTROL,))
+        return target
+
+    def discard(self, folder: Path) -> None:
+        self.storage(folder).remove("")
+
+    def release(self, handle: Handle | None, folder: Path) -> None:
+        """After the run has ended for good: its RayJob goes (a suspended one holds no pods, but is still listed),
+        and so does the cluster the experiment created for itself."""
+        if isinstance(handle, str):
+            self.kubectl("delete", "rayjob", handle, "--ignore-not-found", check=False)
+        owned = gke.owned_by(self.project, folder.name)
+        if owned is not None:
+            gke.delete(self.project, owned, force=True, echo=lambda text: None)
+
+
+def run_manifest(
+    project: Any,
+    link: Link,
+    cluster: dict[str, Any],
+    spec: dict[str, Any],
+    name: str,
+    entrypoint: list[str],
+    max_restarts: int,
+) -> dict[str, Any]:
+    """The RayJob of a run of the experiment ``spec`` on a cluster of spec ``cluster``: its pods by run mode, the
+    cluster's GPUs for the one that learns."""
+    return manifests.ray_job(
+        name=name,
+        project=project.name,
+        experiment=spec["name"],
+        image=link.image,
+        bucket=link.bucket,
+        entrypoint=entrypoint,
+        run_mode=spec["run_mode"],
+        num_workers=int(spec.get("num_workers") or 1),
+        num_parameter_servers=int(spec.get("num_parameter_servers") or 1),
+        gpus=int(cluster.get("gpus_per_node") or 0),
+        gpu_type=cluster.get("gpu_type"),
+        max_restarts=max_restarts,
+    )
+
+
+def check_fits_before_creating(project: Any, cluster: Any, spec: dict[str, Any]) -> None:
+    """Refuse, before a cluster is created for the experiment ``spec``, one whose nodes cannot hold its pods."""
+    record = ClusterRecord(name=cluster.name, spec=cluster.spec(), status="planned", runtime={})
+    link = Link.of(project.settings)
+    name = manifests.job_name(spec["name"], "0000")
+    gke.check_fits(run_manifest(project, link, record.spec, spec, name, ["python"], 0), record)

@@ -1,0 +1,271 @@
+"""Google Cloud for the GKE backend: the project's link to a Google Cloud project, and running ``gcloud`` and
+``kubectl``.
+
+A link (``tfcli init -r PROJECT --key-file KEY``, or ``tfcli gcloud link``) records the Google Cloud project, the
+zone, the service account and the path of its key in the project settings (``.tfcli/project.json``, mode 0600), after
+``gcloud auth activate-service-account`` accepted the key. The key's content is read once, for its ``client_email``
+and to keep it out of messages; it is never copied anywhere: commands get its path, pods run as the service account
+through Workload Identity and need no key.
+
+Every call is an argument list run without a shell; ``Cloud(dry_run=True)`` prints each call instead and runs none,
+so a dry run changes nothing. A failing call is a ClientError with the command and the tool's own error text.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+import shutil
+import subprocess
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from torchforce.client.errors import ClientError
+from torchforce.spec import SpecError
+
+PROJECT_ID = re.compile(r"[a-z][a-z0-9-]{4,28}[a-z0-9]")
+ZONE = re.compile(r"[a-z]+-[a-z]+[0-9]+-[a-z]")
+EMAIL = re.compile(r"[a-z0-9][a-z0-9._-]{0,62}@[a-z0-9][a-z0-9.-]{0,253}\.[a-z]{2,}")
+BUCKET = re.compile(r"gs://[a-z0-9][a-z0-9_.-]{1,61}[a-z0-9]")
+IMAGE = re.compile(r"[a-z0-9][a-z0-9.-]*(:[0-9]+)?(/[a-z0-9._-]+)+(:[A-Za-z0-9._-]{1,128})?")
+DEFAULT_ZONE = "us-central1-a"
+TIMEOUT_SECONDS = 1800.0  # creating a cluster with a GPU pool takes minutes; nothing takes half an hour
+INSTALL_HINTS = {
+    "gcloud": "Install the Google Cloud CLI (https://cloud.google.com/sdk/docs/install) and put it on PATH.",
+    "kubectl": "Install it with 'gcloud components install kubectl' (or your package manager).",
+}
+
+
+def _checked(value: Any, path: str, pattern: re.Pattern[str], expected: str) -> str:
+    if not isinstance(value, str) or not pattern.fullmatch(value):
+        raise SpecError(path, "not a valid value", got=value, expected=expected)
+    return value
+
+
+@dataclass(frozen=True)
+class Link:
+    """A tfcli project's Google Cloud project: where its clusters, bucket and worker image live."""
+
+    project: str
+    zone: str
+    service_account: str
+    key_file: str
+    bucket: str
+    image: str
+
+    @property
+    def region(self) -> str:
+        return self.zone.rsplit("-", 1)[0]
+
+    def context(self, cluster: str) -> str:
+        """The kubeconfig context ``gcloud container clusters get-credentials`` writes for ``cluster``."""
+        return f"gke_{self.project}_{self.zone}_{cluster}"
+
+    def where(self) -> list[str]:
+        """The flags that place a GKE call: every call names its project and zone (none relies on gcloud's
+        defaults, which are some other project's on a shared machine)."""
+        return [f"--project={self.project}", f"--zone={self.zone}"]
+
+    def to_settings(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def make(
+        cls,
+        project: str,
+        key_file: str | Path,
+        *,
+        zone: str | None = None,
+        service_account: str | None = None,
+        bucket: str | None = None,
+        image: str | None = None,
+    ) -> Link:
+        """A link from what the user gave, checked: every value becomes an argument of gcloud calls."""
+        from torchforce import __version__
+
+        project = _checked(project, "gcloud.project", PROJECT_ID, "a Google Cloud project id like 'my-rl-project'")
+        zone = _checked(zone or DEFAULT_ZONE, "gcloud.zone", ZONE, "a zone like 'us-central1-a'")
+        path = Path(key_file).expanduser().resolve()
+        email = key_email(path)
+        if service_account is not None and service_account != email:
+            raise SpecError(
+                "gcloud.service_account",
+                f"the key file {path} belongs to another service account",
+                got=service_account,
+                expected=email,
+            )
+        bucket = _checked(bucket or f"gs://{project}-tfcli", "gcloud.bucket", BUCKET, "a bucket like 'gs://my-bucket'")
+        region = zone.rsplit("-", 1)[0]
+        version = re.sub(r"[^A-Za-z0-9._-]", "-", __version__)
+        image = image or f"{region}-docker.pkg.dev/{project}/tfcli/torchforce:{version}"
+        image = _checked(
+            image, "gcloud.image", IMAGE, "an image name like 'REGION-docker.pkg.dev/PROJECT/REPO/NAME:TAG'"
+        )
+        return cls(project, zone, email, str(path), bucket.rstrip("/"), image)
+
+    @classmethod
+    def of(cls, settings: dict[str, Any]) -> Link:
+        """The link recorded in a project's settings; a ClientError saying how to make one when there is none."""
+        values = settings.get("gcloud")
+        if not isinstance(values, dict):
+            remote = settings.get("remote_id")
+            raise ClientError(
+                "this project is not linked to a Google Cloud project",
+                hint="Link it: tfcli gcloud link -r "
+                + (str(remote) if remote else "PROJECT_ID")
+                + " --key-file KEY.json [--zone ZONE]  (see 'tfcli gcloud link --help').",
+            )
+        try:
+            return cls(**{key: str(values[key]) for key in cls.__dataclass_fields__})
+        except KeyError as error:
+            raise ClientError(
+                f"the project's Google Cloud link lacks '{error.args[0]}'",
+                hint="Link it again: tfcli gcloud link -r PROJECT_ID --key-file KEY.json",
+            ) from None
+
+
+def key_email(path: Path) -> str:
+    """The service account a key file belongs to (its ``client_email``); the key itself is not kept."""
+    try:
+        data = json.loads(path.read_text())
+    except OSError as error:
+        raise SpecError("gcloud.key_file", f"cannot read the key file: {error.strerror}", got=str(path)) from None
+    except ValueError:
+        raise SpecError(
+            "gcloud.key_file", "not a JSON key file", got=str(path), expected="a service account key"
+        ) from None
+    email = data.get("client_email") if isinstance(data, dict) else None
+    if not isinstance(data, dict) or data.get("type") != "service_account" or not isinstance(email, str):
+        raise SpecError(
+            "gcloud.key_file",
+            "not a service account key",
+            got=str(path),
+            expected="the JSON key of a service account (IAM > Service accounts > Keys > Add key > JSON)",
+        )
+    return _checked(email, "gcloud.key_file", EMAIL, "a service account e-mail")
+
+
+def secrets_of(key_file: str | Path | None) -> list[str]:
+    """The parts of a key file that must never appear in what tfcli prints or writes."""
+    if key_file is None:
+        return []
+    try:
+        data = json.loads(Path(key_file).read_text())
+    except (OSError, ValueError):
+        return []
+    if not isinstance(data, dict):
+        return []
+    return [str(data[key]) for key in ("private_key", "private_key_id") if isinstance(data.get(key), str) and data[key]]
+
+
+def redact(text: str, secrets: Sequence[str]) -> str:
+    for secret in secrets:
+        text = text.replace(secret, "[redacted]")
+    return text
+
+
+@dataclass(frozen=True)
+class Result:
+    code: int
+    stdout: str
+    stderr: str
+
+    def json(self) -> Any:
+        try:
+            return json.loads(self.stdout or "null")
+        except ValueError:
+            raise ClientError(f"expected JSON from the cloud tools, got: {self.stdout[:200]!r}") from None
+
+
+class Cloud:
+    """Runs ``gcloud`` and ``kubectl`` argument lists; with ``dry_run`` prints them (``would run: ...``) instead."""
+
+    def __init__(self, *, dry_run: bool = False, key_file: str | Path | None = None, echo: Any = print) -> None:
+        self.dry_run = dry_run
+        self.secrets = secrets_of(key_file)
+        self.echo = echo
+
+    @staticmethod
+    def require(*tools: str) -> None:
+        """A ClientError for the first tool that is not on PATH."""
+        for tool in tools:
+            if shutil.which(tool) is None:
+                raise ClientError(f"'{tool}' is not installed (not found on PATH)", hint=INSTALL_HINTS.get(tool))
+
+    def run(
+        self, argv: list[str], *, check: bool = True, input: str | None = None, timeout: float = TIMEOUT_SECONDS
+    ) -> Result:
+        """Run ``argv``; a non-zero exit is a ClientError (with the tool's error text) when ``check``."""
+        if self.dry_run:
+            self.echo("would run: " + shlex.join(argv))
+            return Result(0, "", "")
+        self.require(argv[0])
+        try:
+            done = subprocess.run(  # noqa: S603 - an argument list, no shell
+                argv,
+                capture_output=True,
+                text=True,
+                input=input,
+                stdin=subprocess.DEVNULL if input is None else None,  # a tool never waits on a prompt
+                timeout=timeout,
+            )
+        except subprocess.TimeoutExpired:
+            raise ClientError(f"'{shlex.join(argv[:4])} ...' did not finish in {timeout:.0f} s") from None
+        except OSError as error:
+            raise ClientError(f"cannot run {argv[0]}: {error.strerror}", hint=INSTALL_HINTS.get(argv[0])) from None
+        result = Result(done.returncode, redact(done.stdout, self.secrets), redact(done.stderr, self.secrets))
+        if check and result.code != 0:
+            raise self.failure(argv, result)
+        return result
+
+    def failure(self, argv: list[str], result: Result) -> ClientError:
+        said = "\n".join(line for line in result.stderr.strip().splitlines()[-6:] if line.strip())
+        shown = " ".join(argv[:4]) + (" ..." if len(argv) > 4 else "")
+        return ClientError(f"'{shown}' failed (exit code {result.code})" + (f":\n{said}" if said else ""))
+
+    def json(self, argv: list[str]) -> Any:
+        """The parsed JSON a read-only call prints (None in a dry run, which runs nothing)."""
+        result = self.run(argv)
+        return None if self.dry_run else result.json()
+
+
+def link_project(project: Any, link: Link, cloud: Cloud) -> None:
+    """Activate the service account and make sure the bucket exists (``activate``), then record the link."""
+    activate(link, cloud)
+    if not cloud.dry_run:
+        record_link(project, link)
+
+
+def activate(link: Link, cloud: Cloud) -> None:
+    """``gcloud auth activate-service-account`` with the key, and the results bucket made if it is missing."""
+    Cloud.require("gcloud", "kubectl")
+    cloud.run(
+        ["gcloud", "auth", "activate-service-account", link.service_account, f"--key-file={link.key_file}"]
+        + [f"--project={link.project}"]
+    )
+    ensure_bucket(link, cloud)
+
+
+def record_link(project: Any, link: Link) -> None:
+    """The link in the project settings, which become readable by the user alone (they name a key file)."""
+    from torchforce.client.project import MARKER, SETTINGS, write_json_atomically
+
+    settings = {**project.settings, "remote_id": link.project, "gcloud": link.to_settings()}
+    write_json_atomically(project.root / MARKER / SETTINGS, settings, mode=0o600)
+    project.settings = settings
+
+
+def ensure_bucket(link: Link, cloud: Cloud) -> None:
+    found = cloud.run(
+        ["gcloud", "storage", "buckets", "describe", link.bucket, f"--project={link.project}", "--format=json"],
+        check=False,
+    )
+    if found.code == 0 and not cloud.dry_run:
+        return
+    cloud.run(
+        ["gcloud", "storage", "buckets", "create", link.bucket, f"--project={link.project}"]
+        + [f"--location={link.region}", "--uniform-bucket-level-access"]
+    )
