@@ -194,3 +194,11 @@ def test_dry_runs_print_the_calls_and_change_nothing(linked, cloud, tmp_path):
     deleted = tfcli(linked.root, "cluster", "delete", "-c", CLUSTER, "--dry-run")
     assert deleted.returncode == 0 and f"would run: gcloud container clusters delete {CLUSTER}" in deleted.stdout
     assert cloud.calls()[calls:] == [] and state_of(linked) == before
+
+
+def test_cluster_list_shows_the_rest_when_gcloud_cannot_list(linked, cloud):
+    cloud.fail(["gcloud", "container", "clusters", "list"], "ERROR: (gcloud.container.clusters.list) network is down")
+    listed = tfcli(linked.root, "cluster", "list")
+    assert listed.returncode == 0, listed.stderr
+    assert "GKE clusters could not be listed" in listed.stdout and "network is down" in listed.stdout
+    assert "Spec file" in listed.stdout  # the specs are still listed

@@ -231,9 +231,9 @@ def cluster_list(args: argparse.Namespace) -> None:
             specs.append({"file": name, "type": "?", "name": None, "summary": f"unreadable: {error}"})
             continue
         specs.append({"file": name, "type": cluster.type, "name": cluster.name, "summary": _summary(cluster)})
-    gke_rows = _gke_clusters(project)
+    gke_rows, gke_error = _gke_clusters(project)
     if args.json:
-        print_json({"clusters": live, "gke": gke_rows, "specs": specs})
+        print_json({"clusters": live, "gke": gke_rows, "gke_error": gke_error, "specs": specs})
         return
 
     def amount(free: float | None, total: float | None) -> str | None:
@@ -275,8 +275,10 @@ def cluster_list(args: argparse.Namespace) -> None:
             for c in gke_rows
         ]
         print(format_table(["GKE cluster", "Zone", "Status", "Nodes", "Machines", "GPUs", "Per hour", "Running"], rows))
+    elif gke_error is not None:
+        print(f"\nGKE clusters could not be listed: {gke_error}")
     elif gke_rows is not None:
-        print("The linked Google Cloud project has no GKE clusters. Create one: tfcli cluster create -f small_cluster")
+        print("The linked Google Cloud project has no GKE clusters. Create one: tfcli cluster create -n NAME -s 2")
     print()
     print(
         format_table(
@@ -296,13 +298,17 @@ def _summary(cluster: Any) -> str:
     return f"GKE: {cluster.num_nodes} x {cluster.machine_type}{gpus} in {cluster.location or '(default zone)'}"
 
 
-def _gke_clusters(project: Project) -> list[dict[str, Any]] | None:
-    """The linked project's GKE clusters, or None when the project is not linked."""
+def _gke_clusters(project: Project) -> tuple[list[dict[str, Any]] | None, str | None]:
+    """The linked project's GKE clusters (None when the project is not linked), and why gcloud could not list
+    them (the rest of the listing is still shown)."""
     from torchforce.client import gke
     from torchforce.client.gcloud import Link
 
     try:
         Link.of(project.settings)
     except ClientError:
-        return None
-    return gke.live(project)
+        return None, None
+    try:
+        return gke.live(project), None
+    except ClientError as error:
+        return None, error.message
