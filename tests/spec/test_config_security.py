@@ -145,7 +145,7 @@ def test_a_type_path_to_anything_but_a_component_class_is_refused_before_it_is_c
         build(target)
     what = "function" if attribute == "boom" else "class"
     assert re.fullmatch(
-        rf"{re.escape(where)}: '{re.escape(target)}' is not an? {word} class; expected a subclass of [\w.]+, "
+        rf"{re.escape(where)}: '{re.escape(target)}' is not an? {word} class; expected a subclass of [\w. ]+, "
         rf"got the {what} {users_module}\.{attribute}\.",
         str(caught.value),
     ), str(caught.value)
@@ -193,9 +193,9 @@ def test_an_installed_package_that_cannot_hold_the_class_is_not_imported(
     with pytest.raises(SpecError) as caught:
         make({"type": f"{name}:Thing"})
     assert str(caught.value) == (
-        f"environment.type: module '{name}' belongs to the installed package '{name}', which does not depend on "
-        f'torchforce and so holds no environment; got "{name}:Thing".\n  Importing a module runs its code, so a '
-        "config may name only modules of packages built on torchforce, and your own modules."
+        f"environment.type: module '{name}' belongs to the installed package '{name}', which depends on neither "
+        f'torchforce nor gymnasium and so holds no environment; got "{name}:Thing".\n  Importing a module runs its '
+        "code, so a config may name only modules of packages built on torchforce or gymnasium, and your own modules."
     )
 
 

@@ -9,6 +9,7 @@ hold those classes now (``LEGACY_MODULES``).
 from __future__ import annotations
 
 import importlib
+import re
 import sys
 from typing import Any
 
@@ -25,7 +26,8 @@ from torchforce.agents.random import RandomAgent
 from torchforce.agents.transitions import Transitions
 from torchforce.agents.trpo import TRPOAgent
 from torchforce.agents.vpg import VPGAgent
-from torchforce.spec import Registry, SpecError, load_spec
+from torchforce.spec import Registry, SpecError, did_you_mean, load_file, load_spec
+from torchforce.spec.errors import describe
 
 # Each agent type: its module and class here. In 0.4, the module "<type>_agent" held the class, and the spec type
 # "<type>_agent" named it: both 2018 names lead to the same place.
@@ -57,6 +59,9 @@ AGENTS = Registry(
     base=Agent,
 )
 
+# A whole agent spec that may name a shipped config: a bare name, not a path or a "module:Class".
+SHIPPED_NAME = re.compile(r"[\w-]+")
+
 # 0.3.5 keys and where they went in 0.4 (docs/tensorforce-0.4.md, Keys of 0.3.5).
 LEGACY_KEYS = {
     "states_spec": "states",
@@ -80,12 +85,18 @@ LEGACY_KEYS = {
 
 
 def create_agent(spec: Any, **kwargs: Any) -> Agent:
-    """An agent from a spec (a dict with ``type``, a JSON/YAML file, or a type name) plus keyword arguments.
+    """An agent from a spec plus keyword arguments.
 
+    ``spec`` is a dict with ``type``, a JSON/YAML file, an agent type (``"ppo"``: its defaults), or the name of a
+    config shipped with torchforce (``"ppo_cartpole"``: ``torchforce/configs/agents/ppo_cartpole.json``; the names
+    are ``torchforce.configs.names("agents")``). A type name wins over a shipped config of the same name (the 2018
+    example configs ``ppo.json``, ``dqn.json``...: load those with ``torchforce.configs.shipped("agents", "ppo")``).
     ``kwargs`` (states, actions, network, ...) fill in what the spec leaves out; a key in both is an error, so a
     config never silently overrides what the caller passed.
     """
     data, file = load_spec(spec)
+    if isinstance(data, str) and file is None and AGENTS.canonical(data) is None and SHIPPED_NAME.fullmatch(data):
+        data, file = _shipped_config(data)
     try:
         if isinstance(data, str):
             data = {"type": data}
@@ -109,6 +120,25 @@ def create_agent(spec: Any, **kwargs: Any) -> Agent:
         return AGENTS.create(data, "agent", base=Agent)
     except SpecError as error:
         raise (error.with_file(file) if file else error) from None
+
+
+def _shipped_config(name: str) -> tuple[Any, str]:
+    """The contents and file of the shipped agent config ``name``; an unknown name suggests among the agent types
+    and the shipped configs."""
+    from torchforce import configs
+
+    shipped = [config for config in configs.names("agents") if AGENTS.canonical(config) is None]  # types win
+    if name not in shipped:
+        types = AGENTS.names()
+        guess = did_you_mean(name, [*shipped, *types, *AGENTS.aliases])
+        raise SpecError(
+            "agent",
+            f"unknown agent {describe(name)}: neither an agent type nor a shipped agent config",
+            hint=f"Agent types: {', '.join(types)}. Shipped configs: {', '.join(shipped)}."
+            + (f" Did you mean '{guess}'?" if guess else ""),
+        )
+    file = configs.shipped("agents", name)
+    return load_file(file), str(file)
 
 
 __all__ = [

@@ -193,7 +193,8 @@ class Agent:
 
     @staticmethod
     def from_spec(spec: Any, kwargs: dict[str, Any] | None = None) -> Agent:
-        """Build an agent from a spec (dict, file path or name) plus ``kwargs`` (states, actions, network...)."""
+        """Build an agent from a spec plus ``kwargs`` (states, actions, network...): a dict, a file, an agent type
+        (``"ppo"``) or a shipped config's name (``"ppo_cartpole"``); see ``torchforce.agents.create_agent``."""
         from torchforce.agents import create_agent
 
         return create_agent(spec, **(kwargs or {}))

@@ -1,4 +1,10 @@
-"""The default configs shipped with torchforce (agents, networks, environments, experiments, clusters)."""
+"""The default configs shipped with torchforce (agents, networks, environments, experiments, clusters).
+
+They are package data, so they are there after a plain ``pip install``: ``names("agents")`` lists the shipped agent
+configs and ``shipped("agents", "ppo_cartpole")`` is the path of one. Agent configs are also taken by name where an
+agent is named (``create_agent("ppo_cartpole", states=..., actions=...)``), and ``tfcli init`` copies them all into a
+project's ``configs/``.
+"""
 
 from __future__ import annotations
 

@@ -1,6 +1,8 @@
 """Environments: the 2018 Environment API, the Gymnasium adapter, built-in test environments, vectorized stepping.
 
-``Environment.from_spec`` builds any of them from a spec; the names below are its registry.
+``make`` (``Environment.from_spec``) and ``make_vector`` build any of them from a spec: a name below, any Gymnasium id
+(``"CartPole-v1"``, ``"HalfCheetah-v5"``, ``"ALE/Pong-v5"``), ``"module:Class"`` (see ``names``), a dict or file of
+these, or from Python a ``gymnasium.Env`` or a factory returning one: ``make_vector(lambda: gymnasium.make(...), 8)``.
 """
 
 from torchforce.environments.environment import Environment
@@ -31,7 +33,8 @@ ENVIRONMENTS = Registry(
 
 
 def make(spec: object, **kwargs: object) -> Environment:
-    """``Environment.from_spec(spec, kwargs)``: ``make("CartPole-v1", max_episode_timesteps=100)``."""
+    """``Environment.from_spec(spec, kwargs)``: ``make("CartPole-v1", max_episode_timesteps=100)``,
+    ``make(gymnasium.make("CartPole-v1"), seed=0)``, ``make("my_module:MyEnv", size=5)``."""
     return Environment.from_spec(spec, kwargs or None)
 
 

@@ -7,14 +7,12 @@ so 2018 code written as ``if terminal:`` keeps working.
 
 from __future__ import annotations
 
-import re
-from collections.abc import Mapping
+import inspect
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from torchforce.spec import SpecError, check_kwargs, load_spec
-
-# A Gymnasium id ("CartPole-v1", "ALE/Pong-v5") named as a whole environment spec.
-GYM_ID = re.compile(r"^(?:[\w.-]+/)?[\w.:-]+-v\d+$")
+from torchforce.spec.errors import what_it_is
 
 
 class Environment:
@@ -61,14 +59,18 @@ class Environment:
     def from_spec(spec: Any, kwargs: Mapping[str, Any] | None = None, *, path: str = "environment") -> Environment:
         """Build an environment from a spec.
 
-        ``spec`` is an Environment instance, an Environment class, a registry name (``"gym"``, ``"minimal"``), a
-        Gymnasium id (``"CartPole-v1"``), ``{"type": ..., **kwargs}``, a ``.json``/``.yaml`` file holding one of
-        these, ``"package.module:Class"``, or the 2018 type ``"tensorforce.contrib.openai_gym.OpenAIGym"``.
-        ``kwargs`` are extra constructor arguments; they override those of the spec. A class named by path must be
-        an Environment subclass, checked before it is called (see ``torchforce.spec.registry`` on what a spec may
-        import).
+        ``spec`` is a name (a registry name such as ``"minimal"``, a Gymnasium id such as ``"CartPole-v1"``,
+        ``"module:Class"``: see ``torchforce.environments.names``), ``{"type": name, **kwargs}``, a ``.json``/``.yaml``
+        file holding one of these, or, from Python, an Environment instance or class, a ``gymnasium.Env`` instance
+        or subclass (wrapped in the Gym adapter), or a factory: a callable taking no arguments that returns either.
+        ``kwargs`` are extra constructor arguments; they override those of the spec (for a built environment, only
+        the Gym adapter's options apply: ``max_episode_timesteps``, ``seed``, ``monitor``, ...). A class named by path
+        must be an environment class, checked before it is called (see ``torchforce.spec.registry`` on what a spec
+        may import).
         """
         from torchforce.environments import ENVIRONMENTS
+        from torchforce.environments.gym import Gym
+        from torchforce.environments.names import is_gymnasium_env, is_gymnasium_env_class, spec_for_name
 
         spec, file = load_spec(spec)
         try:
@@ -76,18 +78,69 @@ class Environment:
                 if kwargs:
                     raise SpecError(path, "kwargs cannot be applied to an environment that is already built")
                 return spec
+            if is_gymnasium_env(spec) or is_gymnasium_env_class(spec):
+                return Gym(spec, **(kwargs or {}))
             if isinstance(spec, type):
                 check_kwargs(spec, kwargs or {}, path)
                 return ENVIRONMENTS.create(spec, path, base=Environment, **(kwargs or {}))
+            if callable(spec):
+                return _from_factory(spec, kwargs or {}, path)
             if isinstance(spec, str):
-                spec = {"type": spec}
-            if isinstance(spec, Mapping):
+                spec = {**spec_for_name(spec, path), **(kwargs or {})}
+            elif isinstance(spec, Mapping):
                 spec = {**spec, **(kwargs or {})}
                 name = spec.get("type")
-                if isinstance(name, str) and ENVIRONMENTS.canonical(name) is None and GYM_ID.match(name):
-                    spec = {**spec, "type": "gym", "gym_id": name}
+                if isinstance(name, str) and ENVIRONMENTS.canonical(name) is None:
+                    spec = _named_type(spec, spec_for_name(name, f"{path}.type"), path)
             return ENVIRONMENTS.create(spec, path, base=Environment)
         except SpecError as error:
             if file:
                 error.with_file(file)
             raise
+
+
+def _named_type(spec: dict[str, Any], named: dict[str, Any], path: str) -> dict[str, Any]:
+    """``spec`` with its ``type`` replaced by the spec that name stands for (a Gymnasium id or class becomes the Gym
+    adapter with that ``gym_id``)."""
+    if "gym_id" in named and "gym_id" in spec:
+        raise SpecError(
+            f"{path}.gym_id",
+            f"given twice: the type '{spec['type']}' names a Gymnasium environment already",
+            got=spec["gym_id"],
+            hint='Give {"type": "gym", "gym_id": ...}, or the id as the type, not both.',
+        )
+    return {**spec, **named}
+
+
+def _from_factory(factory: Callable[[], Any], kwargs: Mapping[str, Any], path: str) -> Environment:
+    """The environment a factory returns: an Environment as it is, a ``gymnasium.Env`` wrapped in the Gym adapter
+    (which takes ``kwargs``: its options)."""
+    from torchforce.environments.gym import Gym
+    from torchforce.environments.names import is_gymnasium_env
+
+    try:
+        parameters = list(inspect.signature(factory).parameters.values())
+    except (TypeError, ValueError):  # no signature to read (some builtins): calling it will tell
+        parameters = []
+    required = [p.name for p in parameters if p.default is p.empty and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
+    if required:
+        raise SpecError(
+            path,
+            "an environment factory is called with no arguments, and this one needs "
+            + ", ".join(f"'{name}'" for name in required),
+            got=what_it_is(factory),
+            hint="Bind them first: functools.partial(factory, ...) or lambda: factory(...).",
+        )
+    built = factory()
+    if isinstance(built, Environment):
+        if kwargs:
+            raise SpecError(path, "kwargs cannot be applied to the environment a factory built", got=dict(kwargs))
+        return built
+    if is_gymnasium_env(built):
+        return Gym(built, **kwargs)
+    raise SpecError(
+        path,
+        "the factory returned no environment",
+        got=what_it_is(built),
+        expected="a gymnasium.Env or a torchforce Environment",
+    )

@@ -1,8 +1,10 @@
-"""The Gymnasium adapter: any registered Gymnasium id as a 2018-style Environment (the 2018 ``OpenAIGym``).
+"""The Gymnasium adapter: any Gymnasium environment as a 2018-style Environment (the 2018 ``OpenAIGym``).
 
-Classic control, Box2D, toy text and MuJoCo ids come from Gymnasium itself; Atari ids (``ALE/Pong-v5`` and the
-legacy ``Pong-v0``/``PongNoFrameskip-v4`` forms) are registered by ale-py, imported only when an id is not already
-known. Spaces map to specs as described in ``torchforce.environments.spaces``.
+It wraps a registered id, a ``gymnasium.Env`` subclass (``"module:Class"``, or the class itself) or a ready
+``gymnasium.Env``. Classic control, Box2D, toy text and MuJoCo ids come from Gymnasium itself; Atari ids
+(``ALE/Pong-v5`` and the legacy ``Pong-v0``/``PongNoFrameskip-v4`` forms) are registered by ale-py, imported only
+when an id is not already known, like the other packages' plugins (``torchforce.environments.names``). Spaces map to
+specs as described in ``torchforce.environments.spaces``.
 
 2018 options:
 - ``visualize=True`` opens a window (``render_mode="human"``). That needs a display; without one (no ``DISPLAY``
@@ -16,6 +18,7 @@ known. Spaces map to specs as described in ``torchforce.environments.spaces``.
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import inspect
 import json
 import os
@@ -27,6 +30,14 @@ from pathlib import Path
 from typing import Any, SupportsFloat
 
 from torchforce.environments.environment import Environment
+from torchforce.environments.names import (
+    atari_id,
+    gym_registry,
+    is_gymnasium_env_class,
+    is_registered,
+    newest_version,
+    unknown_id_error,
+)
 from torchforce.environments.spaces import actions_from_space, states_from_space
 from torchforce.spec import SpecError, did_you_mean, expect_bool, expect_int
 from torchforce.spec.errors import describe
@@ -34,48 +45,17 @@ from torchforce.spec.registry import check_module
 
 # Keyword arguments of gymnasium.make itself (the others go to the environment's constructor).
 MAKE_KWARGS = ("disable_env_checker", "render_mode")
-
-
-def _registry() -> dict[str, Any]:
-    import gymnasium
-
-    return gymnasium.registry
-
-
-def _register_atari() -> None:
-    """Register the ale-py ids (Atari) with Gymnasium, if ale-py is installed."""
-    try:
-        import ale_py
-    except ImportError:
-        return
-    import gymnasium
-
-    gymnasium.register_envs(ale_py)
-
-
-def _atari_id(gym_id: str) -> str | None:
-    """'ALE/<Game>-v5' for any spelling of an Atari game name (2018 'SpaceInvaders-v0', 'breakout-v3'...)."""
-    base = gym_id.rsplit("/", 1)[-1].split("-v")[0]
-    base = re.sub(r"(NoFrameskip|Deterministic)$", "", base).lower()
-    for known in _registry():
-        if known.startswith("ALE/") and known.split("/", 1)[1].split("-v")[0].lower() == base:
-            return known.split("-v")[0] + "-v5"
-    return None
-
-
-def _newest_version(gym_id: str) -> str | None:
-    """The highest registered version of the same environment name, if it is not ``gym_id`` itself."""
-    stem = gym_id.rsplit("-v", 1)[0]
-    versions = [k for k in _registry() if k.rsplit("-v", 1)[0] == stem and k.rsplit("-v", 1)[-1].isdigit()]
-    newest = max(versions, key=lambda k: int(k.rsplit("-v", 1)[1]), default=None)
-    return newest if newest != gym_id else None
+# Gymnasium's environments that draw their frames with pygame, which the extra classic-control installs.
+PYGAME_DRAWN = ("gymnasium.envs.classic_control", "gymnasium.envs.toy_text")
 
 
 def resolve_gym_id(gym_id: Any, path: str = "gym_id") -> str:
-    """Check that Gymnasium knows ``gym_id`` (registering ale-py's Atari ids if needed); return the bare id.
+    """Check that ``gym_id`` names a Gymnasium environment (registering the installed packages' ids if needed, see
+    ``torchforce.environments.names``); return what to make: the bare id, or ``"module:Class"`` for a
+    ``gymnasium.Env`` subclass in a module.
 
-    ``"module:Name-v0"`` imports ``module`` first (for environments that register themselves on import). Importing
-    runs the module's code, so only a module that can register a Gymnasium environment is imported: one of an
+    ``"module:Name"`` imports ``module`` first: for environments that register themselves on import, and for classes.
+    Importing runs the module's code, so only a module that can hold a Gymnasium environment is imported: one of an
     installed package that is or depends on Gymnasium (ale-py, minigrid, shimmy, ...), or the user's own module
     (importable but not installed: a project's module folder, ``PYTHONPATH``). Standard-library modules, ``__main__``
     modules and modules of other installed packages are SpecErrors, raised before anything is imported (see
@@ -90,36 +70,45 @@ def resolve_gym_id(gym_id: Any, path: str = "gym_id") -> str:
             raise SpecError(path, "not a module name before ':'", got=target, expected="'package.module:Name-v0'")
         check_module(module, target, path, package="gymnasium", holds="Gymnasium environment")
         try:
-            importlib.import_module(module)
+            imported = importlib.import_module(module)
         except ImportError as error:
             raise SpecError(path, f"cannot import module '{module}': {error}") from None
-    if gym_id in _registry():
+        if gym_id not in gym_registry() and is_gymnasium_env_class(getattr(imported, gym_id, None)):
+            return target
+    if is_registered(gym_id):
         return gym_id
-    _register_atari()
-    if gym_id in _registry():
-        return gym_id
-    hints = []
-    atari = _atari_id(gym_id)
-    if atari is not None:
-        hints.append(f"Atari games are '{atari}' in Gymnasium (ale-py).")
-    guess = did_you_mean(gym_id, _registry())
-    if guess and guess != atari:
-        hints.append(f"Did you mean '{guess}'?")
-    if not hints:
-        hints.append('List the known ids with: python -c "import gymnasium; gymnasium.pprint_registry()"')
-    raise SpecError(path, f"unknown Gymnasium id '{gym_id}'", hint=" ".join(hints))
+    raise unknown_id_error(gym_id, path)
 
 
-def _check_gym_kwargs(gym_id: str, kwargs: dict[str, Any], path: str) -> None:
+def _spec_of(gym_id: str) -> Any:
+    """The ``EnvSpec`` that ``gymnasium.make`` builds ``gym_id`` (as ``resolve_gym_id`` returns it) from."""
+    if gym_id in gym_registry():
+        return gym_registry()[gym_id]
+    module, _, name = gym_id.partition(":")
+    return _class_spec(getattr(sys.modules[module], name))
+
+
+def _class_spec(env_class: Any) -> Any:
+    """An unregistered ``EnvSpec`` for a ``gymnasium.Env`` subclass, so that ``gymnasium.make`` wraps it as it wraps
+    registered ids (time limit, order and environment checks, render mode)."""
+    from gymnasium.envs.registration import EnvSpec
+
+    return EnvSpec(id=env_class.__name__, entry_point=env_class)
+
+
+def _creator(spec: Any) -> Any:
+    """What an ``EnvSpec``'s entry point calls: the environment class or function (imported if named by path)."""
+    from gymnasium.envs.registration import load_env_creator
+
+    return load_env_creator(spec.entry_point) if isinstance(spec.entry_point, str) else spec.entry_point
+
+
+def _check_gym_kwargs(gym_id: str, spec: Any, kwargs: dict[str, Any], path: str) -> None:
     """Unknown constructor arguments are SpecErrors with a did-you-mean over what the environment accepts."""
     if not kwargs:
         return
-    from gymnasium.envs.registration import load_env_creator
-
-    entry_point = _registry()[gym_id].entry_point
     try:
-        creator = load_env_creator(entry_point) if isinstance(entry_point, str) else entry_point
-        parameters = inspect.signature(creator).parameters
+        parameters = inspect.signature(_creator(spec)).parameters
     except Exception:  # noqa: BLE001 - an entry point we cannot inspect: gymnasium.make will judge the kwargs
         return
     if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values()):
@@ -133,16 +122,14 @@ def _check_gym_kwargs(gym_id: str, kwargs: dict[str, Any], path: str) -> None:
             raise SpecError(f"{path}.{key}", f"unknown argument for '{gym_id}'", hint=hint)
 
 
-def _kwarg_error(gym_id: str, kwargs: dict[str, Any], error: TypeError, path: str) -> SpecError:
+def _kwarg_error(gym_id: str, spec: Any, kwargs: dict[str, Any], error: TypeError, path: str) -> SpecError:
     """A SpecError for a constructor that rejected a keyword (its signature hides behind ``**kwargs``)."""
     match = re.search(r"unexpected keyword argument '(\w+)'", str(error))
     if match is None or match.group(1) not in kwargs:
         return SpecError(path, f"cannot make '{gym_id}' with {describe(kwargs)}: {error}")
-    from gymnasium.envs.registration import load_env_creator
-
     key, accepted = match.group(1), []
     try:
-        creator = load_env_creator(_registry()[gym_id].entry_point)
+        creator = _creator(spec)
         for klass in getattr(creator, "__mro__", [creator]):
             parameters = inspect.signature(klass).parameters if callable(klass) else {}
             accepted += [name for name, p in parameters.items() if p.kind is not inspect.Parameter.VAR_KEYWORD]
@@ -153,13 +140,14 @@ def _kwarg_error(gym_id: str, kwargs: dict[str, Any], error: TypeError, path: st
     return SpecError(f"{path}.{key}", f"unknown argument for '{gym_id}'", hint=hint)
 
 
-def _make(gym_id: str, max_episode_timesteps: int | None, gym_kwargs: dict[str, Any], path: str) -> Any:
-    """``gymnasium.make`` with its failures turned into SpecErrors that say what to change."""
+def _make(gym_id: str, spec: Any, max_episode_timesteps: int | None, gym_kwargs: dict[str, Any], path: str) -> Any:
+    """``gymnasium.make`` of ``spec`` (named ``gym_id`` in messages) with its failures turned into SpecErrors that say
+    what to change."""
     import gymnasium
 
-    _check_gym_kwargs(gym_id, gym_kwargs, path)
-    if str(_registry()[gym_id].entry_point).startswith("ale_py") and not gym_id.startswith("ALE/"):
-        atari = _atari_id(gym_id)
+    _check_gym_kwargs(gym_id, spec, gym_kwargs, path)
+    if str(spec.entry_point).startswith("ale_py") and not gym_id.startswith("ALE/"):
+        atari = atari_id(gym_id)
         if atari is not None:
             warnings.warn(
                 f"'{gym_id}' is a legacy Atari id with the old defaults (sticky actions, random frame skip for -v0);"
@@ -168,13 +156,19 @@ def _make(gym_id: str, max_episode_timesteps: int | None, gym_kwargs: dict[str, 
                 stacklevel=4,
             )
     try:
-        return gymnasium.make(gym_id, max_episode_steps=max_episode_timesteps, **gym_kwargs)
+        # a registered id by its name, so that Gymnasium says when a newer version exists
+        made = gym_id if gym_id in gym_registry() else spec
+        return gymnasium.make(made, max_episode_steps=max_episode_timesteps, **gym_kwargs)
     except (gymnasium.error.Error, ImportError) as error:
-        newest = _newest_version(gym_id)
+        newest = newest_version(gym_id)
         hint = f"The newest version of this environment is '{newest}'." if newest else None
+        if isinstance(error, gymnasium.error.DependencyNotInstalled) and str(spec.entry_point).startswith(
+            "gymnasium.envs.mujoco"
+        ):
+            hint = "pip install 'torchforce[mujoco]'"
         raise SpecError(f"{path}.gym_id", f"cannot make '{gym_id}': {error}", hint=hint) from None
     except TypeError as error:
-        raise _kwarg_error(gym_id, gym_kwargs, error, path) from None
+        raise _kwarg_error(gym_id, spec, gym_kwargs, error, path) from None
 
 
 def _seed(seed: Any, path: str) -> int | None:
@@ -219,6 +213,20 @@ def _check_options(
     return monitor_safe, monitor_video
 
 
+def _check_renderer(env: Any, gym_id: str, path: str, option: str | None) -> None:
+    """Gymnasium imports pygame only when it draws a frame: without it, a render mode of an environment drawn with
+    pygame is refused here (naming ``option``, the 2018 option that asked for frames, else ``render_mode``), rather
+    than failing at the first step."""
+    drawn_with_pygame = type(env.unwrapped).__module__.startswith(PYGAME_DRAWN)
+    if env.render_mode in ("human", "rgb_array") and drawn_with_pygame and importlib.util.find_spec("pygame") is None:
+        env.close()
+        raise SpecError(
+            f"{path}.{option or 'render_mode'}",
+            f"rendering '{gym_id}' (render_mode '{env.render_mode}') needs pygame",
+            hint="pip install 'torchforce[classic-control]'",
+        )
+
+
 def _has_display() -> bool:
     return sys.platform in ("darwin", "win32") or bool(os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY"))
 
@@ -229,7 +237,8 @@ class Gym(Environment):
     Args:
         gym_id: any registered Gymnasium id (``CartPole-v1``, ``HalfCheetah-v5``, ``ALE/Pong-v5``),
             ``"module:Name-v0"`` to import a module that registers it (a Gymnasium package's or your own; see
-            ``resolve_gym_id``), or a ready ``gymnasium.Env``.
+            ``resolve_gym_id``), ``"module:Class"`` or the class itself for a ``gymnasium.Env`` subclass, or a ready
+            ``gymnasium.Env`` (wrapped as it is: it takes no constructor arguments).
         max_episode_timesteps: the time limit (Gymnasium's ``max_episode_steps``); episodes cut by it end with
             terminal 2. None keeps the id's registered limit.
         visualize: render to a window (needs a display).
@@ -268,9 +277,14 @@ class Gym(Environment):
             self.gym_id = env.spec.id if env.spec is not None else type(env.unwrapped).__name__
             if max_episode_timesteps is not None:
                 env = gymnasium.wrappers.TimeLimit(env, max_episode_timesteps)
+        elif is_gymnasium_env_class(gym_id):
+            self.gym_id = f"{gym_id.__module__}:{gym_id.__qualname__}"
+            env = _make(self.gym_id, _class_spec(gym_id), max_episode_timesteps, gym_kwargs, path)
         else:
             self.gym_id = resolve_gym_id(gym_id, f"{path}.gym_id")
-            env = _make(self.gym_id, max_episode_timesteps, gym_kwargs, path)
+            env = _make(self.gym_id, _spec_of(self.gym_id), max_episode_timesteps, gym_kwargs, path)
+        frames_for = "visualize" if visualize else "monitor_video" if monitor_video else None
+        _check_renderer(env, self.gym_id, path, frames_for)
         if monitor is not None:
             env = _monitored(env, monitor, monitor_safe, monitor_video, path)
         self.gym = env

@@ -32,7 +32,7 @@ import numpy as np
 
 from torchforce.environments.environment import Environment
 from torchforce.spec import SpecError, expect_choice, expect_int, normalize_actions, normalize_states
-from torchforce.spec.errors import indefinite, type_name
+from torchforce.spec.errors import indefinite, type_name, what_it_is
 
 DTYPES = {"float": np.float32, "int": np.int64, "bool": np.bool_}
 
@@ -147,16 +147,35 @@ class _Rows:
 # ---------------------------------------------------------------------------------------------- worker processes
 
 
-def _build(factory: Callable[[], Environment], count: int) -> list[Environment]:
-    environments = [factory() for _ in range(count)]
-    for environment in environments:
+def _build(factory: Callable[[], Any], count: int) -> list[Environment]:
+    """``count`` copies from ``factory``; a ``gymnasium.Env`` it returns is wrapped in the Gym adapter. Copies must
+    be distinct objects: a factory returning one environment again would have the rows step it together."""
+    from torchforce.environments.gym import Gym
+    from torchforce.environments.names import is_gymnasium_env
+
+    environments = []
+    for _ in range(count):
+        environment = factory()
+        if is_gymnasium_env(environment):
+            environment = Gym(environment)
         if not isinstance(environment, Environment):
-            gymnasium_env = hasattr(environment, "action_space") and hasattr(environment, "step")
             raise SpecError(
                 "factory",
                 f"returned {indefinite(type_name(type(environment)))}, not an Environment",
-                hint="Wrap a Gymnasium environment in torchforce.environments.Gym(env)." if gymnasium_env else None,
+                expected="a torchforce Environment or a gymnasium.Env",
             )
+        environments.append(environment)
+    seen: set[int] = set()
+    for environment in environments:
+        inner = environment.gym.unwrapped if isinstance(environment, Gym) else environment
+        if id(inner) in seen:
+            raise SpecError(
+                "factory",
+                f"returned the same environment more than once ({environment}), but each of the {count} copies "
+                "needs its own",
+                hint="Build a new environment on each call: lambda: gymnasium.make(...), not lambda: env.",
+            )
+        seen.add(id(inner))
     return environments
 
 
@@ -605,9 +624,20 @@ def make_vector(
     copy: bool = True,
 ) -> VectorEnvironment:
     """A VectorEnvironment of ``num_environments`` copies built from an environment spec (anything
-    ``Environment.from_spec`` accepts); with ``seed``, copy i is seeded with ``seed + i``."""
+    ``Environment.from_spec`` accepts that can be built more than once: a name, a dict, a file, a class or a factory;
+    a ``gymnasium.Env`` instance only for one copy); with ``seed``, copy i is seeded with ``seed + i``."""
+    from torchforce.environments.names import is_gymnasium_env
+
+    num_environments = expect_int(num_environments, "num_environments", minimum=1)
     if isinstance(spec, Environment):
         raise SpecError("environment", "make_vector needs a spec to build copies from, not a built environment")
+    if is_gymnasium_env(spec) and num_environments > 1:
+        raise SpecError(
+            "environment",
+            f"one gymnasium.Env instance can be wrapped only once, not into {num_environments} copies",
+            got=what_it_is(spec),
+            hint=_copies_hint(spec, num_environments),
+        )
     factory = functools.partial(Environment.from_spec, spec)
     vector = VectorEnvironment(
         factory=factory, num_environments=num_environments, mode=mode, num_workers=num_workers, copy=copy
@@ -615,3 +645,16 @@ def make_vector(
     if seed is not None:
         vector.seed(seed)
     return vector
+
+
+def _copies_hint(env: Any, count: int) -> str:
+    """How to ask for ``count`` copies of what the ``gymnasium.Env`` instance ``env`` is."""
+    from torchforce.environments.names import gym_registry
+
+    gym_id = env.spec.id if env.spec is not None and env.spec.id in gym_registry() else None
+    if gym_id is None:
+        return f"Pass a factory that makes a new environment on each call: make_vector(lambda: MyEnv(...), {count})."
+    return (
+        f"Pass its id, make_vector({gym_id!r}, {count}), or a factory that makes a new environment on each call: "
+        f"make_vector(lambda: gymnasium.make({gym_id!r}, ...), {count})."
+    )
