@@ -22,7 +22,7 @@ RUN pip install --index-url "${TORCH_INDEX}" -c constraints.txt torch
 
 # The package with Ray at the pinned version (the RayJob's rayVersion names the same one); torch stays as installed.
 COPY . .
-RUN pip install -c constraints.txt ".[ray]"
+RUN pip install -c constraints.txt ".[ray,atari,mujoco]"
 
 # Root, on purpose: the key Secret is mounted root-owned with mode 0400, and the worker only trusts a key owned by
 # the user it runs as. Isolation comes from the pod, not from a user inside it.

@@ -619,7 +619,7 @@ def test_dockerfile_builds_the_worker_image_from_pinned_parts() -> None:
     runs = [shlex.split(arguments) for word, arguments in steps if word == "RUN"]
     (torch,) = [run for run in runs if "torch" in run]
     assert torch[:2] == ["pip", "install"] and "--index-url" in torch and "${TORCH_INDEX}" in torch
-    (package,) = [run for run in runs if ".[ray]" in run]
+    (package,) = [run for run in runs if ".[ray,atari,mujoco]" in run]  # the environments workers run
     assert package[:2] == ["pip", "install"]
     for run in (torch, package):  # both installs held to the same pins
         assert run[run.index("-c") + 1] == "constraints.txt"

@@ -1,9 +1,18 @@
-"""``BaseRunner``: what every runner offers (TensorForce 0.4's base class of its runners, under its name)."""
+"""``BaseRunner``: what every runner offers (TensorForce 0.4's base class of its runners, under its name), and the
+runners' torch thread policy (``torch_threads``)."""
 
 from __future__ import annotations
 
 import abc
+import contextlib
+from collections.abc import Iterator
 from typing import Any
+
+import torch
+
+from torchforce.spec import expect_int
+
+TORCH_THREADS = 1  # the runners' default: one intra-op torch thread per run (docs/internals.md, Torch threads)
 
 
 class BaseRunner(abc.ABC):
@@ -28,3 +37,28 @@ class BaseRunner(abc.ABC):
     @abc.abstractmethod
     def close(self) -> None:
         """Close the environments (and whatever else the runner started)."""
+
+
+def check_torch_threads(count: Any) -> int | None:
+    """A runner's ``torch_threads``: a whole number >= 1, or None to leave torch's setting alone."""
+    return expect_int(count, "torch_threads", minimum=1, allow_none=True)
+
+
+@contextlib.contextmanager
+def torch_threads(count: int | None) -> Iterator[None]:
+    """Run the block with ``count`` intra-op torch threads in the calling thread (and in threads it starts inside
+    the block), then set back what was there before; None changes nothing.
+
+    Small networks stepped once per environment step gain nothing from a pool of threads, and lose much when other
+    processes share the cores: 30,000 PPO CartPole steps on one thread took as long as on torch's default of one per
+    core on a quiet 2-core machine, and a twentieth of the time on a busy one (bench/README.md, Torch threads in the
+    runners)."""
+    if count is None:
+        yield
+        return
+    previous = torch.get_num_threads()
+    torch.set_num_threads(count)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(previous)

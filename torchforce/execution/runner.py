@@ -18,7 +18,7 @@ import numpy as np
 
 from torchforce.agents import Agent
 from torchforce.environments import Environment, VectorEnvironment
-from torchforce.execution.base import BaseRunner
+from torchforce.execution.base import TORCH_THREADS, BaseRunner, check_torch_threads, torch_threads
 
 
 class Runner(BaseRunner):
@@ -38,6 +38,10 @@ class Runner(BaseRunner):
 
     ``episode_finished(runner, worker_id)`` gets ``id_`` as the worker id for one environment and the row index for
     N environments; the 2018 one-argument form ``episode_finished(runner)`` works too.
+
+    ``torch_threads``: each ``run`` uses this many intra-op torch threads and sets torch's count back when it
+    returns (1 by default: small networks run fastest on one; docs/internals.md, Torch threads). None leaves torch's
+    setting as it is, for a caller that sets it itself (``torch.set_num_threads``, ``OMP_NUM_THREADS``).
     """
 
     def __init__(
@@ -47,6 +51,7 @@ class Runner(BaseRunner):
         repeat_actions: int = 1,
         history: dict[str, list] | None = None,
         id_: int = 0,
+        torch_threads: int | None = TORCH_THREADS,
     ) -> None:
         if isinstance(environment, list):
             environment = VectorEnvironment(environment)
@@ -58,6 +63,7 @@ class Runner(BaseRunner):
         self.environment = environment
         self.repeat_actions = repeat_actions
         self.id = id_
+        self.torch_threads = check_torch_threads(torch_threads)
         self.reset(history)
 
     @property
@@ -165,15 +171,16 @@ class Runner(BaseRunner):
         self._stopped = False
         if resume and not (self.vectorized and self._rows is not None):
             raise ValueError("run(resume=True) needs a vectorized runner with a state from load_state_dict()")
-        if not resume:
-            self.agent.reset()
-            self._rows = None
         try:
-            environment = self.environment
-            if isinstance(environment, VectorEnvironment):
-                self._run_vectorized(environment, max_episode_timesteps, deterministic, testing, sleep)
-            else:
-                self._run_single(environment, max_episode_timesteps, deterministic, testing, sleep)
+            with torch_threads(self.torch_threads):
+                if not resume:
+                    self.agent.reset()
+                    self._rows = None
+                environment = self.environment
+                if isinstance(environment, VectorEnvironment):
+                    self._run_vectorized(environment, max_episode_timesteps, deterministic, testing, sleep)
+                else:
+                    self._run_single(environment, max_episode_timesteps, deterministic, testing, sleep)
         finally:
             if self._bar is not None:
                 self._bar.close()

@@ -23,7 +23,7 @@ from typing import Any
 
 from torchforce.agents import Agent, create_agent
 from torchforce.environments import Environment
-from torchforce.execution.base import BaseRunner
+from torchforce.execution.base import TORCH_THREADS, BaseRunner, check_torch_threads, torch_threads
 from torchforce.execution.runner import Runner, episode_callback
 from torchforce.execution.sharing import share_model
 from torchforce.spec.frequency import Every
@@ -34,7 +34,12 @@ SAVE_UNITS = {"s": "seconds", "t": "timesteps", "e": "episodes"}  # save_frequen
 class ThreadedRunner(BaseRunner):
     """Runs ``agent[i]`` in ``environment[i]`` in thread ``i`` (lists of equal length; ``agents``/``environments``
     are the deprecated names). ``save_path`` with ``save_frequency`` and ``save_frequency_unit`` ("s", "t" or "e")
-    saves the first agent (the shared model) that often; ``save_episodes`` is the deprecated episode form."""
+    saves the first agent (the shared model) that often; ``save_episodes`` is the deprecated episode form.
+
+    ``torch_threads``: each ``run`` sets this many intra-op torch threads before it starts the workers' threads, so
+    every worker acts and updates on that many (1 by default: N workers then use N cores, not N times all of them),
+    and sets torch's count back when it returns; None leaves torch's setting alone (docs/internals.md, Torch
+    threads)."""
 
     def __init__(
         self,
@@ -47,6 +52,7 @@ class ThreadedRunner(BaseRunner):
         save_frequency_unit: str | None = None,
         agents: list[Agent] | None = None,
         environments: list[Environment] | None = None,
+        torch_threads: int | None = TORCH_THREADS,
     ) -> None:
         if agents is not None or environments is not None:
             warnings.warn("agents/environments are deprecated; use agent/environment", DeprecationWarning, stacklevel=2)
@@ -68,6 +74,7 @@ class ThreadedRunner(BaseRunner):
         if save_frequency is not None and save_path is None:
             raise ValueError("save_frequency needs a save_path")
         self.repeat_actions = repeat_actions
+        self.torch_threads = check_torch_threads(torch_threads)
         self.save_path, self.save_frequency, self.save_unit = save_path, save_frequency, save_frequency_unit
         self._lock = threading.Lock()  # the counters and history, which every worker's thread updates
         self.reset()
@@ -175,7 +182,7 @@ class ThreadedRunner(BaseRunner):
         self._timesteps_before, self._runners = self.global_timestep, []
         pairs = enumerate(zip(self.agents, self.environments, strict=True))
         self._runners = [
-            Runner(agent, environment, repeat_actions=self.repeat_actions, id_=index)
+            Runner(agent, environment, repeat_actions=self.repeat_actions, id_=index, torch_threads=None)
             for index, (agent, environment) in pairs
         ]
         if self.save_frequency is not None and self.save_unit is not None:  # __init__ checked the unit
@@ -190,16 +197,17 @@ class ThreadedRunner(BaseRunner):
             )
             for index in range(len(self.agents))
         ]
-        for thread in threads:
-            thread.start()
-        try:
-            while any(thread.is_alive() for thread in threads):
-                for thread in threads:
-                    thread.join(timeout=0.1)
-        except KeyboardInterrupt:
-            self._stop.set()
+        with torch_threads(self.torch_threads):  # a thread takes torch's count when it first runs torch code
             for thread in threads:
-                thread.join()
+                thread.start()
+            try:
+                while any(thread.is_alive() for thread in threads):
+                    for thread in threads:
+                        thread.join(timeout=0.1)
+            except KeyboardInterrupt:
+                self._stop.set()
+                for thread in threads:
+                    thread.join()
         if self._errors:
             raise RuntimeError(f"worker {self._errors[0][0]} failed: {self._errors[0][1]!r}") from self._errors[0][1]
 

@@ -16,6 +16,7 @@ import numpy as np
 
 from torchforce.agents import Agent, create_agent
 from torchforce.environments import Environment, make, make_vector
+from torchforce.execution.base import TORCH_THREADS, check_torch_threads
 from torchforce.execution.evaluation import evaluate
 from torchforce.execution.runner import Runner
 from torchforce.spec import expect_int
@@ -55,6 +56,7 @@ def train(
     episode_log: str | Path | None = None,
     progress: bool = False,
     agent_kwargs: dict[str, Any] | None = None,
+    torch_threads: int | None = TORCH_THREADS,
 ) -> tuple[Agent, TrainingResult]:
     """Train a fresh agent; stop at ``num_timesteps`` or when the evaluation mean reaches ``threshold``.
 
@@ -64,10 +66,12 @@ def train(
     separate copy after the first episode that ends at or past each multiple of ``eval_every`` timesteps.
     ``episode_log`` gets one JSON line per finished training episode with the keys of ``EPISODE_LOG_KEYS``:
     ``episode`` (the global count, from 1), ``timesteps`` (global), ``worker`` (the row), ``return``, ``length``
-    and ``wall_time`` (training seconds so far, evaluation excluded).
+    and ``wall_time`` (training seconds so far, evaluation excluded). ``torch_threads`` is the ``Runner``'s: the
+    intra-op torch threads of the run, evaluations included (None: torch's setting as it is).
     """
     eval_every = expect_int(eval_every, "eval_every", minimum=1)
     eval_episodes = expect_int(eval_episodes, "eval_episodes", minimum=1)
+    torch_threads = check_torch_threads(torch_threads)
     environments = make_vector(environment, num_environments, seed=seed)
     evaluation_env: Environment | None = None
     log: TextIO | None = None
@@ -83,7 +87,7 @@ def train(
         if evaluation_env is not None:
             evaluation_env.close()
         raise
-    runner = Runner(agent, environments)
+    runner = Runner(agent, environments, torch_threads=torch_threads)
     evaluations: list[dict[str, float]] = []
     clock = {"start": time.perf_counter(), "evaluation": 0.0, "next": eval_every}
 
