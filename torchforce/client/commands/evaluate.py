@@ -1,0 +1,126 @@
+"""``tfcli experiment evaluate`` and ``tfcli experiment export``: use a trained agent (thin wrappers over
+``torchforce.client.evaluate``)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from torchforce.client.commands import add_command, command, positive_int
+from torchforce.client.commands.output import format_table, print_json, relative
+from torchforce.client.evaluate import (
+    checkpoint_choice,
+    describe_checkpoint,
+    evaluate_experiment,
+    export_experiment,
+)
+from torchforce.client.experiment import Experiment
+from torchforce.client.project import Project
+
+EXPORT_FORMATS = ("torchscript", "onnx")
+
+
+def add_parsers(experiments: argparse._SubParsersAction) -> None:
+    """The ``evaluate`` and ``export`` subcommands of ``tfcli experiment``."""
+    evaluate = add_command(
+        experiments,
+        "evaluate",
+        help="play deterministic episodes with a trained agent (returns, video)",
+        description="Restore the agent from a checkpoint of the experiment's results (the latest, the best that "
+        "periodic\nevaluation kept, or one at a timestep) and play deterministic episodes on a fresh copy of its "
+        "environment:\na table of each episode's return and length, their mean and standard deviation. --video "
+        "records the\nepisodes as an MP4 (needs imageio and imageio-ffmpeg, and an environment that renders "
+        "images).\nThe results and checkpoints stay as they are. A run on a cluster: download its results first.",
+        examples=[
+            "tfcli experiment evaluate -e cp",
+            "tfcli experiment evaluate -e cp --checkpoint best --episodes 20 --json",
+            "tfcli experiment evaluate -e cp --video cp.mp4 --episodes 3",
+        ],
+    )
+    _experiment_argument(evaluate)
+    evaluate.add_argument(
+        "--episodes", type=positive_int, default=10, metavar="N", help="episodes to play (default 10)"
+    )
+    _checkpoint_argument(evaluate)
+    evaluate.add_argument("--video", metavar="FILE.mp4", help="record the episodes into this MP4 file")
+    evaluate.add_argument(
+        "--seed", type=int, metavar="S", help="seed of the environment (default: the experiment's seed)"
+    )
+    evaluate.add_argument("--json", action="store_true", help="machine-readable output")
+    export = add_command(
+        experiments,
+        "export",
+        help="export the acting policy as TorchScript or ONNX",
+        description="Write the trained agent's acting policy as a module that maps a batch of states to its "
+        "deterministic\nactions (the mode of a discrete action, the mean of a continuous one), with the state "
+        "preprocessing\nincluded: TorchScript (torch.jit.load) or ONNX (onnxruntime; exporting needs onnx and "
+        "onnxscript).\nOne tensor per state in, one per action out, in name order; the file says which in its "
+        "metadata.",
+        examples=[
+            "tfcli experiment export -e cp --format onnx",
+            "tfcli experiment export -e cp --format torchscript -o cp_policy.pt --checkpoint best",
+        ],
+    )
+    _experiment_argument(export)
+    export.add_argument("--format", required=True, choices=EXPORT_FORMATS, help="the file format")
+    export.add_argument(
+        "-o", "--output", metavar="FILE", help="the file to write (default: experiments/NAME/exports/policy-STEP.*)"
+    )
+    _checkpoint_argument(export)
+
+
+def _experiment_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("-e", "--experiment", required=True, metavar="NAME", help="the experiment's name")
+
+
+def _checkpoint_argument(parser: argparse.ArgumentParser) -> None:
+    def choice(text: str) -> str:
+        try:
+            return checkpoint_choice(text)
+        except ValueError as error:
+            raise argparse.ArgumentTypeError(str(error)) from None
+
+    parser.add_argument(
+        "--checkpoint",
+        type=choice,
+        default="latest",
+        metavar="best|latest|STEP",
+        help="which checkpoint: the latest (default), the best, or the one at timestep STEP",
+    )
+
+
+@command("experiment", "evaluate")
+def experiment_evaluate(args: argparse.Namespace) -> None:
+    experiment = Experiment.load(Project.find(), args.experiment)
+    report = evaluate_experiment(
+        experiment, episodes=args.episodes, checkpoint=args.checkpoint, video=args.video, seed=args.seed
+    )
+    if args.json:
+        print_json(report)
+        return
+    checkpoint = report["checkpoint"]
+    which = describe_checkpoint(checkpoint["which"], checkpoint["timesteps"], checkpoint["mean_return"])
+    count = len(report["episodes"])
+    print(
+        f"'{experiment.name}' at {which}: {count} deterministic episode{'' if count == 1 else 's'} of "
+        f"{report['environment']}, seed {report['seed']}\n"
+    )
+    rows = [[row["episode"], f"{row['return']:.2f}", row["length"]] for row in report["episodes"]]
+    print(format_table(["Episode", "Return", "Length"], rows))
+    print(
+        f"\nMean return {report['mean_return']:.2f} ± {report['std_return']:.2f} (std), "
+        f"mean length {report['mean_length']:.1f}"
+    )
+    if report["video"] is not None:
+        print(f"Video: {relative_path(report['video'])} ({report['frames']} frames)")
+
+
+@command("experiment", "export")
+def experiment_export(args: argparse.Namespace) -> None:
+    experiment = Experiment.load(Project.find(), args.experiment)
+    path, checkpoint = export_experiment(experiment, format=args.format, output=args.output, checkpoint=args.checkpoint)
+    print(f"Exported the acting policy of '{experiment.name}' from {checkpoint.describe()}: {relative_path(path)}")
+
+
+def relative_path(path: str | Path) -> str:
+    return relative(Path(path).resolve())
