@@ -205,7 +205,7 @@ def test_no_project_here(tmp_path, monkeypatch, capsys):
             "mlp2_network",
         ),
         (
-            ["-A", "ppo_cartpole", "-E", "cartpole", "-C", "small_clustr"],
+            ["-A", "ppo_cartpole", "-E", "cartpole", "--cluster", "small_clustr"],
             "experiment.cluster: no cluster config",
             "small_cluster",
         ),
@@ -345,9 +345,12 @@ def test_a_bad_field_in_an_experiment_file(root, capsys, fields, expected):
     [
         (["-t", "0"], "experiment.total_timesteps: out of range; expected an integer >= 1, got 0."),
         (["-N", "0"], "experiment.num_environments: out of range; expected an integer >= 1, got 0."),
-        (["-R", "distributed", "-p", "-1"], "experiment.num_parameter_servers: out of range; expected an integer >= 0"),
+        (
+            ["--run-mode", "distributed", "--num-parameter-servers", "-1"],
+            "experiment.num_parameter_servers: out of range; expected an integer >= 0",
+        ),
         (["-t", "many"], "tfcli: error: argument -t/--total-timesteps: invalid int value: 'many'"),
-        (["-R", "threads"], "tfcli: error: argument -R/--run-mode: invalid choice: 'threads'"),
+        (["--run-mode", "threads"], "tfcli: error: argument --run-mode: invalid choice: 'threads'"),
     ],
 )
 def test_a_bad_flag(root, capsys, flags, expected):
@@ -415,7 +418,8 @@ def test_resuming_an_experiment_with_no_checkpoint(root, capsys, status):
 
 def test_resuming_a_finished_experiment(root, capsys):
     set_status(root, EXISTING, status="finished")
-    assert "has finished; there is nothing to resume" in bad(root, capsys, "experiment", "start", "-R", "-e", EXISTING)
+    err = bad(root, capsys, "experiment", "start", "--resume", "-e", EXISTING)
+    assert "has finished; there is nothing to resume" in err
 
 
 @pytest.mark.parametrize(
@@ -603,8 +607,8 @@ def test_init_refuses_to_rename_without_force_and_writes_nothing(root, capsys):
 def test_a_bad_plot_window_or_output_folder(root, capsys):
     write(root / "experiments" / EXISTING / "results" / "episodes.jsonl", EPISODE)
     for window in ("0", "-3", "many"):
-        err = bad(root, capsys, "experiment", "plot", "-e", EXISTING, "-w", window)
-        assert "argument -w/--window: expected a whole number >= 1, got " in err and window in err
+        err = bad(root, capsys, "experiment", "plot", "-e", EXISTING, "--window", window)
+        assert "argument --window: expected a whole number >= 1, got " in err and window in err
     err = bad(root, capsys, "experiment", "plot", "-e", EXISTING, "-o", "no/such/folder/curves.png")
     assert "the folder of the plot 'no/such/folder/curves.png' does not exist" in err and "mkdir -p" in err
     assert not (root / "no").exists()

@@ -98,7 +98,7 @@ def expected_create_calls(key_path: Path, root: Path) -> list[list[str]]:
 
 def create_cluster(project: Project) -> None:
     done = tfcli(
-        project.root, "cluster", "create", "-n", CLUSTER, "-m", "n1-standard-4", "-s", "2", "-d", "50", "--yes"
+        project.root, "cluster", "create", "-n", CLUSTER, "-m", "n1-standard-4", "-s", "2", "--disk-size", "50", "--yes"
     )
     assert done.returncode == 0, done.stderr
     assert "n1-standard-4" in done.stdout and "$" in done.stdout and "not a quote" in done.stdout
@@ -210,9 +210,10 @@ def test_the_whole_journey(linked, cloud, tmp_path):
     assert json.loads((results / "checkpoints" / "latest.json").read_text())["timesteps"] > at_pause
     assert not (results / "control.json").exists()
     # multi-threaded and distributed: their manifests, and each runs to its end
-    for name, flags in (("threads", ["-w", "2", "-t", "600"]), ("spread", ["-w", "2", "-p", "1", "-t", "600"])):
+    spread = ["--num-workers", "2", "--num-parameter-servers", "1", "-t", "600"]
+    for name, flags in (("threads", ["--num-workers", "2", "-t", "600"]), ("spread", spread)):
         mode = "multi-threaded" if name == "threads" else "distributed"
-        created = tfcli(root, "experiment", "new", "-n", name, *PPO, "-R", mode, *flags)
+        created = tfcli(root, "experiment", "new", "-n", name, *PPO, "--run-mode", mode, *flags)
         assert created.returncode == 0, created.stderr
         assert tfcli(root, "experiment", "start", "-e", name, "-c", CLUSTER).returncode == 0
         run = Experiment.load(project, name)

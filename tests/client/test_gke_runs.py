@@ -60,7 +60,7 @@ def test_the_experiments_own_cluster_is_created_on_start_and_deleted_when_it_end
     cloud.add_image(IMAGE)
     spec = linked.root / "configs" / "clusters" / "own.json"
     spec.write_text(json.dumps({"name": "own-cluster", "num_nodes": 1, "machine_type": "e2-standard-4"}))
-    experiment = new(linked, "owner", "-t", "300", "-C", "own")
+    experiment = new(linked, "owner", "-t", "300", "--cluster", "own")
     refused = tfcli(linked.root, "experiment", "start", "-e", "owner")  # no terminal to confirm at
     assert refused.returncode == 2 and "Not confirmed" in refused.stderr and "--yes" in refused.stderr
     assert linked.store.clusters() == [] and experiment.record().status == "new"
@@ -84,7 +84,7 @@ def test_a_run_whose_pods_fit_no_node_is_refused(linked, cloud):
     cloud.add_image(IMAGE)
     created = tfcli(linked.root, "cluster", "create", "-n", "tiny", "-m", "n1-standard-1", "-s", "1", "--yes")
     assert created.returncode == 0, created.stderr
-    experiment = new(linked, "big", "-R", "multi-threaded", "-w", "2", "-t", "300")
+    experiment = new(linked, "big", "--run-mode", "multi-threaded", "--num-workers", "2", "-t", "300")
     calls = len(cloud.calls())
     result = tfcli(linked.root, "experiment", "start", "-e", "big", "-c", "tiny")
     assert result.returncode == 2 and "Traceback" not in result.stderr
@@ -140,7 +140,7 @@ def test_an_own_cluster_too_small_for_the_run_is_never_created(linked, cloud):
     cloud.add_image(IMAGE)
     spec = linked.root / "configs" / "clusters" / "small.json"
     spec.write_text(json.dumps({"name": "small-one", "num_nodes": 3, "machine_type": "n1-standard-1"}))
-    experiment = new(linked, "squeezed", "-t", "300", "-C", "small")
+    experiment = new(linked, "squeezed", "-t", "300", "--cluster", "small")
     result = tfcli(linked.root, "experiment", "start", "-e", "squeezed", "--yes")
     assert result.returncode == 2 and "it would never be scheduled" in result.stderr
     assert not any(call[:4] == ["gcloud", "container", "clusters", "create"] for call in cloud.calls())
@@ -151,7 +151,7 @@ def test_stopping_a_run_on_its_own_cluster_downloads_its_results_and_deletes_the
     cloud.add_image(IMAGE)
     spec = linked.root / "configs" / "clusters" / "mine.json"
     spec.write_text(json.dumps({"name": "mine", "num_nodes": 1, "machine_type": "e2-standard-4"}))
-    experiment = new(linked, "keeper", "-t", "400000", "-C", "mine")
+    experiment = new(linked, "keeper", "-t", "400000", "--cluster", "mine")
     assert tfcli(linked.root, "experiment", "start", "-e", "keeper", "--yes").returncode == 0
     wait_for(lambda: experiment.progress().get("timesteps", 0) >= 1000, 120, 0.5, "progress")
     stopped = tfcli(linked.root, "experiment", "stop", "-e", "keeper", timeout=180)

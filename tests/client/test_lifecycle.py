@@ -348,7 +348,7 @@ def test_logs_watch_and_delete(project):
 
 def test_a_gke_cluster_in_the_spec_needs_a_link_or_runs_here_with_c_local(project):
     root = project.root
-    created = tfcli(root, "experiment", "new", "-n", "clustered", *PPO, "-t", "400", "-C", "small_cluster")
+    created = tfcli(root, "experiment", "new", "-n", "clustered", *PPO, "-t", "400", "--cluster", "small_cluster")
     assert created.returncode == 0, created.stderr
     refused = tfcli(root, "experiment", "start", "-e", "clustered")
     assert refused.returncode == 2 and "Traceback" not in refused.stderr
@@ -368,7 +368,8 @@ def test_a_gke_cluster_in_the_spec_needs_a_link_or_runs_here_with_c_local(projec
 
 def test_progress_is_complete_when_the_episode_limit_ends_the_run(project):
     root = project.root
-    assert tfcli(root, "experiment", "new", "-n", "by-episodes", *PPO, "-e", "8", "-t", "100000").returncode == 0
+    created = tfcli(root, "experiment", "new", "-n", "by-episodes", *PPO, "--episodes", "8", "-t", "100000")
+    assert created.returncode == 0
     followed = tfcli(root, "experiment", "start", "-e", "by-episodes", "--follow")
     assert followed.returncode == 0 and "'by-episodes' is finished" in followed.stdout
     bars = [line for line in re.split(r"[\r\n]+", followed.stdout) if line.startswith("by-episodes: ")]

@@ -488,7 +488,7 @@ def test_every_argument_has_a_help_text(prog, parser):
         (["experiment", "strat", "-e", "x"], "start"),
         (["experimnt", "list"], "experiment"),
         (["cluster", "lst"], "list"),
-        (["experiment", "new", "-R", "singel"], "single"),
+        (["experiment", "new", "--run-mode", "singel"], "single"),
     ],
 )
 def test_a_mistyped_command_gets_a_did_you_mean(argv, guess, capsys):

@@ -84,8 +84,9 @@ def test_the_cluster_is_listed_live_and_listens_on_loopback_only(project):
 
 
 def test_a_distributed_experiment_pauses_resumes_finishes_and_downloads(project):
+    distributed = ["--run-mode", "distributed", "--num-workers", "2", "--num-parameter-servers", "1"]
     experiment = new(
-        project, "dist", "-R", "distributed", "-w", "2", "-p", "1", "-t", "20000", "-N", "2", agent="dqn_cartpole"
+        project, "dist", *distributed, "-t", "20000", "-N", "2", agent="dqn_cartpole"
     )  # learns at every step: slow enough to be paused on the way
     started = tfcli(project.root, "experiment", "start", "-e", "dist", "-c", CLUSTER)
     assert started.returncode == 0 and "Ray job" in started.stdout, started.stderr
@@ -150,7 +151,7 @@ def test_an_attached_cluster_with_file_storage_runs_stops_and_downloads(project,
         timeout=120,
     )
     assert attached.returncode == 0 and "Attached" in attached.stdout, attached.stderr
-    experiment = new(project, "threads", "-R", "multi-threaded", "-w", "2", "-t", "200000")
+    experiment = new(project, "threads", "--run-mode", "multi-threaded", "--num-workers", "2", "-t", "200000")
     experiment.start(cluster="lab")
     assert experiment.storage().location.startswith(storage)
     wait_for(progress_at_least(experiment, 2000), timeout=180, what="progress")
@@ -179,7 +180,7 @@ def ray_worker_pids(project: Project) -> list[int]:
 
 
 def test_a_killed_worker_actor_is_restarted_and_the_run_finishes(project):
-    experiment = new(project, "fault", "-R", "distributed", "-w", "2", "-t", "60000")
+    experiment = new(project, "fault", "--run-mode", "distributed", "--num-workers", "2", "-t", "60000")
     experiment.start(cluster=CLUSTER)
     wait_for(progress_at_least(experiment, 2000), timeout=180, what="progress")
     victims = wait_for(lambda: ray_worker_pids(project), timeout=30, what="the worker actors")
@@ -229,7 +230,7 @@ def test_a_killed_driver_resumes_with_max_restarts_and_fails_without(project):
 def test_bad_cluster_input_is_refused_and_changes_nothing(project, arguments, message):
     if project.store.experiment("bad") is None:
         new(project, "bad", "-t", "1000")
-        new(project, "wide", "-R", "distributed", "-w", "5", "-t", "1000")
+        new(project, "wide", "--run-mode", "distributed", "--num-workers", "5", "-t", "1000")
         project.store.add_cluster(
             "gone",
             {"type": "ray", "name": "gone", "address": "127.0.0.1:9", "storage": "/tmp"},

@@ -28,6 +28,9 @@ class Checkpoints:
     ``runner.pt``, loaded with ``weights_only=True``) and the environments' state (``environments.pkl``, the
     pickled copies of ``VectorEnvironment.get_state``: Gymnasium environments can only be saved whole).
 
+    The newest ``KEEP_CHECKPOINTS`` folders are kept, and the one ``best.json`` names (the checkpoint of the best
+    evaluation so far, ``mark_best``), however old.
+
     Unpickling runs whatever the file says, so ``load`` unpickles ``environments.pkl`` only when it is trusted:
     signed by this user (an HMAC-SHA256 with the secret in ``key_file``, by default ``default_key_file()``,
     readable by the user alone, as Jupyter signs notebooks) or loaded with ``trust_pickle=True``. Otherwise
@@ -64,6 +67,29 @@ class Checkpoints:
         pointer = self.folder / "latest.json"
         return json.loads(pointer.read_text()) if pointer.is_file() else None
 
+    @staticmethod
+    def folder_name(timesteps: int) -> str:
+        """The name of the checkpoint folder of timestep ``timesteps``."""
+        return f"{timesteps:012d}"
+
+    def best(self) -> dict[str, Any] | None:
+        """``best.json``: ``timesteps``, ``mean_return`` and ``folder`` of the checkpoint that evaluated best; None
+        when there is none (or it is not such an object)."""
+        try:
+            pointer = json.loads((self.folder / "best.json").read_text())
+        except (OSError, ValueError):
+            return None
+        return pointer if isinstance(pointer, dict) and self._plain_name(pointer.get("folder")) else None
+
+    def mark_best(self, timesteps: int, mean_return: float) -> dict[str, Any]:
+        """Point ``best.json`` at the checkpoint of ``timesteps`` (written already): from now on it is never pruned,
+        until another one is marked best."""
+        from torchforce.client.project import write_json_atomically
+
+        pointer = {"timesteps": timesteps, "mean_return": mean_return, "folder": self.folder_name(timesteps)}
+        write_json_atomically(self.folder / "best.json", pointer)
+        return pointer
+
     # ------------------------------------------------------------------------------------------------ saving
 
     def save(
@@ -78,7 +104,7 @@ class Checkpoints:
         ``VectorEnvironment.get_state`` (or None)."""
         from torchforce.client.project import write_json_atomically
 
-        name = f"{info['timesteps']:012d}"
+        name = self.folder_name(info["timesteps"])
         target = self.folder / name
         partial = self.folder / f".{name}.partial"
         shutil.rmtree(partial, ignore_errors=True)
@@ -104,11 +130,16 @@ class Checkpoints:
         os.replace(partial, target)
         pointer = {**info, "folder": name, "saved_at": time.time()}
         write_json_atomically(self.folder / "latest.json", pointer)
-        for old in sorted(p for p in self.folder.iterdir() if p.is_dir() and not p.name.startswith("."))[
-            :-KEEP_CHECKPOINTS
-        ]:
-            shutil.rmtree(old, ignore_errors=True)
+        self._prune()
         return pointer
+
+    def _prune(self) -> None:
+        """Remove all but the newest ``KEEP_CHECKPOINTS`` checkpoint folders and the best one."""
+        best = self.best()
+        folders = sorted(p for p in self.folder.iterdir() if p.is_dir() and not p.name.startswith("."))
+        for old in folders[:-KEEP_CHECKPOINTS]:
+            if best is None or old.name != best["folder"]:
+                shutil.rmtree(old, ignore_errors=True)
 
     @classmethod
     def _plain(cls, value: Any, arrays: dict[str, Any], where: str) -> Any:

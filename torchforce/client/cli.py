@@ -11,9 +11,20 @@ import traceback
 import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, NoReturn
 
-from torchforce.client.commands import HANDLERS, cluster, config, experiment, formatter, gcloud, init, project
+from torchforce.client.commands import (
+    HANDLERS,
+    cluster,
+    config,
+    experiment,
+    formatter,
+    gcloud,
+    init,
+    project,
+    retired_flag_error,
+)
+from torchforce.client.completion import SHELLS, completion_script
 from torchforce.client.errors import ClientError, ClientWarning
 from torchforce.spec import SpecError, did_you_mean
 
@@ -31,11 +42,15 @@ DESCRIPTION = """Run reinforcement-learning experiments from the command line.
   tfcli project repair                          adopt experiment folders a lost state database left behind
   tfcli config schema                           JSON Schemas of the agent configs, for editors
 
+Each short flag means one thing in every command: -e is the experiment a command acts on, -n the name of what
+it creates, -f a spec file, -c a cluster of the project; see a command's --help for its flags.
+Shell completion: add 'source <(tfcli --print-completion bash)' to ~/.bashrc, or the same with zsh to ~/.zshrc.
 Bad input gets one clear message and exit code 2; --debug shows the traceback as well."""
 EXAMPLES = [
     "tfcli init",
     "tfcli experiment new -n cp -A ppo_cartpole -E cartpole -t 50000 --start",
     "tfcli experiment watch -e cp",
+    "tfcli --print-completion bash > ~/.local/share/bash-completion/completions/tfcli",
 ]
 INVALID_CHOICE = re.compile(r"invalid choice: '([^']*)' \(choose from (.*)\)")
 
@@ -49,18 +64,38 @@ class Parser(argparse.ArgumentParser):
         super().__init__(*args, **kwargs)
 
     def error(self, message: str) -> None:  # type: ignore[override]
-        hint = f"See '{self.prog} --help'."
+        hint = None
         match = INVALID_CHOICE.search(message)
         if match:
             guess = did_you_mean(match.group(1), [c.strip().strip("'\"") for c in match.group(2).split(",")])
-            hint = (f"Did you mean '{guess}'? " if guess else "") + hint
-        self.exit(EXIT_USAGE, f"tfcli: error: {message}\n  {hint}\n")
+            hint = f"Did you mean '{guess}'?" if guess else None
+        self.fail(message, hint)
+
+    def fail(self, message: str, hint: str | None = None) -> NoReturn:
+        """Exit with code 2 after ``tfcli: error: MESSAGE`` and a hint line that ends by pointing at --help."""
+        see = f"See '{self.prog} --help'."
+        self.exit(EXIT_USAGE, f"tfcli: error: {message}\n  {hint + ' ' if hint else ''}{see}\n")
+
+    def parse_known_args(self, args: Any = None, namespace: Any = None) -> tuple[Any, list[str]]:
+        """Arguments parsed; a short flag this command had before, which means something else now, is an error
+        naming its long form (``experiment new -e 5``: give ``--episodes 5``), never taken for another setting."""
+        parsed, extras = super().parse_known_args(args, namespace)
+        retired = retired_flag_error(self, extras)
+        if retired is not None:
+            self.fail(*retired)
+        return parsed, extras
 
 
 def build_parser() -> Parser:
     parser = Parser(prog="tfcli", description=DESCRIPTION, epilog="examples:\n  " + "\n  ".join(EXAMPLES))
     parser.add_argument("--debug", action="store_true", help="show tracebacks of errors")
     parser.add_argument("--version", action="store_true", help="print the version and exit")
+    parser.add_argument(
+        "--print-completion",
+        choices=SHELLS,
+        metavar="SHELL",
+        help="print the shell completion script for bash or zsh and exit (see above)",
+    )
     groups = parser.add_subparsers(dest="group", metavar="COMMAND", parser_class=Parser, help="one of:")
     for group in GROUPS:
         group.add_parser(groups)
@@ -92,6 +127,9 @@ def main(argv: list[str] | None = None) -> int:
         from torchforce import __version__
 
         print(f"tfcli (torchforce) {__version__}")
+        return 0
+    if args.print_completion:
+        print(completion_script(parser, args.print_completion), end="")
         return 0
     handler = HANDLERS.get((args.group, getattr(args, "command", None)))
     if handler is None:  # a group without its command: its help

@@ -13,7 +13,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from torchforce.client.project import Project
+from torchforce.client.project import Project, current_folder
 from torchforce.spec import (
     SpecError,
     did_you_mean,
@@ -57,7 +57,12 @@ DEFAULTS: dict[str, Any] = {
     "saver_frequency": None,  # "600s" distributed, "100e" otherwise (2018)
     "summary_frequency": None,  # "120s" distributed, "1000t" otherwise
     "seed": 0,
+    "evaluation": None,  # {"frequency": "10000t", "episodes": 10, "environment": null}: evaluation during training
+    "mlflow": None,  # {"tracking_uri": "file:///.../mlruns", "experiment": NAME}: the run mirrored into MLflow
+    "group": None,  # the group this run belongs to (seeds of one setup, trials of a sweep): a name as check_name says
 }
+EVALUATION_KEYS = ("frequency", "episodes", "environment")
+MLFLOW_KEYS = ("tracking_uri", "experiment")
 ACCEPTED = {"type", "name", "timesteps", "sources", "created_at", "torchforce_version", *DEFAULTS}
 CONFIG_KINDS = {"environment": "environments", "agent": "agents", "network": "networks", "cluster": "clusters"}
 
@@ -126,6 +131,8 @@ def resolve_experiment(project: Project, raw: dict[str, Any], *, build: bool = T
     _check_budget(spec)
     _check_run(spec)
     _check_frequencies(spec)
+    _check_evaluation(project, spec)
+    _check_mlflow(project, spec, build=build)
     if spec["cluster"] is not None:
         from torchforce.client.cluster import cluster_from_spec
 
@@ -137,6 +144,7 @@ def resolve_experiment(project: Project, raw: dict[str, Any], *, build: bool = T
 
         use_modules(modules_folder(project.root))  # the one place user classes come from (as in the worker)
         check_buildable(spec)
+        _check_evaluation_environment(spec)
     return spec
 
 
@@ -164,13 +172,16 @@ def _load_configs(project: Project, spec: dict[str, Any]) -> dict[str, str | Non
     """Replace config names in ``spec`` by their contents; returns which file each came from (None: inline)."""
     sources: dict[str, str | None] = {}
     for key, kind in CONFIG_KINDS.items():
-        if spec[key] is not None:
+        if key == "environment" and isinstance(spec[key], str):
+            spec[key], sources[key] = load_environment(project, spec[key])
+        elif spec[key] is not None:
             spec[key], sources[key] = project.load_config(spec[key], kind, f"experiment.{key}")
     if spec["environment"] is None:
         raise SpecError(
             "experiment.environment",
             "an experiment needs an environment",
-            hint="Give -E/--environment NAME (a config in configs/environments/) or a file.",
+            hint="Give -E/--environment NAME (a config in configs/environments/, or a Gymnasium id such as "
+            "CartPole-v1) or a file.",
         )
     if spec["agent"] is None:
         raise SpecError(
@@ -220,7 +231,7 @@ def _check_budget(spec: dict[str, Any]) -> None:
         raise SpecError(
             "experiment.total_timesteps",
             "an experiment needs an end",
-            hint="Give total_timesteps (-t) or episodes (-e).",
+            hint="Give total_timesteps (-t) or episodes (--episodes).",
         )
     spec["max_timesteps_per_episode"] = _positive_or_none(
         spec["max_timesteps_per_episode"], "experiment.max_timesteps_per_episode"
@@ -247,6 +258,7 @@ def _check_run(spec: dict[str, Any]) -> None:
     spec["num_environments"] = expect_int(spec["num_environments"], "experiment.num_environments", minimum=1)
     spec["vectorization"] = expect_choice(spec["vectorization"], "experiment.vectorization", VECTORIZATION)
     spec["seed"] = None if spec["seed"] is None else expect_int(spec["seed"], "experiment.seed", minimum=0)
+    spec["group"] = None if spec["group"] is None else check_name(spec["group"], "experiment.group")
 
 
 def _check_frequencies(spec: dict[str, Any]) -> None:
@@ -264,6 +276,120 @@ def _check_frequencies(spec: dict[str, Any]) -> None:
             expected="a frequency in s or t, like '120s' or '1000t'",
         )
     spec["summary_frequency"] = str(summary_frequency)
+
+
+def _only_keys(value: Any, path: str, keys: tuple[str, ...]) -> dict[str, Any]:
+    """``value`` as an object of some of ``keys``; an unknown key is an error naming it."""
+    value = dict(expect_dict(value, path))
+    for key in value:
+        if key not in keys:
+            guess = did_you_mean(key, keys)
+            raise SpecError(
+                f"{path}.{key}",
+                "unknown key",
+                hint=f"Did you mean '{guess}'?" if guess else "Known: " + ", ".join(keys) + ".",
+            )
+    return value
+
+
+def _check_evaluation(project: Project, spec: dict[str, Any]) -> None:
+    """``evaluation``: every ``frequency`` (as ``saver_frequency``: ``"10000t"``, ``"50e"``, ``"600s"``) the worker
+    plays ``episodes`` (default 10) deterministic episodes on ``environment`` (null: the experiment's; named as
+    ``environment`` is), a separate instance with its own seed. Resolved: the frequency normalised, the
+    environment inline."""
+    if spec["evaluation"] is None:
+        return
+    path = "experiment.evaluation"
+    evaluation = _only_keys(spec["evaluation"], path, EVALUATION_KEYS)
+    if evaluation.get("frequency") is None:
+        raise SpecError(
+            f"{path}.frequency",
+            "evaluation needs a frequency",
+            expected="a frequency like '10000t' (timesteps), '50e' (episodes) or '600s' (seconds)",
+        )
+    frequency = str(parse_frequency(evaluation["frequency"], f"{path}.frequency"))
+    episodes = expect_int(evaluation.get("episodes", 10), f"{path}.episodes", minimum=1)
+    environment = evaluation.get("environment")
+    if isinstance(environment, str):
+        try:
+            environment, _ = load_environment(project, environment)
+        except SpecError as error:  # said of experiment.environment: it is about this one
+            rest = error.path.removeprefix("experiment.environment")
+            raise SpecError(
+                f"{path}.environment{rest}", error.message, got=error.got, expected=error.expected, hint=error.hint
+            ) from None
+    if environment is not None:
+        environment = dict(expect_dict(environment, f"{path}.environment"))
+    spec["evaluation"] = {"frequency": frequency, "episodes": episodes, "environment": environment}
+
+
+def _check_evaluation_environment(spec: dict[str, Any]) -> None:
+    """An evaluation environment of its own is built once, and must have the states and actions of the
+    experiment's (the agent acts in both)."""
+    from torchforce.environments import make
+
+    evaluation = spec["evaluation"]
+    if evaluation is None or evaluation["environment"] is None:
+        return
+    path = "experiment.evaluation.environment"
+    try:
+        own = make(evaluation["environment"])
+    except SpecError as error:  # said of "environment...": placed under this one's path
+        rest = error.path.removeprefix("environment")
+        raise SpecError(
+            path + (rest if not rest or rest[0] in ".[" else f".{rest}"),
+            error.message,
+            got=error.got,
+            expected=error.expected,
+            hint=error.hint,
+        ) from None
+    try:
+        training = make(spec["environment"])
+        try:
+            for what in ("states", "actions"):
+                if getattr(own, what) != getattr(training, what):
+                    raise SpecError(
+                        path,
+                        f"its {what} differ from those of experiment.environment, in which the agent learns",
+                        got=getattr(own, what),
+                        expected=getattr(training, what),
+                    )
+        finally:
+            training.close()
+    finally:
+        own.close()
+
+
+def _check_mlflow(project: Project, spec: dict[str, Any], *, build: bool) -> None:
+    """``mlflow``: the run mirrored into MLflow (``torchforce.client.tracking``): ``tracking_uri``, an absolute
+    local store (``file:///...``, ``sqlite:////...``, a folder) or a server's address, and ``experiment``, the
+    MLflow experiment (default: the project's name). ``build`` (``experiment new``): mlflow must be installed."""
+    if spec["mlflow"] is None:
+        return
+    path = "experiment.mlflow"
+    settings = _only_keys(spec["mlflow"], path, MLFLOW_KEYS)
+    uri = settings.get("tracking_uri")
+    expected = "an absolute store like 'file:///home/me/mlruns' or 'sqlite:////home/me/mlflow.db', or a server URL"
+    if not isinstance(uri, str) or not uri.strip():
+        raise SpecError(f"{path}.tracking_uri", "MLflow needs a tracking URI", got=uri, expected=expected)
+    scheme, _, rest = uri.partition(":")  # the local path: file:///abs, sqlite:////abs (sqlite:///rel), /abs
+    local = {"file": rest.removeprefix("//"), "sqlite": rest.removeprefix("///")}.get(scheme)
+    local = local if local is not None else uri if "://" not in uri else None
+    if local is not None and not Path(local).is_absolute():
+        raise SpecError(
+            f"{path}.tracking_uri",
+            "a relative store would be found from wherever the worker runs",
+            got=uri,
+            expected=expected,
+        )
+    experiment = settings.get("experiment") or project.name
+    if not isinstance(experiment, str):
+        raise SpecError(f"{path}.experiment", "not an MLflow experiment name", got=experiment, expected="a name")
+    if build:
+        from torchforce.client.tracking import check_installed
+
+        check_installed(path)
+    spec["mlflow"] = {"tracking_uri": uri, "experiment": experiment}
 
 
 def check_stored(project: Project, path: Path, name: str) -> dict[str, Any]:
@@ -293,9 +419,41 @@ def check_stored(project: Project, path: Path, name: str) -> dict[str, Any]:
     return spec
 
 
+def load_environment(project: Project, value: str) -> tuple[Any, str | None]:
+    """The environment an experiment names by a string, and the file it came from: a file or a config in
+    configs/environments/ first, else an environment name (a Gymnasium id, ``module:Class`` or an environment type:
+    ``torchforce.environments.names``), stored as the spec it stands for (``{"type": "gym", "gym_id":
+    "HalfCheetah-v5"}``) so that the worker builds the same environment. A name known as neither is an error that
+    suggests among the configs and the registered ids."""
+    from torchforce.client.modules import modules_folder, use_modules
+    from torchforce.environments.names import spec_for_name
+
+    path = "experiment.environment"
+    try:
+        project.find_config(value, "environments", path)
+    except SpecError:
+        if Path(value).suffix.lower() in (".json", ".yaml", ".yml") or _names_a_folder(project, value):
+            raise  # a file, or a folder: not a name
+        use_modules(modules_folder(project.root))  # a 'module:Class' of the project's own
+        return spec_for_name(value, path, configs=project.config_names("environments")), None
+    return project.load_config(value, "environments", path)
+
+
+def _names_a_folder(project: Project, value: str) -> bool:
+    for base in (current_folder(), project.root):
+        try:
+            if (base / value).is_dir():
+                return True
+        except OSError:  # a name the system cannot look up (too long)
+            pass
+    return False
+
+
 def _environment_spec(value: Any) -> dict[str, Any]:
-    if isinstance(value, str):
-        return {"type": "gym", "gym_id": value}
+    if isinstance(value, str):  # a config file holding just a name
+        from torchforce.environments.names import spec_for_name
+
+        return spec_for_name(value, "experiment.environment")
     return dict(expect_dict(value, "experiment.environment"))
 
 

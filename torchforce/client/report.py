@@ -1,12 +1,24 @@
-"""Figures of an experiment's episode log: recent and best mean returns, steps and time to a threshold."""
+"""The worker's JSON-lines results (``episodes.jsonl``, ``evaluations.jsonl``): writing them while tfcli reads
+them, cutting them back to a checkpoint, reading them; and the figures of an episode log (recent and best mean
+returns, steps and time to a threshold).
+
+A line is complete once its newline is written. The worker writes whole lines, but a reader may still catch the
+last one half written (or a crash may have cut it off): every reader here leaves out a final line without its
+newline, silently, as the line it will be once written (or, after a crash, the line the resumed run writes again).
+"""
 
 from __future__ import annotations
 
 import json
 import math
+import os
+import threading
+import time
 import warnings
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any, TypeGuard
 
 import numpy as np
 
@@ -14,24 +26,118 @@ from torchforce.client.commands.output import relative
 from torchforce.client.errors import ClientWarning
 
 WINDOW = 100
+FLUSH_SECONDS = 0.5  # a record appended to a results log is in the file this long afterwards at the latest
+SCAN_BYTES = 1 << 16  # how much of a log's end ``drop_after`` reads at a time
+
+
+# ---------------------------------------------------------------------------------------------- writing
+
+
+class JsonLines:
+    """A JSON-lines results file the worker appends to while readers follow it. ``append`` keeps a record and
+    writes what is pending, in whole lines, once ``FLUSH_SECONDS`` have passed since the last write; ``flush``
+    writes at once (``due_only``: only if that time has passed, for a caller that polls, so a record never waits
+    longer), as a checkpoint and the end of a run do. Threads may append concurrently (the multi-threaded run
+    mode's workers log their episodes from their own threads)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._file = open(path, "ab")  # noqa: SIM115 - held for the run, closed by close()
+        self._pending: list[str] = []
+        self._lock = threading.Lock()
+        self._written = time.monotonic()
+
+    def append(self, record: dict[str, Any]) -> None:
+        with self._lock:
+            self._pending.append(json.dumps(record) + "\n")
+        self.flush(due_only=True)
+
+    def flush(self, *, due_only: bool = False) -> None:
+        with self._lock:
+            now = time.monotonic()
+            if due_only and now - self._written < FLUSH_SECONDS:
+                return
+            self._written = now
+            if self._pending:
+                self._file.write("".join(self._pending).encode())
+                self._file.flush()
+                self._pending.clear()
+
+    def close(self) -> None:
+        self.flush()
+        self._file.close()
+
+
+def drop_after(path: Path, field: str, last: float) -> int:
+    """Cut the log at ``path`` back to a checkpoint: drop its final lines whose ``field`` is past ``last`` (they
+    will be played again), along with damaged lines among them and a final line without its newline; stop at the
+    first whole record from the end at or before ``last``. Reads only the end it drops, from the back (logs are
+    in the order of ``field``); returns how many lines went."""
+    try:
+        file = open(path, "r+b")  # noqa: SIM115 - closed below
+    except FileNotFoundError:
+        return 0
+    with file:
+        position = file.seek(0, os.SEEK_END)
+        tail, end, dropped = b"", 0, 0  # tail: the bytes from ``position`` on; its lines from ``end`` on are judged
+        while position + end > 0:
+            newline = tail.rfind(b"\n", 0, end - 1) if end else -1  # the one ending the line before this one
+            if newline < 0 and position > 0:
+                begin = max(0, position - SCAN_BYTES)
+                file.seek(begin)
+                tail, end, position = file.read(position - begin) + tail[:end], end + position - begin, begin
+                continue
+            line = tail[newline + 1 : end]
+            try:
+                record = json.loads(line) if line.endswith(b"\n") else None
+            except (ValueError, RecursionError):
+                record = None
+            value = record.get(field) if isinstance(record, dict) else None
+            if _number(value) and value <= last:
+                break
+            end, dropped = newline + 1, dropped + 1
+        file.truncate(position + end)
+    return dropped
+
+
+# ---------------------------------------------------------------------------------------------- reading
+
+
+def whole_lines(path: Path) -> Iterator[bytes]:
+    """The lines of ``path`` that end with their newline (see the module doc)."""
+    with open(path, "rb") as file:
+        for line in file:
+            if line.endswith(b"\n"):
+                yield line
 
 
 def read_episodes(path: Path) -> list[dict]:
-    """The episode log's records. A line that is not a whole record (cut off by a crash, garbage, a wrong type) is
-    skipped; skipped lines are counted and reported once, as a ClientWarning naming the file."""
+    """The episode log's records. A line that is not a whole record (garbage, a wrong type) is skipped; skipped
+    lines are counted and reported once, as a ClientWarning naming the file. A final line without its newline is
+    being written: it is left out and not counted."""
+    return _read_records(path, _episode)
+
+
+def read_evaluations(path: Path) -> list[dict]:
+    """The records of ``evaluations.jsonl``: ``timesteps``, ``episodes`` (training episodes so far),
+    ``mean_return``, ``std_return``, ``returns`` (each evaluation episode's) and ``wall_time``. Damaged lines are
+    skipped, counted and reported as in ``read_episodes``; an absent file has none."""
+    return _read_records(path, _evaluation)
+
+
+def _read_records(path: Path, parse: Callable[[bytes], dict | None]) -> list[dict]:
     if not path.is_file():
         return []
     records, damaged = [], 0
-    with open(path, "rb") as file:
-        for line in file:
-            record = _episode(line)
-            if record is None:
-                damaged += line.strip() != b""
-            else:
-                records.append(record)
+    for line in whole_lines(path):
+        record = parse(line)
+        if record is None:
+            damaged += line.strip() != b""
+        else:
+            records.append(record)
     if damaged:
         lines = "line" if damaged == 1 else "lines"
-        warnings.warn(f"{damaged} damaged {lines} skipped in {relative(path)}", ClientWarning, stacklevel=2)
+        warnings.warn(f"{damaged} damaged {lines} skipped in {relative(path)}", ClientWarning, stacklevel=3)
     return records
 
 
@@ -52,7 +158,28 @@ def _episode(line: bytes) -> dict | None:
     return record
 
 
-def _number(value: object) -> bool:
+def _evaluation(line: bytes) -> dict | None:
+    """One line of the evaluation log as a record, or None: an object with ``timesteps`` and ``episodes`` (integers
+    >= 0), finite ``mean_return``, ``std_return`` and ``wall_time``, and ``returns`` a list of numbers."""
+    try:
+        record = json.loads(line)
+    except (ValueError, RecursionError):
+        return None
+    if not isinstance(record, dict):
+        return None
+    counts = (record.get("timesteps"), record.get("episodes"))
+    if not all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in counts):
+        return None
+    numbers = (record.get("mean_return"), record.get("std_return"), record.get("wall_time"))
+    if not all(_number(value) and math.isfinite(value) for value in numbers):
+        return None
+    returns = record.get("returns")
+    if not isinstance(returns, list) or not all(_number(value) for value in returns):
+        return None
+    return record
+
+
+def _number(value: object) -> TypeGuard[int | float]:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 

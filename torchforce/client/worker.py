@@ -7,11 +7,21 @@ It is what every backend runs: the local backend as a detached process, the Ray 
 folder is on the cluster's storage). With ``--project`` it records the run's end in the project's state database;
 without (a Ray job, or a supervised run) the client reads it from ``progress.json``. Results:
 
-- ``episodes.jsonl``: one JSON line per finished episode (episode, timesteps, worker, return, length, wall_time);
+- ``episodes.jsonl``: one JSON line per finished episode (episode, timesteps, worker, return, length, wall_time),
+  in the file within a second of the episode's end (whole lines; readers leave out a last line still without its
+  newline). A resumed run cuts it back to the checkpoint's episode count first: those after it are played again;
+- ``evaluations.jsonl``: with the experiment's ``evaluation``, one JSON line per evaluation round
+  (``PeriodicEvaluation``), cut back to the checkpoint's timestep on resume, as the episode log;
 - ``progress.json``: counters, recent mean return and steps/s, rewritten about once a second;
 - ``checkpoints/<timestep>/``: the agent's whole state plus the runner's and the environments' state, every
-  ``saver_frequency`` and when paused or stopped; ``checkpoints/latest.json`` points at the newest complete one;
-- ``summaries/``: TensorBoard event files (a resumed run purges what the earlier one wrote after its checkpoint);
+  ``saver_frequency``, when paused or stopped, and when an evaluation is the best so far;
+  ``checkpoints/latest.json`` points at the newest complete one, ``checkpoints/best.json`` at the best evaluated
+  one (never pruned);
+- ``summaries/``: TensorBoard event files (a resumed run purges what the earlier one wrote after its checkpoint):
+  the agent's scalars, ``run/steps_per_second`` and ``run/mean_return_100`` with every progress line,
+  ``evaluation/mean_return`` and ``evaluation/std_return``, and the run's hyperparameters (the resolved spec's
+  scalar fields) for the HParams dashboard, measured by ``run/mean_return_100``;
+- ``mlflow.json``: with the experiment's ``mlflow``, the MLflow run it is mirrored into (``tracking.MlflowRun``);
 - ``worker.log``: this process's log, with a progress line every few seconds (episode, timesteps, steps/s, mean
   return of the last 100 episodes), and DEBUG lines when the experiment says ``debug_logging``.
 
@@ -54,6 +64,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import copy
 import json
 import logging
 import os
@@ -69,9 +80,13 @@ from typing import TYPE_CHECKING, Any
 
 from torchforce.client.checkpoints import Checkpoints
 from torchforce.client.modules import use_modules
+from torchforce.client.report import JsonLines, drop_after
 from torchforce.spec import parse_frequency
 
 if TYPE_CHECKING:  # torch and the execution package load when the run is built, not when this module is imported
+    from torchforce.agents import Agent
+    from torchforce.client.tracking import MlflowRun
+    from torchforce.core.summaries import Summarizer
     from torchforce.environments import Environment, VectorEnvironment
     from torchforce.execution import DistributedRunner, Runner, ThreadedRunner
 from torchforce.spec.frequency import Every
@@ -81,6 +96,8 @@ WORKER_MODULE = "torchforce.client.worker"
 RESTARTS_VARIABLE = "TORCHFORCE_RESTARTS"  # how many times a supervised run has been restarted so far
 PROGRESS_LOG_SECONDS = 5.0  # a progress line in worker.log at most this often (and once at the end)
 HOLD_POLL_SECONDS = 1.0  # --hold-after-pause: how often a held worker looks at control.json
+EVALUATION_SEED_OFFSET = 100_000  # the evaluation environment's seed: the experiment's seed plus this
+RECENT_METRIC = "run/mean_return_100"  # the scalar that measures a run in TensorBoard's HParams dashboard
 
 
 class Signals:
@@ -110,6 +127,76 @@ def control_request(results: Path) -> str | None:
     except (OSError, ValueError, AttributeError):
         return None
     return request if request in ("pause", "stop") else None
+
+
+class PeriodicEvaluation:
+    """Evaluation during training, the experiment's ``evaluation`` field: every ``frequency`` (in timesteps,
+    episodes or seconds of the run, counted across resumes: due at each multiple of it), the agent plays
+    ``episodes`` deterministic episodes on an environment of its own (``environment``, or the experiment's) and
+    the worker logs them (``ExperimentRun.evaluate_if_due``).
+
+    The agent acts with ``deterministic=True, independent=True``, which leaves its training episodes, memory,
+    counters and random generators alone, and the state of its stateful preprocessing (which independent acting
+    advances) is put back after each round: training goes on exactly as it would without evaluation. The
+    environment is seeded with the experiment's seed plus ``EVALUATION_SEED_OFFSET`` before every round, so every
+    round starts from the same states: rounds compare on equal terms, and a resumed run evaluates as an
+    uninterrupted one (nothing of the evaluation environment needs saving). ``state_dict`` (in checkpoints) holds
+    when the next round is due and the best round so far."""
+
+    def __init__(
+        self, settings: dict[str, Any], environment: Any, *, seed: int | None, max_timesteps: int | None
+    ) -> None:
+        from torchforce.environments import make
+
+        self.frequency = parse_frequency(settings["frequency"], "experiment.evaluation.frequency")
+        self.episodes = int(settings["episodes"])
+        self.environment = make(environment)
+        self.seed = None if seed is None else seed + EVALUATION_SEED_OFFSET
+        self.max_timesteps = max_timesteps
+        self.next: float = self.frequency.amount  # the count (of the frequency's unit) at which the next is due
+        self.best: dict[str, Any] | None = None  # best.json's content: timesteps, mean_return, folder
+
+    def due(self, counts: dict[str, float]) -> bool:
+        return counts[self.frequency.unit] >= self.next
+
+    def play(self, agent: Agent, counts: dict[str, float]) -> list[float]:
+        """The returns of one round of episodes; the next round is due at the next multiple of the frequency."""
+        from torchforce.execution.evaluation import evaluate
+
+        amount = self.frequency.amount
+        self.next = (counts[self.frequency.unit] // amount + 1) * amount
+        if self.seed is not None:
+            self.environment.seed(self.seed)
+        # independent acting runs the states through the agent's preprocessing, whose stateful kinds (sequence,
+        # running_standardize) it advances: their state is put back after the round, for training to go on as is
+        preprocessing = getattr(agent, "preprocessing", {})
+        saved = {name: copy.deepcopy(stack.state_dict()) for name, stack in preprocessing.items()}
+        try:
+            return evaluate(
+                agent,
+                self.environment,
+                episodes=self.episodes,
+                deterministic=True,
+                max_episode_timesteps=self.max_timesteps,
+            )
+        finally:
+            for name, stack in preprocessing.items():
+                stack.load_state_dict(saved[name])
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"next": self.next, "best": self.best}
+
+    def load_state_dict(self, state: dict[str, Any] | None, counts: dict[str, float], best: dict | None) -> None:
+        """Continue from a checkpoint's ``state`` (None: one written without evaluation: the next round is due at
+        the next multiple of the frequency, and the best is ``best.json``'s, ``best``)."""
+        if state is None:
+            amount = self.frequency.amount
+            self.next, self.best = (counts[self.frequency.unit] // amount + 1) * amount, best
+        else:
+            self.next, self.best = state["next"], state["best"]
+
+    def close(self) -> None:
+        self.environment.close()
 
 
 class ExperimentRun:
@@ -145,6 +232,12 @@ class ExperimentRun:
         self.elapsed_before = 0.0
         self.restarts = int(os.environ.get(RESTARTS_VARIABLE, "0") or 0)
         self.host = socket.gethostname()
+        # built with the run (build, run): where results go besides progress.json and the checkpoints
+        self.summarizer: Summarizer | None = None
+        self.evaluation: PeriodicEvaluation | None = None
+        self.mlflow: MlflowRun | None = None
+        self.episode_log: JsonLines | None = None
+        self.evaluation_log: JsonLines | None = None
         if self.spec.get("debug_logging"):
             logging.getLogger("torchforce").setLevel(logging.DEBUG)
         LOG.debug("experiment spec: %s", json.dumps(self.spec, sort_keys=True))
@@ -156,9 +249,13 @@ class ExperimentRun:
         from torchforce.execution import Runner, ThreadedRunner, clone_worker_agent
 
         spec = self.spec
-        environment = spec["environment"]
-        if spec["repeat_actions"] > 1:
-            environment = {"type": "repeat_actions", "environment": environment, "repeat": spec["repeat_actions"]}
+
+        def acted(environment: Any) -> Any:  # as the agent acts in it: with the experiment's repeated actions
+            if spec["repeat_actions"] == 1:
+                return environment
+            return {"type": "repeat_actions", "environment": environment, "repeat": spec["repeat_actions"]}
+
+        environment = acted(spec["environment"])
         self.threaded = spec["run_mode"] == "multi-threaded"
         self.distributed = spec["run_mode"] == "distributed"
         # the environments this process steps: one per worker thread, a vector of them, or none (distributed)
@@ -180,6 +277,15 @@ class ExperimentRun:
             kwargs["network"] = spec["network"]
         agent_spec = worker_agent_spec(spec, summaries=str(self.results / "summaries"))
         self.agent = create_agent(agent_spec, **kwargs)
+        self.summarizer = self.agent.summarizer
+        if spec.get("evaluation") is not None:  # its own environment: the experiment's unless it names another
+            settings = spec["evaluation"]
+            self.evaluation = PeriodicEvaluation(
+                settings,
+                environment if settings.get("environment") is None else acted(settings["environment"]),
+                seed=spec["seed"],
+                max_timesteps=spec["max_timesteps_per_episode"],
+            )
         self.runner: Runner | ThreadedRunner | DistributedRunner
         if self.distributed:  # Ray workers learning into parameter servers; the agent holds what checkpoints save
             from torchforce.execution.distributed import DistributedRunner
@@ -230,10 +336,14 @@ class ExperimentRun:
             self.episodes_restored = True
         self.elapsed_before = float(state["elapsed"])
         self.recent.extend(state["recent"])
-        log = self.results / "episodes.jsonl"
-        if log.exists():  # drop the episodes logged after the checkpoint: they will be played again
-            with open(log, "r+b") as file:
-                file.truncate(int(state["episode_log_bytes"]))
+        # what was logged after the checkpoint is played again: the runner's restored counters say where it ends
+        drop_after(self.results / "episodes.jsonl", "episode", self.runner.global_episode)
+        if self.evaluation is not None:
+            drop_after(self.results / "evaluations.jsonl", "timesteps", self.runner.global_timestep)
+            self.evaluation.load_state_dict(state.get("evaluation"), self.counts(), self.checkpoints.best())
+            best = self.evaluation.best
+            if best is not None:  # (again: the run before may have ended between the checkpoint and best.json)
+                self.checkpoints.mark_best(best["timesteps"], best["mean_return"])
         LOG.info(
             "resumed from checkpoint %s (timestep %d, episode %d)",
             pointer["folder"],
@@ -244,23 +354,42 @@ class ExperimentRun:
     def elapsed(self) -> float:
         return self.elapsed_before + time.monotonic() - self._session["start"]
 
-    def save(self) -> None:
-        log = self.results / "episodes.jsonl"
-        self.episode_log.flush()
+    def counts(self) -> dict[str, float]:
+        """How far the run is, in each unit of a frequency."""
+        return {
+            "timesteps": self.runner.global_timestep,
+            "episodes": self.runner.global_episode,
+            "seconds": self.elapsed(),
+        }
+
+    def save(self, best: float | None = None) -> None:
+        """A checkpoint now; ``best``: the mean return of an evaluation just played that is the best so far, which
+        makes this checkpoint the one ``best.json`` points at."""
+        for log in (self.episode_log, self.evaluation_log):
+            if log is not None:
+                log.flush()
         if self.distributed:
             self._ray_runner().sync_agent()  # the parameter servers' model into the agent that is saved
+        info = {"timesteps": self.runner.global_timestep, "episodes": self.runner.global_episode}
+        if best is not None and self.evaluation is not None:
+            self.evaluation.best = {
+                "timesteps": info["timesteps"],
+                "mean_return": best,
+                "folder": Checkpoints.folder_name(info["timesteps"]),
+            }
         environments = self.environments  # a vector's episodes in progress are saved; threads' are not
         state = {
             "runner": self.runner.state_dict(),
             "environments": None if isinstance(environments, list) else environments.get_state(),
             "elapsed": self.elapsed(),
             "recent": list(self.recent),
-            "episode_log_bytes": log.stat().st_size if log.exists() else 0,
+            "evaluation": None if self.evaluation is None else self.evaluation.state_dict(),
         }
-        info = {"timesteps": self.runner.global_timestep, "episodes": self.runner.global_episode}
         self.checkpoints.save(self.agent, state, info, extra=self._save_ray_workers if self.distributed else None)
         self.saver.mark(info["timesteps"], info["episodes"])
         LOG.info("checkpoint at timestep %d, episode %d", info["timesteps"], info["episodes"])
+        if best is not None:
+            self.checkpoints.mark_best(info["timesteps"], best)
 
     def _save_ray_workers(self, folder: Path) -> None:
         """Every Ray worker's agent into ``folder/workers/`` of a checkpoint being written."""
@@ -297,6 +426,7 @@ class ExperimentRun:
         with contextlib.suppress(FileNotFoundError), open(log, "r+b") as file:
             count = sum(1 for _ in file)
             file.truncate(0)
+        (self.results / "evaluations.jsonl").unlink(missing_ok=True)
         LOG.warning("dropping what an earlier attempt that left no checkpoint logged (%d episodes)", count)
         self.agent.summarizer.resume_at(0)  # TensorBoard's purge: the earlier attempt's summaries after step 0
 
@@ -363,7 +493,10 @@ class ExperimentRun:
             "length": runner.episode_timesteps[-1],
             "wall_time": round(self.elapsed(), 4),
         }
-        self.episode_log.write(json.dumps(record) + "\n")
+        if self.episode_log is not None:
+            self.episode_log.append(record)
+        if self.mlflow is not None:
+            self.mlflow.episode(record)
         LOG.debug(
             "episode %d: return %g, length %d, timestep %d", record["episode"], value, record["length"], runner.timestep
         )
@@ -376,44 +509,106 @@ class ExperimentRun:
         if not force and seconds < PROGRESS_LOG_SECONDS:
             return
         speed = (runner.global_timestep - self._logged["timesteps"]) / max(seconds, 1e-9)
-        mean = f"{sum(self.recent) / len(self.recent):.2f}" if self.recent else "-"
+        mean = sum(self.recent) / len(self.recent) if self.recent else None
         LOG.info(
             "episode %d, timesteps %d, %.0f steps/s, mean return (last %d) %s",
             runner.global_episode,
             runner.global_timestep,
             speed,
             len(self.recent),
-            mean,
+            "-" if mean is None else f"{mean:.2f}",
         )
         self._logged = {"seconds": now, "timesteps": runner.global_timestep}
+        scalars = {"run/steps_per_second": speed}
+        if mean is not None:
+            scalars[RECENT_METRIC] = mean
+        self.record_scalars(scalars)
+
+    def record_scalars(self, values: dict[str, float]) -> None:
+        """Scalars of the run at its current timestep, into TensorBoard (and MLflow, when tracked)."""
+        timestep = self.runner.global_timestep
+        if self.summarizer is not None:
+            self.summarizer.scalars(values, timestep)
+        if self.mlflow is not None:
+            self.mlflow.scalars(values, timestep)
+
+    def flush_logs(self) -> None:
+        """What the logs hold to the files (and MLflow) once it is due: called after every step."""
+        for log in (self.episode_log, self.evaluation_log):
+            if log is not None:
+                log.flush(due_only=True)
+        if self.mlflow is not None:
+            self.mlflow.flush(due_only=True)
+
+    def evaluate_if_due(self) -> float | None:
+        """Play an evaluation round when one is due and log it; returns its mean return when it is the best so far
+        (then the caller saves a checkpoint now, which becomes the best one), else None."""
+        import numpy as np
+
+        evaluation, runner = self.evaluation, self.runner
+        if evaluation is None or not evaluation.due(self.counts()):
+            return None
+        if self.distributed:
+            self._ray_runner().sync_agent()  # the parameter servers' model into the agent that plays
+        returns = evaluation.play(self.agent, self.counts())
+        mean, deviation = float(np.mean(returns)), float(np.std(returns))
+        record = {
+            "timesteps": runner.global_timestep,
+            "episodes": runner.global_episode,
+            "mean_return": mean,
+            "std_return": deviation,
+            "returns": [float(value) for value in returns],
+            "wall_time": round(self.elapsed(), 4),
+        }
+        if self.evaluation_log is not None:
+            self.evaluation_log.append(record)
+        best = evaluation.best
+        improved = bool(np.isfinite(mean)) and (best is None or mean > best["mean_return"])
+        LOG.info(
+            "evaluation at timestep %d: mean return %.2f (std %.2f) over %d episodes%s",
+            record["timesteps"],
+            mean,
+            deviation,
+            len(returns),
+            ", the best so far" if improved else f" (best {best['mean_return']:.2f})" if best else "",
+        )
+        self.record_scalars({"evaluation/mean_return": mean, "evaluation/std_return": deviation})
+        return mean if improved else None
 
     def step_finished(self, runner: Any) -> bool:
-        """After every step: checkpoint when due, pause/stop when asked, refresh the progress file."""
+        """After every step: evaluate and checkpoint when due, pause/stop when asked, refresh the progress file
+        and the logs."""
         if Signals.request is not None:
             LOG.info("%s requested at timestep %d", Signals.request, runner.global_timestep)
             return False
-        if self.saver.due(runner.global_timestep, runner.global_episode):
-            self.save()
+        best = self.evaluate_if_due()
+        if best is not None or self.saver.due(runner.global_timestep, runner.global_episode):
+            self.save(best)
         self.write_progress("running")
         self.log_progress()
+        self.flush_logs()
         return True
 
     def worker_step_finished(self, runner: Any, worker: int) -> bool:
-        """Multi-threaded: every worker stops on a pause or stop request; worker 0's thread also checkpoints (while
-        no other worker updates the shared model) and refreshes the progress file."""
+        """Multi-threaded: every worker stops on a pause or stop request; worker 0's thread also evaluates and
+        checkpoints (while no other worker updates the shared model) and refreshes the progress file and the logs."""
         if Signals.request is not None:
             return False
         if worker == 0:
-            if self.saver.due(runner.global_timestep, runner.global_episode):
-                with self.agent.update_lock or contextlib.nullcontext():
-                    self.save()
+            evaluating = self.evaluation is not None and self.evaluation.due(self.counts())
+            if evaluating or self.saver.due(runner.global_timestep, runner.global_episode):
+                with self.agent.update_lock or contextlib.nullcontext():  # a model no update changes halfway
+                    best = self.evaluate_if_due()
+                    if best is not None or self.saver.due(runner.global_timestep, runner.global_episode):
+                        self.save(best)
             self.write_progress("running")
             self.log_progress()
+            self.flush_logs()
         return True
 
     def run(self) -> str:
         """Run to the end (or to a pause/stop request); returns "finished", "paused" or "stopped"."""
-        from torchforce.execution import DistributedRunner, ThreadedRunner
+        from torchforce.execution import DistributedRunner
 
         self.build()
         if self.resume:
@@ -425,44 +620,80 @@ class ExperimentRun:
         self.write_progress("running", force=True)  # at once: readers see this session's counters and PID
         self.saver = Every.of(parse_frequency(self.spec["saver_frequency"], "experiment.saver_frequency"))
         self.saver.mark(self.runner.global_timestep, self.runner.global_episode)
-        spec = self.spec
-        remaining_steps = None if spec["total_timesteps"] is None else spec["total_timesteps"] - self.runner.timestep
-        remaining_episodes = None if spec["episodes"] is None else spec["episodes"] - self.runner.episode
-        with open(self.results / "episodes.jsonl", "a") as self.episode_log:
-            if (remaining_steps is None or remaining_steps > 0) and (
-                remaining_episodes is None or remaining_episodes > 0
-            ):
-                LOG.info(
-                    "running %s: %s more timesteps, %s more episodes", spec["name"], remaining_steps, remaining_episodes
-                )
-                limits = {
-                    "num_timesteps": remaining_steps,
-                    "num_episodes": remaining_episodes,
-                    "max_episode_timesteps": spec["max_timesteps_per_episode"],
-                    "deterministic": spec["deterministic"],
-                    "episode_finished": self.episode_finished,
-                }
-                runner = self.runner
-                if isinstance(runner, DistributedRunner):
-                    runner.run(**limits, report=self.step_finished)  # after each chunk a Ray worker returns
-                elif isinstance(runner, ThreadedRunner):
-                    runner.run(**limits, step_finished=self.worker_step_finished)
-                else:
-                    runner.run(**limits, step_finished=self.step_finished, resume=self.episodes_restored)
-            outcome = {"pause": "paused", "stop": "stopped"}.get(Signals.request or "", "finished")
+        self.open_logs()
+        outcome = "failed"
+        try:
+            outcome = self.play()
             latest = self.checkpoints.latest()
             if latest is None or latest["timesteps"] != self.runner.global_timestep:
                 self.save()
             (self.results / "control.json").unlink(missing_ok=True)  # answered: no later run may read it
-        self.write_progress(outcome, force=True)
-        self.log_progress(force=True)
+            self.write_progress(outcome, force=True)
+            self.log_progress(force=True)
+        finally:
+            self.close_logs(outcome)
         for agent in self.workers:
             agent.close()
         if isinstance(self.runner, DistributedRunner):
             self.runner.close()  # the Ray workers, the servers and the local Ray cluster
         for environment in self.environments if isinstance(self.environments, list) else [self.environments]:
             environment.close()
+        if self.evaluation is not None:
+            self.evaluation.close()
         return outcome
+
+    def play(self) -> str:
+        """Run the rest of the experiment's timesteps and episodes; returns how it ended."""
+        from torchforce.execution import DistributedRunner, ThreadedRunner
+
+        spec = self.spec
+        remaining_steps = None if spec["total_timesteps"] is None else spec["total_timesteps"] - self.runner.timestep
+        remaining_episodes = None if spec["episodes"] is None else spec["episodes"] - self.runner.episode
+        if (remaining_steps is None or remaining_steps > 0) and (remaining_episodes is None or remaining_episodes > 0):
+            LOG.info(
+                "running %s: %s more timesteps, %s more episodes", spec["name"], remaining_steps, remaining_episodes
+            )
+            limits = {
+                "num_timesteps": remaining_steps,
+                "num_episodes": remaining_episodes,
+                "max_episode_timesteps": spec["max_timesteps_per_episode"],
+                "deterministic": spec["deterministic"],
+                "episode_finished": self.episode_finished,
+            }
+            runner = self.runner
+            if isinstance(runner, DistributedRunner):
+                runner.run(**limits, report=self.step_finished)  # after each chunk a Ray worker returns
+            elif isinstance(runner, ThreadedRunner):
+                runner.run(**limits, step_finished=self.worker_step_finished)
+            else:
+                runner.run(**limits, step_finished=self.step_finished, resume=self.episodes_restored)
+        return {"pause": "paused", "stop": "stopped"}.get(Signals.request or "", "finished")
+
+    def open_logs(self) -> None:
+        """The episode and evaluation logs (appended to), the run's hyperparameters in TensorBoard (a new run's),
+        and its MLflow run when the experiment asks for one."""
+        from torchforce.client.tracking import spec_params
+
+        spec = self.spec
+        self.episode_log = JsonLines(self.results / "episodes.jsonl")
+        if self.evaluation is not None:
+            self.evaluation_log = JsonLines(self.results / "evaluations.jsonl")
+        if not self.resume and self.summarizer is not None:
+            metrics = [RECENT_METRIC] + (["evaluation/mean_return"] if self.evaluation is not None else [])
+            self.summarizer.hparams(spec_params(spec), metrics)
+        if spec.get("mlflow") is not None:
+            from torchforce.client.tracking import MlflowRun
+
+            self.mlflow = MlflowRun(spec["mlflow"], self.results, spec, resume=self.resume)
+
+    def close_logs(self, outcome: str) -> None:
+        """The logs' last lines to their files; the MLflow run ends ``outcome``, with the last checkpoint."""
+        for log in (self.episode_log, self.evaluation_log):
+            if log is not None:
+                log.close()
+        if self.mlflow is not None:
+            latest = self.checkpoints.latest()
+            self.mlflow.end(outcome, None if latest is None else self.checkpoints.folder / latest["folder"])
 
 
 def _record(project: Path | None, name: str, status: str, message: str | None) -> None:

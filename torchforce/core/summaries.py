@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Iterable
 from typing import Any
 
 from torchforce.spec import SpecError, did_you_mean, expect_dict, expect_float, expect_int
@@ -34,10 +35,11 @@ LABELS = (
 
 
 def label_of(name: str) -> str:
-    """The 2018 label a scalar belongs to: ``episode/...`` -> episode, ``.../learning_rate...`` -> learning_rate,
-    ``...entropy...`` -> entropy, ``...reward...`` -> rewards; every other update statistic (losses, KL, TD
-    error, clip fraction) -> losses."""
-    if name.startswith("episode/"):
+    """The 2018 label a scalar belongs to: ``episode/...`` -> episode, as are the run's own scalars that the
+    client's worker writes (``run/...``: steps/s, the recent mean return; ``evaluation/...``), which are always
+    written too; ``.../learning_rate...`` -> learning_rate, ``...entropy...`` -> entropy, ``...reward...`` ->
+    rewards; every other update statistic (losses, KL, TD error, clip fraction) -> losses."""
+    if name.startswith(("episode/", "run/", "evaluation/")):
         return "episode"
     for key, label in (("learning_rate", "learning_rate"), ("entropy", "entropy"), ("reward", "rewards")):
         if key in name:
@@ -130,6 +132,22 @@ class Summarizer:
         for name, value in values.items():
             if self.wants(label_of(prefix + name)):
                 self.writer.add_scalar(prefix + name, float(value), timestep)
+
+    def hparams(self, values: dict[str, Any], metrics: Iterable[str]) -> None:
+        """The run's hyperparameters for TensorBoard's HParams dashboard (numbers, strings, booleans; None left
+        out), measured by the scalars named in ``metrics``, which the run writes with ``scalars`` as it goes (the
+        dashboard shows each one's last value). Written once, at step 0, into the run's own event files, so the
+        dashboard lists this run itself, next to its other scalars."""
+        if self.writer is None:
+            return
+        from torch.utils.tensorboard.summary import hparams
+
+        # torch's hparams tests for numbers before booleans, which would turn them into 1.0 and 0.0
+        plain = {name: str(value).lower() if isinstance(value, bool) else value for name, value in values.items()}
+        experiment, start, _ = hparams(plain, dict.fromkeys(metrics, 0.0))
+        events = self.writer._get_file_writer()  # what SummaryWriter's own add_* methods write through
+        events.add_summary(experiment)
+        events.add_summary(start)
 
     def resume_at(self, timestep: int) -> None:
         """Continue after a restored checkpoint at ``timestep``: the summaries an earlier run wrote after it are

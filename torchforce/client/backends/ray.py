@@ -96,7 +96,7 @@ class RayBackend(Backend):
             raise ClientError(
                 f"experiment '{spec['name']}' needs {needed} CPUs on the cluster '{self.cluster}', which has "
                 f"{state['cpus']:g}",
-                hint="Give fewer workers (-w), or a larger cluster (more nodes or cpus per node).",
+                hint="Give fewer workers (--num-workers), or a larger cluster (more nodes or cpus per node).",
             )
 
     def storage(self, folder: Path) -> Storage:

@@ -7,10 +7,54 @@ handler is a thin wrapper over the Python API (``Project``, ``Experiment``, ``Cl
 from __future__ import annotations
 
 import argparse
+import re
 from collections.abc import Callable, Sequence
 
 Handler = Callable[[argparse.Namespace], int | None]
 HANDLERS: dict[tuple[str, str | None], Handler] = {}
+
+# The one meaning of each short flag, in every command that has it (tests/client/test_flags.py holds the parsers
+# to it). The 2018 client gave some letters two meanings (-e was the episodes of 'experiment new' and the experiment
+# everywhere else; -A, -d, -s, -f, -R, -w and -c/-C likewise): each letter kept its most used meaning, the others
+# are long only (and -p, which went with -w's --num-workers).
+SHORT_FLAGS = {
+    "-A": "--agent",
+    "-E": "--environment",
+    "-F": "--follow",
+    "-M": "--network",
+    "-N": "--num-environments",
+    "-c": "--cluster",
+    "-e": "--experiment",
+    "-f": "--file",
+    "-h": "--help",
+    "-k": "--kind",
+    "-m": "--machine-type",
+    "-n": "--name",
+    "-o": "--output",
+    "-r": "--remote-project-id",
+    "-s": "--size",
+    "-t": "--total-timesteps",
+    "-y": "--yes",
+}
+# Short flags a command had before, that mean something else (or nothing) there now, with the long form they
+# stood for: giving one is an error whose hint spells that long form out, never a different setting.
+RETIRED_FLAGS = {
+    "experiment new": {
+        "-e": "--episodes",
+        "-C": "--cluster",
+        "-d": "--deterministic",
+        "-w": "--num-workers",
+        "-p": "--num-parameter-servers",
+        "-R": "--run-mode",
+        "-s": "--start",
+    },
+    "experiment start": {"-R": "--resume"},
+    "experiment logs": {"-f": "--follow"},
+    "experiment plot": {"-w": "--window"},
+    "init": {"-f": "--force"},
+    "cluster create": {"-d": "--disk-size"},
+    "cluster delete": {"-A": "--all"},
+}
 
 
 def command(group: str, name: str | None = None) -> Callable[[Handler], Handler]:
@@ -39,6 +83,35 @@ def add_command(
         epilog="examples:\n" + "\n".join(f"  {example}" for example in examples),
         formatter_class=formatter,
     )
+
+
+# A value that may follow a retired flag although it starts with "-" (-p -1).
+NUMBER = re.compile(r"-?\d+(\.\d*)?([eE][-+]?\d+)?")
+
+
+def retired_flag_error(parser: argparse.ArgumentParser, extras: Sequence[str]) -> tuple[str, str] | None:
+    """For arguments ``parser`` did not know: when one is a short flag its command used to have (``RETIRED_FLAGS``),
+    the error message and the hint that spells out the long form with the value given (``--episodes 5``)."""
+    command = parser.prog.removeprefix("tfcli").strip()
+    retired = RETIRED_FLAGS.get(command, {})
+    for index, argument in enumerate(extras):
+        flag = argument[:2]
+        if argument.startswith("--") or flag not in retired:
+            continue
+        long = retired[flag]
+        action = next(a for a in parser._actions if long in a.option_strings)
+        spelled = long
+        if action.nargs != 0:
+            value = argument[2:].removeprefix("=")
+            following = extras[index + 1] if index + 1 < len(extras) else ""
+            if not value and following and (not following.startswith("-") or NUMBER.fullmatch(following)):
+                value = following
+            spelled += f" {value or action.metavar or action.dest.upper()}"
+        elsewhere = f" (elsewhere {flag} is {SHORT_FLAGS[flag]})" if flag in SHORT_FLAGS else ""
+        short = [option for option in action.option_strings if not option.startswith("--")]
+        also = f" (or {short[0]})" if short else ""
+        return f"'tfcli {command}' has no {flag} any more: it was {long}{elsewhere}", f"Give {spelled}{also}."
+    return None
 
 
 def positive_int(text: str) -> int:

@@ -57,7 +57,7 @@ def add_parser(groups: argparse._SubParsersAction) -> None:
     create.add_argument("--storage", help="Ray: where results go, a folder or URI both sides reach")
     create.add_argument("-s", "--size", type=positive_int, default=None, help="GKE: number of nodes (default 3)")
     create.add_argument("-m", "--machine-type", help="GKE: the machine type of every node (default e2-standard-4)")
-    create.add_argument("-d", "--disk-size", type=positive_int, default=None, help="GKE: GB of disk per node")
+    create.add_argument("--disk-size", type=positive_int, default=None, help="GKE: GB of disk per node")
     create.add_argument("--zone", help="GKE: the zone (default: the spec's location, else the link's zone)")
     create.add_argument("--gpus", type=int, default=None, help="GKE: GPUs per node (0 for none)")
     create.add_argument("--gpu-type", help="GKE: nvidia-tesla-t4, nvidia-l4, nvidia-tesla-a100 or nvidia-h100-80gb")
@@ -75,7 +75,7 @@ def add_parser(groups: argparse._SubParsersAction) -> None:
         examples=["tfcli cluster delete -c ray_local", "tfcli cluster delete --all --force"],
     )
     delete.add_argument("-c", "--cluster", help="the name of the cluster to delete")
-    delete.add_argument("-A", "--all", action="store_true", help="delete every cluster of this project")
+    delete.add_argument("--all", action="store_true", help="delete every cluster of this project")
     delete.add_argument("--force", action="store_true", help="also while experiments run on it")
     delete.add_argument("--dry-run", action="store_true", help="GKE: print the gcloud call instead of running it")
     listing = add_command(
@@ -113,7 +113,7 @@ def _spec_values(project: Project, args: argparse.Namespace) -> dict[str, Any]:
     overrides = ray if kind == "ray" else gke
     flags = {
         "ray": ("--address", "--nodes", "--cpus", "--storage"),
-        "gke": ("-s", "-m", "-d", "--zone", "--gpus", "--gpu-type", "--spot"),
+        "gke": ("-s", "-m", "--disk-size", "--zone", "--gpus", "--gpu-type", "--spot"),
     }
     other = gke if kind == "ray" else ray
     given = [key for key, value in other.items() if key != "name" and value is not None]

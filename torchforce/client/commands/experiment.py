@@ -8,10 +8,11 @@ import sys
 import time
 from pathlib import Path
 
-from torchforce.client.commands import add_command, command, positive_int, views
+from torchforce.client.commands import add_command, command, evaluate, positive_int, views
 from torchforce.client.commands.output import print_json, relative
 from torchforce.client.errors import ClientError
 from torchforce.client.experiment import Experiment
+from torchforce.client.overrides import apply_to_experiment, blame, parse_overrides
 from torchforce.client.project import Project
 from torchforce.client.report import read_episodes, summarize
 from torchforce.spec import SpecError, load_file
@@ -36,6 +37,7 @@ def add_parser(groups: argparse._SubParsersAction) -> None:
     _add_running(experiments)
     _add_inspecting(experiments)
     _add_results(experiments)
+    evaluate.add_parsers(experiments)
 
 
 def _add_new(experiments: argparse._SubParsersAction) -> None:
@@ -44,32 +46,50 @@ def _add_new(experiments: argparse._SubParsersAction) -> None:
         "new",
         help="create an experiment",
         description="Create experiments/NAME/experiment.json from a spec file and/or flags (flags override the "
-        "file).\nBare names resolve to configs/<kind>/NAME.json. The whole experiment is validated (the "
-        "environment\nand the agent are built once) before anything is written.",
+        "file).\nBare names resolve to configs/<kind>/NAME.json. --set KEY=VALUE changes any value of the result, "
+        "also\ninside the agent, network, environment and cluster configs (a named config is loaded, then changed): "
+        "KEY\nis a dotted path (agent.network[0].size), VALUE is JSON (8, 3e-4, true, [64, 64]) or else plain text. "
+        "The\nwhole experiment is validated (the environment and the agent are built once) before anything is "
+        "written,\nand experiment.json shows every value as set.",
         examples=[
             "tfcli experiment new -n cp -A ppo_cartpole -E cartpole -t 50000 --start",
             "tfcli experiment new -f cartpole_ppo -n cp-seed3 --seed 3",
+            "tfcli experiment new -n dqn-acro -A dqn_cartpole -E cartpole --episodes 500 \\\n"
+            "      --set agent.optimizer.learning_rate=3e-4 --set environment.gym_id=Acrobot-v1 "
+            "--set num_environments=8",
+            "tfcli experiment new -n cp4 -A ppo_cartpole -E cartpole --run-mode multi-threaded --num-workers 4",
         ],
     )
     new.add_argument("-f", "--file", help="an experiment spec file, or a name in configs/experiments/")
     new.add_argument("-n", "--name", help="the experiment's name (lower-case letters, digits, '-', '_')")
     new.add_argument("-A", "--agent", help="agent config (file or name in configs/agents/)")
     new.add_argument("-M", "--network", help="network config (file or name in configs/networks/)")
-    new.add_argument("-E", "--environment", help="environment config (file or name in configs/environments/)")
-    new.add_argument("-C", "--cluster", help="cluster config (file or name in configs/clusters/)")
-    new.add_argument("-e", "--episodes", type=int, help="stop after this many episodes in all")
+    new.add_argument(
+        "-E",
+        "--environment",
+        help="environment: a config (file or name in configs/environments/), a Gymnasium id such as "
+        "HalfCheetah-v5, or module:Class",
+    )
+    new.add_argument(
+        "--cluster", help="cluster config (file or name in configs/clusters/); -c at 'start' picks one to run on"
+    )
+    new.add_argument("--episodes", type=int, help="stop after this many episodes in all")
     new.add_argument("-t", "--total-timesteps", type=int, help="stop after this many timesteps in all")
     new.add_argument("--max-timesteps-per-episode", type=int, help="cut episodes at this many timesteps")
-    new.add_argument("-d", "--deterministic", action="store_true", default=None, help="act without exploration")
-    new.add_argument("-w", "--num-workers", type=int, help="workers (multi-threaded and distributed run modes)")
-    new.add_argument("-p", "--num-parameter-servers", type=int, help="parameter servers (distributed run mode)")
-    new.add_argument(
-        "-R", "--run-mode", choices=("single", "multi-threaded", "distributed"), help="how the workers run"
-    )
+    new.add_argument("--deterministic", action="store_true", default=None, help="act without exploration")
+    new.add_argument("--num-workers", type=int, help="workers (multi-threaded and distributed run modes)")
+    new.add_argument("--num-parameter-servers", type=int, help="parameter servers (distributed run mode)")
+    new.add_argument("--run-mode", choices=("single", "multi-threaded", "distributed"), help="how the workers run")
     new.add_argument("-N", "--num-environments", type=int, help="vectorized environment copies (default 1)")
     new.add_argument("--seed", type=int, help="random seed (default 0)")
     new.add_argument("--description", help="a line saying what the experiment is for")
-    new.add_argument("-s", "--start", action="store_true", help="start it right away")
+    new.add_argument(
+        "--set",
+        action="append",
+        metavar="KEY=VALUE",
+        help="set one value of the spec, after the file and the flags (repeatable; see above)",
+    )
+    new.add_argument("--start", action="store_true", help="start it right away")
 
 
 def _add_running(experiments: argparse._SubParsersAction) -> None:
@@ -101,7 +121,7 @@ def _add_running(experiments: argparse._SubParsersAction) -> None:
         ],
     )
     _experiment_argument(start)
-    start.add_argument("-R", "--resume", action="store_true", help="continue from the latest checkpoint")
+    start.add_argument("--resume", action="store_true", help="continue from the latest checkpoint")
     start.add_argument("--fresh", action="store_true", help="discard earlier results and start over")
     start.add_argument("-c", "--cluster", help="a Ray or GKE cluster of the project, or 'local' (this machine)")
     start.add_argument(
@@ -161,7 +181,7 @@ def _add_inspecting(experiments: argparse._SubParsersAction) -> None:
         examples=["tfcli experiment logs -e cp", "tfcli experiment logs -e cp --follow"],
     )
     _experiment_argument(logs)
-    logs.add_argument("-f", "--follow", action="store_true", help="keep printing until the worker ends")
+    logs.add_argument("-F", "--follow", action="store_true", help="keep printing until the worker ends")
     watch = add_command(
         experiments,
         "watch",
@@ -179,11 +199,11 @@ def _add_results(experiments: argparse._SubParsersAction) -> None:
         help="learning curves of one or more experiments (PNG)",
         description="Plot the smoothed episode return against timesteps and against wall-clock time, one line per "
         "experiment.",
-        examples=["tfcli experiment plot -e cp", "tfcli experiment plot -e cp cp-seed3 -o curves.png -w 50"],
+        examples=["tfcli experiment plot -e cp", "tfcli experiment plot -e cp cp-seed3 -o curves.png --window 50"],
     )
     plot.add_argument("-e", "--experiment", nargs="+", required=True, metavar="NAME", help="the experiments to plot")
     plot.add_argument("-o", "--output", help="the PNG to write (default: experiments/NAME/results/learning_curve.png)")
-    plot.add_argument("-w", "--window", type=positive_int, default=20, help="episodes to average over (default 20)")
+    plot.add_argument("--window", type=positive_int, default=20, help="episodes to average over (default 20)")
     compare = add_command(
         experiments,
         "compare",
@@ -242,12 +262,15 @@ def experiment_new(args: argparse.Namespace) -> None:
         "seed": args.seed,
         "description": args.description,
     }
+    overrides = parse_overrides(args.set)
     try:
         experiment = Experiment(project, file=args.file, **fields)
+        experiment.raw = apply_to_experiment(project, experiment.raw, overrides)
         folder = experiment.generate_locally()
     except SpecError as error:
         flags = {key for key, value in fields.items() if value is not None}
-        raise _in_file(error, project, args.file, flags) from None
+        flags |= {str(override.steps[0]) for override in overrides}
+        raise _in_file(blame(error, overrides), project, args.file, flags) from None
     spec = experiment.checked_spec
     print(
         f"Created experiment '{experiment.name}' in {relative(folder)}: {views.agent_name(spec)} on "

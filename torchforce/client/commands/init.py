@@ -32,9 +32,7 @@ def add_parser(groups: argparse._SubParsersAction) -> None:
     init.add_argument("-r", "--remote-project-id", help="the Google Cloud project id; with --key-file, link it")
     add_link_arguments(init, project_flag=False)
     init.add_argument("--dry-run", action="store_true", help="with a link: print the gcloud calls, change nothing")
-    init.add_argument(
-        "-f", "--force", action="store_true", help="overwrite the default configs and the project settings"
-    )
+    init.add_argument("--force", action="store_true", help="overwrite the default configs and the project settings")
 
 
 @command("init")
