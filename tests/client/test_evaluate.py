@@ -301,7 +301,7 @@ def test_videos_without_their_packages_say_what_to_install(tmp_path, monkeypatch
     env = make({"type": "gym", "gym_id": "CartPole-v1", "render_mode": "rgb_array"})
     agent = create_agent(SMALL_PPO, states=env.states, actions=env.actions)
     with pytest.raises(
-        VideoError, match="needs the imageio and imageio-ffmpeg packages: pip install imageio imageio-ffmpeg"
+        VideoError, match=r"needs the imageio and imageio-ffmpeg packages: pip install 'torchforce\[video\]'"
     ):
         evaluate_episodes(agent, env, episodes=1, video=tmp_path / "v.mp4")
     assert list(tmp_path.iterdir()) == []
