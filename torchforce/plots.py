@@ -1,5 +1,5 @@
 """Learning-curve plots (matplotlib, no display needed): return against timesteps and against wall time, with
-evaluation results where there are some.
+evaluation results where there are some; a group of runs (seeds) as its mean curve in a confidence band.
 
 The logs are read while a worker may still be appending to them: a last line without its newline is being written
 (or was cut off by a crash) and is left out.
@@ -8,10 +8,16 @@ The logs are read while a worker may still be appending to them: a last line wit
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+from torchforce.client.aggregate import WINDOW, aligned, bootstrap_band, bootstrap_interval, running_mean
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
 
 
 def read_episode_log(path: str | Path) -> list[dict]:
@@ -44,59 +50,44 @@ def _records(path: str | Path, numbers: tuple[str, ...]) -> list[dict]:
     return records
 
 
-def smooth(values: np.ndarray, window: int) -> np.ndarray:
-    if len(values) == 0 or window <= 1:
-        return values
-    kernel = np.ones(min(window, len(values))) / min(window, len(values))
-    padded = np.concatenate([np.full(len(kernel) - 1, values[0]), values])
-    return np.convolve(padded, kernel, mode="valid")
+Source = str | Path | Sequence[str | Path]  # a run's episode log, or the logs of a group's runs
 
 
 def plot_learning_curves(
-    logs: Mapping[str, str | Path],
+    logs: Mapping[str, Source],
     output: str | Path,
     *,
     evaluations: dict[str, list[dict]] | None = None,
-    window: int = 20,
+    window: int = WINDOW,
 ) -> Path:
-    """One line per run: smoothed episode return against timesteps (left) and wall-clock seconds (right), and on
-    the left the evaluations' mean returns as points, with bars of one standard deviation where the records have
-    ``std_return``. ``evaluations`` gives them per run; without it, each run's are read from the
-    ``evaluations.jsonl`` next to its episode log, where there is one (a worker's results folder)."""
+    """Learning curves: episode return smoothed over ``window`` episodes (the mean of the last ``window``, as
+    every table of tfcli has it) against timesteps (left) and wall-clock seconds (right), in the order of ``logs``.
+
+    A run (``logs`` maps its label to its episode log) is one line; on the left its evaluations' mean returns are
+    points, with bars of one standard deviation where the records have ``std_return``. ``evaluations`` gives them
+    per run; without it, each run's are read from the ``evaluations.jsonl`` next to its episode log, where there is
+    one (a worker's results folder).
+
+    A group (``logs`` maps its label to its runs' episode logs) is the mean curve across its runs with a 95%
+    bootstrap band over seeds (``aggregate.bootstrap_band``), each run's smoothed curve interpolated onto a grid
+    of the steps (or seconds) every run has reached; its evaluation rounds, where all its runs have them, are the
+    mean across runs with a 95% bootstrap interval."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     figure, (by_steps, by_time) = plt.subplots(1, 2, figsize=(12, 4.5))
-    for label, path in logs.items():
-        records = read_episode_log(path)
-        if not records:
-            continue
-        steps = np.array([r["timesteps"] for r in records])
-        seconds = np.array([r["wall_time"] for r in records])
-        returns = smooth(np.array([r["return"] for r in records], dtype=float), window)
-        (line,) = by_steps.plot(steps, returns, label=label)
-        by_time.plot(seconds, returns, label=label, color=line.get_color())
-        if evaluations is None:
-            points = read_evaluation_log(Path(path).parent / "evaluations.jsonl")
+    for label, source in logs.items():
+        if isinstance(source, (str, Path)):
+            points = None if evaluations is None else evaluations.get(label, [])
+            _draw_run(by_steps, by_time, label, Path(source), points, window)
         else:
-            points = evaluations.get(label, [])
-        if points:
-            by_steps.errorbar(
-                [point["timesteps"] for point in points],
-                [point["mean_return"] for point in points],
-                yerr=[point.get("std_return", 0.0) for point in points],
-                fmt="o",
-                color=line.get_color(),
-                markersize=4,
-                capsize=3,
-                label=f"{label} (evaluation, mean ± std)",
-            )
+            _draw_group(by_steps, by_time, label, [Path(path) for path in source], window)
     by_steps.set_xlabel("environment steps")
     by_time.set_xlabel("wall-clock seconds")
     for axis in (by_steps, by_time):
-        axis.set_ylabel(f"episode return (mean of {window})")
+        axis.set_ylabel(f"episode return, smoothed over {window} episodes")
         axis.grid(alpha=0.3)
         axis.legend(loc="lower right")
     figure.tight_layout()
@@ -105,3 +96,68 @@ def plot_learning_curves(
     figure.savefig(output, dpi=100)
     plt.close(figure)
     return output
+
+
+def _curves(records: list[dict], window: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Steps, seconds and the smoothed returns of an episode log's records."""
+    steps = np.array([r["timesteps"] for r in records], dtype=float)
+    seconds = np.array([r.get("wall_time", 0.0) for r in records], dtype=float)
+    return steps, seconds, running_mean(np.array([r["return"] for r in records], dtype=float), window)
+
+
+def _draw_run(by_steps: Axes, by_time: Axes, label: str, path: Path, points: list[dict] | None, window: int) -> None:
+    records = read_episode_log(path)
+    if not records:
+        return
+    steps, seconds, returns = _curves(records, window)
+    (line,) = by_steps.plot(steps, returns, label=label)
+    by_time.plot(seconds, returns, label=label, color=line.get_color())
+    if points is None:
+        points = read_evaluation_log(path.parent / "evaluations.jsonl")
+    if points:
+        by_steps.errorbar(
+            [point["timesteps"] for point in points],
+            [point["mean_return"] for point in points],
+            yerr=[point.get("std_return", 0.0) for point in points],
+            fmt="o",
+            color=line.get_color(),
+            markersize=4,
+            capsize=3,
+            label=f"{label} (evaluation, mean ± std)",
+        )
+
+
+def _draw_group(by_steps: Axes, by_time: Axes, label: str, paths: list[Path], window: int) -> None:
+    runs = [curves for curves in (_curves(read_episode_log(path), window) for path in paths) if len(curves[0])]
+    color = None
+    for axis, index in ((by_steps, 0), (by_time, 1)):
+        grid, matrix = aligned([(run[index], run[2]) for run in runs])
+        if not grid.size:
+            continue
+        mean, low, high = bootstrap_band(matrix)
+        seeds = f"{len(runs)} seed" + ("s" if len(runs) != 1 else "")
+        (line,) = axis.plot(grid, mean, label=f"{label} (mean of {seeds}, 95% CI)", color=color)
+        color = line.get_color()
+        axis.fill_between(grid, low, high, color=color, alpha=0.2, linewidth=0)
+    rounds = [found for found in (read_evaluation_log(path.parent / "evaluations.jsonl") for path in paths) if found]
+    count = min((len(found) for found in rounds), default=0)
+    if count == 0 or color is None:
+        return
+    steps = [float(np.mean([found[k]["timesteps"] for found in rounds])) for k in range(count)]
+    means, below, above = [], [], []
+    for k in range(count):
+        values = [found[k]["mean_return"] for found in rounds]
+        bottom, top = bootstrap_interval(values)
+        means.append(float(np.mean(values)))
+        below.append(means[-1] - bottom)
+        above.append(top - means[-1])
+    by_steps.errorbar(
+        steps,
+        means,
+        yerr=[below, above],
+        fmt="s",
+        color=color,
+        markersize=4,
+        capsize=3,
+        label=f"{label} (evaluation, mean of {len(rounds)} seeds, 95% CI)",
+    )

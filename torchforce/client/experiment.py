@@ -19,13 +19,16 @@ import shutil
 import tempfile
 import time
 import warnings
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from torchforce.client import queue
 from torchforce.client.backends import Backend, Handle, Launch, get_backend
 from torchforce.client.errors import ClientError, ClientWarning
 from torchforce.client.experiment_file import check_name, check_stored, resolve_experiment
 from torchforce.client.project import Project, current_umask, write_json_atomically
+from torchforce.client.queue import BEFORE, Queued
 from torchforce.client.storage import Storage
 from torchforce.client.store import ExperimentRecord
 from torchforce.spec import SpecError, did_you_mean, expect_dict, load_file
@@ -206,10 +209,11 @@ class Experiment:
             raise ClientError(f"no experiment named '{self.name}'")
         return get_backend(record.backend, project=self.project, cluster=record.cluster)
 
-    def storage(self) -> Storage:
-        """Where the experiment's worker writes its results (its ``results/`` folder unless it runs on a cluster).
-        A cluster that is gone leaves the results downloaded last."""
-        record = self.project.store.experiment(self.name)
+    def storage(self, record: ExperimentRecord | None = None) -> Storage:
+        """Where the experiment's worker writes its results (its ``results/`` folder unless it runs on a cluster);
+        ``record``: where the run that row describes wrote them (default: the current row's). A cluster that is
+        gone leaves the results downloaded last."""
+        record = record or self.project.store.experiment(self.name)
         if record is None or record.backend == "local":
             return Storage(self.results)
         try:
@@ -295,7 +299,24 @@ class Experiment:
 
     def record(self) -> ExperimentRecord:
         """The state database's row, reconciled with reality: a worker that died shows as failed. A worker that is
-        still starting (``running`` with no PID yet, for STARTING_SECONDS) is never judged dead."""
+        still starting (``running`` with no PID yet, for STARTING_SECONDS) is never judged dead. When slots are
+        free, queued runs start first (``queue.promote``: this one among them, perhaps)."""
+        record = self._reconciled()
+        if queue.promote(self.project):
+            record = self.project.store.experiment(self.name) or record
+        return record
+
+    def place(self) -> queue.Place | None:
+        """Where the experiment stands in its project's queue for this machine (None when it is not queued)."""
+        return queue.place(self.project, self.name)
+
+    def place_description(self) -> str:
+        """``place`` in words, for messages."""
+        place = self.place()
+        return place.describe() if place is not None else "it has just left the queue"
+
+    def _reconciled(self) -> ExperimentRecord:
+        """``record`` without moving the queue on: what stop, pause and delete act on."""
         store = self.project.store
         record = store.experiment(self.name)
         if record is None:
@@ -380,8 +401,8 @@ class Experiment:
     def log_tail(self, lines: int = 8) -> str:
         return "\n".join(self.logs().strip().splitlines()[-lines:])
 
-    def has_checkpoint(self) -> bool:
-        return self.storage().exists("checkpoints/latest.json")
+    def has_checkpoint(self, record: ExperimentRecord | None = None) -> bool:
+        return self.storage(record).exists("checkpoints/latest.json")
 
     def checkpoint_timesteps(self) -> int:
         """The timestep of the latest checkpoint (0 when there is none): where a resumed run goes on from."""
@@ -408,11 +429,20 @@ class Experiment:
         ``_target``). ``max_restarts``: after a crash, resume from the last checkpoint up to this many times.
         ``trust_pickle``: resuming, unpickle the environments' state even if this user did not sign it (results
         from someone else: it runs whatever that file says).
-        Returns the workload's handle (a process id, or a Ray job's id)."""
+        On this machine, a start beyond the project's limit of runs at once is queued (torchforce/client/queue.py):
+        its status is ``queued`` and it starts by itself, as asked here, when its turn comes.
+        Returns the workload's handle (a process id, or a Ray job's id); None when the run was queued (``place``
+        tells where it stands) or for a dry run."""
         spec = self.spec or self.validate()
         record = self.record()
         if max_restarts < 0:
             raise ClientError(f"--max-restarts must be 0 or more, got {max_restarts}")
+        if record.status == "queued":
+            raise ClientError(
+                f"experiment '{self.name}' is already queued ({self.place_description()})",
+                hint=f"It starts by itself when a run ends; 'tfcli experiment stop -e {self.name}' takes it out of "
+                "the queue.",
+            )
         if record.status == "running":
             raise ClientError(
                 f"experiment '{self.name}' is already running"
@@ -442,8 +472,9 @@ class Experiment:
         max_restarts: int,
         trust_pickle: bool,
         yes: bool,
-    ) -> Handle:
-        """``start`` once the request is known to be sound: where it runs, the checks there, the launch."""
+    ) -> Handle | None:
+        """``start`` once the request is known to be sound: where it runs, the checks there, a slot (on this
+        machine: or the queue, then None), the launch."""
         where, cluster_name = self._target(cluster, record, resume, yes=yes)
         backend = get_backend(where, project=self.project, cluster=cluster_name)
         if spec["run_mode"] not in backend.supported_run_modes:
@@ -458,7 +489,12 @@ class Experiment:
         if previous is not None:
             self._refuse_a_live_worker(record, previous)
         backend.check(spec)
-        if not self.project.store.update_experiment(
+        launch = Launch(resume=resume, max_restarts=max_restarts, trust_pickle=trust_pickle)
+        if where == "local":
+            choices = Queued(resume, fresh, max_restarts, trust_pickle, queue.cpus_per_run(spec))
+            if queue.admit(self.project, self.name, record.status, choices) is not None:
+                return None  # queued: whoever frees a slot starts it (queue.promote)
+        elif not self.project.store.update_experiment(
             self.name,
             expect=(record.status,),
             status="running",
@@ -471,23 +507,34 @@ class Experiment:
             ended_at=None,
         ):
             raise ClientError(f"experiment '{self.name}' changed state meanwhile; try again")
+        return self._run(record, backend, cluster_name, fresh, launch)
+
+    def start_from_queue(self, choices: Queued) -> Handle:
+        """Start the queued run whose slot ``queue.claim_next`` has just taken (its row says running, with no
+        workload yet) as its start was asked for, from where ``start`` would go on."""
+        record = self.project.store.experiment(self.name)
+        if record is None:
+            raise ClientError(f"no experiment named '{self.name}'")
+        previous = choices.previous(record)
+        self._check_can_start(previous, resume=choices.resume, fresh=choices.fresh)  # (its checkpoint removed since)
+        launch = Launch(resume=choices.resume, max_restarts=choices.max_restarts, trust_pickle=choices.trust_pickle)
+        return self._run(previous, get_backend("local"), None, choices.fresh, launch)
+
+    def _run(
+        self, previous: ExperimentRecord, backend: Backend, cluster: str | None, fresh: bool, launch: Launch
+    ) -> Handle:
+        """Launch the worker of a start whose row says running already (its slot taken); ``previous`` is the row
+        as it was before, which a failed launch puts back."""
         try:
-            carry = resume and (record.backend, record.cluster) != (where, cluster_name)
+            carry = launch.resume and (previous.backend, previous.cluster) != (backend.name, cluster)
             if fresh:
                 shutil.rmtree(self.results, ignore_errors=True)
                 backend.discard(self.folder)
             elif carry:
-                self._bring_home(record)  # the checkpoint comes along to where it resumes
-            launch = Launch(resume=resume, max_restarts=max_restarts, carry=carry, trust_pickle=trust_pickle)
-            handle = backend.start(self.folder, self.project.root, launch)
+                self._bring_home(previous)  # the checkpoint comes along to where it resumes
+            handle = backend.start(self.folder, self.project.root, replace(launch, carry=carry))
         except BaseException:
-            self.project.store.update_experiment(
-                self.name,
-                status=record.status,
-                started_at=record.started_at,
-                backend=record.backend,
-                cluster=record.cluster,
-            )
+            self.project.store.update_experiment(self.name, **{key: getattr(previous, key) for key in BEFORE})
             raise
         self._record_handle(handle, backend)
         return handle
@@ -533,7 +580,7 @@ class Experiment:
                     f"experiment '{self.name}' has finished; there is nothing to resume",
                     hint=f"Run it again from the start with 'tfcli experiment start -e {self.name} --fresh'.",
                 )
-            if not self.has_checkpoint():
+            if not self.has_checkpoint(record):
                 raise ClientError(
                     f"experiment '{self.name}' has no checkpoint to resume from",
                     hint=f"Start it without --resume: 'tfcli experiment start -e {self.name}'."
@@ -541,7 +588,7 @@ class Experiment:
                     else f"Start it afresh with 'tfcli experiment start -e {self.name} --fresh'.",
                 )
         elif record.status != "new" and not fresh:
-            resumable = record.status != "finished" and self.has_checkpoint()
+            resumable = record.status != "finished" and self.has_checkpoint(record)
             raise ClientError(
                 f"experiment '{self.name}' has already run (status: {record.status})",
                 hint="Use --resume to continue from its last checkpoint, or --fresh to start over."
@@ -613,13 +660,48 @@ class Experiment:
         )
 
     def pause(self, project_id: str | None = None) -> ExperimentRecord:
-        """Checkpoint the running experiment and end its worker; ``start(resume=True)`` continues it."""
+        """Checkpoint the running experiment and end its worker; ``start(resume=True)`` continues it. A run that
+        has not started (queued here, or its Ray job waiting for CPUs) has nothing to pause: a ClientError."""
+        record = self._reconciled()
+        if record.status == "queued":
+            raise ClientError(
+                f"experiment '{self.name}' is queued ({self.place_description()}), not running: there is nothing "
+                "to pause",
+                hint=f"It starts by itself when a run ends; 'tfcli experiment stop -e {self.name}' takes it out of "
+                "the queue.",
+            )
+        if self.waiting_for_cluster(record):
+            raise ClientError(
+                f"experiment '{self.name}' has not started: its Ray job {record.job} waits for the CPUs it asked for "
+                f"on the cluster '{record.cluster}', so there is nothing to pause",
+                hint=f"It starts when the cluster has them; 'tfcli experiment stop -e {self.name}' cancels the job.",
+            )
         return self._signal("pause")
+
+    def waiting_for_cluster(self, record: ExperimentRecord | None = None) -> bool:
+        """Whether the run waits on its Ray cluster for the CPUs it asked for (its Ray job is PENDING): Ray starts
+        it once they are free. (On GKE the same wait is a RayJob whose pods are Pending.)"""
+        record = record or self.project.store.experiment(self.name)
+        if record is None or record.status != "running" or record.backend != "ray" or record.job is None:
+            return False
+        from torchforce.client.backends.ray import RayBackend
+
+        try:
+            backend = self.backend(record)
+        except ClientError:
+            return False  # its cluster is gone from the project
+        return isinstance(backend, RayBackend) and backend.job_status(record.job) == "PENDING"
 
     def stop(self, no_download: bool = False) -> ExperimentRecord:
         """End the experiment for good (a running worker checkpoints first); download its results unless
-        ``no_download`` (locally they are in place already)."""
-        record = self.record()
+        ``no_download`` (locally they are in place already). A queued run leaves the queue instead, back to the
+        status it had before it was queued (nothing of it ran, and ``--fresh`` has discarded nothing yet)."""
+        record = self._reconciled()
+        if record.status == "queued":
+            left = queue.leave(self.project, self.name)
+            if left is not None:
+                return left
+            record = self._reconciled()  # it has started meanwhile: it stops as a running run does
         if record.status in ("stopped", "finished"):
             raise ClientError(f"experiment '{self.name}' is already {record.status}")
         if record.status == "new":
@@ -649,12 +731,14 @@ class Experiment:
 
         The folder is renamed aside first (``experiments/.NAME.deleting-*``), then the row is removed, then the
         renamed folder: if removing the row fails (the database is busy, a start came first), the folder is put
-        back, so the experiment is either whole or gone, and deleting it again is always possible."""
-        record = self.record()
+        back, so the experiment is either whole or gone, and deleting it again is always possible. A queued run
+        leaves the queue with its row (unless it has started meanwhile: then it is running, and stays)."""
+        record = self._reconciled()
         if record.status == "running":
             raise ClientError(f"experiment '{self.name}' is running", hint="Stop it first.")
-        if record.status == "paused":
-            self._release(record)  # a paused GKE run's suspended RayJob, and the cluster it made for itself
+        before = Queued.of(record).previous(record) if record.status == "queued" else record
+        if before.status == "paused":
+            self._release(before)  # a paused GKE run's suspended RayJob, and the cluster it made for itself
         aside = self.folder.with_name(f".{self.name}.deleting-{os.urandom(4).hex()}")
         if self.folder.is_dir():
             os.rename(self.folder, aside)

@@ -67,18 +67,19 @@ ACCEPTED = {"type", "name", "timesteps", "sources", "created_at", "torchforce_ve
 CONFIG_KINDS = {"environment": "environments", "agent": "agents", "network": "networks", "cluster": "clusters"}
 
 
-def check_name(name: Any, path: str = "experiment.name") -> str:
-    """Experiment names become folder names and (with ``_`` as ``-``) Kubernetes resource names."""
+def check_name(name: Any, path: str = "experiment.name", *, what: str = "experiment name") -> str:
+    """Experiment names become folder names and (with ``_`` as ``-``) Kubernetes resource names; a group's name
+    (``what``) follows the same rule, since its runs are named after it."""
     if isinstance(name, str) and name in RESERVED_NAMES:
         raise SpecError(
-            path, "not a valid experiment name: Windows reserves it for a device", got=name, hint=f"Try '{name}-1'."
+            path, f"not a valid {what}: Windows reserves it for a device", got=name, hint=f"Try '{name}-1'."
         )
     if not isinstance(name, str) or not NAME_PATTERN.fullmatch(name):
         suggestion = re.sub(r"[^a-z0-9_-]+", "-", str(name).lower()).strip("-_")[:40].strip("-_")
         if suggestion and not suggestion[0].isalpha():
             suggestion = f"exp-{suggestion}"[:40].strip("-_")
         hint = f"Try '{suggestion}'." if NAME_PATTERN.fullmatch(suggestion) and suggestion != name else None
-        raise SpecError(path, "not a valid experiment name", got=name, expected=NAME_RULE, hint=hint)
+        raise SpecError(path, f"not a valid {what}", got=name, expected=NAME_RULE, hint=hint)
     return name
 
 
@@ -258,7 +259,7 @@ def _check_run(spec: dict[str, Any]) -> None:
     spec["num_environments"] = expect_int(spec["num_environments"], "experiment.num_environments", minimum=1)
     spec["vectorization"] = expect_choice(spec["vectorization"], "experiment.vectorization", VECTORIZATION)
     spec["seed"] = None if spec["seed"] is None else expect_int(spec["seed"], "experiment.seed", minimum=0)
-    spec["group"] = None if spec["group"] is None else check_name(spec["group"], "experiment.group")
+    spec["group"] = None if spec["group"] is None else check_name(spec["group"], "experiment.group", what="group name")
 
 
 def _check_frequencies(spec: dict[str, Any]) -> None:

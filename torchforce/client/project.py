@@ -217,6 +217,9 @@ class Project:
             link = (existing or {}).get("gcloud")
             if isinstance(link, dict) and link.get("project") == settings["remote_id"]:
                 settings["gcloud"] = link  # a link to the same Google Cloud project stays
+            queue = (existing or {}).get("queue")
+            if isinstance(queue, dict):
+                settings["queue"] = queue  # so does the queue's setting
             write_json_atomically(settings_path, settings, mode=0o600 if "gcloud" in settings else None)
         project = cls(root)
         project.store  # create the database now  # noqa: B018

@@ -1,6 +1,6 @@
 """The worker's JSON-lines results (``episodes.jsonl``, ``evaluations.jsonl``): writing them while tfcli reads
 them, cutting them back to a checkpoint, reading them; and the figures of an episode log (recent and best mean
-returns, steps and time to a threshold).
+returns, steps and time to a threshold) and of a group of runs (``aggregate`` has the statistics).
 
 A line is complete once its newline is written. The worker writes whole lines, but a reader may still catch the
 last one half written (or a crash may have cut it off): every reader here leaves out a final line without its
@@ -22,10 +22,18 @@ from typing import Any, TypeGuard
 
 import numpy as np
 
+from torchforce.client.aggregate import (
+    WINDOW,
+    Spread,
+    aligned,
+    bootstrap_interval,
+    first_crossing,
+    interquartile_mean,
+    running_mean,
+)
 from torchforce.client.commands.output import relative
 from torchforce.client.errors import ClientWarning
 
-WINDOW = 100
 FLUSH_SECONDS = 0.5  # a record appended to a results log is in the file this long afterwards at the latest
 SCAN_BYTES = 1 << 16  # how much of a log's end ``drop_after`` reads at a time
 
@@ -183,17 +191,22 @@ def _number(value: object) -> TypeGuard[int | float]:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
-def running_mean(values: np.ndarray, window: int = WINDOW) -> np.ndarray:
-    """Mean of the last ``window`` values (fewer at the start), one per value."""
-    if len(values) == 0:
-        return values
-    sums = np.cumsum(np.insert(values.astype(float), 0, 0.0))
-    counts = np.minimum(np.arange(1, len(values) + 1), window)
-    return (sums[1:] - sums[np.arange(1, len(values) + 1) - counts]) / counts
+def curve(records: list[dict], window: int = WINDOW, *, by: str = "timesteps") -> tuple[np.ndarray, np.ndarray]:
+    """A run's learning curve: each episode's ``by`` (``timesteps`` or ``wall_time``) and its return smoothed
+    over ``window`` episodes."""
+    x = np.array([r.get(by, 0.0) for r in records], dtype=float)
+    return x, running_mean(np.array([r["return"] for r in records], dtype=float), window)
+
+
+def recent_mean(records: list[dict], window: int = WINDOW) -> float | None:
+    """The mean return of the last ``window`` episodes; None before the first one."""
+    return float(np.mean([r["return"] for r in records[-window:]])) if records else None
 
 
 @dataclass
 class Summary:
+    """One run's figures, its returns smoothed over ``window`` episodes."""
+
     name: str
     episodes: int
     timesteps: int
@@ -204,18 +217,18 @@ class Summary:
     threshold: float | None = None
     timesteps_to_threshold: int | None = None
     seconds_to_threshold: float | None = None
+    window: int = WINDOW
+    kind: str = "experiment"
 
     def to_dict(self) -> dict:
         return asdict(self)
 
 
-def summarize(name: str, records: list[dict], threshold: float | None = None) -> Summary:
+def summarize(name: str, records: list[dict], threshold: float | None = None, window: int = WINDOW) -> Summary:
     if not records:
-        return Summary(name, 0, 0, None, None, None, None, threshold)
-    returns = np.array([r["return"] for r in records], dtype=float)
-    means = running_mean(returns)
-    steps = np.array([r["timesteps"] for r in records])
-    seconds = np.array([r.get("wall_time", 0.0) for r in records], dtype=float)
+        return Summary(name, 0, 0, None, None, None, None, threshold, window=window)
+    steps, means = curve(records, window)
+    seconds, _ = curve(records, window, by="wall_time")
     summary = Summary(
         name=name,
         episodes=len(records),
@@ -225,10 +238,87 @@ def summarize(name: str, records: list[dict], threshold: float | None = None) ->
         best_mean_return=float(means.max()),
         steps_per_second=float(steps[-1] / seconds[-1]) if seconds[-1] > 0 else None,
         threshold=threshold,
+        window=window,
     )
-    if threshold is not None:
-        reached = np.flatnonzero(means >= threshold)
-        if len(reached):
-            summary.timesteps_to_threshold = int(steps[reached[0]])
-            summary.seconds_to_threshold = float(seconds[reached[0]])
+    crossed = None if threshold is None else first_crossing(means, threshold)
+    if crossed is not None:
+        summary.timesteps_to_threshold = int(steps[crossed])
+        summary.seconds_to_threshold = float(seconds[crossed])
     return summary
+
+
+@dataclass
+class GroupSummary:
+    """A group's figures across its runs (the seeds of one setup): each run's ``Summary``; the mean of the runs'
+    final returns with its 95% bootstrap interval over seeds and their interquartile mean; the peak of the mean
+    curve; episodes, timesteps, time and speed as means per run; and, for a threshold, how many runs reached it
+    and the spread of their steps and time to it. Runs without episodes yet count in ``runs`` only."""
+
+    name: str
+    runs: list[Summary]
+    seeds: list[int | None]
+    window: int
+    episodes: float
+    timesteps: float
+    seconds: float | None
+    steps_per_second: float | None
+    final_mean_return: float | None = None
+    final_low: float | None = None
+    final_high: float | None = None
+    final_iqm: float | None = None
+    best_mean_return: float | None = None
+    threshold: float | None = None
+    reached: int = 0
+    timesteps_to_threshold: Spread | None = None
+    seconds_to_threshold: Spread | None = None
+    kind: str = "group"
+
+    @property
+    def counted(self) -> list[Summary]:
+        """The runs that have episodes, whose returns the group's figures are made of."""
+        return [run for run in self.runs if run.episodes]
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def summarize_group(
+    name: str,
+    logs: dict[str, list[dict]],
+    seeds: list[int | None],
+    threshold: float | None = None,
+    window: int = WINDOW,
+) -> GroupSummary:
+    """The figures of the group ``name`` from its runs' episode records (``logs``: run name to records, in the
+    order of ``seeds``)."""
+    runs = [summarize(run, records, threshold, window) for run, records in logs.items()]
+    counted = [run for run in runs if run.episodes]
+    group = GroupSummary(
+        name=name,
+        runs=runs,
+        seeds=list(seeds),
+        window=window,
+        episodes=_mean([run.episodes for run in runs]) or 0.0,
+        timesteps=_mean([run.timesteps for run in runs]) or 0.0,
+        seconds=_mean([run.seconds for run in counted]),
+        steps_per_second=_mean([run.steps_per_second for run in counted]),
+        threshold=threshold,
+    )
+    if counted:
+        finals = [run.final_mean_return or 0.0 for run in counted]
+        group.final_mean_return = float(np.mean(finals))
+        group.final_low, group.final_high = bootstrap_interval(finals)
+        group.final_iqm = interquartile_mean(finals)
+        _, curves = aligned([curve(logs[run.name], window) for run in counted])
+        group.best_mean_return = float(curves.mean(axis=0).max()) if curves.size else None
+    if threshold is not None:
+        reached = [run for run in counted if run.timesteps_to_threshold is not None]
+        group.reached = len(reached)
+        group.timesteps_to_threshold = Spread.of([float(run.timesteps_to_threshold or 0) for run in reached])
+        group.seconds_to_threshold = Spread.of([run.seconds_to_threshold or 0.0 for run in reached])
+    return group
+
+
+def _mean(values: list[float | None]) -> float | None:
+    present = [value for value in values if value is not None]
+    return float(np.mean(present)) if present else None

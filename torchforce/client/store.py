@@ -19,14 +19,15 @@ from typing import Any
 
 from torchforce.client.errors import ClientError
 
-STATUSES = ("new", "running", "paused", "stopped", "finished", "failed")
+# ``queued``: started while the local backend had no free slot, waiting its turn (torchforce/client/queue.py).
+STATUSES = ("new", "queued", "running", "paused", "stopped", "finished", "failed")
 # How long a command waits for another process's lock on the database before it gives up with a ClientError
 # saying who holds it (a module constant, so that tests can shorten it).
 BUSY_TIMEOUT = 30.0
-SCHEMA = """
+EXPERIMENTS_TABLE = f"""
 CREATE TABLE IF NOT EXISTS experiments (
     name        TEXT PRIMARY KEY,
-    status      TEXT NOT NULL CHECK (status IN ('new', 'running', 'paused', 'stopped', 'finished', 'failed')),
+    status      TEXT NOT NULL CHECK (status IN ({", ".join(f"'{status}'" for status in STATUSES)})),
     backend     TEXT NOT NULL DEFAULT 'local',
     cluster     TEXT,
     pid         INTEGER,
@@ -35,8 +36,14 @@ CREATE TABLE IF NOT EXISTS experiments (
     created_at  REAL NOT NULL,
     updated_at  REAL NOT NULL,
     started_at  REAL,
-    ended_at    REAL
+    ended_at    REAL,
+    queued_at   REAL,
+    launch      TEXT
 );
+"""
+SCHEMA = (
+    EXPERIMENTS_TABLE
+    + """
 CREATE TABLE IF NOT EXISTS clusters (
     name        TEXT PRIMARY KEY,
     spec        TEXT NOT NULL,
@@ -45,6 +52,7 @@ CREATE TABLE IF NOT EXISTS clusters (
     updated_at  REAL NOT NULL
 );
 """
+)
 
 
 @dataclass
@@ -60,6 +68,8 @@ class ExperimentRecord:
     updated_at: float = 0.0
     started_at: float | None = None
     ended_at: float | None = None
+    queued_at: float | None = None  # when it joined the queue (while ``queued``: the queue is in this order)
+    launch: str | None = None  # JSON: how its last local start was asked for (queue.py, ``Queued``)
 
 
 COLUMNS = tuple(f.name for f in fields(ExperimentRecord))
@@ -79,10 +89,32 @@ class ClusterRecord:
 
 
 def _migrate(connection: sqlite3.Connection) -> None:
-    """Bring a database of an older torchforce up to this schema (columns are only ever added)."""
+    """Bring a database of an older torchforce up to this schema, keeping every row: columns are only ever added,
+    and a status check that lacks a status of ``STATUSES`` (``queued``, added with the queue) is widened, which
+    SQLite can only do by copying the table into a new one. In one transaction, checked again once it holds the
+    lock: two processes opening an old database at once migrate it once."""
+    if _current(connection):
+        return
+    connection.execute("BEGIN IMMEDIATE")
+    try:
+        if not _current(connection):
+            columns = [row[1] for row in connection.execute("PRAGMA table_info(experiments)")]
+            kept = ", ".join(column for column in columns if column in COLUMNS)
+            connection.execute("ALTER TABLE experiments RENAME TO experiments_before_migration")
+            connection.execute(EXPERIMENTS_TABLE)
+            connection.execute(f"INSERT INTO experiments ({kept}) SELECT {kept} FROM experiments_before_migration")
+            connection.execute("DROP TABLE experiments_before_migration")
+        connection.execute("COMMIT")
+    except BaseException:
+        connection.execute("ROLLBACK")
+        raise
+
+
+def _current(connection: sqlite3.Connection) -> bool:
+    """Whether the experiments table has every column and allows every status of this schema."""
     columns = {row[1] for row in connection.execute("PRAGMA table_info(experiments)")}
-    if "job" not in columns:
-        connection.execute("ALTER TABLE experiments ADD COLUMN job TEXT")
+    row = connection.execute("SELECT sql FROM sqlite_master WHERE type = 'table' AND name = 'experiments'").fetchone()
+    return set(COLUMNS) <= columns and row is not None and all(f"'{status}'" in row[0] for status in STATUSES)
 
 
 class Store:

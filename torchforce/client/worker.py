@@ -4,8 +4,9 @@
         [--max-restarts N] [--hold-after-pause] [--log-file] [--modules FOLDER] [--trust-pickle]
 
 It is what every backend runs: the local backend as a detached process, the Ray backend as a Ray job (then the
-folder is on the cluster's storage). With ``--project`` it records the run's end in the project's state database;
-without (a Ray job, or a supervised run) the client reads it from ``progress.json``. Results:
+folder is on the cluster's storage). With ``--project`` it records the run's end in the project's state database,
+and starts the project's next queued runs, its slot being free (torchforce/client/queue.py); without (a Ray job, or
+a supervised run) the client reads it from ``progress.json``. Results:
 
 - ``episodes.jsonl``: one JSON line per finished episode (episode, timesteps, worker, return, length, wall_time),
   in the file within a second of the episode's end (whole lines; readers leave out a last line still without its
@@ -74,6 +75,7 @@ import subprocess
 import sys
 import time
 import traceback
+import warnings
 from collections import deque
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -697,7 +699,8 @@ class ExperimentRun:
 
 
 def _record(project: Path | None, name: str, status: str, message: str | None) -> None:
-    """The run's end in the project's state database, when the worker was given one."""
+    """The run's end in the project's state database, when the worker was given one; then its slot is free, and
+    the next queued runs of the project start (torchforce/client/queue.py)."""
     if project is None:
         return
     from torchforce.client.store import Store
@@ -706,6 +709,27 @@ def _record(project: Path | None, name: str, status: str, message: str | None) -
     Store(project / ".tfcli" / "state.db").update_experiment(
         name, status=status, pid=None, message=message, ended_at=ended
     )
+    _move_the_queue_on(project)
+
+
+def _move_the_queue_on(root: Path) -> None:
+    """Start the queued runs that fit now; a failure is logged, never this run's outcome."""
+    from torchforce.client.errors import ClientWarning
+    from torchforce.client.project import Project
+    from torchforce.client.queue import promote
+
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", ClientWarning)
+            started = promote(Project(root))
+    except Exception:  # noqa: BLE001 - the run has ended as recorded; the queue moves on at the next tfcli command
+        LOG.warning("starting the next queued run failed:\n%s", traceback.format_exc())
+        return
+    for warning in caught:
+        if issubclass(warning.category, ClientWarning):  # (what a queued start that failed says)
+            LOG.warning("%s", warning.message)
+    if started:
+        LOG.info("started from the queue: %s", ", ".join(started))
 
 
 def _final_state(folder: Path) -> str | None:

@@ -6,7 +6,15 @@ head node, in the experiment's folder on the cluster's storage: ``<storage>/<pro
 checkpoints from there and ``download`` copies the results into ``experiments/<name>/results/``.
 
 Pausing and stopping write ``results/control.json``; the worker reads it about once a second, checkpoints and ends,
-so the job ends with status SUCCEEDED and the experiment ``paused`` or ``stopped``. The worker never reaches the
+so the job ends with status SUCCEEDED and the experiment ``paused`` or ``stopped``.
+
+Ray places a job by the resources it asks for: the job's own process asks for one CPU (``entrypoint_num_cpus``; none
+in the distributed run mode, whose Ray worker actors ask for one CPU each, in a placement group), and a job waits as
+PENDING until the cluster has them. ``list`` and ``show`` show such a run as ``pending`` rather than running (the
+state database says running: the workload exists). Nothing of it runs yet, so there is nothing to pause, and a stop
+cancels the job (``stop_job``) and the experiment ends ``stopped``. Ray fails a job still pending after 15 minutes
+(the cluster's ``RAY_JOB_START_TIMEOUT_SECONDS``); the run is then ``failed`` with that message, and starts again
+with ``start``. The worker never reaches the
 project's state database (a remote cluster cannot): when a job has ended, the client takes the status the worker
 left in ``progress.json``, or ``failed`` with the job's log tail.
 """
@@ -173,10 +181,16 @@ class RayBackend(Backend):
         return status not in (None, *ENDED)  # a cluster that does not answer is not judged dead
 
     def signal(self, handle: Handle, request: str, timeout: float, folder: Path | None = None) -> bool:
-        """Ask the worker through ``control.json``; wait until the job has ended."""
+        """Ask the worker through ``control.json``; wait until the job has ended. A job that waits for its CPUs
+        (PENDING) has no worker yet to ask: a stop cancels it."""
         if folder is None:
             raise ValueError("the Ray backend signals through the experiment's folder")
         self.storage(folder).write_text(CONTROL, json.dumps({"request": request, "at": time.time()}))
+        if request == "stop" and self.job_status(handle) == "PENDING":
+            try:
+                self.client.stop_job(handle)
+            except _job_errors():
+                pass  # it has started meanwhile: its worker reads the request
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             status = self.job_status(handle)
@@ -196,9 +210,22 @@ class RayBackend(Backend):
         state = progress.get("state")
         if status == "SUCCEEDED" and state in ("finished", "paused", "stopped"):
             return state, None
+        if status == "STOPPED" and state in (None, "stopped") and self._request(folder) == "stop":
+            return (
+                "stopped",
+                None if state else "stopped before it started (its Ray job waited for the CPUs it asked for)",
+            )
         tail = "\n".join(self.logs(handle, folder).strip().splitlines()[-8:])
         reason = f"the Ray job {handle} ended {status or 'unknown'}"
         return "failed", reason + (f"; its log ends:\n{tail}" if tail else "")
+
+    def _request(self, folder: Path) -> str | None:
+        """What ``control.json`` asks of the run, if anything."""
+        try:
+            request = json.loads(self.storage(folder).read_text(CONTROL) or "{}").get("request")
+        except (ValueError, AttributeError):
+            return None
+        return request if isinstance(request, str) else None
 
     def logs(self, handle: Handle | None, folder: Path) -> str:
         """The job's log (the worker's output), or the worker's log file in storage when the job is unknown."""

@@ -8,13 +8,15 @@ import sys
 import time
 from pathlib import Path
 
+from torchforce.client.aggregate import WINDOW
 from torchforce.client.commands import add_command, command, evaluate, positive_int, views
 from torchforce.client.commands.output import print_json, relative
 from torchforce.client.errors import ClientError
 from torchforce.client.experiment import Experiment
+from torchforce.client.groups import Group, format_seeds, memberships, new_group, parse_seeds, resolve
 from torchforce.client.overrides import apply_to_experiment, blame, parse_overrides
 from torchforce.client.project import Project
-from torchforce.client.report import read_episodes, summarize
+from torchforce.client.report import GroupSummary, Summary, read_episodes, summarize, summarize_group
 from torchforce.spec import SpecError, load_file
 
 
@@ -50,9 +52,12 @@ def _add_new(experiments: argparse._SubParsersAction) -> None:
         "also\ninside the agent, network, environment and cluster configs (a named config is loaded, then changed): "
         "KEY\nis a dotted path (agent.network[0].size), VALUE is JSON (8, 3e-4, true, [64, 64]) or else plain text. "
         "The\nwhole experiment is validated (the environment and the agent are built once) before anything is "
-        "written,\nand experiment.json shows every value as set.",
+        "written,\nand experiment.json shows every value as set. --seeds makes a group: one run per seed, named "
+        "NAME-s<seed>,\nall validated before any is written; 'show', 'compare' and 'plot' take the group's name "
+        "for its runs.",
         examples=[
             "tfcli experiment new -n cp -A ppo_cartpole -E cartpole -t 50000 --start",
+            "tfcli experiment new -n cp -A ppo_cartpole -E cartpole -t 50000 --seeds 0-4 --start",
             "tfcli experiment new -f cartpole_ppo -n cp-seed3 --seed 3",
             "tfcli experiment new -n dqn-acro -A dqn_cartpole -E cartpole --episodes 500 \\\n"
             "      --set agent.optimizer.learning_rate=3e-4 --set environment.gym_id=Acrobot-v1 "
@@ -82,6 +87,12 @@ def _add_new(experiments: argparse._SubParsersAction) -> None:
     new.add_argument("--run-mode", choices=("single", "multi-threaded", "distributed"), help="how the workers run")
     new.add_argument("-N", "--num-environments", type=int, help="vectorized environment copies (default 1)")
     new.add_argument("--seed", type=int, help="random seed (default 0)")
+    new.add_argument(
+        "--seeds",
+        type=seeds_argument,
+        metavar="SEEDS",
+        help="make a group of runs NAME-s<seed>, one per seed: 0-4, 0,3,7 or 0-2,5",
+    )
     new.add_argument("--description", help="a line saying what the experiment is for")
     new.add_argument(
         "--set",
@@ -89,18 +100,40 @@ def _add_new(experiments: argparse._SubParsersAction) -> None:
         metavar="KEY=VALUE",
         help="set one value of the spec, after the file and the flags (repeatable; see above)",
     )
-    new.add_argument("--start", action="store_true", help="start it right away")
+    new.add_argument("--start", action="store_true", help="start it (or each run of the group) right away")
+
+
+def seeds_argument(text: str) -> list[int]:
+    """An argparse type: the seeds of ``--seeds`` (``groups.parse_seeds``)."""
+    try:
+        return parse_seeds(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+
+
+def _window_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--window",
+        type=positive_int,
+        default=WINDOW,
+        metavar="N",
+        help=f"average returns over the last N episodes (default {WINDOW}, in every table and plot)",
+    )
 
 
 def _add_running(experiments: argparse._SubParsersAction) -> None:
     listing = add_command(
         experiments,
         "list",
-        help="a table of the project's experiments",
+        help="a table of the project's experiments and groups",
         description="A table of the project's experiments: agent, environment, where it runs, status, progress and "
-        "the\nmean return of the last 100 episodes.",
-        examples=["tfcli experiment list", "tfcli experiment list --json"],
+        "the\nmean return of the last 100 episodes (--window). A group of runs (--seeds) is one row: its runs' "
+        "statuses\ncounted, their mean progress, and the mean return across seeds with a 95% confidence interval; "
+        "--runs\nlists every run instead. --json gives every run's row, then every group's.",
+        examples=["tfcli experiment list", "tfcli experiment list --runs --window 20", "tfcli experiment list --json"],
     )
+    listing.add_argument("--runs", action="store_true", help="a row for every run, also those of groups")
+    _window_argument(listing)
     listing.add_argument("--json", action="store_true", help="machine-readable output")
     start = add_command(
         experiments,
@@ -112,7 +145,9 @@ def _add_running(experiments: argparse._SubParsersAction) -> None:
         "it\n(its cost shown, confirmed or --yes) and deleted when the experiment ends, as tensorforce-client did."
         "\n--resume continues a paused, stopped or crashed run from its latest checkpoint (where it ran last,\n"
         "unless -c says otherwise); --fresh discards earlier results and starts over. --max-restarts N resumes\n"
-        "from the last checkpoint by itself after a crash or a killed worker process, up to N times.",
+        "from the last checkpoint by itself after a crash or a killed worker process, up to N times.\n"
+        "On this machine, a start beyond the runs it takes at once ('tfcli project config') is queued: it starts\n"
+        "by itself, first come first served, when a run ends (--follow waits for it).",
         examples=[
             "tfcli experiment start -e cp --follow",
             "tfcli experiment start -e cp --resume",
@@ -154,7 +189,7 @@ def _add_running(experiments: argparse._SubParsersAction) -> None:
         "stop",
         help="end an experiment for good (checkpointing first)",
         description="End the experiment: a running worker checkpoints first. Its results stay in "
-        "experiments/NAME/results/.",
+        "experiments/NAME/results/.\nA queued experiment leaves the queue instead, back to the status it had.",
         examples=["tfcli experiment stop -e cp"],
     )
     _experiment_argument(stop)
@@ -165,12 +200,14 @@ def _add_inspecting(experiments: argparse._SubParsersAction) -> None:
     show = add_command(
         experiments,
         "show",
-        help="an experiment's spec, status, counters and recent returns",
+        help="an experiment's (or a group's) spec, status, counters and recent returns",
         description="Everything about one experiment: status, agent, environment, budget, progress, speed, recent "
-        "returns,\ncheckpoint and where its results are.",
+        "returns,\ncheckpoint and where its results are. For a group: what its runs share, their statuses, the "
+        "mean return\nacross seeds (95% confidence interval, IQM), and a row per run.",
         examples=["tfcli experiment show -e cp", "tfcli experiment show -e cp --json"],
     )
-    _experiment_argument(show)
+    show.add_argument("-e", "--experiment", required=True, metavar="NAME", help="the experiment's or group's name")
+    _window_argument(show)
     show.add_argument("--json", action="store_true", help="machine-readable output (with the whole spec)")
     logs = add_command(
         experiments,
@@ -197,23 +234,37 @@ def _add_results(experiments: argparse._SubParsersAction) -> None:
         experiments,
         "plot",
         help="learning curves of one or more experiments (PNG)",
-        description="Plot the smoothed episode return against timesteps and against wall-clock time, one line per "
-        "experiment.",
+        description="Plot the episode return, smoothed over the last --window episodes, against timesteps and "
+        "against\nwall-clock time: one line per experiment; for a group, the mean across its seeds in a 95% "
+        "bootstrap\nconfidence band.",
         examples=["tfcli experiment plot -e cp", "tfcli experiment plot -e cp cp-seed3 -o curves.png --window 50"],
     )
-    plot.add_argument("-e", "--experiment", nargs="+", required=True, metavar="NAME", help="the experiments to plot")
-    plot.add_argument("-o", "--output", help="the PNG to write (default: experiments/NAME/results/learning_curve.png)")
-    plot.add_argument("--window", type=positive_int, default=20, help="episodes to average over (default 20)")
+    plot.add_argument(
+        "-e", "--experiment", nargs="+", required=True, metavar="NAME", help="the experiments and groups to plot"
+    )
+    plot.add_argument(
+        "-o",
+        "--output",
+        help="the PNG to write (default: learning_curve.png in the first experiment's results folder, "
+        "group_learning_curve.png for a group)",
+    )
+    _window_argument(plot)
     compare = add_command(
         experiments,
         "compare",
         help="a table comparing experiments",
-        description="Compare experiments: episodes, timesteps, time, best and final mean return, speed; with "
-        "--threshold\nalso the steps and time each took to reach that mean return.",
-        examples=["tfcli experiment compare cp cp-seed3 --threshold 475"],
+        description="Compare experiments and groups: episodes, timesteps, time, best and final mean return (of "
+        "the last\n--window episodes), speed; with --threshold also the steps and time each took to reach that mean "
+        "return.\nA group shows its runs' figures together: the final mean return across seeds with a 95% "
+        "bootstrap\nconfidence interval and the interquartile mean (IQM), and how many seeds reached the threshold, "
+        "how\nfast (median, min-max).",
+        examples=["tfcli experiment compare cp cp-seed3 --threshold 475", "tfcli experiment compare cp-group other"],
     )
-    compare.add_argument("experiments", nargs="+", metavar="NAME", help="the experiments to compare")
-    compare.add_argument("--threshold", type=float, help="report steps and time until the mean-100 return reaches it")
+    compare.add_argument("experiments", nargs="+", metavar="NAME", help="the experiments and groups to compare")
+    compare.add_argument(
+        "--threshold", type=float, help="report steps and time until the mean return (last --window) reaches it"
+    )
+    _window_argument(compare)
     compare.add_argument("--json", action="store_true", help="machine-readable output")
     download = add_command(
         experiments,
@@ -264,24 +315,64 @@ def experiment_new(args: argparse.Namespace) -> None:
     }
     overrides = parse_overrides(args.set)
     try:
-        experiment = Experiment(project, file=args.file, **fields)
-        experiment.raw = apply_to_experiment(project, experiment.raw, overrides)
-        folder = experiment.generate_locally()
+        if args.seeds is not None:
+            others = {key: value for key, value in fields.items() if key != "name"}
+            group = new_group(project, args.name, args.seeds, file=args.file, overrides=overrides, **others)
+        else:
+            experiment = Experiment(project, file=args.file, **fields)
+            experiment.raw = apply_to_experiment(project, experiment.raw, overrides)
+            _check_not_a_group(project, experiment.raw.get("name"))
+            experiment.generate_locally()
     except SpecError as error:
         flags = {key for key, value in fields.items() if value is not None}
         flags |= {str(override.steps[0]) for override in overrides}
         raise _in_file(blame(error, overrides), project, args.file, flags) from None
+    if args.seeds is not None:
+        _created_group(group, start=args.start)
+    else:
+        _created_experiment(experiment, start=args.start)
+
+
+def _created_experiment(experiment: Experiment, *, start: bool) -> None:
+    """What ``new`` made, and with ``start``, the run started (or queued)."""
     spec = experiment.checked_spec
     print(
-        f"Created experiment '{experiment.name}' in {relative(folder)}: {views.agent_name(spec)} on "
+        f"Created experiment '{experiment.name}' in {relative(experiment.folder)}: {views.agent_name(spec)} on "
         f"{views.environment_name(spec)}, {spec['run_mode']} run mode"
     )
-    if args.start:
-        handle = experiment.start()
-        where = f"worker PID {handle}" if isinstance(handle, int) else f"Ray job {handle}"
-        print(f"Started it ({where}). Follow it with: tfcli experiment watch -e {experiment.name}")
+    if start:
+        print(started_line(experiment, experiment.start()))
+        print(f"Follow it with: tfcli experiment watch -e {experiment.name}")
     else:
         print(f"Start it with: tfcli experiment start -e {experiment.name}")
+
+
+def _check_not_a_group(project: Project, name: object) -> None:
+    """A new experiment may not take a group's name: ``-e NAME`` would mean two things."""
+    runs = memberships(project).get(name) if isinstance(name, str) else None
+    if runs:
+        raise ClientError(
+            f"'{name}' is the name of a group ({', '.join(runs)})",
+            hint="Pick another name for the experiment.",
+        )
+
+
+def _created_group(group: Group, *, start: bool) -> None:
+    """What ``new --seeds`` made, and with ``start``, each run started (or queued)."""
+    spec = group.runs[0].checked_spec
+    names = [run.name for run in group.runs]
+    shown = ", ".join(names) if len(names) <= 3 else f"{names[0]} ... {names[-1]}"
+    print(
+        f"Created group '{group.name}' of {len(names)} run{'s' * (len(names) != 1)} ({shown}; seeds "
+        f"{format_seeds(group.seeds)}) in {relative(group.project.experiments_folder)}: {views.agent_name(spec)} on "
+        f"{views.environment_name(spec)}, {spec['run_mode']} run mode"
+    )
+    if not start:
+        print(f"Start each with 'tfcli experiment start -e {names[0]}' (and so on), or create them with --start.")
+        return
+    for run, handle in zip(group.runs, group.start(), strict=True):
+        print(started_line(run, handle))
+    print(f"Follow them with: tfcli experiment show -e {group.name}")
 
 
 def _in_file(error: SpecError, project: Project, file: str | None, flags: set[str]) -> SpecError:
@@ -316,16 +407,31 @@ def experiment_start(args: argparse.Namespace) -> int | None:
         yes=args.yes,
         dry_run=args.dry_run,
     )
-    if handle is None:
+    if args.dry_run:
         print("Dry run: nothing was changed.")
         return None
+    print(started_line(experiment, handle, resumed=args.resume))
+    return views.follow(experiment, since=since) if args.follow else None
+
+
+def started_line(experiment: Experiment, handle: int | str | None, *, resumed: bool = False) -> str:
+    """What a start did: the workload it started and where its results go, or the run's place in the queue
+    (``handle`` None)."""
+    if handle is None:
+        place = experiment.place()
+        if place is not None:
+            return (
+                f"'{experiment.name}' is queued ({place.describe()}): it starts by itself when a run ends; "
+                f"'tfcli experiment stop -e {experiment.name}' takes it out of the queue"
+            )
+        record = experiment.record()  # it has left the queue already
+        return f"'{experiment.name}' is {record.status}" + (f" (worker PID {record.pid})" if record.pid else "")
     record = experiment.record()
     kind = "RayJob" if record.backend == "gke" else "Ray job"
     where = f"worker PID {handle}" if isinstance(handle, int) else f"{kind} {handle} on '{record.cluster}'"
     results = experiment.storage()
     location = relative(experiment.results) if results.local == experiment.results else results.location
-    print(f"{'Resumed' if args.resume else 'Started'} '{experiment.name}' ({where}); results in {location}")
-    return views.follow(experiment, since=since) if args.follow else None
+    return f"{'Resumed' if resumed else 'Started'} '{experiment.name}' ({where}); results in {location}"
 
 
 @command("experiment", "watch")
@@ -346,7 +452,11 @@ def experiment_pause(args: argparse.Namespace) -> None:
 @command("experiment", "stop")
 def experiment_stop(args: argparse.Namespace) -> None:
     experiment = Experiment.load(Project.find(), args.experiment)
+    before = experiment.project.store.experiment(experiment.name)
     record = experiment.stop(no_download=args.no_download)
+    if before is not None and before.status == "queued" and record.status != "stopped":
+        print(f"'{experiment.name}' left the queue; it is {record.status} again")
+        return
     results = f"; results in {relative(experiment.results)}" if experiment.results.is_dir() else ""
     print(f"'{experiment.name}' is {record.status}{results}")
 
@@ -363,8 +473,10 @@ def experiment_download(args: argparse.Namespace) -> None:
 @command("experiment", "delete")
 def experiment_delete(args: argparse.Namespace) -> None:
     experiment = Experiment.load(Project.find(), args.experiment, damaged=True)
+    before = experiment.project.store.experiment(experiment.name)
     experiment.delete()
-    print(f"Deleted experiment '{experiment.name}'")
+    queued = before is not None and before.status == "queued"
+    print(f"Deleted experiment '{experiment.name}'" + (" (it left the queue)" if queued else ""))
 
 
 # ---------------------------------------------------------------------------------------------- inspecting
@@ -383,20 +495,48 @@ def experiment_list(args: argparse.Namespace) -> None:
                 continue  # a concurrent 'experiment new' is creating it right now
             rows.append(views.broken_row(record, project, error))
             continue
-        rows.append(views.status_row(experiment))
+        rows.append(views.status_row(experiment, args.window))
+    groups = _group_rows(rows, args.window)
     if args.json:
-        print_json(rows)
+        print_json(rows + list(groups.values()))
     elif rows:
-        print(views.list_table(rows))
+        print(views.list_table(rows if args.runs else _one_row_per_group(rows, groups), args.window))
     else:
         print("No experiments yet. Create one with: tfcli experiment new -n NAME -A AGENT -E ENVIRONMENT")
 
 
+def _group_rows(rows: list[dict], window: int) -> dict[str, dict]:
+    """The row of each group the runs of ``rows`` belong to, by name, its runs in the order of their seeds."""
+    members: dict[str, list[dict]] = {}
+    for row in rows:
+        if row["group"]:
+            members.setdefault(row["group"], []).append(row)
+    return {
+        name: views.group_row(name, sorted(runs, key=lambda r: (r["seed"] is None, r["seed"] or 0)), window)
+        for name, runs in members.items()
+    }
+
+
+def _one_row_per_group(rows: list[dict], groups: dict[str, dict]) -> list[dict]:
+    """``rows`` with each group's runs replaced by the group's row, where its first run was."""
+    shown: list[dict] = []
+    for row in rows:
+        if not row["group"]:
+            shown.append(row)
+        elif groups[row["group"]] not in shown:
+            shown.append(groups[row["group"]])
+    return shown
+
+
 @command("experiment", "show")
 def experiment_show(args: argparse.Namespace) -> None:
-    experiment = Experiment.load(Project.find(), args.experiment)
-    row = views.status_row(experiment)
-    recent = [r["return"] for r in read_episodes(experiment.episode_log())[-10:]]
+    (experiment,) = resolve(Project.find(), [args.experiment])
+    if isinstance(experiment, Group):
+        _show_group(experiment, args)
+        return
+    records = read_episodes(experiment.episode_log())
+    row = views.status_row(experiment, args.window, records)
+    recent = [r["return"] for r in records[-10:]]
     workers = experiment.progress().get("workers") or []
     if args.json:
         print_json(
@@ -412,6 +552,15 @@ def experiment_show(args: argparse.Namespace) -> None:
         print("\n".join(views.show_lines(experiment, row, recent)))
         if workers:
             print("\n" + worker_table(workers))
+
+
+def _show_group(group: Group, args: argparse.Namespace) -> None:
+    run_rows = [views.status_row(run, args.window) for run in group.runs]
+    row = views.group_row(group.name, run_rows, args.window)
+    if args.json:
+        print_json({**row, "run_rows": run_rows})
+    else:
+        print("\n".join(views.group_lines(row, group.runs, run_rows)))
 
 
 def worker_table(workers: list[dict]) -> str:
@@ -479,13 +628,21 @@ def _follow_text(experiment: Experiment, follow: bool) -> None:
 
 @command("experiment", "plot")
 def experiment_plot(args: argparse.Namespace) -> None:
-    project = Project.find()
-    experiments = [Experiment.load(project, name) for name in args.experiment]
-    logs = {e.name: e.episode_log() for e in experiments}
-    empty = [name for name, path in logs.items() if not read_episodes(path)]
+    found = resolve(Project.find(), args.experiment)
+    logs: dict[str, Path | list[Path]] = {}
+    started: dict[str, Experiment] = {}  # each name's first run with episodes
+    for item in found:
+        runs = item.runs if isinstance(item, Group) else [item]
+        logs[item.name] = [run.episode_log() for run in runs] if isinstance(item, Group) else item.episode_log()
+        with_episodes = [run for run in runs if read_episodes(run.episode_log())]
+        if with_episodes:
+            started[item.name] = with_episodes[0]
+    empty = [name for name in logs if name not in started]
     if empty:
         raise ClientError(f"no finished episodes yet in {', '.join(empty)}", hint="Start it and let it run a little.")
-    output = Path(args.output) if args.output else experiments[0].results / "learning_curve.png"
+    first = found[0]
+    default = "group_learning_curve.png" if isinstance(first, Group) else "learning_curve.png"
+    output = Path(args.output) if args.output else started[first.name].results / default
     if output.suffix.lower() != ".png":
         raise ClientError(f"the plot is written as PNG; got '{output}'", hint="Name the output file '....png'.")
     if not output.parent.is_dir():
@@ -496,17 +653,19 @@ def experiment_plot(args: argparse.Namespace) -> None:
     from torchforce.plots import plot_learning_curves
 
     path = plot_learning_curves(logs, output, window=args.window)
-    print(f"Learning curves of {', '.join(logs)}: {Path(path).resolve()}")
+    print(f"Learning curves of {', '.join(logs)} (smoothed over {args.window} episodes): {Path(path).resolve()}")
 
 
 @command("experiment", "compare")
 def experiment_compare(args: argparse.Namespace) -> None:
-    project = Project.find()
-    summaries = [
-        summarize(name, read_episodes(Experiment.load(project, name).episode_log()), args.threshold)
-        for name in args.experiments
-    ]
+    summaries: list[Summary | GroupSummary] = []
+    for item in resolve(Project.find(), args.experiments):
+        if isinstance(item, Group):
+            logs = {run.name: read_episodes(run.episode_log()) for run in item.runs}
+            summaries.append(summarize_group(item.name, logs, item.seeds, args.threshold, args.window))
+        else:
+            summaries.append(summarize(item.name, read_episodes(item.episode_log()), args.threshold, args.window))
     if args.json:
         print_json([s.to_dict() for s in summaries])
     else:
-        print(views.compare_table(summaries, args.threshold))
+        print(views.compare_table(summaries, args.threshold, args.window))

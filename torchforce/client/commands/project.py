@@ -1,10 +1,12 @@
-"""``tfcli project repair``: adopt again the experiment folders a lost or emptied state database left stranded."""
+"""``tfcli project repair``: adopt again the experiment folders a lost or emptied state database left stranded.
+``tfcli project config``: the project's settings of how it runs experiments (how many at once on this machine)."""
 
 from __future__ import annotations
 
 import argparse
 
-from torchforce.client.commands import add_command, command
+from torchforce.client import queue
+from torchforce.client.commands import add_command, command, positive_int
 from torchforce.client.commands.output import format_table, print_json
 from torchforce.client.project import Adoption, Project
 
@@ -15,7 +17,7 @@ def add_parser(groups: argparse._SubParsersAction) -> None:
         "project",
         help="check and repair the project itself",
         description="The project itself: its state database (.tfcli/state.db) and its experiment folders.",
-        examples=["tfcli project repair --dry-run", "tfcli project repair"],
+        examples=["tfcli project repair --dry-run", "tfcli project repair", "tfcli project config --max-parallel 2"],
     )
     commands = group.add_subparsers(dest="command", metavar="COMMAND", help="one of:")
     repair = add_command(
@@ -31,6 +33,29 @@ def add_parser(groups: argparse._SubParsersAction) -> None:
     )
     repair.add_argument("--dry-run", action="store_true", help="show what would be done, change nothing")
     repair.add_argument("--json", action="store_true", help="machine-readable output")
+    config = add_command(
+        commands,
+        "config",
+        help="show or change how many experiments run at once on this machine",
+        description="Experiments started on this machine beyond the limit wait in a queue (status 'queued') and "
+        "start by\nthemselves, first come first served, as running ones end. Without a setting, as many run at "
+        "once as\nfit the CPUs: a single-mode run takes 1 (with subprocess vectorization, num_environments), a "
+        "multi-\nthreaded one num_workers, a distributed one num_workers + 1. --max-parallel N allows N at once "
+        "whatever\ntheir size; 'auto' goes back to counting CPUs. Runs on Ray and GKE clusters are placed by "
+        "their\ncluster and not counted. The setting is 'queue' in .tfcli/project.json.",
+        examples=[
+            "tfcli project config",
+            "tfcli project config --max-parallel 2",
+            "tfcli project config --max-parallel auto",
+        ],
+    )
+    config.add_argument(
+        "--max-parallel",
+        type=_max_parallel,
+        metavar="N|auto",
+        default=argparse.SUPPRESS,
+        help="at most N experiments at once on this machine; 'auto': as many as fit its CPUs",
+    )
 
 
 @command("project", "repair")
@@ -58,3 +83,20 @@ def project_repair(args: argparse.Namespace) -> None:
 
 def _as_dict(adoption: Adoption) -> dict:
     return {"name": adoption.name, "action": adoption.action, "status": adoption.status, "message": adoption.message}
+
+
+def _max_parallel(text: str) -> int | None:
+    """An argparse type: a whole number >= 1, or "auto" (None: as many as fit the CPUs)."""
+    return None if text == "auto" else positive_int(text)
+
+
+@command("project", "config")
+def project_config(args: argparse.Namespace) -> None:
+    project = Project.find()
+    changing = hasattr(args, "max_parallel")  # (absent unless given: 'auto' gives None)
+    if changing:
+        queue.set_max_parallel(project, args.max_parallel)
+    print(f"Experiments on this machine: {queue.limit(project).describe()}")
+    started = queue.promote(project) if changing else []
+    if started:
+        print("Started from the queue: " + ", ".join(started))

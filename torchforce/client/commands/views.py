@@ -1,20 +1,27 @@
-"""What the experiment commands show: the status row of an experiment, the list table, ``show``'s lines, the
-progress bar of ``--follow``/``watch``, and the comparison table."""
+"""What the experiment commands show: the status row of an experiment and of a group of runs, the list table,
+``show``'s lines, the progress bar of ``--follow``/``watch``, and the comparison table.
+
+Every mean return shown is the mean of the last ``window`` episodes (``--window``, default 100), read from the
+episode log, and every header says so; a group's comes with its 95% bootstrap interval over seeds."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import sys
+import textwrap
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from torchforce.client.aggregate import WINDOW, bootstrap_interval, interquartile_mean
 from torchforce.client.commands.output import elapsed, format_table, relative
 from torchforce.client.experiment import Experiment
+from torchforce.client.groups import format_seeds
 from torchforce.client.project import Project
-from torchforce.client.report import Summary
+from torchforce.client.report import GroupSummary, Summary, read_episodes, recent_mean
 from torchforce.client.store import ExperimentRecord
 
 
@@ -93,12 +100,15 @@ def progress_fraction(spec: dict, progress: dict, status: str) -> float | None:
     return min(max(fractions), 1.0) if fractions else None
 
 
-def status_row(experiment: Experiment) -> dict[str, Any]:
+def status_row(experiment: Experiment, window: int = WINDOW, records: list[dict] | None = None) -> dict[str, Any]:
     """The experiment's row for ``list`` and ``show``: fields of a damaged progress file are None, and the row's
-    ``progress_damaged`` names them."""
+    ``progress_damaged`` names them. ``mean_return`` is that of the last ``window`` episodes (see
+    ``recent_return``; ``records``: the episode log's, when the caller has read them already)."""
     record = experiment.record()
     spec = experiment.checked_spec
     progress, damaged = read_progress(experiment)
+    if records is None:
+        records = read_episodes(experiment.episode_log())
     counters_damaged = bool({"timesteps", "episodes"} & set(damaged)) and record.status != "finished"
     return {
         "name": experiment.name,
@@ -109,7 +119,8 @@ def status_row(experiment: Experiment) -> dict[str, Any]:
         "num_environments": spec.get("num_environments", 1),
         "cluster": record.cluster or record.backend,  # where it runs: "local", or the name of a Ray cluster
         "spec_cluster": (spec.get("cluster") or {}).get("name"),
-        "status": record.status,
+        "status": "pending" if experiment.waiting_for_cluster(record) else record.status,
+        "queue": queue_place(experiment, record),
         "pid": record.pid,
         "timesteps": None if "timesteps" in damaged else progress.get("timesteps", 0),
         "episodes": None if "episodes" in damaged else progress.get("episodes", 0),
@@ -117,11 +128,26 @@ def status_row(experiment: Experiment) -> dict[str, Any]:
         "total_episodes": spec.get("episodes"),
         "progress": None if counters_damaged else progress_fraction(spec, progress, record.status),
         "mean_return_100": progress.get("mean_return_100"),
+        "mean_return": recent_return(records, progress, window),
+        "window": window,
         "steps_per_second": progress.get("steps_per_second"),
         "elapsed_seconds": progress.get("elapsed_seconds"),
         "message": record.message,
         "progress_damaged": damaged,
+        "group": spec.get("group"),
+        "seed": spec.get("seed"),
+        "kind": "experiment",
     }
+
+
+def recent_return(records: list[dict], progress: dict[str, Any], window: int) -> float | None:
+    """The mean return of the last ``window`` episodes, from the episode log. Where that log lags behind the run
+    (a cluster's run, whose log here is the one downloaded last) the worker's own mean of the last 100 in its
+    progress file is fresher, and taken for a window of 100."""
+    lagging = progress.get("episodes", 0) > len(records)
+    if window == WINDOW and progress.get("mean_return_100") is not None and (lagging or not records):
+        return float(progress["mean_return_100"])
+    return recent_mean(records, window)
 
 
 def broken_row(record: ExperimentRecord, project: Project, error: Exception) -> dict[str, Any]:
@@ -146,30 +172,136 @@ def broken_row(record: ExperimentRecord, project: Project, error: Exception) -> 
         "total_episodes": None,
         "progress": None,
         "mean_return_100": None,
+        "mean_return": None,
+        "window": None,
         "steps_per_second": None,
         "elapsed_seconds": None,
         "message": f"{spec_file} is {problem}",
         "progress_damaged": [],
+        "group": None,
+        "seed": None,
+        "kind": "experiment",
     }
 
 
-def list_table(rows: list[dict[str, Any]]) -> str:
+def group_row(name: str, rows: list[dict[str, Any]], window: int = WINDOW) -> dict[str, Any]:
+    """The row of the group ``name`` for ``list`` and ``show``, from its runs' rows (in the order of their seeds):
+    what the runs share (or each value they have), their statuses counted, the mean of their progress, and the mean
+    across seeds of each run's mean return with its 95% bootstrap interval and interquartile mean (runs without
+    episodes yet left out; ``mean_return_seeds`` says how many counted)."""
+    finals = [row["mean_return"] for row in rows if row["mean_return"] is not None]
+    fractions = [row["progress"] for row in rows if row["progress"] is not None]
+    low, high = bootstrap_interval(finals) if finals else (None, None)
+    statuses: dict[str, int] = {}
+    for row in rows:
+        statuses[row["status"]] = statuses.get(row["status"], 0) + 1
+    counters = {key: [row[key] for row in rows] for key in ("timesteps", "episodes")}
+    return {
+        "kind": "group",
+        "name": name,
+        "runs": [row["name"] for row in rows],
+        "seeds": [row["seed"] for row in rows],
+        **{key: _shared([row[key] for row in rows]) for key in SHARED},
+        "status": status_summary(statuses),
+        "statuses": statuses,
+        **{key: None if None in values else sum(values) for key, values in counters.items()},
+        "progress": sum(fractions) / len(fractions) if fractions else None,
+        "mean_return": sum(finals) / len(finals) if finals else None,
+        "mean_return_low": low,
+        "mean_return_high": high,
+        "mean_return_iqm": interquartile_mean(finals) if finals else None,
+        "mean_return_seeds": len(finals),
+        "window": window,
+        "progress_damaged": [],
+    }
+
+
+# What a group's row shows of its runs' values: the one they share, or each they have.
+SHARED = ("agent", "environment", "run_mode", "num_workers", "num_environments", "cluster")
+# The order a group's statuses are counted in: what needs attention first.
+STATUS_ORDER = ("running", "pending", "queued", "paused", "new", "failed", "stopped", "finished")
+
+
+def status_summary(statuses: dict[str, int]) -> str:
+    """``{"running": 3, "queued": 2}`` as ``"3 running, 2 queued"``."""
+    order = sorted(statuses, key=lambda status: (STATUS_ORDER + (status,)).index(status))
+    return ", ".join(f"{statuses[status]} {status}" for status in order)
+
+
+def _shared(values: list[Any]) -> Any:
+    distinct = list(dict.fromkeys(value for value in values if value is not None))
+    return distinct[0] if len(distinct) == 1 else ", ".join(map(str, distinct)) if distinct else None
+
+
+def list_table(rows: list[dict[str, Any]], window: int = WINDOW) -> str:
+    """The experiments and groups of ``rows`` as a table; a group's mean return with its 95% interval. A
+    ``Runs`` column counts a group's runs, a ``Group`` column names a run's group, where there are such rows."""
     headers = ["Experiment", "Agent", "Environment", "Run-Mode", "Workers", "Cluster", "Status", "Progress"]
-    table = [
-        [
+    headers.append(f"Mean return (last {window})")
+    groups = any(r["kind"] == "group" for r in rows)
+    grouped = any(r["kind"] == "experiment" and r["group"] for r in rows)
+    table = []
+    for r in rows:
+        cells = [
             r["name"],
             r["agent"],
             r["environment"],
             r["run_mode"],
             r["num_workers"],
             r["cluster"],
-            r["status"],
+            status_cell(r),
             _shown(r, "progress", lambda value: f"{100 * value:.0f}%", also="timesteps"),
-            _shown(r, "mean_return_100", lambda value: f"{value:.1f}"),
+            _group_return(r) if r["kind"] == "group" else _shown(r, "mean_return", "{:.1f}".format, also=MEAN_100),
         ]
-        for r in rows
-    ]
-    return format_table([*headers, "Mean return (100)"], table)
+        if groups:
+            cells.append(len(r["runs"]) if r["kind"] == "group" else None)
+        if grouped:
+            cells.append(r.get("group"))
+        table.append(cells)
+    text = format_table([*headers, *(["Runs"] if groups else []), *(["Group"] if grouped else [])], table)
+    if groups:
+        text += "\n" + textwrap.fill(
+            f"A group's mean return is the mean across its seeds of each run's mean of the last {window} episodes, "
+            "with a 95% bootstrap confidence interval [low, high].",
+            NOTE_WIDTH,
+        )
+    return text
+
+
+NOTE_WIDTH = 110  # the notes under a table, wrapped
+MEAN_100 = "mean_return_100"  # the progress file's field a mean of the last 100 falls back on
+
+
+def queue_place(experiment: Experiment, record: ExperimentRecord) -> dict[str, int] | None:
+    """Where a queued run stands (``position`` of ``length``, ``running``, ``at_once``); None when not queued."""
+    place = experiment.place() if record.status == "queued" else None
+    return None if place is None else dataclasses.asdict(place)
+
+
+def status_cell(row: dict[str, Any]) -> str:
+    """The status in a table: a queued run's with its place in the queue (``queued 2/3``)."""
+    place = row.get("queue")
+    return f"{row['status']} {place['position']}/{place['length']}" if place else str(row["status"])
+
+
+def status_line(row: dict[str, Any]) -> str:
+    """The status in a sentence: a queued run's with its place and the slots, a pending one's with what it waits
+    for."""
+    place = row.get("queue")
+    if place:
+        return (
+            f"queued (position {place['position']} of {place['length']}; {place['running']} running, at most "
+            f"{place['at_once']} at once)"
+        )
+    if row["status"] == "pending":
+        return "pending (its Ray job waits for the CPUs it asked for)"
+    return str(row["status"])
+
+
+def _group_return(row: dict[str, Any]) -> str | None:
+    if row["mean_return"] is None:
+        return None
+    return f"{row['mean_return']:.1f} [{row['mean_return_low']:.1f}, {row['mean_return_high']:.1f}]"
 
 
 def _shown(row: dict[str, Any], key: str, form: Callable[[Any], str], *, also: str | None = None) -> str | None:
@@ -194,7 +326,7 @@ def show_lines(experiment: Experiment, row: dict[str, Any], recent: list[float])
     )
     lines = [
         f"Experiment   {experiment.name}" + (f" - {spec['description']}" if spec.get("description") else ""),
-        f"Status       {row['status']}" + (f" (PID {row['pid']})" if row["pid"] else ""),
+        f"Status       {status_line(row)}" + (f" (PID {row['pid']})" if row["pid"] else ""),
         f"Agent        {row['agent']}" + (f" ({spec['sources']['agent']})" if spec["sources"].get("agent") else ""),
         f"Environment  {row['environment']} x {row['num_environments']}",
         f"Run mode     {row['run_mode']}, seed {spec.get('seed')}",
@@ -205,7 +337,7 @@ def show_lines(experiment: Experiment, row: dict[str, Any], recent: list[float])
         + (f" ({100 * row['progress']:.0f}%)" if row["progress"] is not None else "")
         + (f", {elapsed(row['elapsed_seconds'])}" if row["elapsed_seconds"] else ""),
         f"Speed        {_shown(row, 'steps_per_second', '{:,.0f}'.format) or 0} steps/s",
-        "Mean return  " + (_shown(row, "mean_return_100", "{:.2f} (last 100)".format) or "-"),
+        "Mean return  " + (_shown(row, "mean_return", f"{{:.2f}} (last {row['window']})".format, also=MEAN_100) or "-"),
         "Recent       " + (", ".join(f"{value:g}" for value in recent) or "-"),
         f"Checkpoint   {'yes' if experiment.has_checkpoint() else 'none yet'}",
         f"Results      {relative(experiment.results)}"
@@ -240,17 +372,31 @@ def _this_run(experiment: Experiment, record: ExperimentRecord) -> dict[str, Any
     return progress
 
 
+def wait_in_queue(experiment: Experiment) -> ExperimentRecord:
+    """While the run is queued, a line whenever its place in the queue changes; the row once it has left it."""
+    shown = None
+    while (record := experiment.record()).status == "queued":
+        place = experiment.place()
+        line = None if place is None else f"'{experiment.name}' is queued ({place.describe()})"
+        if line is not None and line != shown:
+            print(line, flush=True)
+            shown = line
+        time.sleep(0.5)
+    return record
+
+
 def follow(experiment: Experiment, since: int | None = None) -> int:
     """A progress bar until the experiment stops running; exit code 0 if it finished or was paused/stopped.
 
     The bar counts timesteps from ``since`` (a resumed run's checkpoint; default: where the run is now), so its
     steps/s is this run's. Its length is the timestep budget, or an estimate from the episode fraction when the
-    episode limit will end the run first, so its percentage is the one ``list`` shows.
+    episode limit will end the run first, so its percentage is the one ``list`` shows. A queued run is waited
+    for first (``wait_in_queue``).
     """
     from tqdm import tqdm
 
     spec = experiment.checked_spec
-    record = experiment.record()
+    record = wait_in_queue(experiment)
     start = since if since is not None else _this_run(experiment, record).get("timesteps", 0)
     bar = tqdm(
         total=spec.get("total_timesteps") or None,
@@ -283,28 +429,119 @@ def follow(experiment: Experiment, since: int | None = None) -> int:
     return 0 if record.status in ("finished", "paused", "stopped") else 1
 
 
-def compare_table(summaries: list[Summary], threshold: float | None) -> str:
-    def number(value: float | None, digits: int = 1) -> str | None:
-        return None if value is None else f"{value:,.{digits}f}"
-
-    headers = ["Experiment", "Episodes", "Timesteps", "Time", "Best mean(100)", "Final mean(100)", "Steps/s"]
-    if threshold is not None:
-        headers += [f"Steps to {threshold:g}", f"Time to {threshold:g}"]
-    rows = []
-    for s in summaries:
-        row = [
-            s.name,
-            f"{s.episodes:,}",
-            f"{s.timesteps:,}",
-            elapsed(s.seconds),
-            number(s.best_mean_return),
-            number(s.final_mean_return),
-            number(s.steps_per_second, 0),
-        ]
+def compare_table(summaries: list[Summary | GroupSummary], threshold: float | None, window: int = WINDOW) -> str:
+    """Experiments and groups side by side, their returns the mean of the last ``window`` episodes. With a group
+    among them the table gains its runs, the 95% interval and the IQM of the final returns and, for a threshold,
+    how many runs reached it, and a note under it says how a group's figures are made."""
+    groups = any(isinstance(s, GroupSummary) for s in summaries)
+    best, final = f"Best mean (last {window})", f"Final mean (last {window})"
+    if not groups:
+        headers = ["Experiment", "Episodes", "Timesteps", "Time", best, final, "Steps/s"]
         if threshold is not None:
-            row += [
-                None if s.timesteps_to_threshold is None else f"{s.timesteps_to_threshold:,}",
-                elapsed(s.seconds_to_threshold),
-            ]
-        rows.append(row)
-    return format_table(headers, rows)
+            headers += [f"Steps to {threshold:g}", f"Time to {threshold:g}"]
+        return format_table(headers, [_experiment_cells(s, threshold) for s in summaries if isinstance(s, Summary)])
+    headers = ["Name", "Runs", "Episodes", "Timesteps", "Time", best, final, "95% CI", "IQM", "Steps/s"]
+    if threshold is not None:
+        headers += ["Reached", f"Steps to {threshold:g} (median, min-max)", f"Time to {threshold:g} (median, min-max)"]
+    rows = [
+        _group_cells(s, threshold) if isinstance(s, GroupSummary) else _single_cells(s, threshold) for s in summaries
+    ]
+    note = (
+        f"Returns are means of the last {window} episodes. A group's episodes, timesteps, time and steps/s are means "
+        "per run; its best is the peak of the mean curve across seeds; its final mean comes with a 95% bootstrap "
+        "confidence interval over seeds, and IQM is the interquartile mean of the seeds' final returns"
+    )
+    if threshold is not None:
+        note += f"; steps and time to {threshold:g} are the median (min-max) over the seeds that reached it"
+    return format_table(headers, rows) + "\n" + textwrap.fill(note + ".", NOTE_WIDTH)
+
+
+def _number(value: float | None, digits: int = 1) -> str | None:
+    return None if value is None else f"{value:,.{digits}f}"
+
+
+def _experiment_cells(s: Summary, threshold: float | None) -> list[Any]:
+    cells = [
+        s.name,
+        f"{s.episodes:,}",
+        f"{s.timesteps:,}",
+        elapsed(s.seconds),
+        _number(s.best_mean_return),
+        _number(s.final_mean_return),
+        _number(s.steps_per_second, 0),
+    ]
+    if threshold is not None:
+        cells += [
+            None if s.timesteps_to_threshold is None else f"{s.timesteps_to_threshold:,}",
+            elapsed(s.seconds_to_threshold),
+        ]
+    return cells
+
+
+def _single_cells(s: Summary, threshold: float | None) -> list[Any]:
+    """An experiment's row in a table with groups: a group of one."""
+    cells = _experiment_cells(s, None)
+    cells[1:1] = ["1"]
+    cells[7:7] = [None, _number(s.final_mean_return)]
+    if threshold is not None:
+        cells += [
+            f"{int(s.timesteps_to_threshold is not None)}/1",
+            None if s.timesteps_to_threshold is None else f"{s.timesteps_to_threshold:,}",
+            elapsed(s.seconds_to_threshold),
+        ]
+    return cells
+
+
+def _group_cells(g: GroupSummary, threshold: float | None) -> list[Any]:
+    interval = None if g.final_low is None else f"[{g.final_low:,.1f}, {g.final_high:,.1f}]"
+    cells = [
+        g.name,
+        str(len(g.runs)),
+        _number(g.episodes, 0),
+        _number(g.timesteps, 0),
+        elapsed(g.seconds),
+        _number(g.best_mean_return),
+        _number(g.final_mean_return),
+        interval,
+        _number(g.final_iqm),
+        _number(g.steps_per_second, 0),
+    ]
+    if threshold is not None:
+        steps, seconds = g.timesteps_to_threshold, g.seconds_to_threshold
+        cells += [
+            f"{g.reached}/{len(g.runs)}",
+            None if steps is None else f"{steps.median:,.0f} ({steps.low:,.0f}-{steps.high:,.0f})",
+            None if seconds is None else f"{elapsed(seconds.median)} ({elapsed(seconds.low)}-{elapsed(seconds.high)})",
+        ]
+    return cells
+
+
+def group_lines(row: dict[str, Any], runs: list[Experiment], run_rows: list[dict[str, Any]]) -> list[str]:
+    """``show`` of a group: what its runs share, their statuses and progress, the aggregate mean return, then a
+    row per run."""
+    spec = runs[0].checked_spec
+    seeds = format_seeds(row["seeds"])
+    window = row["window"]
+    steps = "-" if row["timesteps"] is None else f"{row['timesteps']:,}"
+    episodes = "-" if row["episodes"] is None else f"{row['episodes']:,}"
+    progress = "-" if row["progress"] is None else f"{100 * row['progress']:.0f}% (mean of the runs)"
+    mean = "-"
+    if row["mean_return"] is not None:
+        seeds_counted = row["mean_return_seeds"]
+        mean = (
+            f"{row['mean_return']:.2f} (last {window}; mean of {seeds_counted} seed{'s' * (seeds_counted != 1)}), "
+            f"95% CI [{row['mean_return_low']:.2f}, {row['mean_return_high']:.2f}], IQM {row['mean_return_iqm']:.2f}"
+        )
+    lines = [
+        f"Group        {row['name']}: {len(runs)} run{'s' * (len(runs) != 1)}" + (f", seeds {seeds}" if seeds else ""),
+        f"Status       {row['status']}",
+        f"Agent        {row['agent']}" + (f" ({spec['sources']['agent']})" if spec["sources"].get("agent") else ""),
+        f"Environment  {row['environment']} x {row['num_environments']}",
+        f"Run mode     {row['run_mode']}",
+        f"Budget       {budget(spec)} per run",
+        f"Progress     {progress}, {steps} timesteps and {episodes} episodes in all",
+        f"Mean return  {mean}",
+        "",
+        list_table(run_rows, window),
+    ]
+    return lines

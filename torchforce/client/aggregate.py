@@ -1,0 +1,133 @@
+"""The statistics of runs and of groups of runs (the seeds of one setup): smoothing, a bootstrap confidence
+interval over seeds, the interquartile mean, curves of several runs on one grid, and when a curve first reaches a
+threshold. Pure functions of numbers (numpy only), so that every figure tfcli shows can be checked by hand.
+
+One smoothing rule everywhere: a run's return at an episode is the mean of its last ``window`` episode returns
+(fewer at the start), the same in ``list``, ``show``, ``compare`` and ``plot``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+WINDOW = 100  # episodes a return is averaged over unless a command's --window says otherwise
+CONFIDENCE = 0.95
+RESAMPLES = 10_000
+BOOTSTRAP_SEED = 0  # the resampling is fixed, so the same results always show the same interval
+GRID_POINTS = 200  # where a group's curves are compared: this many timesteps, evenly spread
+
+
+def running_mean(values: np.ndarray, window: int = WINDOW) -> np.ndarray:
+    """Mean of the last ``window`` values (fewer at the start), one per value."""
+    if len(values) == 0:
+        return np.asarray(values, dtype=float)
+    sums = np.cumsum(np.insert(np.asarray(values, dtype=float), 0, 0.0))
+    ends = np.arange(1, len(values) + 1)
+    counts = np.minimum(ends, window)
+    return (sums[ends] - sums[ends - counts]) / counts
+
+
+def interquartile_mean(values: Sequence[float] | np.ndarray) -> float:
+    """The mean of the middle half: a quarter of the values (rounded down) dropped at each end, as
+    ``scipy.stats.trim_mean(values, 0.25)`` does. Less swayed by one lucky or unlucky seed than the mean, and
+    steadier than the median with few seeds."""
+    ordered = np.sort(np.asarray(values, dtype=float))
+    if len(ordered) == 0:
+        raise ValueError("the interquartile mean of no values")
+    cut = len(ordered) // 4
+    return float(ordered[cut : len(ordered) - cut].mean())
+
+
+def bootstrap_band(
+    curves: np.ndarray,
+    *,
+    confidence: float = CONFIDENCE,
+    resamples: int = RESAMPLES,
+    seed: int = BOOTSTRAP_SEED,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """For ``curves`` (one row per seed, one column per point): the mean across seeds at each point, and the
+    percentile bootstrap interval of that mean. Each resample draws as many seeds as there are, with replacement,
+    and uses them at every point (a seed's curve stays whole). The generator is seeded, so the same curves always
+    give the same band; one seed, or identical seeds, give a band of zero width."""
+    curves = np.atleast_2d(np.asarray(curves, dtype=float))
+    count = len(curves)
+    if count == 0:
+        raise ValueError("a confidence band needs at least one curve")
+    # where every seed has the same value, that value is the mean and the band (sums of it may round off it)
+    same = curves.min(axis=0) == curves.max(axis=0)
+    mean = np.where(same, curves[0], curves.mean(axis=0))
+    if count == 1:
+        return mean, mean.copy(), mean.copy()
+    rng = np.random.default_rng(seed)
+    weights = rng.multinomial(count, np.full(count, 1.0 / count), size=resamples) / count  # a resample's seeds
+    tail = (1.0 - confidence) / 2
+    low, high = np.quantile(weights @ curves, [tail, 1.0 - tail], axis=0)
+    return mean, np.where(same, mean, np.minimum(low, mean)), np.where(same, mean, np.maximum(high, mean))
+
+
+def bootstrap_interval(
+    values: Sequence[float] | np.ndarray,
+    *,
+    confidence: float = CONFIDENCE,
+    resamples: int = RESAMPLES,
+    seed: int = BOOTSTRAP_SEED,
+) -> tuple[float, float]:
+    """The percentile bootstrap interval of the mean of ``values`` (one per seed); see ``bootstrap_band``."""
+    column = np.asarray(values, dtype=float)[:, None]
+    _, low, high = bootstrap_band(column, confidence=confidence, resamples=resamples, seed=seed)
+    return float(low[0]), float(high[0])
+
+
+def monotone(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(x, y)`` in the order of ``x`` with one point per ``x`` (the last one logged of equal ones): what
+    interpolation needs. Episodes of parallel workers can end at the same timestep."""
+    order = np.argsort(np.asarray(x), kind="stable")
+    x, y = np.asarray(x, dtype=float)[order], np.asarray(y, dtype=float)[order]
+    last = np.append(x[1:] != x[:-1], True)
+    return x[last], y[last]
+
+
+def common_grid(xs: Sequence[np.ndarray], points: int = GRID_POINTS) -> np.ndarray:
+    """``points`` evenly spread values over the range every curve covers: from the latest first ``x`` to the
+    earliest last one (a mean across seeds only where every seed has data). Empty when the ranges do not
+    overlap."""
+    if not xs or any(len(x) == 0 for x in xs):
+        return np.empty(0)
+    start, end = max(float(np.min(x)) for x in xs), min(float(np.max(x)) for x in xs)
+    if start > end:
+        return np.empty(0)
+    return np.unique(np.linspace(start, end, points))
+
+
+def aligned(
+    curves: Sequence[tuple[np.ndarray, np.ndarray]], points: int = GRID_POINTS
+) -> tuple[np.ndarray, np.ndarray]:
+    """Curves ``(x, y)`` of several runs on one grid (``common_grid``), each interpolated linearly: the grid and a
+    matrix with one row per curve."""
+    cleaned = [monotone(x, y) for x, y in curves]
+    grid = common_grid([x for x, _ in cleaned], points)
+    return grid, np.array([np.interp(grid, x, y) for x, y in cleaned]).reshape(len(cleaned), len(grid))
+
+
+def first_crossing(smoothed: np.ndarray, threshold: float) -> int | None:
+    """The index of the first value at or above ``threshold``, or None when none is."""
+    reached = np.flatnonzero(np.asarray(smoothed) >= threshold)
+    return int(reached[0]) if len(reached) else None
+
+
+@dataclass(frozen=True)
+class Spread:
+    """How a figure varies across seeds: its median and its range."""
+
+    median: float
+    low: float
+    high: float
+
+    @classmethod
+    def of(cls, values: Sequence[float]) -> Spread | None:
+        if not values:
+            return None
+        return cls(float(np.median(values)), float(np.min(values)), float(np.max(values)))
