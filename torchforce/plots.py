@@ -89,7 +89,7 @@ def plot_learning_curves(
     for axis in (by_steps, by_time):
         axis.set_ylabel(f"episode return, smoothed over {window} episodes")
         axis.grid(alpha=0.3)
-        axis.legend(loc="lower right")
+        axis.legend(loc="lower right", fontsize="small")
     figure.tight_layout()
     output = Path(output)
     output.parent.mkdir(parents=True, exist_ok=True)
