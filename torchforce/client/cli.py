@@ -23,6 +23,7 @@ from torchforce.client.commands import (
     init,
     project,
     retired_flag_error,
+    sweep,
 )
 from torchforce.client.completion import SHELLS, completion_script
 from torchforce.client.errors import ClientError, ClientWarning
@@ -30,7 +31,7 @@ from torchforce.spec import SpecError, did_you_mean
 
 EXIT_USAGE = 2
 EXIT_BROKEN_PIPE = 141  # as a shell reports a process that SIGPIPE ended
-GROUPS = (init, gcloud, cluster, experiment, project, config)
+GROUPS = (init, gcloud, cluster, experiment, sweep, project, config)
 DESCRIPTION = """Run reinforcement-learning experiments from the command line.
 
   tfcli init                                    make this folder a project
@@ -39,6 +40,7 @@ DESCRIPTION = """Run reinforcement-learning experiments from the command line.
   tfcli experiment list | show | logs | plot | compare | pause | stop | download | delete
   tfcli gcloud link -r PROJECT --key-file KEY   link a Google Cloud project (for GKE clusters)
   tfcli cluster create | list | delete          Ray clusters here or attached; GKE clusters
+  tfcli sweep new -f FILE --start               a hyperparameter search (Optuna); sweep show | plot | stop
   tfcli project repair                          adopt experiment folders a lost state database left behind
   tfcli config schema                           JSON Schemas of the agent configs, for editors
 

@@ -1,0 +1,393 @@
+"""Sweeps (``tfcli sweep``): the sweep file's validation, the driver's pruning step on synthetic episode logs, and
+real sweeps run by the real driver process: ranked trials, the best experiment written, plots, stop and a crash."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+from pathlib import Path
+
+import pytest
+
+from tests.client.conftest import kill_workers, wait_for
+from tests.client.test_bad_input import bad
+from torchforce.client import ClientError, Experiment, Project
+from torchforce.client.backends.local import process_alive
+from torchforce.client.cli import main
+from torchforce.client.report import read_episodes
+from torchforce.client.sweep import (
+    RunProgress,
+    Sweep,
+    intermediate_values,
+    optuna_module,
+    report_and_judge,
+)
+from torchforce.client.sweep_file import Pruner
+
+optuna = pytest.importorskip("optuna")
+
+TINY = """\
+name: tiny
+base: {agent: vpg_cartpole, environment: cartpole, total_timesteps: 1500}
+space:
+  agent.optimizer.learning_rate: {low: 1.0e-4, high: 1.0e-1, log: true}
+budget: {trials: 3, parallel: 3}
+pruner: none
+"""
+
+
+def write(root: Path, name: str, text: str) -> str:
+    (root / name).write_text(text)
+    return name
+
+
+def sweep_file(**changes: object) -> dict:
+    """A valid sweep (as JSON) with ``changes`` laid over it; a value None drops the field."""
+    sweep: dict = {
+        "name": "lr",
+        "base": {"agent": "vpg_cartpole", "environment": "cartpole", "total_timesteps": 1500},
+        "space": {"agent.optimizer.learning_rate": {"low": 1e-4, "high": 1e-1, "log": True}},
+        "budget": {"trials": 3},
+    }
+    sweep.update(changes)
+    return {key: value for key, value in sweep.items() if value is not None}
+
+
+def stop_everything(project: Project) -> None:
+    """End every sweep driver and run a test left (drivers first, so that none starts another run)."""
+    for name in Sweep.names(project):
+        sweep = Sweep(project, name)
+        pid = (sweep.state().get("driver") or {}).get("pid")
+        if pid and sweep.driver_running():
+            os.kill(pid, signal.SIGKILL)
+    kill_workers(project)
+
+
+@pytest.fixture
+def sweeps(project: Project):
+    yield project
+    stop_everything(project)
+
+
+# ---------------------------------------------------------------------------------------------- validation
+
+LR = "agent.optimizer.learning_rate"
+
+
+@pytest.mark.parametrize(
+    ("changes", "path", "words"),
+    [
+        ({"name": None}, "sweep.name", "a sweep needs a name"),
+        ({"name": "Bad Name"}, "sweep.name", "not a valid sweep name"),
+        ({"name": "a" * 32}, "sweep.name", "at most 31 characters"),
+        ({"spaces": {}}, "sweep.spaces", "Did you mean 'space'?"),
+        ({"base": None}, "sweep.base", "a sweep needs a base experiment"),
+        ({"base": "no_such_experiment"}, "sweep.base.file", "no experiment config named 'no_such_experiment'"),
+        ({"base": {"file": "cartpole_vpg", "name": "x"}}, "sweep.base.name", "set by the sweep"),
+        ({"base": {"agent": "vpg_cartpole", "environment": "cartpole", "episodes": -1}}, "sweep.base.episodes", ""),
+        ({"space": {}}, "sweep.space", "an empty space"),
+        ({"space": {LR: [1e-3, 1e-2]}}, f"sweep.space.{LR}", "not a range or choices"),
+        ({"space": {LR: {"low": 1e-2, "high": 1e-3}}}, f"sweep.space.{LR}.high", "not above low"),
+        ({"space": {LR: {"low": 0, "high": 1e-3, "log": True}}}, f"sweep.space.{LR}.low", "a log range starts above 0"),
+        ({"space": {LR: {"low": 1e-4}}}, f"sweep.space.{LR}.high", "a range needs its high end"),
+        ({"space": {LR: {"low": 1e-4, "hihg": 1}}}, f"sweep.space.{LR}.hihg", "Did you mean 'high'?"),
+        ({"space": {"agent.epochs": {"low": 1.5, "high": 8, "type": "int"}}}, "sweep.space.agent.epochs.low", ""),
+        ({"space": {LR: {"choices": []}}}, f"sweep.space.{LR}.choices", "a non-empty list"),
+        ({"space": {LR: {"choices": [0.1, 0.1]}}}, f"sweep.space.{LR}.choices[1]", "the same as choices[0]"),
+        ({"space": {"seed": {"low": 0, "high": 9, "type": "int"}}}, "sweep.space.seed", "set by the sweep itself"),
+        ({"space": {"agent..x": {"low": 0, "high": 1}}}, "sweep.space.agent..x", "not a dotted key"),
+        (
+            {"space": {"agent.network": {"choices": [[]]}, "agent.network[0].size": {"choices": [8]}}},
+            "sweep.space.agent.network[0].size",
+            "inside another key of the space, agent.network",
+        ),
+        ({"space": {LR: {"low": -1.0, "high": 1e-3}}}, f"sweep.space.{LR}.low", ""),
+        (
+            {"space": {"agent.optimizer.learnin_rate": {"low": 0.1, "high": 1}}},
+            "sweep.space.agent.optimizer.learnin_rate.low",
+            "Did you mean 'learning_rate'?",
+        ),
+        ({"metric": {"name": "evaluation"}}, "sweep.metric.name", "has no periodic evaluation"),
+        ({"metric": {"name": "mean_reward"}}, "sweep.metric.name", "Did you mean 'mean_return'?"),
+        ({"metric": {"window": 0}}, "sweep.metric.window", "out of range"),
+        ({"metric": {"direction": "up"}}, "sweep.metric.direction", "unknown value"),
+        ({"budget": None}, "sweep.budget", "a sweep needs a budget"),
+        ({"budget": {"trials": 0}}, "sweep.budget.trials", "out of range"),
+        ({"budget": {"trials": 3, "parallel": 0}}, "sweep.budget.parallel", "out of range"),
+        ({"seeds_per_trial": 11}, "sweep.seeds_per_trial", "out of range"),
+        ({"sampler": "cmaes"}, "sweep.sampler.type", "unknown value"),
+        ({"sampler": {"type": "random", "startup_trials": 3}}, "sweep.sampler.startup_trials", "no startup trials"),
+        ({"pruner": {"type": "median", "warmup": 95}}, "sweep.pruner.warmup", "out of range"),
+        ({"pruner": {"type": "none", "warmup": 10}}, "sweep.pruner.warmup", "takes no settings"),
+        ({"cluster": "ray_nowhere"}, "sweep.cluster", "no cluster named 'ray_nowhere'"),
+    ],
+)
+def test_a_bad_sweep_file_names_the_place_and_changes_nothing(sweeps, capsys, changes, path, words):
+    write(sweeps.root, "bad.json", json.dumps(sweep_file(**changes)))
+    err = bad(sweeps.root, capsys, "sweep", "new", "-f", "bad.json")
+    assert err.startswith(f"tfcli: {path}: "), err
+    assert words in err and "(in bad.json)" in err.splitlines()[0]
+    assert not (sweeps.root / ".tfcli" / "sweeps").exists()
+
+
+def test_yaml_reads_1e_5_as_text_and_the_error_says_how_to_write_it(sweeps, capsys):
+    write(sweeps.root, "lr.yaml", TINY.replace("low: 1.0e-4", "low: 1e-4"))
+    err = bad(sweeps.root, capsys, "sweep", "new", "-f", "lr.yaml")
+    assert err.splitlines() == [
+        f'tfcli: sweep.space.{LR}.low: text, not a number; got "1e-4" (in lr.yaml).',
+        "  YAML reads 1e-4 as text: write it with a dot, as 1.0e-5 (not 1e-5).",
+    ]
+
+
+def test_a_value_the_agent_refuses_is_blamed_on_the_end_of_the_range(sweeps, capsys):
+    write(sweeps.root, "neg.json", json.dumps(sweep_file(space={LR: {"low": -0.5, "high": 0.1}})))
+    err = bad(sweeps.root, capsys, "sweep", "new", "-f", "neg.json")
+    assert err.startswith(f"tfcli: sweep.space.{LR}.low: ") and "got -0.5" in err
+
+
+def test_a_sweep_name_is_taken_once_and_an_unknown_one_gets_a_did_you_mean(sweeps, capsys):
+    write(sweeps.root, "lr.json", json.dumps(sweep_file()))
+    assert main(["sweep", "new", "-f", "lr.json"]) == 0
+    assert "Start it with: tfcli sweep start --sweep lr" in capsys.readouterr().out
+    state = json.loads((sweeps.root / ".tfcli" / "sweeps" / "lr.json").read_text())
+    assert state["driver"] == {"status": "new"} and state["spec"]["budget"] == {"trials": 3, "parallel": 1}
+    assert state["spec"]["space"] == {LR: {"low": 1e-4, "high": 0.1, "log": True, "type": "float"}}
+    assert state["spec"]["base"]["agent"]["type"] == "vpg"  # the config resolved inline
+    err = bad(sweeps.root, capsys, "sweep", "new", "-f", "lr.json")
+    assert err.splitlines() == ["tfcli: sweep 'lr' already exists", "  Give another name with -n/--name."]
+    err = bad(sweeps.root, capsys, "sweep", "show", "--sweep", "rl")
+    assert err.splitlines() == ["tfcli: no sweep named 'rl' in project 'project'", "  Known: lr."]
+    err = bad(sweeps.root, capsys, "sweep", "stop", "--sweep", "lr")
+    assert err.splitlines() == ["tfcli: sweep 'lr' is not running (status: new)"]
+    err = bad(sweeps.root, capsys, "sweep", "plot", "--sweep", "lr")
+    assert err.startswith("tfcli: nothing to plot for sweep 'lr' yet: history: no trial has completed yet; ")
+    assert main(["sweep", "show", "--sweep", "lr"]) == 0
+    assert capsys.readouterr().out.endswith("\nNo trials yet.\n")
+
+
+def test_an_unknown_sweep_file_gets_a_did_you_mean_among_the_shipped_examples(sweeps, capsys):
+    err = bad(sweeps.root, capsys, "sweep", "new", "-f", "ppo_cartpol")
+    assert err.splitlines() == [
+        "tfcli: sweep.file: no sweep file named 'ppo_cartpol'; expected a file, or a name in configs/sweeps/.",
+        "  configs/sweeps/ has none. Shipped examples: ppo_cartpole. Did you mean 'ppo_cartpole'?",
+    ]
+
+
+def test_the_shipped_example_validates_by_name(sweeps, capsys):
+    assert main(["sweep", "new", "-f", "ppo_cartpole", "-n", "example"]) == 0
+    spec = Sweep.load(sweeps, "example").spec
+    assert (spec.trials, spec.parallel, spec.seeds_per_trial) == (20, 2, 2)
+    assert [d.key for d in spec.space] == [
+        "agent.step_optimizer.learning_rate",
+        "agent.epochs",
+        "agent.likelihood_ratio_clipping",
+    ]
+    assert spec.run_names(3) == ["example-t003-s0", "example-t003-s1"]
+
+
+def test_without_optuna_the_error_says_how_to_install_it(monkeypatch):
+    monkeypatch.setitem(__import__("sys").modules, "optuna", None)
+    with pytest.raises(ClientError) as error:
+        optuna_module()
+    assert (
+        str(error.value) == "sweeps need the optuna package, which is not installed\n  pip install 'torchforce[sweep]'"
+    )
+
+
+# ---------------------------------------------------------------------------------------------- pruning
+
+
+def episode_log(folder: Path, name: str, returns: list[float], every: int = 100) -> Path:
+    """A synthetic episodes.jsonl: one episode per ``every`` timesteps with these returns."""
+    path = folder / f"{name}.jsonl"
+    lines = [
+        {"episode": i + 1, "timesteps": (i + 1) * every, "worker": 0, "return": r, "length": every, "wall_time": i}
+        for i, r in enumerate(returns)
+    ]
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    return path
+
+
+def test_intermediate_values_are_the_mean_return_at_each_tenth_of_the_budget(tmp_path):
+    log = episode_log(tmp_path, "run", [1, 2, 3, 4, 5, 6, 7, 8, 9, 10])
+    run = RunProgress(read_episodes(log), 1000, None, ended=True)
+    assert intermediate_values([run], window=2) == {
+        10: 1.0,
+        20: 1.5,
+        30: 2.5,
+        40: 3.5,
+        50: 4.5,
+        60: 5.5,
+        70: 6.5,
+        80: 7.5,
+        90: 8.5,
+    }
+    halfway = RunProgress(read_episodes(log)[:5], 1000, None)  # at 50%, still going: no value past it
+    other = RunProgress(read_episodes(episode_log(tmp_path, "other", [11] * 10)), 1000, None)
+    assert intermediate_values([halfway, other], window=2) == {10: 6.0, 20: 6.25, 30: 6.75, 40: 7.25, 50: 7.75}
+
+
+def test_the_median_pruner_stops_a_trial_fed_bad_intermediate_values(tmp_path):
+    study = optuna.create_study(
+        storage=f"sqlite:///{tmp_path / 'study.db'}",
+        direction="maximize",
+        pruner=Pruner("median", startup_trials=2, warmup=20).build(),
+    )
+    for returns in ([100.0] * 10, [120.0] * 10):
+        trial = study.ask()
+        run = RunProgress(read_episodes(episode_log(tmp_path, f"good{len(study.trials)}", returns)), 1000, None, True)
+        reported: set[int] = set()
+        assert report_and_judge(trial, [run], 100, reported) is None  # ended runs are never pruned
+        assert reported == set(range(10, 100, 10))
+        study.tell(trial, returns[-1])
+    trial = study.ask()
+    bad_returns = read_episodes(episode_log(tmp_path, "bad", [5.0] * 4))  # 40% through, far below the median
+    reported = set()
+    assert report_and_judge(trial, [RunProgress(bad_returns, 1000, None)], 100, reported) == 20  # after the warmup
+    assert reported == {10, 20}
+    assert study.trials[-1].intermediate_values == {10: 5.0, 20: 5.0}
+    good = study.ask()
+    as_good = read_episodes(episode_log(tmp_path, "good-going", [150.0] * 4))
+    assert report_and_judge(good, [RunProgress(as_good, 1000, None)], 100, set()) is None
+
+
+# ---------------------------------------------------------------------------------------------- real sweeps
+
+
+def sweep_status(project: Project, name: str) -> str:
+    return Sweep.load(project, name).status()[0]
+
+
+@pytest.mark.slow
+def test_a_tiny_sweep_runs_ranks_its_trials_and_writes_the_best_experiment_and_plots(sweeps, capsys):
+    write(sweeps.root, "tiny.yaml", TINY)
+    assert main(["sweep", "new", "-f", "tiny.yaml", "--start"]) == 0
+    assert "Started its driver (PID" in capsys.readouterr().out
+    wait_for(lambda: sweep_status(sweeps, "tiny") != "running", timeout=80, interval=0.5, what="the sweep")
+    sweep = Sweep.load(sweeps, "tiny")
+    assert sweep.status() == (
+        "finished",
+        "ran its 3 trials; the best experiment is in configs/experiments/tiny-best.json",
+    )
+
+    rows = sweep.trials()
+    assert [row.state for row in rows] == ["COMPLETE"] * 3 and sorted(row.number for row in rows) == [0, 1, 2]
+    values = [row.value for row in rows]
+    assert values == sorted(values, reverse=True) and [row.best for row in rows] == [True, False, False]
+    for row in rows:
+        (run,) = row.experiments
+        assert run == f"tiny-t{row.number:03d}-s0"
+        spec = Experiment.load(sweeps, run).checked_spec
+        assert spec["group"] == f"tiny-t{row.number:03d}" and spec["seed"] == 0
+        assert spec["agent"]["optimizer"]["learning_rate"] == row.params[LR]
+        assert 1e-4 <= row.params[LR] <= 1e-1 and row.timesteps == 1500
+        returns = [r["return"] for r in read_episodes(Experiment.load(sweeps, run).episode_log())][-100:]
+        assert row.value == pytest.approx(sum(returns) / len(returns))
+
+    assert main(["sweep", "show", "--sweep", "tiny"]) == 0
+    out = capsys.readouterr().out
+    table = [line.split() for line in out.splitlines() if "COMPLETE" in line]
+    assert table[0][:3] == ["*", str(rows[0].number), "COMPLETE"]
+    assert [line[0] for line in table[1:]] == [str(rows[1].number), str(rows[2].number)]
+    assert "configs/experiments/tiny-best.json" in out and "tfcli experiment new -f tiny-best -n NAME" in out
+    best = json.loads((sweeps.root / "configs" / "experiments" / "tiny-best.json").read_text())
+    assert best["agent"]["optimizer"]["learning_rate"] == rows[0].params[LR] and "name" not in best
+    assert best["seed"] == 0 and "group" not in best
+    assert main(["experiment", "new", "-f", "tiny-best", "-n", "from-best"]) == 0
+    capsys.readouterr()
+    assert (
+        Experiment.load(sweeps, "from-best").checked_spec["agent"]
+        == Experiment.load(sweeps, rows[0].experiments[0]).checked_spec["agent"]
+    )
+
+    assert main(["sweep", "plot", "--sweep", "tiny", "-o", "plots"]) == 0
+    assert capsys.readouterr().out == "Wrote plots/history.png\nWrote plots/importance.png\n"
+    for name in ("history.png", "importance.png"):
+        assert (sweeps.root / "plots" / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert main(["sweep", "list", "--json"]) == 0
+    (listed,) = json.loads(capsys.readouterr().out)
+    assert listed["trials"] == "3/3" and listed["status"] == "finished" and listed["best_trial"] == rows[0].number
+    err = bad(sweeps.root, capsys, "sweep", "start", "--sweep", "tiny")
+    assert err.startswith("tfcli: sweep 'tiny' has run its 3 trials")
+
+
+LONG = TINY.replace("total_timesteps: 1500", "total_timesteps: 1000000").replace(
+    "budget: {trials: 3, parallel: 3}", "budget: {trials: 2, parallel: 1}"
+)
+
+
+def running_run(project: Project, name: str) -> Experiment:
+    """The run of trial 0 of sweep ``name`` once its worker has played an episode."""
+    run = wait_for(lambda: _started(project, f"{name}-t000-s0"), timeout=60, interval=0.2, what="the first run")
+    wait_for(lambda: read_episodes(run.episode_log()), timeout=60, interval=0.2, what="an episode")
+    return run
+
+
+def _started(project: Project, name: str) -> Experiment | None:
+    try:
+        run = Experiment.load(project, name)
+    except ClientError:
+        return None
+    return run if run.record().pid else None
+
+
+def crash(sweep: Sweep) -> None:
+    """Kill the sweep's driver as a crash would (and collect it: this process started it)."""
+    driver = sweep.state()["driver"]["pid"]
+    os.kill(driver, signal.SIGKILL)
+    wait_for(lambda: not sweep.driver_running(), timeout=10, what="the driver to die")
+    os.waitpid(driver, 0)
+
+
+@pytest.mark.slow
+def test_a_crashed_driver_is_taken_over_and_stop_leaves_no_process(sweeps, capsys):
+    write(sweeps.root, "long.yaml", LONG)
+    assert main(["sweep", "new", "-f", "long.yaml", "--start"]) == 0
+    capsys.readouterr()
+    sweep = Sweep.load(sweeps, "tiny")
+    run = running_run(sweeps, "tiny")
+    worker = run.record().pid
+    crash(sweep)  # the run goes on without its driver
+    assert sweep.status()[0] == "failed" and "'tfcli sweep start --sweep tiny' continues it" in sweep.status()[1]
+    assert process_alive(worker, run.folder)
+
+    assert main(["sweep", "start", "--sweep", "tiny"]) == 0
+    capsys.readouterr()
+    wait_for(lambda: "trial 0 adopted" in sweep.log_file.read_text(), timeout=30, what="the adoption")
+    assert run.record().pid == worker  # the same run goes on
+    (trial,) = sweep.trials()
+    assert (trial.number, trial.state) == (0, "RUNNING")
+
+    driver = sweep.state()["driver"]["pid"]
+    assert main(["sweep", "stop", "--sweep", "tiny"]) == 0
+    assert capsys.readouterr().out == "'tiny' is stopped; continue it with: tfcli sweep start --sweep tiny\n"
+    assert not Path(f"/proc/{driver}").exists() and not process_alive(worker, run.folder)
+    assert run.record().status == "stopped" and not sweep.driver_running()
+    rows = {row.number: row for row in sweep.trials()}
+    assert (rows[0].state, rows[0].note) == ("FAIL", "interrupted (stopped); queued again")
+    assert (rows[1].state, rows[1].params) == ("WAITING", rows[0].params)  # it runs again at the next start
+    assert sweep.status()[0] == "stopped"
+
+
+@pytest.mark.slow
+def test_stop_cleans_up_after_a_crashed_driver_and_the_trial_runs_again_with_its_parameters(sweeps, capsys):
+    write(sweeps.root, "long.yaml", LONG)
+    assert main(["sweep", "new", "-f", "long.yaml", "--start"]) == 0
+    sweep = Sweep.load(sweeps, "tiny")
+    first = running_run(sweeps, "tiny")
+    crash(sweep)
+    assert main(["sweep", "stop", "--sweep", "tiny"]) == 0  # no driver: stop ends the run itself
+    assert capsys.readouterr().out.endswith("'tiny' is stopped; continue it with: tfcli sweep start --sweep tiny\n")
+    assert first.record().status == "stopped" and sweep.status()[0] == "stopped"
+    waiting = {row.number: row for row in sweep.trials()}[1]
+    assert (waiting.state, waiting.note) == ("WAITING", "trial 0 again; queued to run next")
+
+    assert main(["sweep", "start", "--sweep", "tiny"]) == 0
+    again = wait_for(lambda: _started(sweeps, "tiny-t001-s0"), timeout=60, interval=0.2, what="the trial again")
+    rows = {row.number: row for row in sweep.trials()}
+    assert (rows[1].state, rows[1].params, rows[1].experiments) == ("RUNNING", rows[0].params, ["tiny-t001-s0"])
+    assert again.checked_spec["agent"]["optimizer"]["learning_rate"] == rows[0].params[LR]
+    assert main(["sweep", "stop", "--sweep", "tiny"]) == 0
+    assert again.record().status == "stopped" and not sweep.driver_running()
+    assert [row.state for row in sorted(sweep.trials(), key=lambda row: row.number)] == ["FAIL", "FAIL", "WAITING"]

@@ -1,0 +1,917 @@
+"""Sweeps: a hyperparameter search over one experiment, its trials run as experiments by a background driver.
+
+``tfcli sweep ...`` wraps this module, and scripts can use it directly::
+
+    sweep = Sweep.create(project, "configs/sweeps/lr.yaml")   # validated completely (sweep_file.py)
+    sweep.start()                                             # the driver, a detached process
+    sweep.trials()                                            # ranked, read from the study at any time
+
+A sweep's files are in the project's ``.tfcli/sweeps/``:
+
+- ``NAME.json``: the resolved sweep file (``spec``) and the state of its driver (``driver``: ``status`` new, running,
+  finished, stopped or failed; ``pid``, times, ``message``).
+- ``NAME.db``: the Optuna study (SQLite, Optuna's RDB storage): the trials, their parameters, intermediate values
+  (the mean return every 10% of a run's budget, keyed by that percentage) and values, and per trial the user
+  attributes ``experiments`` (its runs), ``seed_values``, ``timesteps``, ``pruned_at``, ``error`` and
+  ``interrupted``.
+- ``NAME.log``: the driver's log. ``NAME.lock``: held (``flock``) by the one process that drives the trials: the
+  driver, or ``tfcli sweep stop`` cleaning up after a driver that died. ``NAME/``: the plots.
+
+The driver (``python -I -m torchforce.client.sweep ROOT NAME``) asks the study for a trial, creates its runs as
+experiments ``<sweep>-t003-s0``, ``-s1``, ... (group ``<sweep>-t003``, the trial's parameters set as ``--set``
+would set them, seeds base + 0, 1, ...) and starts them with ``Experiment.start``; it keeps at most ``parallel``
+trials in flight and reads their episode logs: every 10% of the budget the trial's mean return goes to the study
+(``trial.report``), and a trial the pruner judges hopeless has its runs stopped and is marked PRUNED. A trial whose
+runs all finish gets the metric, averaged over its seeds; one whose run fails or is stopped from outside FAILs. The
+budget counts trials that completed, were pruned or failed; the driver ends when it is spent.
+
+Interruptions lose no budget. ``tfcli sweep stop`` makes the driver stop the runs in flight, mark their trials FAIL
+(``interrupted: "stopped"``) and queue their parameters again. When the driver dies instead (a crash, a reboot), its
+trials stay RUNNING in the study and their runs go on: ``tfcli sweep start`` then adopts every trial whose runs are
+all still there, running or ended, and fails (``interrupted: "lost"``) and queues again those that lost one. A
+queued trial is the next one run, as a new trial with the same parameters.
+"""
+
+from __future__ import annotations
+
+import argparse
+import fcntl
+import json
+import math
+import os
+import signal
+import subprocess
+import sys
+import time
+import traceback
+import warnings
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from torchforce.client.errors import ClientError
+from torchforce.client.experiment import ENDED, Experiment
+from torchforce.client.experiment_file import NAME_PATTERN
+from torchforce.client.project import MARKER, Project, write_json_atomically
+from torchforce.client.report import read_episodes, read_evaluations
+from torchforce.client.sweep_file import REPORT_PERCENTS, SweepSpec, load_sweep_file, resolve_sweep
+from torchforce.spec import SpecError, did_you_mean
+
+DRIVER_MODULE = "torchforce.client.sweep"
+INSTALL_HINT = "pip install 'torchforce[sweep]'"
+POLL_SECONDS = 0.5  # how often the driver reads its trials' runs
+START_SECONDS = 60.0  # how long 'sweep start' waits for the driver to take over
+STOP_SECONDS = 600.0  # how long 'sweep stop' waits for the driver (each run checkpoints before it stops)
+LOCK_SECONDS = 5.0  # how long a driver tries to take the lock (a status check holds it for a moment)
+STATES = ("COMPLETE", "PRUNED", "RUNNING", "WAITING", "FAIL")  # the order trials are listed in after ranking
+
+
+def optuna_module() -> Any:
+    """optuna, imported on first use: a ClientError saying how to install it where it is missing."""
+    try:
+        import optuna
+    except ImportError:
+        raise ClientError("sweeps need the optuna package, which is not installed", hint=INSTALL_HINT) from None
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    return optuna
+
+
+@dataclass(frozen=True)
+class RunProgress:
+    """What one run of a trial has done, as the pruner sees it: its finished episodes and its budget
+    (``total_timesteps`` and/or ``episodes``, whichever ends it first), and whether it has ended."""
+
+    episodes: list[dict]
+    total_timesteps: int | None
+    total_episodes: int | None
+    ended: bool = False
+
+    def fraction(self, index: int) -> float:
+        """How far into the budget episode ``index`` of the log ended (1.0: the budget is spent)."""
+        record = self.episodes[index]
+        parts = [record["timesteps"] / self.total_timesteps] if self.total_timesteps else []
+        if self.total_episodes:
+            parts.append(int(record.get("episode", index + 1)) / self.total_episodes)
+        return max(parts, default=0.0)
+
+    def reached(self) -> float:
+        """How far the run has come (1.0 once it has ended)."""
+        return 1.0 if self.ended else self.fraction(-1) if self.episodes else 0.0
+
+
+def intermediate_values(runs: Sequence[RunProgress], window: int) -> dict[int, float]:
+    """The trial's intermediate value at each mark of ``REPORT_PERCENTS`` that all its runs have passed: over its
+    runs, the mean of each one's mean return of the last ``window`` episodes that ended by that mark. A mark by
+    which some run has no finished episode has no value."""
+    values: dict[int, float] = {}
+    for percent in REPORT_PERCENTS:
+        if any(run.reached() < percent / 100 for run in runs):
+            break
+        means = []
+        for run in runs:
+            returns = [r["return"] for i, r in enumerate(run.episodes) if run.fraction(i) <= percent / 100]
+            if returns:
+                means.append(sum(returns[-window:]) / len(returns[-window:]))
+        if len(means) == len(runs):
+            values[percent] = sum(means) / len(means)
+    return values
+
+
+def report_and_judge(trial: Any, runs: Sequence[RunProgress], window: int, reported: set[int]) -> int | None:
+    """The driver's pruning step: report the trial's intermediate values not reported yet (``reported``, updated),
+    asking the pruner after each; the percentage at which it says to stop the trial, or None. The values of a
+    trial whose runs have all ended are reported (later trials are judged against them) but never pruned."""
+    going = not all(run.ended for run in runs)
+    for percent, value in sorted(intermediate_values(runs, window).items()):
+        if percent in reported:
+            continue
+        trial.report(value, percent)
+        reported.add(percent)
+        if going and trial.should_prune():
+            return percent
+    return None
+
+
+def final_value(runs: Sequence[Experiment], metric: str, window: int) -> list[float]:
+    """Each run's metric at its end: the mean return of its last ``window`` episodes, or of its last evaluation
+    (NaN for a run that has none)."""
+    values = []
+    for run in runs:
+        if metric == "evaluation":
+            records = read_evaluations(run.episode_log().with_name("evaluations.jsonl"))
+            values.append(float(records[-1]["mean_return"]) if records else math.nan)
+        else:
+            returns = [r["return"] for r in read_episodes(run.episode_log())][-window:]
+            values.append(sum(returns) / len(returns) if returns else math.nan)
+    return values
+
+
+def spread(values: Sequence[float]) -> float | None:
+    """The standard deviation of a trial's seed values (population; None for one seed)."""
+    if len(values) < 2:
+        return None
+    mean = sum(values) / len(values)
+    return math.sqrt(sum((v - mean) ** 2 for v in values) / len(values))
+
+
+@dataclass
+class TrialRow:
+    """One trial as ``sweep show`` lists it."""
+
+    number: int
+    state: str
+    params: dict[str, Any]
+    value: float | None
+    seed_values: list[float]
+    timesteps: int | None
+    seconds: float | None
+    experiments: list[str]
+    note: str = ""
+    counted: bool = False  # whether the budget counts it (see _counts_toward_budget)
+    best: bool = False
+
+    @property
+    def spread(self) -> float | None:
+        return spread(self.seed_values)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**self.__dict__, "spread": self.spread}
+
+
+# ---------------------------------------------------------------------------------------------- the sweep
+
+
+class Sweep:
+    """The sweep ``name`` of ``project`` (see the module doc for its files)."""
+
+    def __init__(self, project: Project, name: str) -> None:
+        self.project = project
+        self.name = name
+
+    @staticmethod
+    def folder_of(project: Project) -> Path:
+        return project.root / MARKER / "sweeps"
+
+    @property
+    def state_file(self) -> Path:
+        return self.folder_of(self.project) / f"{self.name}.json"
+
+    @property
+    def database(self) -> Path:
+        return self.folder_of(self.project) / f"{self.name}.db"
+
+    @property
+    def log_file(self) -> Path:
+        return self.folder_of(self.project) / f"{self.name}.log"
+
+    @property
+    def lock_file(self) -> Path:
+        return self.folder_of(self.project) / f"{self.name}.lock"
+
+    @property
+    def plots_folder(self) -> Path:
+        return self.folder_of(self.project) / self.name
+
+    @property
+    def best_config(self) -> Path:
+        """Where the best trial's experiment is written, for ``tfcli experiment new -f <sweep>-best``."""
+        return self.project.root / "configs" / "experiments" / f"{self.name}-best.json"
+
+    @staticmethod
+    def names(project: Project) -> list[str]:
+        folder = Sweep.folder_of(project)
+        if not folder.is_dir():
+            return []
+        return sorted(path.stem for path in folder.glob("*.json") if not path.name.startswith("."))  # not staging
+
+    # ------------------------------------------------------------------ creating and loading
+
+    @classmethod
+    def create(cls, project: Project, file: str, *, name: str | None = None) -> Sweep:
+        """Validate the sweep file ``file`` (a path, or a name in configs/sweeps/ or of a shipped example;
+        ``name`` replaces its name), then create its study and its state file. On any error nothing is left."""
+        optuna_module()
+        raw, shown = load_sweep_file(project, file)
+        spec = resolve_sweep(project, raw, name=name, file=shown)
+        sweep = cls(project, spec.name)
+        sweep._check_name_is_free()
+        folder = cls.folder_of(project)
+        folder.mkdir(parents=True, exist_ok=True)
+        staging = folder / f".{spec.name}.{os.getpid()}"  # the study and the state file, made aside
+        database, state_file = staging.with_suffix(".db"), staging.with_suffix(".json")
+        try:
+            optuna_module().create_study(
+                study_name=spec.name, storage=sweep._storage(database), direction=spec.metric.direction
+            )
+            state = {"name": spec.name, "created_at": time.time(), "file": shown, "spec": spec.to_dict()}
+            write_json_atomically(state_file, state | {"driver": {"status": "new"}})
+            try:  # the name is claimed by the state file, never over another's
+                os.link(state_file, sweep.state_file)
+            except FileExistsError:
+                raise ClientError(f"sweep '{spec.name}' already exists") from None
+            sweep.lock_file.touch()
+            os.replace(database, sweep.database)
+        finally:
+            database.unlink(missing_ok=True)
+            state_file.unlink(missing_ok=True)
+        return sweep
+
+    def _check_name_is_free(self) -> None:
+        hint = "Give another name with -n/--name."
+        if self.state_file.exists() or self.database.exists():
+            raise ClientError(f"sweep '{self.name}' already exists", hint=hint)
+        prefix = f"{self.name}-t"
+        taken = [r.name for r in self.project.store.experiments() if r.name.startswith(prefix)]
+        if any(name.removeprefix(prefix).split("-s")[0].isdigit() for name in taken):
+            raise ClientError(
+                f"the project has experiments named like the runs of a sweep '{self.name}' already "
+                f"({', '.join(taken[:3])}{', ...' if len(taken) > 3 else ''})",
+                hint=hint + " Or delete those experiments first.",
+            )
+
+    @classmethod
+    def load(cls, project: Project, name: str) -> Sweep:
+        """The existing sweep ``name``; a ClientError with a did-you-mean where there is none."""
+        sweep = cls(project, name)
+        if not NAME_PATTERN.fullmatch(name) or not sweep.state_file.is_file():
+            known = cls.names(project)
+            guess = did_you_mean(name, known)
+            raise ClientError(
+                f"no sweep named '{name}' in project '{project.name}'",
+                hint=(f"Did you mean '{guess}'? " if guess else "")
+                + ("Known: " + ", ".join(known) + "." if known else "Create one with 'tfcli sweep new -f FILE'."),
+            )
+        return sweep
+
+    def state(self) -> dict[str, Any]:
+        try:
+            state = json.loads(self.state_file.read_text())
+        except (OSError, ValueError) as error:
+            raise ClientError(f"the state file of sweep '{self.name}' cannot be read: {error}") from None
+        if not isinstance(state, dict) or not isinstance(state.get("spec"), dict):
+            raise ClientError(f"the state file of sweep '{self.name}' ({self.state_file}) is damaged")
+        return state
+
+    @property
+    def spec(self) -> SweepSpec:
+        """The sweep as created (checked again, cheaply: nothing is built)."""
+        try:
+            return resolve_sweep(self.project, self.state()["spec"], build=False, file=str(self.state_file))
+        except SpecError as error:
+            raise ClientError(f"the stored spec of sweep '{self.name}' is no longer valid: {error}") from None
+
+    def _write_driver(self, **driver: Any) -> None:
+        state = self.state()
+        write_json_atomically(self.state_file, {**state, "driver": driver})
+
+    # ------------------------------------------------------------------ the study
+
+    def _storage(self, database: Path | None = None) -> Any:
+        """Optuna's storage of the study: the sweep's database, or ``database`` (one being made)."""
+        optuna = optuna_module()
+        if database is None and not self.database.is_file():
+            raise ClientError(f"the study of sweep '{self.name}' is missing ({self.database})")
+        url = f"sqlite:///{database or self.database}"
+        return optuna.storages.RDBStorage(url, engine_kwargs={"connect_args": {"timeout": 30}})
+
+    def study(self, spec: SweepSpec | None = None) -> Any:
+        """The sweep's Optuna study, with the sampler and pruner of its spec."""
+        optuna = optuna_module()
+        spec = spec or self.spec
+        with self.reading():
+            return optuna.load_study(
+                study_name=self.name, storage=self._storage(), sampler=spec.sampler.build(), pruner=spec.pruner.build()
+            )
+
+    @contextmanager
+    def reading(self) -> Iterator[None]:
+        """A study that cannot be read (a damaged or foreign database file) is a ClientError naming the file."""
+        from sqlalchemy.exc import SQLAlchemyError  # optuna's storage layer
+
+        try:
+            yield
+        except (SQLAlchemyError, KeyError) as error:
+            reason = str(error).splitlines()[0] if str(error) else type(error).__name__
+            raise ClientError(
+                f"the study of sweep '{self.name}' cannot be read ({self.database}): {reason}",
+                hint="Restore the file from a backup; the trials' experiments are unharmed.",
+            ) from None
+
+    def counts(self, study: Any = None) -> dict[str, int]:
+        """Trials per state, and ``counted``: those the budget counts (all but the interrupted ones)."""
+        study = study or self.study()
+        counts = dict.fromkeys(STATES, 0) | {"counted": 0}
+        with self.reading():
+            trials = study.get_trials(deepcopy=False)
+        for trial in trials:
+            counts[trial.state.name] = counts.get(trial.state.name, 0) + 1
+            counts["counted"] += _counts_toward_budget(trial)
+        return counts
+
+    # ------------------------------------------------------------------ the driver
+
+    def driver_running(self) -> bool:
+        """Whether a process holds the sweep's lock: its driver (or a 'sweep stop' cleaning up after one)."""
+        with _try_lock(self.lock_file) as locked:
+            return not locked
+
+    def status(self) -> tuple[str, str | None]:
+        """The driver's status and message. A driver that ended without saying so (a crash, a kill) shows as
+        failed."""
+        driver = self.state().get("driver") or {}
+        status, message = str(driver.get("status", "new")), driver.get("message")
+        if status == "running" and not self.driver_running():
+            return "failed", f"the driver ended unexpectedly; 'tfcli sweep start --sweep {self.name}' continues it"
+        return status, message
+
+    def start(self) -> int:
+        """Start the driver in the background (continuing the sweep where it stopped); returns its PID once it has
+        taken the sweep over."""
+        spec = self.spec
+        if self.driver_running():
+            pid = (self.state().get("driver") or {}).get("pid")
+            raise ClientError(
+                f"sweep '{self.name}' is already running" + (f" (driver PID {pid})" if pid else ""),
+                hint=f"Stop it with 'tfcli sweep stop --sweep {self.name}'.",
+            )
+        counts = self.counts(self.study(spec))
+        if counts["counted"] >= spec.trials and not counts["RUNNING"] and not counts["WAITING"]:
+            raise ClientError(
+                f"sweep '{self.name}' has run its {spec.trials} trials",
+                hint=f"See them with 'tfcli sweep show --sweep {self.name}'.",
+            )
+        command = [sys.executable, "-I", "-m", DRIVER_MODULE, str(self.project.root), self.name]
+        environment = {**os.environ, "PYTHONUNBUFFERED": "1", "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")}
+        with open(self.log_file, "ab") as log:
+            log.write(f"\n=== {time.strftime('%Y-%m-%d %H:%M:%S')} start ===\n".encode())
+            log.flush()
+            process = subprocess.Popen(  # noqa: S603 - our own interpreter and module
+                command,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                cwd=self.folder_of(self.project),  # -I keeps it off the path; no Python files there anyway
+                env=environment,
+                start_new_session=True,  # detached: it outlives this call and its terminal
+            )
+        deadline = time.monotonic() + START_SECONDS
+        while (self.state().get("driver") or {}).get("pid") != process.pid:
+            if process.poll() is not None or time.monotonic() > deadline:
+                tail = "\n".join(self.log_file.read_text(errors="replace").strip().splitlines()[-8:])
+                raise ClientError(f"the driver of sweep '{self.name}' did not start; its log ends:\n{tail}")
+            time.sleep(0.05)
+        return process.pid
+
+    def stop(self, timeout: float = STOP_SECONDS) -> str:
+        """Stop the sweep: its driver stops the trials in flight (their runs checkpoint and end) and ends; the
+        trials' parameters are queued to run again at the next start. After a driver that died, this does that
+        cleanup itself. Returns the status afterwards ("stopped")."""
+        if self.driver_running():
+            pid = (self.state().get("driver") or {}).get("pid")
+            if not isinstance(pid, int) or not _is_driver(pid, self):
+                raise ClientError(f"another process is stopping sweep '{self.name}' right now; try again")
+            os.kill(pid, signal.SIGTERM)
+            deadline = time.monotonic() + timeout
+            while self.driver_running():
+                if time.monotonic() > deadline:
+                    raise ClientError(
+                        f"the driver of sweep '{self.name}' (PID {pid}) did not stop within {timeout:.0f} s",
+                        hint=f"See its log: {self.log_file}",
+                    )
+                time.sleep(0.1)
+            while _is_driver(pid, self) and time.monotonic() < deadline:  # its lock goes a moment before it
+                time.sleep(0.05)
+            _reap(pid)
+            return self.status()[0]
+        with _try_lock(self.lock_file) as locked:
+            if not locked:
+                raise ClientError(f"sweep '{self.name}' was started again meanwhile; try again")
+            spec, (status, _) = self.spec, self.status()
+            study = self.study(spec)
+            left = study.get_trials(deepcopy=False, states=(optuna_module().trial.TrialState.RUNNING,))
+            if not left and status != "failed":
+                raise ClientError(f"sweep '{self.name}' is not running (status: {status})")
+            for trial in left:
+                runs = _existing_runs(self.project, trial.user_attrs.get("experiments") or [])
+                stop_runs(runs, print)
+                interrupt(study, trial, "stopped")
+            driver = self.state().get("driver") or {}
+            message = f"stopped by 'tfcli sweep stop'; 'tfcli sweep start --sweep {self.name}' continues it"
+            self._write_driver(**{**driver, "status": "stopped", "ended_at": time.time(), "message": message})
+        return "stopped"
+
+    # ------------------------------------------------------------------ results
+
+    def trials(self, spec: SweepSpec | None = None) -> list[TrialRow]:
+        """Every trial, ranked: completed ones best first, then pruned, running, waiting and failed ones."""
+        spec = spec or self.spec
+        maximize = spec.metric.direction == "maximize"
+        with self.reading():
+            rows = [self._row(trial, spec) for trial in self.study(spec).get_trials(deepcopy=False)]
+
+        def rank(row: TrialRow) -> tuple[int, float, int]:
+            value = row.value if row.state in ("COMPLETE", "PRUNED") and row.value is not None else 0.0
+            return (
+                STATES.index(row.state) if row.state in STATES else len(STATES),
+                -value if maximize else value,
+                row.number,
+            )
+
+        rows.sort(key=rank)
+        if rows and rows[0].state == "COMPLETE":
+            rows[0].best = True
+        return rows
+
+    def _row(self, trial: Any, spec: SweepSpec) -> TrialRow:
+        attrs = trial.user_attrs
+        state = trial.state.name
+        end = trial.datetime_complete.timestamp() if trial.datetime_complete else time.time()
+        seconds = end - trial.datetime_start.timestamp() if trial.datetime_start else None
+        timesteps = attrs.get("timesteps")
+        if state == "RUNNING":
+            runs = _existing_runs(self.project, attrs.get("experiments", []))
+            timesteps = max((_timesteps(run) for run in runs), default=None)
+        note = ""
+        if state == "PRUNED":
+            last = trial.value
+            note = f"pruned at {attrs.get('pruned_at', '?')}%" + (
+                f" (mean return {last:.1f})" if last is not None else ""
+            )
+        elif state == "FAIL":
+            interrupted = attrs.get("interrupted")
+            note = f"interrupted ({interrupted}); queued again" if interrupted else str(attrs.get("error") or "failed")
+        elif state == "WAITING":
+            retry = attrs.get("retry_of")
+            note = (f"trial {retry} again; " if retry is not None else "") + "queued to run next"
+        return TrialRow(
+            number=trial.number,
+            state=state,
+            params=spec.values(trial.params if state != "WAITING" else trial.system_attrs.get("fixed_params", {})),
+            value=trial.value if state in ("COMPLETE", "PRUNED") else None,
+            seed_values=list(attrs.get("seed_values") or []),
+            timesteps=timesteps,
+            seconds=seconds,
+            experiments=list(attrs.get("experiments") or []),
+            note=note.splitlines()[0] if note else "",
+            counted=_counts_toward_budget(trial),
+        )
+
+    def write_best_config(self, rows: list[TrialRow] | None = None) -> Path | None:
+        """Write the best trial's experiment (its first seed's, as created, without name and group) to
+        ``configs/experiments/<sweep>-best.json`` when it is not there as it should be; None while no trial has
+        completed."""
+        from torchforce.client.experiment_file import resolve_experiment
+        from torchforce.client.overrides import apply_to_experiment
+
+        spec = self.spec
+        best = next((row for row in (rows if rows is not None else self.trials(spec)) if row.best), None)
+        if best is None:
+            return None
+        raw, overrides = spec.run_raw(best.number, 0, best.params)
+        resolved = resolve_experiment(self.project, apply_to_experiment(self.project, raw, overrides), build=False)
+        shown = ", ".join(f"{key}={json.dumps(value)}" for key, value in best.params.items())
+        value = f"{best.value:.4g}" + (f" ± {best.spread:.3g}" if best.spread is not None else "")
+        config = {key: v for key, v in resolved.items() if key not in ("name", "group")} | {
+            "seed": spec.base_seed,
+            "description": f"Best trial {best.number} of sweep '{self.name}' ({spec.metric.name} {value}): {shown}",
+        }
+        path = self.best_config
+        try:
+            current = json.loads(path.read_text())
+        except (OSError, ValueError):
+            current = None
+        if current != config:
+            write_json_atomically(path, config)
+        return path
+
+    def plot(self, folder: Path | None = None) -> tuple[list[Path], list[str]]:
+        """The history plot (each trial's value, and the best so far) and the importance plot (Optuna's fANOVA
+        importance of each key of the space) as PNG files in ``folder`` (default: ``.tfcli/sweeps/NAME/``).
+        Returns the files written and why any was not."""
+        from torchforce.client.sweep_plots import plot_history, plot_importance
+
+        optuna = optuna_module()
+        spec = self.spec
+        rows = self.trials(spec)
+        skipped, importances = [], None
+        if not any(row.state in ("COMPLETE", "PRUNED") and row.value is not None for row in rows):
+            skipped.append("history: no trial has completed yet")
+        complete = sum(row.state == "COMPLETE" for row in rows)
+        if complete < 2:
+            skipped.append(
+                f"importance: it needs 2 completed trials, there {'is' if complete == 1 else 'are'} {complete}"
+            )
+        else:
+            try:
+                evaluator = optuna.importance.FanovaImportanceEvaluator(seed=0)  # the same plot every time
+                with self.reading():
+                    importances = optuna.importance.get_param_importances(self.study(spec), evaluator=evaluator)
+            except (ValueError, RuntimeError) as error:
+                skipped.append(f"importance: {error}")
+        written: list[Path] = []
+        folder = folder or self.plots_folder
+        title = f"sweep {self.name}"
+        if len(skipped) < 2:  # something to draw
+            folder.mkdir(parents=True, exist_ok=True)
+        if not any(reason.startswith("history") for reason in skipped):
+            written.append(plot_history(rows, spec.metric, folder / "history.png", title=title))
+        if importances is not None:
+            written.append(plot_importance(importances, folder / "importance.png", title=title))
+        return written, skipped
+
+
+def _counts_toward_budget(trial: Any) -> bool:
+    """Completed, pruned and failed trials spend the budget; interrupted ones do not (they run again)."""
+    name = trial.state.name
+    return name in ("COMPLETE", "PRUNED") or (name == "FAIL" and not trial.user_attrs.get("interrupted"))
+
+
+def interrupt(study: Any, trial: Any, reason: str) -> None:
+    """Fail a trial that was cut off (``reason``: stopped, lost) and queue its parameters to run again."""
+    optuna = optuna_module()
+    live = optuna.trial.Trial(study, trial._trial_id)
+    live.set_user_attr("interrupted", reason)
+    study.tell(live, state=optuna.trial.TrialState.FAIL)
+    study.enqueue_trial(trial.params, user_attrs={"retry_of": trial.number})
+
+
+def stop_runs(runs: Sequence[Experiment], log: Any) -> None:
+    """Stop the runs that are going (each checkpoints first); runs not started yet are deleted."""
+    for run in runs:
+        try:
+            status = run.record().status
+            if status == "new":
+                run.delete()
+            elif status not in ENDED:
+                run.stop(no_download=True)
+        except ClientError as error:
+            log(f"could not stop {run.name}: {error}")
+
+
+def _timesteps(run: Experiment) -> int:
+    """How many timesteps a run has done: its progress file's count, or its last finished episode's if that is
+    further (the progress file is rewritten about once a second)."""
+    counted = run.progress().get("timesteps")
+    episodes = read_episodes(run.episode_log())
+    last = int(episodes[-1]["timesteps"]) if episodes else 0
+    return max(last, counted if isinstance(counted, int) and not isinstance(counted, bool) else 0)
+
+
+def _mark_passed(runs: Sequence[Experiment]) -> int:
+    """The last mark of ``REPORT_PERCENTS`` (0: none) all ``runs`` have passed, as their progress files say."""
+    reached = 1.0
+    for run in runs:
+        progress, spec = run.progress(), run.checked_spec
+        parts = []
+        for counter, budget in (("timesteps", "total_timesteps"), ("episodes", "episodes")):
+            done = progress.get(counter)
+            if spec.get(budget) and isinstance(done, int) and not isinstance(done, bool):
+                parts.append(done / spec[budget])
+        reached = min(reached, max(parts, default=0.0))
+    return max((percent for percent in REPORT_PERCENTS if percent <= reached * 100), default=0)
+
+
+def _existing_runs(project: Project, names: Sequence[str]) -> list[Experiment]:
+    runs = []
+    for name in names:
+        try:
+            runs.append(Experiment.load(project, name))
+        except (ClientError, SpecError):
+            continue
+    return runs
+
+
+@contextmanager
+def _try_lock(path: Path) -> Iterator[bool]:
+    """Take the lock at ``path`` if no one holds it; yields whether it was taken (released afterwards). Where the
+    file is missing no one holds it, and it is not made (a look at a sweep writes nothing)."""
+    try:
+        descriptor = os.open(path, os.O_RDWR)
+    except FileNotFoundError:
+        yield True
+        return
+    try:
+        try:
+            fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            yield False
+            return
+        yield True
+    finally:
+        os.close(descriptor)  # closing releases the lock
+
+
+def _hold_lock(path: Path, seconds: float) -> int | None:
+    """The lock at ``path``, held until the descriptor returned is closed (at the latest when the process ends);
+    None if another process keeps it for ``seconds`` (a status check holds it only for a moment)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    descriptor = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return descriptor
+        except BlockingIOError:
+            if time.monotonic() > deadline:
+                os.close(descriptor)
+                return None
+            time.sleep(0.05)
+
+
+def _is_driver(pid: int, sweep: Sweep) -> bool:
+    """Whether ``pid`` is the driver of ``sweep`` (not a reused PID of another program)."""
+    try:
+        words = (Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")).split()
+    except OSError:
+        try:
+            done = subprocess.run(  # noqa: S603, S607 - a fixed command (no /proc: macOS)
+                ["ps", "-ww", "-o", "command=", "-p", str(pid)], capture_output=True, text=True, timeout=10
+            )
+        except (OSError, subprocess.SubprocessError):
+            return False
+        words = done.stdout.split()
+    return DRIVER_MODULE in words and sweep.name in words and str(sweep.project.root) in words
+
+
+def _reap(pid: int, seconds: float = 10.0) -> None:
+    """Collect the exit status of a driver this process started, once it has exited (so that it leaves no zombie
+    behind); a driver another process started is not this one's to wait for."""
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            done, _ = os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if done or time.monotonic() > deadline:
+            return
+        time.sleep(0.02)
+
+
+# ---------------------------------------------------------------------------------------------- the driver process
+
+
+@dataclass
+class Flight:
+    """A trial in flight: its Optuna trial, its runs (one experiment per seed) and the marks it has reported."""
+
+    trial: Any
+    runs: list[Experiment]
+    reported: set[int] = field(default_factory=set)
+    checked: int = 0  # the last mark (percent of the budget) its runs' logs were read at
+
+
+class Driver:
+    """Runs a sweep's trials until its budget is spent or it is asked to stop (SIGTERM); see the module doc."""
+
+    def __init__(self, sweep: Sweep, *, poll: float = POLL_SECONDS) -> None:
+        self.sweep = sweep
+        self.project = sweep.project
+        self.spec = sweep.spec
+        self.poll = poll
+        self.flights: dict[int, Flight] = {}
+        self.stopping = False
+        self.started_at = time.time()
+        self.study: Any = None
+
+    def log(self, text: str) -> None:
+        print(f"{time.strftime('%H:%M:%S')} {text}", flush=True)
+
+    def run(self) -> int:
+        """Drive the sweep; the exit code of the driver process (0: finished or stopped as asked)."""
+        lock = _hold_lock(self.sweep.lock_file, LOCK_SECONDS)
+        if lock is None:
+            self.log("another process drives this sweep; this driver ends")
+            return 1
+        try:
+            signal.signal(signal.SIGTERM, self._request_stop)
+            signal.signal(signal.SIGINT, self._request_stop)
+            self._record("running")
+            try:
+                self.study = self.sweep.study(self.spec)
+                self._adopt()
+                status, message = self._drive()
+            except Exception as error:  # noqa: BLE001 - whatever ends the driver is recorded, and the runs go on
+                self.log(traceback.format_exc().rstrip())
+                self._record("failed", f"{type(error).__name__}: {error}".splitlines()[0])
+                return 1
+            self._record(status, message)
+            self.log(message)
+            return 0
+        finally:
+            os.close(lock)
+
+    def _request_stop(self, number: int, frame: Any) -> None:
+        self.stopping = True
+
+    def _record(self, status: str, message: str | None = None) -> None:
+        ended = None if status == "running" else time.time()
+        self.sweep._write_driver(
+            status=status, pid=os.getpid(), started_at=self.started_at, ended_at=ended, message=message
+        )
+
+    def _drive(self) -> tuple[str, str]:
+        """The main loop: poll the trials in flight, start new ones while the budget and ``parallel`` allow."""
+        while True:
+            if self.stopping:
+                for flight in list(self.flights.values()):
+                    stop_runs(flight.runs, self.log)
+                    interrupt(self.study, flight.trial, "stopped")
+                    self.log(f"trial {flight.trial.number} stopped; its parameters are queued to run again")
+                self.flights.clear()
+                return (
+                    "stopped",
+                    f"stopped by 'tfcli sweep stop'; 'tfcli sweep start --sweep {self.sweep.name}' continues it",
+                )
+            for flight in list(self.flights.values()):
+                self._poll(flight)
+            if self._counted() >= self.spec.trials and not self.flights:
+                best = self.sweep.write_best_config()
+                return "finished", f"ran its {self.spec.trials} trials" + (
+                    f"; the best experiment is in {best.relative_to(self.project.root)}" if best else ""
+                )
+            while (
+                not self.stopping
+                and len(self.flights) < self.spec.parallel
+                and self._counted() + len(self.flights) < self.spec.trials
+            ):
+                self._launch()
+            time.sleep(self.poll)
+
+    def _counted(self) -> int:
+        return sum(_counts_toward_budget(trial) for trial in self.study.get_trials(deepcopy=False))
+
+    def _adopt(self) -> None:
+        """Take over the trials a driver before this one left RUNNING: those whose runs are all there go on, the
+        others are failed and queued again."""
+        optuna = optuna_module()
+        for trial in self.study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,)):
+            names = trial.user_attrs.get("experiments") or []
+            runs = _existing_runs(self.project, names)
+            whole = bool(names) and len(runs) == len(names) and all(run.record().status != "new" for run in runs)
+            if whole:
+                live = optuna.trial.Trial(self.study, trial._trial_id)
+                self.flights[trial.number] = Flight(live, runs, set(trial.intermediate_values))
+                self.log(f"trial {trial.number} adopted: its runs {', '.join(names)} go on")
+            else:
+                stop_runs(runs, self.log)
+                interrupt(self.study, trial, "lost")
+                self.log(f"trial {trial.number} lost its runs with the last driver; its parameters are queued again")
+
+    def _launch(self) -> None:
+        """Ask the study for a trial, create its runs and start them. A trial whose experiment the spec checks
+        refuse fails (it spends budget); one that cannot start for another reason is queued again and the error
+        ends the driver (a missing cluster would fail every trial alike)."""
+        from torchforce.client.overrides import apply_to_experiment
+
+        optuna = optuna_module()
+        trial = self.study.ask({dimension.key: dimension.distribution() for dimension in self.spec.space})
+        values = self.spec.values(trial.params)
+        names = self.spec.run_names(trial.number)
+        trial.set_user_attr("experiments", names)
+        runs: list[Experiment] = []
+        try:
+            for index in range(self.spec.seeds_per_trial):
+                raw, overrides = self.spec.run_raw(trial.number, index, values)
+                experiment = Experiment(self.project, **raw)
+                experiment.raw = apply_to_experiment(self.project, experiment.raw, overrides)
+                experiment.generate_locally()
+                runs.append(experiment)
+            for run in runs:
+                run.start(cluster=self.spec.cluster or "local")
+        except SpecError as error:
+            stop_runs(runs, self.log)
+            trial.set_user_attr("error", str(error).splitlines()[0])
+            self.study.tell(trial, state=optuna.trial.TrialState.FAIL)
+            self.log(f"trial {trial.number} failed: its experiment is refused: {error}")
+            return
+        except BaseException:
+            stop_runs(runs, self.log)
+            interrupt(self.study, trial, "not started")
+            raise
+        self.flights[trial.number] = Flight(trial, runs)
+        shown = ", ".join(f"{key}={json.dumps(value)}" for key, value in values.items())
+        self.log(f"trial {trial.number} started ({', '.join(names)}): {shown}")
+
+    def _poll(self, flight: Flight) -> None:
+        """Read a trial's runs: report its progress to the study (pruning it if the pruner says so), and finish
+        it once its runs have ended."""
+        optuna = optuna_module()
+        trial, runs = flight.trial, flight.runs
+        try:
+            records = [run.record() for run in runs]
+        except ClientError as error:  # a run deleted under the sweep
+            stop_runs(_existing_runs(self.project, [run.name for run in runs]), self.log)
+            trial.set_user_attr("error", error.message)
+            self._end(flight, optuna.trial.TrialState.FAIL, f"failed: {error.message}")
+            return
+        broken = [
+            (run, record) for run, record in zip(runs, records, strict=True) if record.status in ("failed", "stopped")
+        ]
+        if broken:
+            stop_runs(runs, self.log)
+            run, record = broken[0]
+            reason = f"{run.name} {record.status}" + (f": {record.message.splitlines()[0]}" if record.message else "")
+            trial.set_user_attr("error", reason)
+            self._end(flight, optuna.trial.TrialState.FAIL, f"failed: {reason}")
+            return
+        ended = all(record.status in ENDED for record in records)
+        mark = 100 if ended else _mark_passed(runs)
+        if mark > flight.checked:  # the episode logs are read only when a mark has been passed
+            flight.checked = mark
+            progress = [
+                RunProgress(
+                    read_episodes(run.episode_log()),
+                    run.checked_spec.get("total_timesteps"),
+                    run.checked_spec.get("episodes"),
+                    ended=record.status in ENDED,
+                )
+                for run, record in zip(runs, records, strict=True)
+            ]
+            pruned_at = report_and_judge(trial, progress, self.spec.metric.window, flight.reported)
+            if pruned_at is not None:
+                stop_runs(runs, self.log)
+                trial.set_user_attr("pruned_at", pruned_at)
+                self._end(flight, optuna.trial.TrialState.PRUNED, f"pruned at {pruned_at}% of its budget")
+                return
+        if not ended:
+            return
+        values = final_value(runs, self.spec.metric.name, self.spec.metric.window)
+        if any(math.isnan(value) for value in values):
+            missing = runs[next(i for i, value in enumerate(values) if math.isnan(value))].name
+            trial.set_user_attr(
+                "error",
+                f"{missing} has no {'evaluation' if self.spec.metric.name == 'evaluation' else 'finished episode'}",
+            )
+            self._end(flight, optuna.trial.TrialState.FAIL, f"failed: {trial.user_attrs['error']}")
+            return
+        trial.set_user_attr("seed_values", values)
+        mean = sum(values) / len(values)
+        self._end(flight, optuna.trial.TrialState.COMPLETE, f"complete: {self.spec.metric.name} {mean:.4g}", mean)
+        self.sweep.write_best_config()
+
+    def _end(self, flight: Flight, state: Any, text: str, value: float | None = None) -> None:
+        flight.trial.set_user_attr("timesteps", max(_timesteps(run) for run in flight.runs))
+        self.study.tell(flight.trial, value, state=state)
+        del self.flights[flight.trial.number]
+        self.log(f"trial {flight.trial.number} {text}")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """The driver process: ``python -I -m torchforce.client.sweep PROJECT_ROOT SWEEP``."""
+    parser = argparse.ArgumentParser(
+        prog=f"python -m {DRIVER_MODULE}",
+        description="The driver of a sweep, as 'tfcli sweep start' runs it in the background: it runs the sweep's "
+        "trials until its budget is spent.",
+    )
+    parser.add_argument("root", help="the project's folder")
+    parser.add_argument("name", help="the sweep")
+    parser.add_argument("--poll", type=float, default=POLL_SECONDS, help="seconds between reads of the trials' runs")
+    args = parser.parse_args(argv)
+    warnings.filterwarnings("ignore", category=optuna_module().exceptions.ExperimentalWarning)
+    return Driver(Sweep.load(Project(args.root), args.name), poll=args.poll).run()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,632 @@
+"""The sweep file: a hyperparameter search over one experiment, its fields, defaults, and the complete validation
+that runs before ``tfcli sweep new`` writes anything.
+
+A sweep file (JSON or YAML) says::
+
+    name: lr-search                     # the trials' runs are experiments named lr-search-t003-s0, ...
+    base: {file: cartpole_ppo, total_timesteps: 50000}   # or just "cartpole_ppo", or every field inline
+    space:                              # the keys of 'tfcli experiment new --set' (torchforce/client/overrides.py)
+      agent.step_optimizer.learning_rate: {low: 1.0e-5, high: 1.0e-2, log: true}
+      agent.epochs: {low: 2, high: 10, type: int}
+      agent.network: {choices: [[{type: dense, size: 32}], [{type: dense, size: 64}]]}
+    metric: {name: mean_return, window: 100, direction: maximize}   # or name: evaluation
+    budget: {trials: 20, parallel: 2}
+    seeds_per_trial: 2
+    sampler: tpe                        # or random; or {type: tpe, seed: 0, startup_trials: 10}
+    pruner: median                      # or none; or {type: median, startup_trials: 5, warmup: 30}
+    cluster: ray_local                  # optional: a cluster of the project; default this machine
+
+``resolve_sweep`` turns one into a ``SweepSpec``, whose ``to_dict`` is the stored form: the same fields with every
+default filled in and the base experiment resolved inline (configs loaded), so a sweep keeps running what it was
+created with when config files change later. The stored form is itself a valid sweep file.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from torchforce.client.experiment_file import NAME_PATTERN, check_name, resolve_experiment
+from torchforce.client.overrides import Override, dotted, parse_key
+from torchforce.client.project import CONFIG_SUFFIXES, Project
+from torchforce.spec import SpecError, did_you_mean, expect_bool, expect_choice, expect_dict, expect_int, load_file
+from torchforce.spec.errors import describe
+
+FIELDS = ("name", "description", "base", "space", "metric", "budget", "seeds_per_trial", "sampler", "pruner", "cluster")
+METRICS = ("mean_return", "evaluation")
+DIRECTIONS = ("maximize", "minimize")
+SAMPLERS = ("tpe", "random")
+PRUNERS = ("median", "none")
+RANGE_TYPES = ("float", "int")
+MAX_TRIALS = 5000  # trial numbers stay within four digits, with room for trials run again after an interruption
+MAX_SEEDS = 10
+# A run is named <sweep>-t<trial>-s<seed>, and must pass check_name (at most 40 characters).
+MAX_NAME = 40 - len("-t9999-s9")
+# The experiment fields the sweep sets for each run itself.
+CONTROLLED = {
+    "name": "Each run is named after the sweep, its trial and its seed.",
+    "group": "Each trial's runs form a group named after the sweep and the trial.",
+    "seed": "Each trial runs the seeds base seed + 0, 1, ... (seeds_per_trial); the base may set its seed.",
+}
+DEFAULT_WINDOW = 100
+DEFAULT_TPE_STARTUP = 10  # optuna's default: random trials before TPE models the results
+DEFAULT_PRUNER_STARTUP = 5  # completed trials before any trial is pruned
+DEFAULT_WARMUP = 30  # percent of a run's budget before it may be pruned (early returns say little)
+REPORT_PERCENTS = tuple(range(10, 100, 10))  # intermediate values: every 10% of a run's budget
+
+
+@dataclass(frozen=True)
+class Dimension:
+    """One key of the space: a float or int range (``log`` for a log-uniform draw, ``step`` for a grid) or
+    ``choices``. Choices optuna cannot hold as they are (lists, objects) are handed to it as their JSON text."""
+
+    key: str
+    kind: str  # "float", "int" or "choice"
+    low: float | int | None = None
+    high: float | int | None = None
+    log: bool = False
+    step: float | int | None = None
+    choices: tuple[Any, ...] = ()
+
+    @property
+    def as_text(self) -> bool:
+        """Whether optuna holds the choices as JSON text (some choice is a list or an object)."""
+        return any(isinstance(choice, (list, dict)) for choice in self.choices)
+
+    def distribution(self) -> Any:
+        """The optuna distribution of this key."""
+        import optuna
+
+        if self.kind == "choice":
+            choices = [json.dumps(c) for c in self.choices] if self.as_text else list(self.choices)
+            return optuna.distributions.CategoricalDistribution(choices)
+        if self.kind == "int":
+            return optuna.distributions.IntDistribution(
+                int(self.low or 0), int(self.high or 0), log=self.log, step=int(self.step or 1)
+            )
+        return optuna.distributions.FloatDistribution(
+            float(self.low or 0), float(self.high or 0), log=self.log, step=self.step
+        )
+
+    def value(self, param: Any) -> Any:
+        """The value a trial's parameter (as optuna holds it) puts into the experiment."""
+        return json.loads(param) if self.kind == "choice" and self.as_text else param
+
+    def override(self, value: Any) -> Override:
+        return Override(parse_key(self.key), value, f"{self.key}={json.dumps(value)}")
+
+    def ends(self) -> list[tuple[str, Any]]:
+        """Values validation tries, with the name of the place they come from: a range's ends, every choice."""
+        if self.kind == "choice":
+            return [(f"choices[{index}]", choice) for index, choice in enumerate(self.choices)]
+        return [("low", self.low), ("high", self.high)]
+
+    def to_dict(self) -> dict[str, Any]:
+        if self.kind == "choice":
+            return {"choices": list(self.choices)}
+        values = {"low": self.low, "high": self.high, "log": self.log, "type": self.kind}
+        return values | ({"step": self.step} if self.step is not None else {})
+
+
+@dataclass(frozen=True)
+class Metric:
+    """What a trial is judged by: ``mean_return``, the mean return of a run's last ``window`` episodes at its end,
+    or ``evaluation``, the mean return of its last periodic evaluation; averaged over the trial's seeds."""
+
+    name: str = "mean_return"
+    window: int = DEFAULT_WINDOW
+    direction: str = "maximize"
+
+    def to_dict(self) -> dict[str, Any]:
+        values: dict[str, Any] = {"name": self.name, "direction": self.direction}
+        return values | ({"window": self.window} if self.name == "mean_return" else {})
+
+
+@dataclass(frozen=True)
+class Sampler:
+    kind: str = "tpe"
+    seed: int = 0
+    startup_trials: int = DEFAULT_TPE_STARTUP
+
+    def build(self) -> Any:
+        import optuna
+
+        if self.kind == "random":
+            return optuna.samplers.RandomSampler(seed=self.seed)
+        return optuna.samplers.TPESampler(seed=self.seed, n_startup_trials=self.startup_trials)
+
+    def to_dict(self) -> dict[str, Any]:
+        values: dict[str, Any] = {"type": self.kind, "seed": self.seed}
+        return values | ({"startup_trials": self.startup_trials} if self.kind == "tpe" else {})
+
+
+@dataclass(frozen=True)
+class Pruner:
+    """``median``: a trial whose best intermediate value so far is worse than the median of the completed trials'
+    at the same point of their runs ends early, once ``startup_trials`` trials have completed and its runs are
+    ``warmup`` percent through their budget."""
+
+    kind: str = "median"
+    startup_trials: int = DEFAULT_PRUNER_STARTUP
+    warmup: int = DEFAULT_WARMUP
+
+    def build(self) -> Any:
+        import optuna
+
+        if self.kind == "none":
+            return optuna.pruners.NopPruner()
+        return optuna.pruners.MedianPruner(n_startup_trials=self.startup_trials, n_warmup_steps=self.warmup)
+
+    def to_dict(self) -> dict[str, Any]:
+        if self.kind == "none":
+            return {"type": self.kind}
+        return {"type": self.kind, "startup_trials": self.startup_trials, "warmup": self.warmup}
+
+
+@dataclass(frozen=True)
+class SweepSpec:
+    """A checked sweep: ``base`` is the resolved experiment every trial's runs start from (without name, group
+    and seed's role: see CONTROLLED)."""
+
+    name: str
+    base: dict[str, Any]
+    space: tuple[Dimension, ...]
+    description: str = ""
+    metric: Metric = field(default_factory=Metric)
+    trials: int = 20
+    parallel: int = 1
+    seeds_per_trial: int = 1
+    sampler: Sampler = field(default_factory=Sampler)
+    pruner: Pruner = field(default_factory=Pruner)
+    cluster: str | None = None
+
+    @property
+    def base_seed(self) -> int:
+        return int(self.base.get("seed") or 0)
+
+    def group(self, trial: int) -> str:
+        """The group of trial number ``trial``'s runs: ``<sweep>-t003``."""
+        return f"{self.name}-t{trial:03d}"
+
+    def run_names(self, trial: int) -> list[str]:
+        """The experiments of trial number ``trial``, one per seed: ``<sweep>-t003-s0``, ..."""
+        return [f"{self.group(trial)}-s{index}" for index in range(self.seeds_per_trial)]
+
+    def values(self, params: dict[str, Any]) -> dict[str, Any]:
+        """A trial's parameters (as optuna holds them) as the values they put into its experiments."""
+        dimensions = {dimension.key: dimension for dimension in self.space}
+        return {key: dimensions[key].value(param) if key in dimensions else param for key, param in params.items()}
+
+    def run_raw(self, trial: int, index: int, values: dict[str, Any]) -> tuple[dict[str, Any], list[Override]]:
+        """The raw spec of trial ``trial``'s run of seed ``index`` and the overrides that set its ``values`` (to
+        apply with ``overrides.apply_to_experiment``)."""
+        raw = {
+            **self.base,
+            "name": self.run_names(trial)[index],
+            "group": self.group(trial),
+            "seed": self.base_seed + index,
+        }
+        dimensions = {dimension.key: dimension for dimension in self.space}
+        return raw, [dimensions[key].override(value) for key, value in values.items()]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "description": self.description,
+            "base": self.base,
+            "space": {dimension.key: dimension.to_dict() for dimension in self.space},
+            "metric": self.metric.to_dict(),
+            "budget": {"trials": self.trials, "parallel": self.parallel},
+            "seeds_per_trial": self.seeds_per_trial,
+            "sampler": self.sampler.to_dict(),
+            "pruner": self.pruner.to_dict(),
+            "cluster": self.cluster,
+        }
+
+
+# ---------------------------------------------------------------------------------------------- finding the file
+
+
+def shipped_sweeps() -> Path:
+    """The example sweep files torchforce ships (``torchforce/configs/sweeps/``)."""
+    return Path(str(resources.files("torchforce") / "configs" / "sweeps"))
+
+
+def find_sweep_file(project: Project, value: str) -> Path:
+    """The sweep file ``value`` names: a path, else a name in the project's ``configs/sweeps/`` (``.json``,
+    ``.yaml`` or ``.yml``), else one of the shipped examples."""
+    path = "sweep.file"
+    try:
+        return project.find_config(value, "sweeps", path)
+    except SpecError as error:
+        if Path(value).suffix in CONFIG_SUFFIXES or len(Path(value).parts) != 1:
+            raise  # a path: its own error says where it was looked for
+        not_found = error
+    for folder in (project.root / "configs" / "sweeps", shipped_sweeps()):
+        for suffix in CONFIG_SUFFIXES:
+            if (folder / f"{value}{suffix}").is_file():
+                return folder / f"{value}{suffix}"
+    own = project.config_names("sweeps")
+    shipped = sorted(p.stem for p in shipped_sweeps().glob("*") if p.suffix in CONFIG_SUFFIXES)
+    guess = did_you_mean(value, own + shipped)
+    raise SpecError(
+        path,
+        f"no sweep file named '{value}'",
+        expected=not_found.expected,
+        hint=(f"In configs/sweeps/: {', '.join(own)}. " if own else "configs/sweeps/ has none. ")
+        + (f"Shipped examples: {', '.join(shipped)}." if shipped else "")
+        + (f" Did you mean '{guess}'?" if guess else ""),
+    )
+
+
+def load_sweep_file(project: Project, value: str) -> tuple[dict[str, Any], str]:
+    """The sweep file's contents (an object) and its path as messages show it."""
+    file = find_sweep_file(project, value)
+    shown = str(file.relative_to(project.root)) if file.is_relative_to(project.root) else str(file)
+    try:
+        return dict(expect_dict(load_file(file), "sweep")), shown
+    except SpecError as error:
+        raise error.with_file(shown) from None
+
+
+# ---------------------------------------------------------------------------------------------- validation
+
+
+def resolve_sweep(
+    project: Project, raw: Any, *, name: str | None = None, build: bool = True, file: str | None = None
+) -> SweepSpec:
+    """Check the sweep ``raw`` completely (``name`` replaces its name) and return it resolved; a SpecError names
+    the place (``sweep.space.agent.epochs.low``) and ``file``. With ``build``, the experiment of the base and of
+    every end of the space is built once (environment and agent), as ``tfcli experiment new`` does, so a trial
+    does not fail later on a value its experiment refuses."""
+    try:
+        return _resolve(project, raw, name=name, build=build)
+    except SpecError as error:
+        raise error.with_file(file) if file else error from None
+
+
+def _resolve(project: Project, raw: Any, *, name: str | None, build: bool) -> SweepSpec:
+    raw = _only_keys(raw, "sweep", FIELDS)
+    sweep_name = _sweep_name(name if name is not None else raw.get("name"))
+    description = raw.get("description") or ""
+    if not isinstance(description, str):
+        raise SpecError("sweep.description", "not a string", got=description, expected="a line of text")
+    base = _base(project, raw.get("base"), sweep_name)
+    space = _space(raw.get("space"))
+    trials, parallel = _budget(raw.get("budget"))
+    spec = SweepSpec(
+        name=sweep_name,
+        base=base,
+        space=space,
+        description=description,
+        metric=_metric(raw.get("metric")),
+        trials=trials,
+        parallel=parallel,
+        seeds_per_trial=expect_int(
+            raw.get("seeds_per_trial", 1), "sweep.seeds_per_trial", minimum=1, maximum=MAX_SEEDS
+        ),
+        sampler=_sampler(raw.get("sampler")),
+        pruner=_pruner(raw.get("pruner")),
+        cluster=_cluster(project, raw.get("cluster"), exists=build),
+    )
+    if spec.metric.name == "evaluation" and base.get("evaluation") is None:
+        raise SpecError(
+            "sweep.metric.name",
+            "the base experiment has no periodic evaluation to take the metric from",
+            got="evaluation",
+            hint="Give the base an 'evaluation' ({frequency: 10000t, episodes: 10}), or use the metric mean_return.",
+        )
+    _check_trial_experiments(project, spec, build=build)
+    return spec
+
+
+def _only_keys(value: Any, path: str, keys: tuple[str, ...]) -> dict[str, Any]:
+    """``value`` as an object of some of ``keys``; an unknown key is an error naming it."""
+    value = dict(expect_dict(value, path))
+    for key in value:
+        if key not in keys:
+            guess = did_you_mean(str(key), keys)
+            raise SpecError(
+                f"{path}.{key}",
+                "unknown key",
+                hint=f"Did you mean '{guess}'?" if guess else "Known: " + ", ".join(keys) + ".",
+            )
+    return value
+
+
+def _sweep_name(name: Any) -> str:
+    path = "sweep.name"
+    if name is None:
+        raise SpecError(path, "a sweep needs a name", hint="Give 'name' in the file, or -n/--name NAME.")
+    check_name(name, path, what="sweep name")
+    if len(name) > MAX_NAME:
+        raise SpecError(
+            path,
+            f"too long: its runs are named {name}-t000-s0 and so on, and an experiment's name has at most 40 "
+            "characters",
+            got=name,
+            expected=f"at most {MAX_NAME} characters",
+        )
+    return str(name)
+
+
+def _base(project: Project, value: Any, sweep: str) -> dict[str, Any]:
+    """The base experiment resolved inline: a file or a name in configs/experiments/, or an object of experiment
+    fields with an optional ``file`` they are laid over (as ``tfcli experiment new -f FILE`` plus flags)."""
+    from torchforce.client.experiment import Experiment
+
+    path = "sweep.base"
+    if value is None:
+        raise SpecError(
+            path, "a sweep needs a base experiment", expected="a file or a name in configs/experiments/, or an object"
+        )
+    fields = {"file": value} if isinstance(value, str) else dict(expect_dict(value, path))
+    for key in fields:
+        if not isinstance(key, str):
+            raise SpecError(path, "an experiment field that is not a name", got=key, expected="a field name")
+        if key in CONTROLLED and key != "seed":
+            raise SpecError(f"{path}.{key}", "set by the sweep, not by its base", hint=f"Drop it. {CONTROLLED[key]}")
+    try:
+        experiment = Experiment(project, **fields)
+    except SpecError as error:
+        raise _rooted(error, path) from None
+    written = set(fields) - {"file"}
+    file = str(Path(experiment.file).relative_to(project.root)) if experiment.file else None
+    dropped = ("name", "group", "created_at", "torchforce_version")
+    raw = {key: v for key, v in experiment.raw.items() if key not in dropped}
+    try:
+        resolved = resolve_experiment(project, {**raw, "name": f"{sweep}-t000-s0"}, build=False)
+    except SpecError as error:
+        head = error.path.removeprefix("experiment.").split(".")[0].split("[")[0]
+        raise _rooted(error, path, file=file if head not in written else None) from None
+    return {key: v for key, v in resolved.items() if key not in ("name", "group")}
+
+
+def _rooted(error: SpecError, prefix: str, *, file: str | None = None, hint: str | None = None) -> SpecError:
+    """``error`` (about ``experiment...``) placed under ``prefix`` (``sweep.base.agent...``)."""
+    path = error.path
+    if path == "experiment" or path.startswith(("experiment.", "experiment[")):
+        path = prefix + path.removeprefix("experiment")
+    elif not path:
+        path = prefix
+    hint = " ".join(part for part in (error.hint, hint) if part) or None
+    return SpecError(path, error.message, got=error.got, expected=error.expected, hint=hint, file=error.file or file)
+
+
+def _space(value: Any) -> tuple[Dimension, ...]:
+    path = "sweep.space"
+    if value is None:
+        raise SpecError(
+            path,
+            "a sweep needs a space of values to try",
+            hint="Map dotted keys (as 'tfcli experiment new --set' takes them) to ranges or choices: "
+            "agent.step_optimizer.learning_rate: {low: 1.0e-5, high: 1.0e-2, log: true}.",
+        )
+    space = dict(expect_dict(value, path))
+    if not space:
+        raise SpecError(path, "an empty space: nothing to search", expected="at least one key")
+    dimensions: dict[str, Dimension] = {}
+    for key, entry in space.items():
+        dimension = _dimension(key, entry)
+        if dimension.key in dimensions:
+            raise SpecError(f"{path}.{key}", f"the same key as {dimension.key}, given twice")
+        dimensions[dimension.key] = dimension
+    keys = sorted(dimensions)
+    for inner in keys:
+        for outer in keys:
+            if inner != outer and inner.startswith((f"{outer}.", f"{outer}[")):
+                raise SpecError(
+                    f"{path}.{inner}", f"inside another key of the space, {outer}", hint="Search one of the two."
+                )
+    return tuple(dimensions.values())
+
+
+def _dimension(key: Any, entry: Any) -> Dimension:
+    if not isinstance(key, str):
+        raise SpecError("sweep.space", "a key that is not text", got=key, expected="a dotted key like agent.discount")
+    try:
+        steps = parse_key(key)
+    except SpecError as error:
+        raise SpecError(f"sweep.space.{key}", error.message, got=key, expected=error.expected) from None
+    normal = dotted(steps)
+    if str(steps[0]) in CONTROLLED:
+        raise SpecError(f"sweep.space.{key}", "set by the sweep itself", hint=CONTROLLED[str(steps[0])])
+    path = f"sweep.space.{normal}"
+    expected = "{low: L, high: H} (with log: true, type: int, step: S if wanted) or {choices: [...]}"
+    if not isinstance(entry, dict):
+        raise SpecError(path, "not a range or choices", got=entry, expected=expected)
+    if "choices" in entry:
+        _only_keys(entry, path, ("choices",))
+        return Dimension(normal, "choice", choices=_choices(entry["choices"], f"{path}.choices"))
+    entry = _only_keys(entry, path, ("low", "high", "log", "type", "step"))
+    for end in ("low", "high"):
+        if end not in entry:
+            raise SpecError(f"{path}.{end}", f"a range needs its {end} end", expected=expected)
+    kind = expect_choice(entry.get("type", "float"), f"{path}.type", RANGE_TYPES)
+    log = expect_bool(entry.get("log", False), f"{path}.log")
+    low, high = (_end(entry[end], f"{path}.{end}", kind) for end in ("low", "high"))
+    if not low < high:
+        raise SpecError(f"{path}.high", f"not above low ({describe(low)}): an empty range", got=high)
+    if log and low <= 0:
+        raise SpecError(f"{path}.low", "a log range starts above 0", got=low, expected="a number > 0")
+    step = entry.get("step")
+    if step is not None:
+        if log:
+            raise SpecError(f"{path}.step", "a log range has no step", got=step, hint="Drop one of step and log.")
+        step = _end(step, f"{path}.step", kind)
+        if step <= 0:
+            raise SpecError(f"{path}.step", "out of range", got=step, expected="a number > 0")
+    return Dimension(normal, kind, low=low, high=high, log=log, step=step)
+
+
+def _end(value: Any, path: str, kind: str) -> float | int:
+    """A range's end (or step): an int for an int range, a finite number for a float one."""
+    if isinstance(value, str):
+        try:
+            float(value)
+        except ValueError:
+            pass
+        else:  # YAML 1.1 reads 1e-5 (no dot) as text
+            hint = f"YAML reads {value} as text: write it with a dot, as 1.0e-5 (not 1e-5)."
+            raise SpecError(path, "text, not a number", got=value, hint=hint)
+    if kind == "int":
+        return expect_int(value, path)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise SpecError(path, "not a finite number", got=value, expected="a number")
+    return value
+
+
+def _choices(value: Any, path: str) -> tuple[Any, ...]:
+    if not isinstance(value, list) or not value:
+        raise SpecError(path, "not a list of values to try", got=value, expected="a non-empty list")
+    seen: dict[str, int] = {}
+    for index, choice in enumerate(value):
+        if isinstance(choice, float) and not math.isfinite(choice):
+            raise SpecError(f"{path}[{index}]", "not a finite number", got=choice)
+        text = json.dumps(choice, sort_keys=True)
+        if text in seen:
+            raise SpecError(f"{path}[{index}]", f"the same as choices[{seen[text]}]", got=choice)
+        seen[text] = index
+    return tuple(value)
+
+
+def _metric(value: Any) -> Metric:
+    path = "sweep.metric"
+    if value is None:
+        return Metric()
+    metric = {"name": value} if isinstance(value, str) else _only_keys(value, path, ("name", "window", "direction"))
+    name = expect_choice(metric.get("name", "mean_return"), f"{path}.name", METRICS)
+    if name == "evaluation" and "window" in metric:
+        raise SpecError(
+            f"{path}.window",
+            "the evaluation metric is the last evaluation's mean return: it has no window",
+            hint="Drop window, or use the metric mean_return.",
+        )
+    window = expect_int(metric.get("window", DEFAULT_WINDOW), f"{path}.window", minimum=1)
+    return Metric(name, window, expect_choice(metric.get("direction", "maximize"), f"{path}.direction", DIRECTIONS))
+
+
+def _budget(value: Any) -> tuple[int, int]:
+    path = "sweep.budget"
+    if value is None:
+        raise SpecError(path, "a sweep needs a budget", expected="{trials: N} (and parallel: P, default 1)")
+    budget = _only_keys(value, path, ("trials", "parallel"))
+    if "trials" not in budget:
+        raise SpecError(f"{path}.trials", "the number of trials to run is missing", expected="a whole number >= 1")
+    trials = expect_int(budget["trials"], f"{path}.trials", minimum=1, maximum=MAX_TRIALS)
+    return trials, expect_int(budget.get("parallel", 1), f"{path}.parallel", minimum=1)
+
+
+def _sampler(value: Any) -> Sampler:
+    path = "sweep.sampler"
+    if value is None:
+        return Sampler()
+    sampler = {"type": value} if isinstance(value, str) else _only_keys(value, path, ("type", "seed", "startup_trials"))
+    kind = expect_choice(sampler.get("type", "tpe"), f"{path}.type", SAMPLERS)
+    if kind == "random" and "startup_trials" in sampler:
+        raise SpecError(f"{path}.startup_trials", "the random sampler has no startup trials: every trial is random")
+    return Sampler(
+        kind,
+        expect_int(sampler.get("seed", 0), f"{path}.seed", minimum=0),
+        expect_int(sampler.get("startup_trials", DEFAULT_TPE_STARTUP), f"{path}.startup_trials", minimum=0),
+    )
+
+
+def _pruner(value: Any) -> Pruner:
+    path = "sweep.pruner"
+    if value is None:
+        return Pruner()
+    keys = ("type", "startup_trials", "warmup")
+    pruner = {"type": value} if isinstance(value, str) else _only_keys(value, path, keys)
+    kind = expect_choice(pruner.get("type", "median"), f"{path}.type", PRUNERS)
+    if kind == "none" and len(pruner) > 1:
+        extra = next(key for key in pruner if key != "type")
+        raise SpecError(f"{path}.{extra}", "the pruner 'none' takes no settings")
+    return Pruner(
+        kind,
+        expect_int(pruner.get("startup_trials", DEFAULT_PRUNER_STARTUP), f"{path}.startup_trials", minimum=0),
+        expect_int(pruner.get("warmup", DEFAULT_WARMUP), f"{path}.warmup", minimum=0, maximum=90),
+    )
+
+
+def _cluster(project: Project, value: Any, *, exists: bool) -> str | None:
+    """A cluster of the project the trials run on (None, or "local": this machine); with ``exists``, one the
+    project has (a stored sweep whose cluster went keeps its name: its next trial's start says so)."""
+    from torchforce.client import ray_cluster
+    from torchforce.client.errors import ClientError
+
+    if value is None or value == "local":
+        return None
+    path = "sweep.cluster"
+    if not isinstance(value, str) or not NAME_PATTERN.fullmatch(value):
+        raise SpecError(path, "not a cluster name", got=value, expected="the name of a cluster of the project")
+    try:
+        if exists:
+            ray_cluster.find(project, value)
+    except ClientError as error:
+        raise SpecError(path, error.message, got=value, hint=error.hint) from None
+    return value
+
+
+def _check_trial_experiments(project: Project, spec: SweepSpec, *, build: bool) -> None:
+    """Every end of the space in the base experiment, checked as ``tfcli experiment new`` checks an experiment
+    (built once where ``build``): the first point sets every key to its low end or first choice, the second to its
+    high end or last choice, then each other choice in turn."""
+    from torchforce.client.overrides import apply_to_experiment
+
+    first = {d.key: d.ends()[0] for d in spec.space}
+    points = [first, {d.key: d.ends()[-1] for d in spec.space}]
+    points += [{**first, d.key: end} for d in spec.space for end in d.ends()[1:-1]]
+    if not build:
+        points = points[:1]
+    checked: set[str] = set()
+    for point in points:
+        text = json.dumps({key: value for key, (_, value) in point.items()}, sort_keys=True)
+        if text in checked:
+            continue
+        checked.add(text)
+        raw, overrides = spec.run_raw(0, 0, {key: value for key, (_, value) in point.items()})
+        try:
+            resolve_experiment(project, apply_to_experiment(project, raw, overrides), build=build)
+        except SpecError as error:
+            raise _blame_the_space(error, point) from None
+
+
+def _blame_the_space(error: SpecError, point: dict[str, tuple[str, Any]]) -> SpecError:
+    """An error of a trial's experiment, placed at the space's key it is about (``sweep.space.KEY.low``), else
+    under ``sweep.base`` with the point it showed up at."""
+    for key, (place, value) in point.items():
+        inside = f"experiment.{key}"
+        if (
+            error.path == inside
+            or error.path.startswith((f"{inside}.", f"{inside}["))
+            or inside.startswith((f"{error.path}.", f"{error.path}["))
+        ):
+            where = error.path.removeprefix(inside)
+            return SpecError(
+                f"sweep.space.{key}.{place}",
+                (f"{where.lstrip('.')}: " if where else "") + error.message,
+                got=error.got if error.got is not ... else value,
+                expected=error.expected,
+                hint=error.hint or f"A trial's experiment refuses {key} = {describe(value)}.",
+                file=error.file,
+            )
+    shown = ", ".join(f"{key}={describe(value)}" for key, (_, value) in point.items())
+    return _rooted(error, "sweep.base", hint=f"It showed up with the space's values {shown}.")
+
+
+__all__ = [
+    "Dimension",
+    "Metric",
+    "Pruner",
+    "REPORT_PERCENTS",
+    "Sampler",
+    "SweepSpec",
+    "find_sweep_file",
+    "load_sweep_file",
+    "resolve_sweep",
+]
