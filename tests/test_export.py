@@ -282,7 +282,8 @@ def test_a_network_that_takes_the_batch_size_as_a_constant_is_refused(tmp_path, 
 def test_onnx_without_its_packages_says_what_to_install(tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "onnx", None)  # as if not installed: importing it raises ImportError
     agent, _ = agent_for(PPO, "CartPole-v1")
-    with pytest.raises(ExportError, match=r"^exporting ONNX needs the onnx package .*: pip install 'torchforce\[export\]'$"):
+    expected = r"^exporting ONNX needs the onnx package .*: pip install 'torchforce\[export\]'$"
+    with pytest.raises(ExportError, match=expected):
         export_policy(agent, tmp_path / "policy.onnx")
     assert list(tmp_path.iterdir()) == []
 
