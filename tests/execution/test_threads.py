@@ -25,7 +25,7 @@ def _threads_before():
 
 def ppo(env):
     network = [{"type": "dense", "size": 8}]
-    spec = {"type": "ppo", "network": network, "update_mode": {"unit": "episodes", "batch_size": 2}, "seed": 0}
+    spec = {"type": "ppo", "network": network, "update_mode": {"unit": "timesteps", "batch_size": 20}, "seed": 0}
     return create_agent(spec, states=env.states, actions=env.actions)
 
 
