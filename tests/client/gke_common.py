@@ -35,3 +35,35 @@ def key_file(folder: Path) -> Path:
     path.write_text(json.dumps(data))
     path.chmod(0o600)
     return path
+
+
+def cluster_create_call(name: str, zone: str, machine: str, nodes: int, disk: int) -> list[str]:
+    """The ``gcloud container clusters create`` call of a cluster without GPUs, Spot or autoscaling."""
+    return (
+        ["gcloud", "container", "clusters", "create", name, f"--project={PROJECT}", f"--zone={zone}"]
+        + [f"--machine-type={machine}", f"--num-nodes={nodes}", f"--disk-size={disk}"]
+        + ["--addons=RayOperator,GcsFuseCsiDriver", f"--workload-pool={PROJECT}.svc.id.goog"]
+        + [f"--service-account={EMAIL}", "--release-channel=regular", "--format=json"]
+    )
+
+
+def setup_calls(name: str, zone: str, root: Path, signing_key: Path) -> list[list[str]]:
+    """The calls of ``cluster create`` after the cluster's own: credentials, the service account, its Workload
+    Identity binding, the checkpoint-key Secret."""
+    where = [f"--project={PROJECT}", f"--zone={zone}"]
+    context = f"gke_{PROJECT}_{zone}_{name}"
+    member = f"serviceAccount:{PROJECT}.svc.id.goog[default/tfcli-worker]"
+    return [
+        ["gcloud", "container", "clusters", "get-credentials", name, *where],
+        [
+            "kubectl",
+            f"--context={context}",
+            "apply",
+            "-f",
+            str(root / ".tfcli" / "gke" / f"{context}-serviceaccount.yaml"),
+        ],
+        ["gcloud", "iam", "service-accounts", "add-iam-policy-binding", EMAIL, f"--project={PROJECT}"]
+        + ["--role=roles/iam.workloadIdentityUser", f"--member={member}", "--format=json"],
+        ["kubectl", f"--context={context}", "create", "secret", "generic", "tfcli-checkpoint-key"]
+        + [f"--from-file=checkpoint.key={signing_key}"],
+    ]

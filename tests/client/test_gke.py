@@ -18,7 +18,20 @@ import pytest
 import yaml
 
 from tests.client.conftest import tfcli, wait_for
-from tests.client.gke_common import BUCKET, CLUSTER, CONTEXT, EMAIL, KEY_ID, PPO, PRIVATE_KEY, PROJECT, ZONE, key_file
+from tests.client.gke_common import (
+    BUCKET,
+    CLUSTER,
+    CONTEXT,
+    EMAIL,
+    KEY_ID,
+    PPO,
+    PRIVATE_KEY,
+    PROJECT,
+    ZONE,
+    cluster_create_call,
+    key_file,
+    setup_calls,
+)
 from tests.client.test_gke_manifests import KUBERNETES, as_pod, crd_errors, templates
 from tests.fakecloud import FakeCloud
 from torchforce import __version__
@@ -74,26 +87,7 @@ def test_init_links_in_one_step_and_dry_run_changes_nothing(tmp_path, cloud, mon
 
 
 def expected_create_calls(key_path: Path, root: Path) -> list[list[str]]:
-    where = [f"--project={PROJECT}", f"--zone={ZONE}"]
-    member = f"serviceAccount:{PROJECT}.svc.id.goog[default/tfcli-worker]"
-    return [
-        ["gcloud", "container", "clusters", "create", CLUSTER, *where, "--machine-type=n1-standard-4"]
-        + ["--num-nodes=2", "--disk-size=50", "--addons=RayOperator,GcsFuseCsiDriver"]
-        + [f"--workload-pool={PROJECT}.svc.id.goog", f"--service-account={EMAIL}", "--release-channel=regular"]
-        + ["--format=json"],
-        ["gcloud", "container", "clusters", "get-credentials", CLUSTER, *where],
-        [
-            "kubectl",
-            f"--context={CONTEXT}",
-            "apply",
-            "-f",
-            str(root / ".tfcli" / "gke" / f"{CONTEXT}-serviceaccount.yaml"),
-        ],
-        ["gcloud", "iam", "service-accounts", "add-iam-policy-binding", EMAIL, f"--project={PROJECT}"]
-        + ["--role=roles/iam.workloadIdentityUser", f"--member={member}", "--format=json"],
-        ["kubectl", f"--context={CONTEXT}", "create", "secret", "generic", "tfcli-checkpoint-key"]
-        + [f"--from-file=checkpoint.key={key_path}"],
-    ]
+    return [cluster_create_call(CLUSTER, ZONE, "n1-standard-4", 2, 50), *setup_calls(CLUSTER, ZONE, root, key_path)]
 
 
 def create_cluster(project: Project) -> None:

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 import torchforce.client
-from tests.client.gke_common import EMAIL, PROJECT, ZONE, key_file
+from tests.client.gke_common import PROJECT, ZONE, cluster_create_call, key_file, setup_calls
 from tests.fakecloud import FakeCloud, common
 from tests.fakecloud.fake_kubectl import cluster_nodes
 from torchforce.client import Cluster, get_cluster_from_string, gke
@@ -56,35 +56,9 @@ def spec(**values) -> dict:
 
 
 def create_calls(name: str, zone: str, root: Path, first: list[list[str]]) -> list[list[str]]:
-    """The calls of ``create`` after the cluster's own (``first``): credentials, service account, its Workload
-    Identity binding, the checkpoint-key Secret."""
-    where = [f"--project={PROJECT}", f"--zone={zone}"]
-    context = f"gke_{PROJECT}_{zone}_{name}"
-    member = f"serviceAccount:{PROJECT}.svc.id.goog[default/tfcli-worker]"
+    """The calls of ``create``: the cluster's own (``first``), then its setup."""
     signing_key = Path(os.environ["XDG_DATA_HOME"]) / "torchforce" / "checkpoint.key"
-    return first + [
-        ["gcloud", "container", "clusters", "get-credentials", name, *where],
-        [
-            "kubectl",
-            f"--context={context}",
-            "apply",
-            "-f",
-            str(root / ".tfcli" / "gke" / f"{context}-serviceaccount.yaml"),
-        ],
-        ["gcloud", "iam", "service-accounts", "add-iam-policy-binding", EMAIL, f"--project={PROJECT}"]
-        + ["--role=roles/iam.workloadIdentityUser", f"--member={member}", "--format=json"],
-        ["kubectl", f"--context={context}", "create", "secret", "generic", "tfcli-checkpoint-key"]
-        + [f"--from-file=checkpoint.key={signing_key}"],
-    ]
-
-
-def cluster_create_call(name: str, zone: str, machine: str, nodes: int, disk: int) -> list[str]:
-    return (
-        ["gcloud", "container", "clusters", "create", name, f"--project={PROJECT}", f"--zone={zone}"]
-        + [f"--machine-type={machine}", f"--num-nodes={nodes}", f"--disk-size={disk}"]
-        + ["--addons=RayOperator,GcsFuseCsiDriver", f"--workload-pool={PROJECT}.svc.id.goog"]
-        + [f"--service-account={EMAIL}", "--release-channel=regular", "--format=json"]
-    )
+    return first + setup_calls(name, zone, root, signing_key)
 
 
 def node_names(cloud: FakeCloud, key: str) -> list[str]:

@@ -79,7 +79,7 @@ class Checkpoints:
             pointer = json.loads((self.folder / "best.json").read_text())
         except (OSError, ValueError):
             return None
-        return pointer if isinstance(pointer, dict) and self._plain_name(pointer.get("folder")) else None
+        return pointer if isinstance(pointer, dict) and plain_name(pointer.get("folder")) else None
 
     def mark_best(self, timesteps: int, mean_return: float) -> dict[str, Any]:
         """Point ``best.json`` at the checkpoint of ``timesteps`` (written already): from now on it is never pruned,
@@ -255,25 +255,25 @@ class Checkpoints:
         pointer_file = self.folder / "latest.json"
         if not pointer_file.is_file():
             raise FileNotFoundError(f"no checkpoint in {self.folder}")
-        self._inside(pointer_file, root, pointer_file)
+        check_inside(pointer_file, root, pointer_file)
         pointer = json.loads(pointer_file.read_text())
         name = pointer.get("folder") if isinstance(pointer, dict) else None
-        if not self._plain_name(name):
+        if not plain_name(name):
             raise ValueError(
                 f"{pointer_file}: 'folder' must name a checkpoint folder inside {self.folder}, got "
                 f"{name!r}; refusing to follow it out of the checkpoints folder"
             )
         folder = self.folder / name
-        self._inside(folder, root, pointer_file)
+        check_inside(folder, root, pointer_file)
         inner = folder.resolve()
         for parent, folders, files in os.walk(folder):  # the agent's files, the Ray workers': none leads elsewhere
             for entry in (*folders, *files):
-                self._inside(Path(parent) / entry, inner, pointer_file)
+                check_inside(Path(parent) / entry, inner, pointer_file)
         if not (folder / self.RUNNER).is_file() and (folder / "runner.pkl").is_file():
             return pointer, self._load_format_1(agent, folder, trust_pickle)
         record = json.loads((folder / self.RUNNER).read_text())
         model = record.get("model")
-        if not self._plain_name(model):
+        if not plain_name(model):
             raise ValueError(f"{folder / self.RUNNER}: 'model' must name a file in {folder}, got {model!r}")
         agent.restore_model(folder, file=model)
         arrays = {}
@@ -288,19 +288,6 @@ class Checkpoints:
             if state["environments"] is None and isinstance(state.get("runner"), dict) and "rows" in state["runner"]:
                 state["runner"]["rows"] = None  # their environments are not restored: new episodes start
         return pointer, state
-
-    @staticmethod
-    def _plain_name(name: object) -> TypeGuard[str]:
-        return isinstance(name, str) and name not in ("", ".", "..") and Path(name).name == name and "\\" not in name
-
-    @staticmethod
-    def _inside(path: Path, root: Path, pointer_file: Path) -> None:
-        resolved = path.resolve()
-        if resolved != root and root not in resolved.parents:
-            raise ValueError(
-                f"{path} leads out of {root} (to {resolved}); refusing to load the checkpoint named by "
-                f"{pointer_file}: results files are never followed out of the results folder"
-            )
 
     def _load_environments(self, folder: Path, entry: dict[str, Any], trust_pickle: bool | None) -> list[bytes] | None:
         lengths = entry.get("lengths")
@@ -349,3 +336,19 @@ class Checkpoints:
         agent.restore_model(folder)
         with open(folder / "runner.pkl", "rb") as file:
             return pickle.load(file)  # noqa: S301 - the caller trusts it (trust_pickle=True)
+
+
+def plain_name(name: object) -> TypeGuard[str]:
+    """A file or folder name, not a path: what checkpoint pointers may name inside the checkpoints folder."""
+    return isinstance(name, str) and name not in ("", ".", "..") and Path(name).name == name and "\\" not in name
+
+
+def check_inside(path: Path, root: Path, pointer_file: Path) -> None:
+    """A ValueError when ``path`` leads out of ``root`` (through a symbolic link): results files are never followed
+    out of the results folder."""
+    resolved, inner = path.resolve(), root.resolve()
+    if resolved != inner and inner not in resolved.parents:
+        raise ValueError(
+            f"{path} leads out of {inner} (to {resolved}); refusing to load the checkpoint named by "
+            f"{pointer_file}: results files are never followed out of the results folder"
+        )

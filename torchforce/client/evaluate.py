@@ -25,10 +25,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeGuard
 
-from torchforce.client.checkpoints import Checkpoints
+from torchforce.client.checkpoints import Checkpoints, check_inside, plain_name
 from torchforce.client.errors import ClientError
 from torchforce.client.experiment import Experiment
-from torchforce.client.experiment_file import worker_agent_spec
+from torchforce.client.experiment_file import acted_environment, worker_agent_spec
 from torchforce.client.modules import modules_folder, use_modules
 from torchforce.spec import SpecError
 
@@ -149,7 +149,7 @@ def _read_pointer(path: Path) -> dict[str, Any]:
         raise ClientError(f"cannot read {path}: {error}") from None
     if (
         isinstance(pointer, dict)
-        and _plain_name(pointer.get("folder"))
+        and plain_name(pointer.get("folder"))
         and isinstance(pointer.get("timesteps"), int)
         and not isinstance(pointer.get("timesteps"), bool)
     ):
@@ -160,19 +160,12 @@ def _read_pointer(path: Path) -> dict[str, Any]:
     )
 
 
-def _plain_name(name: Any) -> TypeGuard[str]:
-    """A file or folder name, not a path (checkpoint pointers name folders inside the checkpoints folder)."""
-    return isinstance(name, str) and name not in ("", ".", "..") and Path(name).name == name and "\\" not in name
-
-
 def _inside(path: Path, root: Path, pointer_file: Path) -> None:
     """Refuse a checkpoint file that leads out of ``root`` (through a symbolic link), as resuming does."""
-    resolved, inner = path.resolve(), root.resolve()
-    if resolved != inner and inner not in resolved.parents:
-        raise ClientError(
-            f"{path} leads out of {inner} (to {resolved}); refusing to load the checkpoint named by {pointer_file}: "
-            "results files are never followed out of the results folder"
-        )
+    try:
+        check_inside(path, root, pointer_file)
+    except ValueError as error:
+        raise ClientError(str(error)) from None
 
 
 def _is_number(value: Any) -> TypeGuard[int | float]:
@@ -197,9 +190,7 @@ def environment_spec(spec: dict[str, Any], *, video: bool = False) -> Any:
         environment = {key: value for key, value in environment.items() if key not in MONITOR_OPTIONS}
         if video:
             environment["render_mode"] = VIDEO_RENDER_MODE
-    if spec["repeat_actions"] > 1:
-        environment = {"type": "repeat_actions", "environment": environment, "repeat": spec["repeat_actions"]}
-    return environment
+    return acted_environment(spec, environment)
 
 
 def build_environment(experiment: Experiment, *, video: bool = False) -> Environment:
@@ -278,7 +269,7 @@ def _model_file(folder: Path) -> str:
         if isinstance(record, dict)
         else None
     )
-    if not _plain_name(model):
+    if not plain_name(model):
         raise ClientError(f"{record_file}: expected the name of the agent's file in {folder}, got {model!r}")
     _inside(folder / model, folder, record_file)
     return model

@@ -515,6 +515,13 @@ def worker_agent_spec(spec: dict[str, Any], *, summaries: str | None = None) -> 
     return agent
 
 
+def acted_environment(spec: dict[str, Any], environment: Any) -> Any:
+    """``environment`` as the agent of the experiment ``spec`` acts in it: with its ``repeat_actions``."""
+    if spec["repeat_actions"] == 1:
+        return environment
+    return {"type": "repeat_actions", "environment": environment, "repeat": spec["repeat_actions"]}
+
+
 def _prefixed(field: str, sources: dict[str, str | None], build: Any) -> Any:
     """``build()``, with a SpecError's path placed in the experiment (``environment.gym_id`` ->
     ``experiment.environment.gym_id``, ``num_nodes`` -> ``experiment.cluster.num_nodes``) and naming the config

@@ -246,18 +246,13 @@ class ExperimentRun:
 
     def build(self) -> None:
         from torchforce.agents import create_agent
-        from torchforce.client.experiment_file import worker_agent_spec
+        from torchforce.client.experiment_file import acted_environment, worker_agent_spec
         from torchforce.environments import make, make_vector
         from torchforce.execution import Runner, ThreadedRunner, clone_worker_agent
 
         spec = self.spec
 
-        def acted(environment: Any) -> Any:  # as the agent acts in it: with the experiment's repeated actions
-            if spec["repeat_actions"] == 1:
-                return environment
-            return {"type": "repeat_actions", "environment": environment, "repeat": spec["repeat_actions"]}
-
-        environment = acted(spec["environment"])
+        environment = acted_environment(spec, spec["environment"])
         self.threaded = spec["run_mode"] == "multi-threaded"
         self.distributed = spec["run_mode"] == "distributed"
         # the environments this process steps: one per worker thread, a vector of them, or none (distributed)
@@ -284,7 +279,9 @@ class ExperimentRun:
             settings = spec["evaluation"]
             self.evaluation = PeriodicEvaluation(
                 settings,
-                environment if settings.get("environment") is None else acted(settings["environment"]),
+                environment
+                if settings.get("environment") is None
+                else acted_environment(spec, settings["environment"]),
                 seed=spec["seed"],
                 max_timesteps=spec["max_timesteps_per_episode"],
             )
