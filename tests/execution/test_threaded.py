@@ -104,7 +104,11 @@ def test_each_worker_observes_the_state_it_acted_on():
     main = create_agent(spec, states=environments[0].states, actions=environments[0].actions)
     agents = clone_worker_agent(main, 3, environments[0], NETWORK, {k: v for k, v in spec.items() if k != "type"})
     ThreadedRunner(agents, environments).run(num_episodes=15)
-    for agent in agents:
+    # the 15 episodes are shared: under load the scheduler may leave a worker none of them, so an empty memory
+    # is skipped (at least one worker played)
+    played = [agent for agent in agents if len(agent.memory) > 0]
+    assert played
+    for agent in played:
         stored = agent.memory.retrieve_timesteps(64)
         states, following = stored["states/state"][:, 0], stored["next_states/state"][:, 0]
         ongoing = stored["terminal"] == 0

@@ -105,7 +105,7 @@ class Store:
     def setup(self) -> None:
         for sub in ("bin", "buckets", "jobs"):
             (self.root / sub).mkdir(parents=True, exist_ok=True)
-        with self.transaction():
+        with self.transaction():  # writes the initial state file under the lock
             pass
 
     @contextlib.contextmanager
