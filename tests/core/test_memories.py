@@ -391,6 +391,25 @@ def test_state_dict_restores_contents_and_the_partial_oldest_episode():
     check_rows(restored.retrieve_episodes(2), [5, 6, 7, 8, 9])
 
 
+@pytest.mark.parametrize("kind", ["replay", "prioritized_replay"])
+def test_a_partly_filled_memory_saves_only_its_rows_in_use(kind):
+    memory = make(kind, 1000, seed=0)
+    memory.store(rows([1, 2, 3], terminal=[0, 0, 1]))
+    state = memory.state_dict()
+    assert {name: len(values) for name, values in state["data"].items()} == dict.fromkeys(FIELDS, 3)
+    restored = make(kind, 1000, seed=5)
+    restored.store(rows(range(10, 20)))  # rows beyond the saved ones must not survive the load
+    restored.load_state_dict(state)
+    assert len(restored) == 3
+    assert_same(memory.retrieve_timesteps(8), restored.retrieve_timesteps(8))
+    for each in (memory, restored):
+        each.store(rows([4, 5]))
+    if kind == "replay":
+        check_rows(restored.retrieve_episodes(1), [1, 2, 3])
+    assert_same(memory.retrieve_timesteps(8), restored.retrieve_timesteps(8))
+    assert not restored.state_dict()["data"]["reward"][5:].any() and len(restored.state_dict()["data"]["reward"]) == 5
+
+
 def test_load_state_dict_errors():
     memory = make("replay", 4)
     with pytest.raises(ValueError, match="the saved memory has capacity 5, this one 4"):

@@ -21,7 +21,10 @@ FORMAT = 1
 def pack(tree: Any) -> Any:
     """Numpy arrays become tagged tensors so the file loads with ``weights_only=True`` and unpacks exactly."""
     if isinstance(tree, np.ndarray):
-        return {"__ndarray__": torch.from_numpy(np.array(tree, order="C", copy=True))}  # a copy: also of read-only ones
+        # Shared, not copied (a replay memory's snapshot can be gigabytes): save_checkpoint packs and saves in one
+        # call, so nothing changes the array in between. Torch cannot share read-only or strided arrays: those copy.
+        shareable = tree.flags.c_contiguous and tree.flags.writeable
+        return {"__ndarray__": torch.from_numpy(tree if shareable else np.array(tree, order="C", copy=True))}
     if isinstance(tree, np.generic):
         return {"__ndarray__": torch.from_numpy(np.asarray(tree)).clone(), "__scalar__": True}
     if isinstance(tree, dict):

@@ -304,7 +304,8 @@ class Memory:
         """
         return {
             "capacity": self._capacity,
-            "data": {name: data.copy() for name, data in self._data.items()},
+            # the rows in use only: a memory fills from row 0, so until it is full they are the first ``size``
+            "data": {name: data[: self._size].copy() for name, data in self._data.items()},
             "next": self._next,
             "size": self._size,
             "oldest_starts_episode": self._oldest_starts_episode,
@@ -322,15 +323,19 @@ class Memory:
                 f"memory.load_state_dict: the saved fields ({', '.join(data)}) differ from this memory's "
                 f"({', '.join(self._data)})."
             )
+        size = int(state["size"])
         for name, saved in data.items():
-            if saved.shape != self._data[name].shape or saved.dtype != self._data[name].dtype:
+            own = self._data[name]
+            # the rows in use (older checkpoints saved all ``capacity`` rows)
+            if saved.shape[1:] != own.shape[1:] or saved.dtype != own.dtype or not size <= len(saved) <= len(own):
                 raise ValueError(
                     f"memory.load_state_dict: saved field '{name}' has shape {saved.shape} and dtype {saved.dtype}, "
-                    f"expected {self._data[name].shape} and {self._data[name].dtype}."
+                    f"expected {size} to {len(own)} rows of shape {own.shape[1:]} and {own.dtype}."
                 )
         for name, saved in data.items():
-            np.copyto(self._data[name], saved)
+            self._data[name][: len(saved)] = saved
+            self._data[name][len(saved) :] = 0
         self._next = int(state["next"])
-        self._size = int(state["size"])
+        self._size = size
         self._oldest_starts_episode = bool(state["oldest_starts_episode"])
         self.rng.bit_generator.state = copy.deepcopy(state["rng"])
