@@ -208,6 +208,23 @@ def test_gaussian_log_std_is_state_dependent_and_clipped():
     assert abs(LOG_STD_BOUND - 13.8155) < 1e-4
 
 
+def test_gaussian_with_a_state_independent_log_std():
+    distribution = build(FLOAT, {"type": "gaussian", "log_stddev": -2.0, "state_dependent_std": False})
+    assert dict(distribution.named_parameters())["log_stddev"].shape == (6,)  # one per element, SB3's log_std_init
+    mean, log_std = distribution(torch.randn(3, 5))
+    assert torch.equal(log_std, torch.full((3, 2, 3), -2.0)) and not torch.allclose(mean[0], mean[1])
+    # it learns: the entropy's gradient reaches the parameter
+    distribution.entropy((mean, log_std)).sum().backward()
+    assert torch.equal(distribution.log_stddev.grad, torch.full((6,), 3.0))
+    with torch.no_grad():
+        distribution.log_stddev.fill_(-100.0)
+    assert torch.equal(distribution(torch.zeros(1, 5))[1], torch.full((1, 2, 3), -LOG_STD_BOUND))
+    scalar = build(ActionSpec("x", "float", ()), {"type": "gaussian", "state_dependent_std": False})
+    assert torch.equal(scalar(torch.zeros(2, 5))[1], torch.zeros(2))
+    with pytest.raises(SpecError, match="state_dependent_std"):
+        build(FLOAT, {"type": "gaussian", "state_dependent_std": "no"})
+
+
 def test_2018_kwargs_are_initial_biases():
     embedding = torch.zeros(1, 5)  # zero input: the outputs are the biases
     categorical = build(
@@ -264,3 +281,33 @@ def test_spec_errors(action, spec, message):
 def test_standard_gamma_passes_non_finite_concentrations_through():
     samples = standard_gamma(torch.tensor([float("nan"), float("inf"), 2.0]))
     assert samples[0].isnan() and samples[1].isinf() and samples[2].isfinite()
+
+
+def test_a_bounded_gaussian_gives_an_action_at_a_bound_the_mass_of_the_tail_it_was_clipped_from():
+    action = ActionSpec("force", "float", (3,), min_value=-1.0, max_value=1.0)
+    gaussian = build(action, {"type": "gaussian"}, 4)
+    mean = torch.tensor([[0.5, 3.0, -0.2]], requires_grad=True)
+    log_std = torch.full((1, 3), math.log(0.1))
+    taken = torch.tensor([[1.0, 1.0, -1.0]])  # the first two at the upper bound, the third at the lower
+    got = gaussian.log_prob((mean, log_std), taken)
+    from scipy.stats import norm
+
+    normal = reference.Normal(mean.detach(), 0.1)
+    expected = [
+        norm.logsf(1.0, loc=0.5, scale=0.1),  # P(x >= 1) for mean 0.5
+        norm.logsf(1.0, loc=3.0, scale=0.1),  # mean 3, far past the bound: almost 1
+        norm.logcdf(-1.0, loc=-0.2, scale=0.1),  # P(x <= -1) for mean -0.2
+    ]
+    assert got.detach()[0].tolist() == pytest.approx(expected, rel=1e-4, abs=1e-6)
+    assert got[0, 1].item() == pytest.approx(0.0, abs=1e-6)
+    # the unclipped density there would be -196: its likelihood ratios overflow float32 after small mean changes
+    inside = torch.tensor([[0.3, 0.9, 0.0]])
+    density = normal.log_prob(inside)
+    within = gaussian.log_prob((mean, log_std), inside).detach()[0].tolist()
+    assert within == pytest.approx(density[0].tolist(), rel=1e-5)
+    got.sum().backward()
+    assert torch.isfinite(mean.grad).all() and mean.grad[0, 1].abs().item() < 1e-6
+    unbounded = build(ActionSpec("force", "float", (3,)), {"type": "gaussian"}, 4)
+    assert unbounded.log_prob((mean, log_std), taken).detach()[0, 1].item() == pytest.approx(
+        reference.Normal(3.0, 0.1).log_prob(torch.tensor(1.0)).item(), rel=1e-5
+    )

@@ -169,8 +169,9 @@ class PeriodicEvaluation:
         self.next = (counts[self.frequency.unit] // amount + 1) * amount
         if self.seed is not None:
             self.environment.seed(self.seed)
-        # independent acting runs the states through the agent's preprocessing, whose stateful kinds (sequence,
-        # running_standardize) it advances: their state is put back after the round, for training to go on as is
+        # independent acting runs the states through the agent's preprocessing, whose per-episode state (sequence's
+        # frames, running_standardize with reset_after_batch) it advances: it is put back after the round, for
+        # training to go on as is (statistics of the whole run are applied frozen and do not move)
         preprocessing = getattr(agent, "preprocessing", {})
         saved = {name: copy.deepcopy(stack.state_dict()) for name, stack in preprocessing.items()}
         try:

@@ -2,10 +2,20 @@
 ``reward_preprocessing``.
 
 Numpy in, numpy out, batch first: ``process(batch [B, *shape], rows=None) -> [B, *processed_shape]``. ``rows``
-says which per-row slots the batch rows belong to (default ``0..B-1``); ``sequence`` and ``running_standardize``
-keep per-row state. Steps that compute values (standardize, running_standardize, normalize, grayscale,
-image_resize, divide) output float32; the others (sequence, clip, flatten, expand_dims) keep the dtype.
-Preprocessed states are what the agent feeds its network and stores in memory.
+says which per-row slots the batch rows belong to (default ``0..B-1``); ``sequence``, ``running_standardize`` and
+``running_return_scale`` keep per-row state. Steps that compute values (standardize, running_standardize,
+running_return_scale, normalize, grayscale, image_resize, divide) output float32; the others (sequence, clip,
+flatten, expand_dims) keep the dtype. Preprocessed states are what the agent feeds its network and stores in memory.
+
+Normalization as rl-baselines3-zoo's ``normalize: true`` (SB3's VecNormalize) does it: states
+``[{"type": "running_standardize", "reset_after_batch": false}, {"type": "clip", "min_value": -10, "max_value":
+10}]``, reward ``{"type": "running_return_scale", "discount": <the agent's>}`` (clip 10). The state half differs
+from VecNormalize only in its first samples: VecNormalize starts from a pseudo-sample of weight 1e-4 (mean 0,
+variance 1) and divides by ``sqrt(var + 1e-8)`` of the population variance, running_standardize passes the first
+state through and divides by ``max(std, 1e-6)`` of the sample variance; after n states their scales differ by
+about ``sqrt(n / (n - 1))`` (``tests/core/test_normalization.py`` shows the numbers on HalfCheetah). Independent acting
+(evaluation) processes states with ``process_frozen``: statistics of the whole run are applied as they are and
+learn nothing, as VecNormalize with ``training=False``; rewards are only processed when the agent observes.
 
 2018 semantics (TensorForce 0.4.0-0.4.3, ``core/preprocessors/*.py``), kept: running_standardize passes an
 episode's first state through raw, then standardizes with the sample variance and ``max(std, 1e-6)``, its
@@ -59,6 +69,7 @@ PREPROCESSORS = Registry(
         "grayscale": "torchforce.core.preprocessors:Grayscale",
         "image_resize": "torchforce.core.preprocessors:ImageResize",
         "normalize": "torchforce.core.preprocessors:Normalize",
+        "running_return_scale": "torchforce.core.preprocessors:RunningReturnScale",
         "running_standardize": "torchforce.core.preprocessors:RunningStandardize",
         "sequence": "torchforce.core.preprocessors:Sequence",
         "standardize": "torchforce.core.preprocessors:Standardize",
@@ -105,8 +116,19 @@ class Preprocessor:
     def process(self, batch: np.ndarray, rows: Any = None) -> np.ndarray:
         raise NotImplementedError
 
+    def process_frozen(self, batch: np.ndarray, rows: Any = None) -> np.ndarray:
+        """``process`` that learns nothing from ``batch``: a step with statistics of the whole run applies them as
+        they are (what evaluation needs: SB3's VecNormalize with ``training=False``). State of the episode in
+        progress (sequence's frames, per-episode running_standardize) still advances. By default ``process``."""
+        return self.process(batch, rows)
+
     def reset(self, rows: Any = None) -> None:
         pass
+
+    def start_episodes(self, rows: Any = None) -> None:
+        """``rows`` start new episodes, said to the reward's steps (states' steps get ``reset``). Only a step whose
+        reward depends on the episode's earlier rewards does anything: 2018 never reset reward preprocessing, and
+        running_standardize on rewards keeps its statistics across episodes as it did then."""
 
     def state_dict(self) -> dict[str, Any]:
         return {}
@@ -285,9 +307,18 @@ class RunningStandardize(Preprocessor):
             count, mean, m2 = self._update_rows(values, indices)
         else:
             count, mean, m2 = self._update_shared(values)
-        count = _trailing(count, values.ndim)
-        std = np.sqrt(m2 / np.maximum(count - 1, 1))
-        return np.where(count > 1, (values - mean) / np.maximum(std, EPSILON), values).astype(np.float32)
+        return _standardized(values, _trailing(count, values.ndim), mean, m2)
+
+    def process_frozen(self, batch: np.ndarray, rows: Any = None) -> np.ndarray:
+        """Shared statistics (``reset_after_batch=False``) standardize the batch as they are, without it; before a
+        second sample there is no deviation, and states pass through. Per-episode statistics are the evaluation
+        episode's own, so they advance as in ``process``."""
+        if self.reset_after_batch:
+            return self.process(batch, rows)
+        values = np.asarray(batch, dtype=np.float64)
+        if self._mean is None or self._m2 is None or self._mean.shape != values.shape[1:]:
+            return values.astype(np.float32)
+        return _standardized(values, np.asarray(self._count), self._mean, self._m2)
 
     def reset(self, rows: Any = None) -> None:
         if not self.reset_after_batch:
@@ -318,9 +349,102 @@ class RunningStandardize(Preprocessor):
         self._m2 = None if state["m2"] is None else np.array(state["m2"], dtype=np.float64)
 
 
+def _standardized(values: np.ndarray, count: np.ndarray, mean: np.ndarray, m2: np.ndarray) -> np.ndarray:
+    """``(values - mean) / max(std, 1e-6)`` with the sample std of ``count`` samples; values as they are where
+    ``count`` is 1 or less (no deviation yet). ``count`` broadcasts against ``values``."""
+    std = np.sqrt(m2 / np.maximum(count - 1, 1))
+    return np.where(count > 1, (values - mean) / np.maximum(std, EPSILON), values).astype(np.float32)
+
+
 def _trailing(values: np.ndarray, ndim: int) -> np.ndarray:
     """``values`` with trailing axes of size 1 up to ``ndim`` axes (a per-row number against [rows, *shape])."""
     return values.reshape(values.shape + (1,) * (ndim - values.ndim))
+
+
+#: the weight of the pseudo-sample (mean 0, variance 1) running_return_scale's statistics start from, as SB3's
+#: RunningMeanStd does: the first returns meet a variance of about 1e-4, not none
+PRIOR_COUNT = 1e-4
+
+
+class RunningReturnScale(Preprocessor):
+    """Rewards divided by the running standard deviation of the discounted return, then clipped:
+    ``clip(r / sqrt(var + epsilon), -clip, clip)``, the reward half of SB3's VecNormalize (what rl-baselines3-zoo's
+    ``normalize: true`` turns on). It brings the values a critic regresses onto to a scale near 1 whatever the
+    environment pays, without shifting the rewards (a shift would change what ending an episode is worth).
+
+    Each row keeps its episode's discounted return ``R <- discount * R + r``, zero again when the row starts an
+    episode (``start_episodes``; the agent says so to its reward steps). The returns of a batch's rows are folded
+    into one mean and population variance for the whole run (Chan et al.), from a pseudo-sample of weight 1e-4 at
+    mean 0 and variance 1 as in SB3, and then the batch's rewards are scaled. Use the agent's ``discount`` (the zoo
+    passes the algorithm's gamma). Statistics and returns are float64, all in ``state_dict``: a resumed run scales
+    exactly as an uninterrupted one. For rewards only (scalars).
+    """
+
+    keeps_episode_state = True
+
+    def __init__(self, *, discount: float = 0.99, clip: float = 10.0, epsilon: float = 1e-8) -> None:
+        self.discount = expect_float(discount, "discount", minimum=0.0, maximum=1.0)
+        self.clip = expect_float(clip, "clip", finite=False)  # inf: no clipping
+        if not self.clip > 0.0:
+            raise SpecError("clip", "must be above 0", got=clip, expected="e.g. 10")
+        self.epsilon = expect_float(epsilon, "epsilon", minimum=0.0)
+        self._returns = np.zeros(0)  # [rows]: each row's discounted return so far
+        self._count, self._mean, self._variance = PRIOR_COUNT, 0.0, 1.0
+
+    def processed_shape(self, shape: tuple[int, ...]) -> tuple[int, ...]:
+        if shape:
+            raise ValueError("it scales rewards, which are scalars")
+        return ()
+
+    def processed_bounds(self, low: float | None, high: float | None) -> Bounds:
+        return (None, None) if math.isinf(self.clip) else (-self.clip, self.clip)
+
+    def process(self, batch: np.ndarray, rows: Any = None) -> np.ndarray:
+        rewards = np.asarray(batch, dtype=np.float64)
+        indices = row_indices(rows, len(rewards))
+        if len(rewards) == 0:
+            return rewards.astype(np.float32)
+        if len(np.unique(indices)) < len(indices):  # a row twice in one batch: its steps in order
+            return np.concatenate([self.process(rewards[i : i + 1], indices[i : i + 1]) for i in range(len(indices))])
+        if len(self._returns) <= indices.max():
+            self._returns = np.concatenate([self._returns, np.zeros(indices.max() + 1 - len(self._returns))])
+        returns = self._returns[indices] * self.discount + rewards
+        self._returns[indices] = returns
+        self._fold(returns)
+        return self.process_frozen(rewards, indices)
+
+    def process_frozen(self, batch: np.ndarray, rows: Any = None) -> np.ndarray:
+        """The rewards scaled by the statistics as they are; neither the returns nor the statistics move."""
+        scaled = np.asarray(batch, dtype=np.float64) / math.sqrt(self._variance + self.epsilon)
+        return np.clip(scaled, -self.clip, self.clip).astype(np.float32)
+
+    def _fold(self, returns: np.ndarray) -> None:
+        """Fold a batch of returns into the running mean and population variance (Chan et al.)."""
+        size, total = len(returns), self._count + len(returns)
+        delta = returns.mean() - self._mean
+        squares = self._variance * self._count + returns.var() * size + delta**2 * self._count * size / total
+        self._mean += delta * size / total
+        self._variance = squares / total
+        self._count = total
+
+    def start_episodes(self, rows: Any = None) -> None:
+        if rows is None:
+            self._returns[:] = 0.0
+            return
+        indices = row_indices(rows, -1)
+        self._returns[indices[indices < len(self._returns)]] = 0.0
+
+    def reset(self, rows: Any = None) -> None:
+        """An episode start, as for the reward (the step is only for scalars, so a scalar state gets the same)."""
+        self.start_episodes(rows)
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"count": self._count, "mean": self._mean, "variance": self._variance, "returns": self._returns.copy()}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        self._count, self._mean = float(state["count"]), float(state["mean"])
+        self._variance = float(state["variance"])
+        self._returns = np.array(state["returns"], dtype=np.float64).reshape(-1)
 
 
 class Normalize(Preprocessor):
@@ -474,7 +598,9 @@ class PreprocessorStack:
         for preprocessor in self.preprocessors:
             self.processed_spec = processed_spec(preprocessor, self.processed_spec)
 
-    def process(self, batch: np.ndarray, rows: Any = None) -> np.ndarray:
+    def process(self, batch: np.ndarray, rows: Any = None, *, frozen: bool = False) -> np.ndarray:
+        """The steps in order; ``frozen``: their ``process_frozen``, which learns no statistics (independent acting,
+        evaluation)."""
         batch = np.asarray(batch)
         if batch.shape[1:] != self.unprocessed_spec.shape:
             raise ValueError(
@@ -482,12 +608,17 @@ class PreprocessorStack:
                 f"[B, {', '.join(map(str, self.unprocessed_spec.shape))}], got {list(batch.shape)}"
             )
         for preprocessor in self.preprocessors:
-            batch = preprocessor.process(batch, rows)
+            batch = preprocessor.process_frozen(batch, rows) if frozen else preprocessor.process(batch, rows)
         return batch
 
     def reset(self, rows: Any = None) -> None:
         for preprocessor in self.preprocessors:
             preprocessor.reset(rows)
+
+    def start_episodes(self, rows: Any = None) -> None:
+        """The reward stack's episode starts (see ``Preprocessor.start_episodes``)."""
+        for preprocessor in self.preprocessors:
+            preprocessor.start_episodes(rows)
 
     @property
     def keeps_episode_state(self) -> bool:

@@ -5,10 +5,10 @@ from __future__ import annotations
 import math
 
 import torch
-from torch import Tensor
+from torch import Tensor, nn, special
 
 from torchforce.core.distributions.base import Distribution, Params
-from torchforce.spec import ActionSpec, expect_float
+from torchforce.spec import ActionSpec, expect_bool, expect_float
 from torchforce.spec.checks import expect_float32
 
 #: log std is clipped to [-LOG_STD_BOUND, LOG_STD_BOUND], i.e. std in [1e-6, 1e6], as in 2018
@@ -20,26 +20,46 @@ class Gaussian(Distribution):
     """``N(mean, exp(log_std)^2)`` independently for each element of a float action.
 
     Both the mean and the log std come from Linear heads on the embedding, so the std is **state-dependent**
-    (as in 2018; there is no free-standing log-std parameter). ``params = (mean, log_std)``, each ``[B, *shape]``,
-    with ``log_std`` clipped to ``±log(1e-6)``. ``mean`` and ``log_stddev`` (2018 kwargs) are the initial biases.
-    For a bounded action, samples (deterministic ones too) are clipped to ``[min_value, max_value]``; the
-    log-probability is that of the unclipped density at the given action.
+    (as in 2018). ``state_dependent_std=False`` makes the log std one learned parameter per element instead, the
+    same in every state (SB3's Gaussian, its ``log_std_init`` being ``log_stddev``): under PPO a state-dependent std
+    can shrink in the states the updates favour until their ratios overflow. ``params = (mean, log_std)``, each
+    ``[B, *shape]``, with ``log_std`` clipped to ``±log(1e-6)``. ``mean`` and ``log_stddev`` (2018 kwargs) are the
+    initial biases (``log_stddev``: the parameter's initial value). For a bounded action, samples (deterministic
+    ones too) are clipped to ``[min_value, max_value]``, and the log-probability is that of the clipped
+    distribution: the density inside the bounds, the tail's mass ``log Φ`` at a bound (where 2018 took the density,
+    whose likelihood ratios overflow once the mean drifts past a bound: PPO on Hopper diverged to NaN actions).
     """
 
     action_types = ("float",)
 
-    def __init__(self, action: ActionSpec, input_size: int, *, mean: float = 0.0, log_stddev: float = 0.0) -> None:
+    def __init__(
+        self,
+        action: ActionSpec,
+        input_size: int,
+        *,
+        mean: float = 0.0,
+        log_stddev: float = 0.0,
+        state_dependent_std: bool = True,
+    ) -> None:
         super().__init__(action, input_size)
         mean = expect_float32(mean, "mean")
         log_stddev = expect_float(log_stddev, "log_stddev", minimum=-LOG_STD_BOUND, maximum=LOG_STD_BOUND)
+        self.state_dependent_std = expect_bool(state_dependent_std, "state_dependent_std")
         self.mean = self.linear(1, mean)
-        self.log_stddev = self.linear(1, log_stddev)
+        self.log_stddev: nn.Linear | nn.Parameter = (
+            self.linear(1, log_stddev)
+            if self.state_dependent_std
+            else nn.Parameter(torch.full((self.size,), log_stddev))
+        )
 
     def forward(self, embedding: Tensor) -> Params:
         batch = embedding.shape[0]
         mean = self.mean(embedding).view(batch, *self.shape)
-        log_std = self.log_stddev(embedding).view(batch, *self.shape).clamp(-LOG_STD_BOUND, LOG_STD_BOUND)
-        return mean, log_std
+        if isinstance(self.log_stddev, nn.Linear):
+            log_std = self.log_stddev(embedding).view(batch, *self.shape)
+        else:
+            log_std = self.log_stddev.view(self.shape).expand(batch, *self.shape)
+        return mean, log_std.clamp(-LOG_STD_BOUND, LOG_STD_BOUND)
 
     def sample(self, params: Params, deterministic: bool = False) -> Tensor:
         mean, log_std = params
@@ -51,7 +71,15 @@ class Gaussian(Distribution):
     def log_prob(self, params: Params, action: Tensor) -> Tensor:
         mean, log_std = params
         z = (action - mean) * torch.exp(-log_std)
-        return -0.5 * z.square() - log_std - HALF_LOG_TWO_PI
+        density = -0.5 * z.square() - log_std - HALF_LOG_TWO_PI
+        if not self.action.bounded:
+            return density
+        # An action at a bound stands for every sample clipped to it: its probability is the tail's mass, which
+        # stays finite and smooth when the mean wanders past the bound (the density there falls off quadratically,
+        # and likelihood ratios of such actions overflow).
+        above = action >= self.action.max_value
+        below = action <= self.action.min_value
+        return torch.where(above, special.log_ndtr(-z), torch.where(below, special.log_ndtr(z), density))
 
     def entropy(self, params: Params) -> Tensor:
         _, log_std = params
