@@ -175,7 +175,9 @@ class Agent:
             episode_segments=self.update_mode.unit == "episodes",
             internal_shapes=self.policy.network.internals,
             device=self.device,
+            capacity=self.memory.capacity,
         )
+        self._schedule_counts = "episodes" if self.update_mode.unit == "episodes" else "timesteps"
 
     def _fields(self) -> dict[str, FieldSpec]:
         fields = {"reward": FieldSpec((), np.dtype(np.float32)), "terminal": FieldSpec((), np.dtype(np.int8))}
@@ -234,7 +236,7 @@ class Agent:
             self._store(episodes.resize(rows))  # every row starts a new episode
         if episodes.acted:
             raise RuntimeError("act() was called twice without observe() in between; call observe(terminal, reward).")
-        if episodes.new_episode.any():
+        if episodes.starting:
             self._start_episodes(episodes.start_new())
         if self.learning:
             batch = self._preprocess(batch)
@@ -263,14 +265,17 @@ class Agent:
         given = (terminal, reward)
         terminal = self._per_row(terminal, np.int8, "terminal")
         reward = self._per_row(reward, np.float32, "reward")
-        if np.any((terminal < 0) | (terminal > 2)):
-            raise ValueError(f"terminal must be 0/False, 1/True or 2 (truncated), got {terminal.tolist()}")
+        ended = truncated = np.flatnonzero(terminal)  # the rows whose episode ended, and those truncated among them
+        if len(ended):
+            highest = terminal.view(np.uint8).max()  # a negative int8 reads as 128 or more
+            if highest > 2:
+                raise ValueError(f"terminal must be 0/False, 1/True or 2 (truncated), got {terminal.tolist()}")
+            truncated = ended[terminal[ended] == 2] if highest == 2 else ended[:0]
         self._last_outcome = given
         episodes.acted = False
-        ended = terminal != 0
         episodes.count(reward)
         if self.learning:
-            self._observe_rows(terminal, reward, ended, next_states)
+            self._observe_rows(terminal, reward, ended, truncated, next_states)
         finished = episodes.finish(ended)
         self.episode += len(finished)
         if finished and self.summarizer.enabled:
@@ -356,43 +361,43 @@ class Agent:
             return
         for stack in self.preprocessing.values():
             stack.reset(rows)
+        if self.reward_preprocessing is not None:
+            self.reward_preprocessing.start_episodes(rows)
         for exploration in self.explorations.values():
             if hasattr(exploration, "reset"):
                 exploration.reset(rows)
 
-    def _preprocess(self, batch: Batch, rows: np.ndarray | None = None) -> Batch:
+    def _preprocess(self, batch: Batch, rows: np.ndarray | None = None, *, frozen: bool = False) -> Batch:
+        """``frozen``: statistics of the whole run (running_standardize without reset_after_batch) learn nothing."""
         if not self.preprocessing:
             return batch
         return {
-            name: (self.preprocessing[name].process(v, rows) if name in self.preprocessing else v)
+            name: (self.preprocessing[name].process(v, rows, frozen=frozen) if name in self.preprocessing else v)
             for name, v in batch.items()
         }
 
-    def _observe_rows(self, terminal: np.ndarray, reward: np.ndarray, ended: np.ndarray, next_states: Any) -> None:
+    def _observe_rows(
+        self, terminal: np.ndarray, reward: np.ndarray, ended: np.ndarray, truncated: np.ndarray, next_states: Any
+    ) -> None:
+        """The step's outcome into the staged transitions: the rows that ``ended`` (indices) complete theirs now,
+        the ``truncated`` ones among them (terminal 2) with their ``next_states`` where given."""
         episodes = self.episodes
         episodes.observe(terminal, self.reward_preprocessing.process(reward) if self.reward_preprocessing else reward)
-        if ended.any():
-            rows = np.flatnonzero(ended)
-            finals = episodes.acted_states(rows, self.processed_states)
-            truncated = rows[terminal[rows] == 2]
-            if len(truncated) and next_states is None and not self._warned_truncation:
-                self._warned_truncation = True
-                warnings.warn(
-                    "observe() got terminal 2 (a time-limit truncation) without next_states, so the state the agent "
-                    "acted on stands in for the next state that learning targets bootstrap from. Pass "
-                    "next_states=<the state execute() returned> (the Runner does).",
-                    stacklevel=3,
-                )
-            if len(truncated) and next_states is not None:
-                given, _ = self._as_batch(next_states)
-                if next(iter(given.values())).shape[0] != episodes.num_rows:
-                    raise ValueError(f"next_states must have one row per acted row ({episodes.num_rows})")
-                processed = self._preprocess({k: v[truncated] for k, v in given.items()}, truncated)
-                where = np.searchsorted(rows, truncated)
-                for name, values in processed.items():
-                    finals[name][where] = values
-            self._store(episodes.complete(rows, finals))
-        episodes.wait_for_next_states(~ended)
+        finals = None
+        if len(truncated) and next_states is None and not self._warned_truncation:
+            self._warned_truncation = True
+            warnings.warn(
+                "observe() got terminal 2 (a time-limit truncation) without next_states, so the state the agent "
+                "acted on stands in for the next state that learning targets bootstrap from. Pass "
+                "next_states=<the state execute() returned> (the Runner does).",
+                stacklevel=3,
+            )
+        if len(truncated) and next_states is not None:
+            given, _ = self._as_batch(next_states)
+            if next(iter(given.values())).shape[0] != episodes.num_rows:
+                raise ValueError(f"next_states must have one row per acted row ({episodes.num_rows})")
+            finals = self._preprocess({k: v[truncated] for k, v in given.items()}, truncated)
+        self._store(episodes.end(ended, truncated, finals))
 
     # ------------------------------------------------------------------ acting and updating
 
@@ -406,11 +411,12 @@ class Agent:
         self, batch: Batch, rows: int, deterministic: bool
     ) -> tuple[dict[str, np.ndarray], Batch, dict[str, torch.Tensor]]:
         """Acting that leaves the training rows alone: their recurrent state is read, never advanced, and a batch
-        of another size starts from zero recurrent state. (Stateful preprocessors such as ``sequence`` do advance.)
+        of another size starts from zero recurrent state. (Stateful preprocessors such as ``sequence`` do advance;
+        statistics of the whole run are applied frozen.)
         Returns the actions, the preprocessed states and the recurrent state they were computed from."""
         if not self.learning:
             return self._act_rows(batch, {}, deterministic=deterministic)[0], batch, {}
-        batch = self._preprocess(batch)
+        batch = self._preprocess(batch, frozen=True)
         before = self._independent_internals(rows)
         actions, internals = self._act_rows(batch, before, deterministic=deterministic)
         if self._independent is not None and self._independent[0] == rows:
@@ -503,8 +509,10 @@ class Agent:
                 parameter.sub_(sample)
 
     def _maybe_update(self) -> None:
-        unit = "episodes" if self.update_mode.unit == "episodes" else "timesteps"
-        due = self.schedule.due(self.episodes.completed[unit])
+        count = self.episodes.completed[self._schedule_counts]
+        if count < self.schedule.next_at:  # checked twice a step: the common case returns at once
+            return
+        due = self.schedule.due(count)
         if self.on_policy:
             due = min(due, 1)
         for _ in range(due):

@@ -193,8 +193,10 @@ def _leaf_converter(space: Any) -> Callable[[Any], Any]:
     from gymnasium import spaces
 
     if isinstance(space, spaces.Discrete):
-        start = int(space.start)
-        return int if start == 0 else (lambda value: int(value) + start)
+        # the type the space's own samples have (np.int64): its contains() check, which many environments run on
+        # every step, takes a slower path for a Python int
+        start, integer = int(space.start), space.dtype.type
+        return integer if start == 0 else (lambda value: integer(int(value) + start))
     shape, dtype = tuple(space.shape), space.dtype
     starts = np.asarray(getattr(space, "start", 0))
     if isinstance(space, spaces.MultiDiscrete) and starts.any():

@@ -261,14 +261,15 @@ class Runner(BaseRunner):
                 cut = (lengths >= max_steps) & (terminal == 0)
                 if cut.any():
                     terminal, final_states, states = _truncate(env, cut, terminal, final_states, states)
-            self._tell_agent(terminal, step.reward, final_states, testing)
+            ended = np.flatnonzero(terminal)
+            self._tell_agent(terminal, ended, step.reward, final_states, testing)
             self.global_timestep += count
             if self._bar is not None:
                 self._bar.step(count)
             now = time.time()
-            for row in np.flatnonzero(terminal):
+            for row in ended.tolist():
                 self.episode_timestep = int(lengths[row])
-                self._episode_done(float(returns[row]), int(lengths[row]), now - started[row], worker=int(row))
+                self._episode_done(float(returns[row]), int(lengths[row]), now - started[row], worker=row)
                 lengths[row], returns[row], started[row] = 0, 0.0, now
                 if self._episodes_done():  # exactly num_episodes: later rows that ended in this step are not
                     self._stopped = True  # recorded (the agent has observed them)
@@ -285,15 +286,16 @@ class Runner(BaseRunner):
             if sleep:
                 time.sleep(sleep)
 
-    def _tell_agent(self, terminal: np.ndarray, reward: np.ndarray, final_states: Any, testing: bool) -> None:
-        """What the agent learns of a vectorized step: it observes it, or, testing, the rows that ended start
-        their independent recurrent state over."""
+    def _tell_agent(
+        self, terminal: np.ndarray, ended: np.ndarray, reward: np.ndarray, final_states: Any, testing: bool
+    ) -> None:
+        """What the agent learns of a vectorized step: it observes it, or, testing, the rows that ``ended``
+        (indices) start their independent recurrent state over."""
         if not testing:
-            self.agent.observe(
-                terminal=terminal, reward=reward, next_states=final_states if (terminal == 2).any() else None
-            )
-        elif terminal.any():
-            self.agent.start_independent_episode(len(terminal), restart=np.flatnonzero(terminal))
+            truncated = len(ended) and (terminal[ended] == 2).any()
+            self.agent.observe(terminal=terminal, reward=reward, next_states=final_states if truncated else None)
+        elif len(ended):
+            self.agent.start_independent_episode(len(terminal), restart=ended)
 
     # ------------------------------------------------------------------ bookkeeping
 
