@@ -58,8 +58,8 @@ FORMATS = {"torchscript": ".pt", "onnx": ".onnx"}
 SUFFIXES = {".pt": "torchscript", ".ts": "torchscript", ".onnx": "onnx"}
 METADATA = "torchforce.json"  # the TorchScript extra file; ONNX's metadata property is "torchforce"
 ONNX_OPSET = 18
-TORCH_DTYPES = {"float": torch.float32, "int": torch.int64, "bool": torch.bool}
-DTYPE_NAMES = {"float": "float32", "int": "int64", "bool": "bool"}  # as numpy and ONNX name them
+TORCH_DTYPES = {"float": torch.float32, "int": torch.int64, "bool": torch.bool, "uint8": torch.uint8}
+DTYPE_NAMES = {"float": "float32", "int": "int64", "bool": "bool", "uint8": "uint8"}  # as numpy and ONNX name them
 EXAMPLE_BATCH = 2  # tracing and torch.export specialize a batch of 1; 2 keeps the batch dimension free
 
 
@@ -116,8 +116,8 @@ class ActingPolicy(nn.Module):
         )
 
     def varied_inputs(self, batch: int, seed: int = 0) -> tuple[Tensor, ...]:
-        """Random states of every state's shape and dtype (normal floats, ints in their range, fair bools), to
-        check what was traced on other values and another batch size."""
+        """Random states of every state's shape and dtype (normal floats, ints in their range, any bytes, fair
+        bools), to check what was traced on other values and another batch size."""
         generator = torch.Generator().manual_seed(seed)
         inputs = []
         for spec in self.state_specs.values():
@@ -126,6 +126,8 @@ class ActingPolicy(nn.Module):
                 inputs.append(torch.randn(shape, generator=generator))
             elif spec.type == "int":
                 inputs.append(torch.randint(0, spec.num_values or 1, shape, generator=generator))
+            elif spec.type == "uint8":
+                inputs.append(torch.randint(0, 256, shape, generator=generator, dtype=torch.uint8))
             else:
                 inputs.append(torch.rand(shape, generator=generator) < 0.5)
         return tuple(inputs)

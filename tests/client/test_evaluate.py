@@ -409,6 +409,8 @@ def test_evaluation_drops_the_monitor_and_renders_every_step_for_a_video():
         "gym_id": "CartPole-v1",
         "render_mode": "rgb_array_list",
     }
+    atari = {"environment": {"type": "atari", "game": "Pong", "monitor": "games"}, "repeat_actions": 1}
+    assert environment_spec(atari, video=True) == {"type": "atari", "game": "Pong", "render_mode": "rgb_array_list"}
     own = {"environment": {"type": "mymodule:Maze", "monitor": "kept: not a Gymnasium option"}, "repeat_actions": 1}
     assert environment_spec(own, video=True) == own["environment"]
 

@@ -87,7 +87,7 @@ def test_every_layer_type_builds_and_runs(state, layers, size):
 
 def test_every_registered_layer_type_is_covered():
     assert LAYERS.names() == sorted(
-        ["conv1d", "conv2d", "dense", "dropout", "dueling", "embedding", "flatten", "input", "internal_lstm"]
+        ["conv1d", "conv2d", "dense", "divide", "dropout", "dueling", "embedding", "flatten", "input", "internal_lstm"]
         + ["linear", "lstm", "nonlinearity", "output", "pool2d", "tf_layer"]
     )
 

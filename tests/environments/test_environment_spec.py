@@ -36,7 +36,7 @@ class Constant(Environment):
 
 
 def test_registry_names_and_aliases():
-    assert ENVIRONMENTS.names() == ["gym", "minimal", "minimal_test", "multi", "repeat_actions"]
+    assert ENVIRONMENTS.names() == ["atari", "gym", "minimal", "minimal_test", "multi", "repeat_actions"]
     for alias in ("gymnasium", "openai_gym", "OpenAIGym", "tensorforce.contrib.openai_gym.OpenAIGym"):
         assert ENVIRONMENTS.canonical(alias) == "gym"
     assert ENVIRONMENTS.canonical("multi_state") == "multi"

@@ -224,9 +224,9 @@ def test_a_name_close_to_nothing_says_where_the_ids_are_listed():
     with pytest.raises(SpecError) as caught:
         make("zzzzzzzz")
     assert str(caught.value) == (
-        'environment: unknown environment "zzzzzzzz".\n  Environment types: gym, minimal, minimal_test, multi, '
-        "repeat_actions; or a Gymnasium id ('CartPole-v1', 'ALE/Pong-v5') or 'module:Class'. List the registered ids "
-        'with: python -c "import gymnasium; gymnasium.pprint_registry()".'
+        'environment: unknown environment "zzzzzzzz".\n  Environment types: atari, gym, minimal, minimal_test, '
+        "multi, repeat_actions; or a Gymnasium id ('CartPole-v1', 'ALE/Pong-v5') or 'module:Class'. List the "
+        'registered ids with: python -c "import gymnasium; gymnasium.pprint_registry()".'
     )
 
 

@@ -137,10 +137,12 @@ def test_state_bad_shape(shape: Any, text: str) -> None:
 
 def test_state_bad_type_suggests() -> None:
     assert message(normalize_states, {"shape": 1, "type": "flaot"}) == (
-        "states.type: unknown value; expected one of 'float', 'int', 'bool', got \"flaot\".\n  Did you mean 'float'?"
+        "states.type: unknown value; expected one of 'float', 'int', 'bool', 'uint8', got \"flaot\".\n  Did you mean "
+        "'float'?"
     )
     assert message(normalize_states, {"x": {"shape": 1, "type": "integer"}}) == (
-        "states.x.type: unknown value; expected one of 'float', 'int', 'bool', got \"integer\".\n  Did you mean 'int'?"
+        "states.x.type: unknown value; expected one of 'float', 'int', 'bool', 'uint8', got \"integer\".\n  Did you "
+        "mean 'int'?"
     )
 
 

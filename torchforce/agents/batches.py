@@ -15,6 +15,7 @@ STATE_DTYPES: dict[str, np.dtype] = {
     "float": np.dtype(np.float32),
     "int": np.dtype(np.int64),
     "bool": np.dtype(np.bool_),
+    "uint8": np.dtype(np.uint8),  # image states (spec.spaces.STATE_TYPES)
 }
 
 

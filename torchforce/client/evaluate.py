@@ -11,7 +11,7 @@ Both restore the agent from a checkpoint of the experiment's results and change 
   environment and network, then the checkpoint's agent files are loaded into it (``torch.load`` with
   ``weights_only=True``); the runner's and the environments' state are not read, nothing is unpickled.
 - The environment is the experiment's (with its ``repeat_actions``), seeded with ``seed`` (default: the
-  experiment's). A Gymnasium environment's ``monitor*`` and ``visualize`` options are dropped: a monitor would
+  experiment's). A Gymnasium or Atari environment's ``monitor*`` and ``visualize`` options are dropped: a monitor would
   replace the training's episode records, a window needs a display. For a video it renders ``rgb_array_list``
   (every step, also those ``repeat_actions`` takes in between).
 """
@@ -186,7 +186,7 @@ def environment_spec(spec: dict[str, Any], *, video: bool = False) -> Any:
     from torchforce.environments import ENVIRONMENTS
 
     environment = spec["environment"]
-    if isinstance(environment, dict) and ENVIRONMENTS.canonical(str(environment.get("type"))) == "gym":
+    if isinstance(environment, dict) and ENVIRONMENTS.canonical(str(environment.get("type"))) in ("gym", "atari"):
         environment = {key: value for key, value in environment.items() if key not in MONITOR_OPTIONS}
         if video:
             environment["render_mode"] = VIDEO_RENDER_MODE

@@ -1,9 +1,12 @@
-"""Environments: the 2018 Environment API, the Gymnasium adapter, built-in test environments, vectorized stepping.
+"""Environments: the 2018 Environment API, the Gymnasium adapter, Atari from pixels (``atari``), built-in test
+environments, vectorized stepping.
 
 ``make`` (``Environment.from_spec``) and ``make_vector`` build any of them from a spec: a name below, any Gymnasium id
 (``"CartPole-v1"``, ``"HalfCheetah-v5"``, ``"ALE/Pong-v5"``), ``"module:Class"`` (see ``names``), a dict or file of
 these, or from Python a ``gymnasium.Env`` or a factory returning one: ``make_vector(lambda: gymnasium.make(...), 8)``.
 """
+
+from typing import Any
 
 from torchforce.environments.environment import Environment
 from torchforce.environments.gym import Gym
@@ -15,6 +18,7 @@ from torchforce.spec import Registry
 ENVIRONMENTS = Registry(
     "environment",
     {
+        "atari": "torchforce.environments.atari:Atari",
         "gym": "torchforce.environments.gym:Gym",
         "minimal": "torchforce.environments.minimal:Minimal",
         "minimal_test": "torchforce.environments.minimal_test:MinimalTest",
@@ -40,8 +44,20 @@ def make(spec: object, **kwargs: object) -> Environment:
 
 OpenAIGym = Gym  # TensorForce 0.4's name of the Gym adapter (tensorforce.contrib.openai_gym)
 
+
+def __getattr__(name: str) -> Any:
+    """``Atari`` and ``atari_env``, imported when asked: their wrappers import Gymnasium, which the package itself
+    leaves until an environment needs it."""
+    if name in ("Atari", "atari_env"):
+        from torchforce.environments import atari
+
+        return getattr(atari, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 __all__ = [
     "ENVIRONMENTS",
+    "Atari",
     "Environment",
     "Gym",
     "OpenAIGym",
@@ -51,6 +67,7 @@ __all__ = [
     "VectorEnvironment",
     "VectorEnvironmentError",
     "VectorStep",
+    "atari_env",
     "make",
     "make_vector",
 ]

@@ -34,7 +34,7 @@ from torchforce.environments.environment import Environment
 from torchforce.spec import SpecError, expect_choice, expect_int, normalize_actions, normalize_states
 from torchforce.spec.errors import indefinite, type_name, what_it_is
 
-DTYPES = {"float": np.float32, "int": np.int64, "bool": np.bool_}
+DTYPES = {"float": np.float32, "int": np.int64, "bool": np.bool_, "uint8": np.uint8}
 
 
 class VectorStep(NamedTuple):

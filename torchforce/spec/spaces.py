@@ -22,6 +22,9 @@ from torchforce.spec.checks import MAX_SPAN, expect_choice, expect_elements, exp
 from torchforce.spec.errors import SpecError, did_you_mean
 
 TYPES = ("float", "int", "bool")
+# States may also be "uint8": images (Atari frames) kept as bytes through memory and batches, scaled to floats
+# inside the network (the "divide" layer); four times smaller than float32 in a replay memory.
+STATE_TYPES = (*TYPES, "uint8")
 
 
 @dataclass(frozen=True)
@@ -198,7 +201,7 @@ def state_spec(name: str, spec: Any, path: str) -> StateSpec:
         raise SpecError(f"{path}.num_states", "num_states is the 2018 name of num_values; give only one of them")
     if "shape" not in spec:
         raise SpecError(path, "a state needs 'shape'", got=dict(spec))
-    kind = expect_choice(spec.get("type", "float"), f"{path}.type", TYPES)
+    kind = expect_choice(spec.get("type", "float"), f"{path}.type", STATE_TYPES)
     shape = _shape(spec["shape"], f"{path}.shape")
     key = "num_states" if _given(spec, "num_states") else "num_values"
     num_values = expect_int(spec.get(key), f"{path}.{key}", minimum=1, allow_none=True)

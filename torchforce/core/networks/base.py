@@ -28,7 +28,7 @@ class Value:
     """A tensor as the network builder sees it: per-sample shape (no batch dim), dtype, and its state, if raw."""
 
     shape: tuple[int, ...]
-    dtype: str = "float"  # "float", "int" or "bool", as in StateSpec.type
+    dtype: str = "float"  # "float", "int", "bool" or "uint8", as in StateSpec.type
     state: StateSpec | None = None
 
     @property

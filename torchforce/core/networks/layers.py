@@ -1,5 +1,6 @@
 """Feed-forward layers of the 2018 network format (docs/tensorforce-0.4.md, Networks): linear, dense, conv1d, conv2d,
 pool2d, flatten, embedding, dropout, nonlinearity (in base.py) and dueling. Parameters, names and defaults are 2018's.
+One layer is ours: divide, the 2018 ``divide`` preprocessor inside the network, for uint8 image states.
 
 Layout: between layers tensors keep TensorFlow's channels-last layout, [B, L, C] for conv1d and [B, H, W, C] for
 conv2d/pool2d (the layout of Gym/ALE images). A conv or pool layer permutes its input to torch's channels-first
@@ -43,6 +44,7 @@ __all__ = [
     "Conv1d",
     "Conv2d",
     "Dense",
+    "Divide",
     "Dropout",
     "Dueling",
     "Embedding",
@@ -325,9 +327,33 @@ class Flatten(Layer):
         return x.reshape(x.shape[0], -1)
 
 
+class Divide(Layer):
+    """``x / scale`` as float32 (``{"type": "divide", "scale": 255}``): the 2018 ``divide`` preprocessor moved into
+    the network. Image states of type uint8 then stay bytes in memory, in batches and on their way to the device,
+    and become floats here, once, on the device: one multiplication by ``1 / scale``, which for an int, uint8 or
+    bool input is also the cast to float32 (so the builder inserts no cast of its own before this layer)."""
+
+    needs_float = False
+
+    def __init__(self, *, incoming: Value, path: str, scale: float) -> None:
+        super().__init__(incoming=incoming, path=path)
+        self.scale = expect_float(scale, f"{path}.scale")
+        if self.scale == 0.0 or abs(1.0 / self.scale) > FLOAT32_MAX:
+            raise SpecError(f"{path}.scale", "too close to zero to divide by", got=scale, expected="e.g. 255")
+        self.factor = 1.0 / self.scale
+        self.output = Value(incoming.shape)
+
+    def extra_repr(self) -> str:
+        return f"scale={self.scale:g}, output={list(self.output.shape)}"
+
+    def forward(self, x: Tensor) -> Tensor:
+        return x * self.factor
+
+
 class Embedding(Layer):
-    """A lookup table for int (or bool) inputs: each value becomes a vector of ``size``, so shape S becomes
-    (*S, size). ``indices`` (the number of values) defaults to the state's ``num_values`` (2 for bool)."""
+    """A lookup table for int (or bool, or uint8) inputs: each value becomes a vector of ``size``, so shape S becomes
+    (*S, size). ``indices`` (the number of values) defaults to the state's ``num_values`` (2 for bool, 256 for
+    uint8)."""
 
     needs_float = False
 
@@ -349,7 +375,7 @@ class Embedding(Layer):
                 hint='Embed an int state, e.g. {"type": "int", "shape": [], "num_values": 10}.',
             )
         size = expect_int(size, f"{path}.size", minimum=1)
-        known = 2 if incoming.dtype == "bool" else getattr(incoming.state, "num_values", None)
+        known = {"bool": 2, "uint8": 256}.get(incoming.dtype, getattr(incoming.state, "num_values", None))
         if indices is not None:
             indices = expect_int(indices, f"{path}.indices", minimum=1)
         elif known is not None:
@@ -365,11 +391,11 @@ class Embedding(Layer):
         self.weight = nn.Parameter(allocate((indices, size), path, "embedding table"))
         nn.init.normal_(self.weight, 0.0, min(0.1, math.sqrt(1.0 / size)))
         self.set_regularization(l1_regularization, l2_regularization, path)
-        self.bool_input = incoming.dtype == "bool"
+        self.long_input = incoming.dtype in ("bool", "uint8")  # F.embedding looks up int64 indices only
         self.output = Value((*incoming.shape, size))
 
     def forward(self, x: Tensor) -> Tensor:
-        return F.embedding(x.long() if self.bool_input else x, self.weight)
+        return F.embedding(x.long() if self.long_input else x, self.weight)
 
 
 class Dropout(Layer):

@@ -40,6 +40,7 @@ LAYERS = Registry(
         "conv1d": "torchforce.core.networks.layers:Conv1d",
         "conv2d": "torchforce.core.networks.layers:Conv2d",
         "dense": "torchforce.core.networks.layers:Dense",
+        "divide": "torchforce.core.networks.layers:Divide",
         "dropout": "torchforce.core.networks.layers:Dropout",
         "dueling": "torchforce.core.networks.layers:Dueling",
         "embedding": "torchforce.core.networks.layers:Embedding",
