@@ -44,6 +44,10 @@ TUNED = {
     "dqn_nstep_cartpole",
     "ddpg_pendulum",
     "naf_pendulum",
+    "ppo_halfcheetah",
+    "ppo_hopper",
+    "ddpg_halfcheetah",
+    "naf_halfcheetah",
 }
 NETWORKS_2018 = {
     "mlp2_network",
@@ -61,15 +65,20 @@ EXECUTION_2018 = {"type": "single", "session_config": None, "distributed_spec": 
 
 class Frames(Environment):
     """Random image states in [0, 255] (``shape`` (H, W, C), or (H, W) for a grayscale stream), three actions,
-    episodes of ``episode_length`` steps; reward 1 for action 1."""
+    episodes of ``episode_length`` steps; reward 1 for action 1. ``uint8``: the frames are bytes (a uint8 state,
+    as Atari frames are), not floats."""
 
-    def __init__(self, shape: tuple[int, ...] = (24, 24, 3), *, episode_length: int = 3, seed: int = 0) -> None:
-        self.shape, self.episode_length = tuple(shape), episode_length
+    def __init__(
+        self, shape: tuple[int, ...] = (24, 24, 3), *, episode_length: int = 3, seed: int = 0, uint8: bool = False
+    ) -> None:
+        self.shape, self.episode_length, self.uint8 = tuple(shape), episode_length, uint8
         self.rng = np.random.default_rng(seed)
         self.t = 0
 
     @property
     def states(self) -> dict:
+        if self.uint8:
+            return {"type": "uint8", "shape": self.shape}
         return {"type": "float", "shape": self.shape, "min_value": 0.0, "max_value": 255.0}
 
     @property
@@ -77,7 +86,7 @@ class Frames(Environment):
         return {"type": "int", "num_actions": 3}
 
     def _frame(self) -> np.ndarray:
-        return self.rng.integers(0, 256, size=self.shape).astype(np.float32)
+        return self.rng.integers(0, 256, size=self.shape).astype(np.uint8 if self.uint8 else np.float32)
 
     def reset(self) -> np.ndarray:
         self.t = 0
@@ -121,11 +130,17 @@ AGENT_SETUPS = {
     "ddpg_pendulum": (lambda seed: make("minimal", action_type="bounded", episode_length=4, seed=seed), None),
     "naf": (lambda seed: make("minimal", action_type="float", episode_length=4, seed=seed), "mlp2_network"),
     "naf_pendulum": (lambda seed: make("minimal", action_type="bounded", episode_length=4, seed=seed), None),
+    # the MuJoCo ones (tests/learning/test_mujoco_smoke.py runs them on their environments)
+    "ppo_halfcheetah": (lambda seed: make("minimal", action_type="bounded", episode_length=4, seed=seed), None),
+    "ppo_hopper": (lambda seed: make("minimal", action_type="bounded", episode_length=4, seed=seed), None),
+    "ddpg_halfcheetah": (lambda seed: make("minimal", action_type="bounded", episode_length=4, seed=seed), None),
+    "naf_halfcheetah": (lambda seed: make("minimal", action_type="bounded", episode_length=4, seed=seed), None),
     "dqfd": (minimal, "mlp2_network"),
     "dqfd_cartpole": (minimal, None),
     "dqn": (minimal, "mlp2_network"),
     "dqn_cartpole": (minimal, None),
     "dqn_nstep_cartpole": (minimal, None),
+    "dqn_atari": (lambda seed: Frames((36, 36, 4), seed=seed, uint8=True), None),  # the smallest Nature CNN input
     "dqn_ue4": (lambda seed: Frames((24, 24), seed=seed), "cnn2x2_network"),  # divide, then stack 4 frames
     "dqn_visual": (lambda seed: Frames((40, 40, 3), seed=seed), "cnn_dqn2013_network"),  # resized to 84x84x1
     "ppo": (minimal, "mlp2_network"),
@@ -133,6 +148,7 @@ AGENT_SETUPS = {
     "trpo_cartpole": (minimal, None),
     "vpg_cartpole": (minimal, None),
     "ppo_cnn": (lambda seed: Frames((24, 24, 3), seed=seed), "cnn2x2_network"),
+    "ppo_atari": (lambda seed: Frames((36, 36, 4), seed=seed, uint8=True), None),
     "trpo": (minimal, "mlp2_network"),
     "vpg": (minimal, "mlp2_network"),
     "vpg_nobaseline": (minimal, "mlp2_network"),
@@ -385,7 +401,9 @@ def test_shipped_agent_config_loads_unchanged_acts_observes_and_updates(name):
     # a fresh agent from the same file in a vectorized batch: one act per step for 8 rows, up to its first update
     environments = VectorEnvironment([make_environment(seed) for seed in range(8)])
     agent = build_agent(name, environments)
-    steps = run_until_update(agent, environments, limit=260)  # naf_pendulum: first_update 2000 = 250 steps
+    # naf_pendulum: first_update 2000 = 250 steps; dqn_atari: first_update 20000 = 2500 steps
+    first_update = (load(name).get("update_mode") or {}).get("first_update", 0)
+    steps = run_until_update(agent, environments, limit=max(260, first_update // 8 + 10))
     assert agent.timestep == 8 * steps and agent.updates >= 1
 
 

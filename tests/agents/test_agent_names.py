@@ -43,7 +43,8 @@ def test_an_unknown_name_suggests_a_shipped_config():
     message = str(caught.value)
     assert message.startswith(
         'agent: unknown agent "ppo_cartpol": neither an agent type nor a shipped agent config.\n  Agent types: '
-        "constant, ddpg, dqfd, dqn, dqn_nstep, naf, ppo, random, trpo, vpg. Shipped configs: ddpg_pendulum, "
+        "constant, ddpg, dqfd, dqn, dqn_nstep, naf, ppo, random, trpo, vpg. "
+        "Shipped configs: ddpg_halfcheetah, ddpg_pendulum, "
     )
     assert message.endswith("Did you mean 'ppo_cartpole'?")
     assert " ppo, " not in message.split("Shipped configs:")[1]  # a type name there would not load the config

@@ -84,7 +84,7 @@ def test_an_unknown_name_suggests_among_configs_and_ids(project, capsys, environ
 
 def test_an_unknown_name_lists_the_configs(project, capsys):
     err = bad(project.root, capsys, "experiment", "new", "-n", "typo", "-E", "zzzzzzzz", *CHEAP)
-    assert "Environment configs: cartpole, openai_space_invaders, pendulum." in err
+    assert "Environment configs: breakout, cartpole, halfcheetah, hopper, openai_space_invaders, pendulum, pong." in err
     assert "gymnasium.pprint_registry()" in err
 
 

@@ -217,7 +217,15 @@ def test_bash_completes_the_projects_names(complete, project):
     (project.root / "experiments" / ".staging").mkdir()
     assert complete("experiment new -A ppo_ca") == ["ppo_cartpole"]
     assert complete("experiment new -A mi") == ["mine.yaml"]
-    assert complete("experiment new -E ") == ["cartpole", "openai_space_invaders", "pendulum"]
+    assert complete("experiment new -E ") == [
+        "breakout",
+        "cartpole",
+        "halfcheetah",
+        "hopper",
+        "openai_space_invaders",
+        "pendulum",
+        "pong",
+    ]
     assert complete("experiment new -f cartpole_p") == ["cartpole_ppo"]
     assert complete("experiment new --cluster ray_") == ["ray_local", "ray_remote"]
     assert complete("experiment start -e ") == ["cartpole-1"]

@@ -76,6 +76,8 @@ VIRTUAL_ENVIRONMENTS = {
         "states": {"type": "float", "shape": (40, 40, 3), "min_value": 0.0, "max_value": 255.0},
         "actions": {"type": "int", "num_actions": 3},
     },
+    # Atari frames as the atari environment gives them (bytes), at the smallest size the Nature CNN takes
+    "frames": {"states": {"type": "uint8", "shape": (36, 36, 4)}, "actions": {"type": "int", "num_actions": 4}},
 }
 CARTPOLE = {"type": "gym", "gym_id": "CartPole-v1", "max_episode_timesteps": 5}
 PENDULUM = {"type": "gym", "gym_id": "Pendulum-v1", "max_episode_timesteps": 5}
@@ -87,9 +89,11 @@ CONFIG_ENVIRONMENTS = {
         ["ppo", "ppo_cartpole", "trpo", "trpo_cartpole", "vpg", "vpg_cartpole", "vpg_nobaseline"], POLICY_GRADIENT
     ),
     **dict.fromkeys(["dqn", "dqn_cartpole", "dqn_nstep_cartpole", "dqfd", "dqfd_cartpole"], Q_LEARNING),
-    **dict.fromkeys(["ddpg", "ddpg_pendulum"], ["minimal_bounded", "pendulum"]),
-    **dict.fromkeys(["naf", "naf_pendulum"], ["minimal_bounded", "minimal_float", "pendulum"]),
+    **dict.fromkeys(["ddpg", "ddpg_pendulum", "ddpg_halfcheetah"], ["minimal_bounded", "pendulum"]),
+    **dict.fromkeys(["naf", "naf_pendulum", "naf_halfcheetah"], ["minimal_bounded", "minimal_float", "pendulum"]),
+    **dict.fromkeys(["ppo_halfcheetah", "ppo_hopper"], ["minimal_bounded", "pendulum"]),  # a Gaussian "action"
     **dict.fromkeys(["dqn_visual", "vpg_visual", "ppo_cnn", "dqn_ue4"], ["image"]),
+    **dict.fromkeys(["dqn_atari", "ppo_atari"], ["frames"]),
 }
 
 # ------------------------------------------------------------------------------------------ values to mutate to
@@ -332,6 +336,8 @@ def random_states(states: dict, rng: np.random.Generator) -> Any:
             values[name] = rng.random(spec.shape) < 0.5
         elif spec.type == "int":
             values[name] = rng.integers(0, spec.num_values or 3, size=spec.shape)
+        elif spec.type == "uint8":
+            values[name] = rng.integers(0, 256, size=spec.shape, dtype=np.uint8)
         elif spec.min_value is not None:
             values[name] = rng.uniform(spec.min_value, spec.max_value, size=spec.shape).astype(np.float32)
         else:
