@@ -1,18 +1,22 @@
 """Micro figures: ``act()`` latency (one state, a batch of 16), ``observe()`` cost, and environment steps per second
-of collection with 1, 8 and 16 CartPole-v1 copies, for torchforce, Stable-Baselines3 and Gymnasium itself.
+of collection with 1, 8 and 16 CartPole-v1 copies, for torchforce, Stable-Baselines3 and Gymnasium itself; then
+collection where stepping the environment costs more than acting (``HEAVY``: MuJoCo HalfCheetah, Atari Pong).
 
-Agents are built from torchforce's shipped tuned CartPole configs and from the zoo's SB3 models, with learning
-updates switched off (an update schedule longer than the measurement), so the figures are acting and recording
-costs alone. Every figure is one JSON-able record (see ``run``).
+Agents are built from torchforce's shipped tuned configs and from the zoo's SB3 models, with learning updates
+switched off (an update schedule longer than the measurement, or an update that makes no gradient steps), so the
+figures are acting and recording costs alone. Every figure is one JSON-able record (see ``run``); collection records
+name their ``environment``.
 """
 
 from __future__ import annotations
 
 import functools
+import importlib.util
 import json
 import time
 import warnings
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import gymnasium
@@ -70,21 +74,28 @@ def interleaved(samplers: dict[str, Sampler], calls: int, rounds: int = 5, warmu
 
 
 def torchforce_agent(algorithm: str, seed: int = 0) -> Any:
-    """An agent from the shipped tuned config that acts and records as in training, without learning: DQN's
+    """An agent from the shipped tuned CartPole config (``recording_agent``)."""
+    from torchforce.environments import make
+
+    environment = make(SPEC)
+    agent = recording_agent(f"{algorithm}_cartpole", environment.states, environment.actions, seed)
+    environment.close()
+    return agent
+
+
+def recording_agent(config: str, states: Any, actions: Any, seed: int = 0) -> Any:
+    """An agent from the shipped config ``config`` that acts and records as in training, without learning: DQN's
     updates never come due (an unreachable first update); PPO keeps its schedule, so it stages steps and writes
     them to its memory every batch as in training, but its update makes no gradient steps."""
     from torchforce.agents import create_agent
     from torchforce.configs import shipped
-    from torchforce.environments import make
 
-    spec = json.loads(shipped("agents", f"{algorithm}_cartpole").read_text())
-    if algorithm == "dqn":
+    spec = json.loads(shipped("agents", config).read_text())
+    if spec["type"] == "dqn":
         spec["update_mode"] = {**spec["update_mode"], "first_update": NEVER}
-    environment = make(SPEC)
-    agent = create_agent(spec, states=environment.states, actions=environment.actions, seed=seed)
-    if algorithm == "ppo":
+    agent = create_agent(spec, states=states, actions=actions, seed=seed)
+    if spec["type"] == "ppo":
         agent._update = lambda batch: {}
-    environment.close()
     return agent
 
 
@@ -216,11 +227,13 @@ Stepper = tuple[Callable[[int], Any], Callable[[], Any]]  # (run n environment s
 
 
 def collection_rates(steps: int, repeats: int) -> Iterator[dict]:
-    """Environment steps per second, the median of ``repeats`` timed runs of ``steps`` steps. For each number of
-    environments and mode, the libraries take turns run by run, so a noisy phase falls on every library alike."""
+    """Environment steps per second on CartPole, the median of ``repeats`` timed runs of ``steps`` steps. For each
+    number of environments and mode, the libraries take turns run by run, so a noisy phase falls on every library
+    alike."""
     loop, close = _gymnasium_loop()
     yield {
         "figure": "collection",
+        "environment": ENV_ID,
         "library": "gymnasium",
         "what": "random actions",
         "mode": "loop",
@@ -228,26 +241,98 @@ def collection_rates(steps: int, repeats: int) -> Iterator[dict]:
         **_rates({"loop": loop}, steps, repeats)["loop"],
     }
     close()
+    factory = functools.partial(gymnasium.make, ENV_ID)
     for mode in ("sync", "subprocess"):
         for count in ENVIRONMENT_COUNTS:
             steppers = {
-                ("gymnasium", "random actions"): _gymnasium_vector(mode, count),
-                ("torchforce", "runner + ppo"): _runner("ppo", mode, count),
+                ("gymnasium", "random actions"): _gymnasium_vector(factory, mode, count),
+                ("torchforce", "runner + ppo"): _runner("ppo_cartpole", SPEC, mode, count),
                 ("sb3", "collect_rollouts (ppo)"): _sb3_collection(mode, count, steps),
             }
             if mode == "sync":
-                steppers["torchforce", "runner + random"] = _runner("random", mode, count)
-            rates = _rates({key: run for key, (run, _) in steppers.items()}, steps, repeats)
-            for (library, what), (_, close) in steppers.items():
-                close()
-                yield {
-                    "figure": "collection",
-                    "library": library,
-                    "what": what,
-                    "mode": mode,
-                    "envs": count,
-                    **rates[library, what],
-                }
+                steppers["torchforce", "runner + random"] = _runner("random", SPEC, mode, count)
+            yield from _collection_records(ENV_ID, mode, count, steppers, steps, repeats)
+
+
+@dataclass(frozen=True)
+class Heavy:
+    """Collection on an environment whose own step costs more than acting on it: ``name`` (the records'
+    ``environment``), the package it needs, Gymnasium's factory of one copy and torchforce's spec of the same
+    environment, the shipped PPO config that acts on it, the number of copies, and the steps of a timed run (full,
+    quick)."""
+
+    name: str
+    package: str
+    factory: Callable[[], gymnasium.Env]
+    spec: dict[str, Any]
+    config: str
+    envs: int
+    steps: tuple[int, int]
+
+
+def _atari(game: str) -> gymnasium.Env:
+    from torchforce.environments.atari import atari_env
+
+    return atari_env(game)
+
+
+HEAVY = (
+    Heavy(
+        "HalfCheetah-v5",
+        "mujoco",
+        functools.partial(gymnasium.make, "HalfCheetah-v5"),
+        {"type": "gym", "gym_id": "HalfCheetah-v5"},
+        "ppo_halfcheetah",
+        16,
+        (20_000, 4_000),
+    ),
+    # the standard Atari preprocessing (torchforce.environments.atari) on both sides; 8 copies, as the zoo's PPO
+    Heavy(
+        "Pong",
+        "ale_py",
+        functools.partial(_atari, "Pong"),
+        {"type": "atari", "game": "Pong"},
+        "ppo_atari",
+        8,
+        (8_000, 800),
+    ),
+)
+
+
+def heavy_collection_rates(quick: bool, repeats: int) -> Iterator[dict]:
+    """Environment steps per second on the ``HEAVY`` environments, in one process and in worker processes:
+    Gymnasium's vector environments stepping random actions, and the torchforce Runner with the random agent and
+    with the PPO agent acting and recording. An environment whose package is not installed is left out."""
+    for heavy in HEAVY:
+        if importlib.util.find_spec(heavy.package) is None:
+            print(f"  collection on {heavy.name} left out: {heavy.package} is not installed", flush=True)
+            continue
+        steps = heavy.steps[quick]
+        for mode in ("sync", "subprocess"):
+            steppers = {
+                ("gymnasium", "random actions"): _gymnasium_vector(heavy.factory, mode, heavy.envs),
+                ("torchforce", "runner + random"): _runner("random", heavy.spec, mode, heavy.envs),
+                # past the first batch: its memory pages are touched, as they are in a longer run
+                ("torchforce", "runner + ppo"): _runner(heavy.config, heavy.spec, mode, heavy.envs, warmup=2_048),
+            }
+            yield from _collection_records(heavy.name, mode, heavy.envs, steppers, steps, repeats)
+
+
+def _collection_records(
+    environment: str, mode: str, count: int, steppers: dict[tuple[str, str], Stepper], steps: int, repeats: int
+) -> Iterator[dict]:
+    rates = _rates({key: run for key, (run, _) in steppers.items()}, steps, repeats)
+    for (library, what), (_, close) in steppers.items():
+        close()
+        yield {
+            "figure": "collection",
+            "environment": environment,
+            "library": library,
+            "what": what,
+            "mode": mode,
+            "envs": count,
+            **rates[library, what],
+        }
 
 
 def _rates(runs: dict[Any, Callable[[int], Any]], steps: int, repeats: int) -> dict[Any, dict]:
@@ -278,10 +363,11 @@ def _gymnasium_loop() -> Stepper:
     return loop, env.close
 
 
-def _gymnasium_vector(mode: str, count: int) -> Stepper:
-    """Gymnasium's SyncVectorEnv (sync) or AsyncVectorEnv (subprocess) stepping random actions."""
+def _gymnasium_vector(factory: Callable[[], gymnasium.Env], mode: str, count: int) -> Stepper:
+    """Gymnasium's SyncVectorEnv (sync) or AsyncVectorEnv (subprocess) of ``count`` copies from ``factory``
+    stepping random actions."""
     vector = gymnasium.vector.SyncVectorEnv if mode == "sync" else gymnasium.vector.AsyncVectorEnv
-    envs = vector([lambda: gymnasium.make(ENV_ID)] * count)
+    envs = vector([factory] * count)
     envs.reset(seed=0)
     envs.action_space.seed(0)
 
@@ -292,19 +378,22 @@ def _gymnasium_vector(mode: str, count: int) -> Stepper:
     return step, envs.close
 
 
-def _runner(agent_name: str, mode: str, count: int) -> Stepper:
-    """The torchforce Runner with the PPO agent acting and recording (updates off), or with the random agent."""
+def _runner(config: str, spec: dict[str, Any], mode: str, count: int, warmup: int | None = None) -> Stepper:
+    """The torchforce Runner on ``count`` copies of ``spec`` with the agent of a shipped ``config`` acting and
+    recording (``recording_agent``), or with the random agent (``config`` "random"), after ``warmup`` steps (64 per
+    copy by default)."""
     from torchforce.agents import create_agent
     from torchforce.environments import make_vector
     from torchforce.execution.runner import Runner
 
-    environments = make_vector(SPEC, count, mode=mode, seed=0)
-    if agent_name == "ppo":
-        agent = torchforce_agent("ppo")
+    environments = make_vector(spec, count, mode=mode, seed=0)
+    states, actions = environments.states, environments.actions
+    if config == "random":
+        agent = create_agent("random", states=states, actions=actions, seed=0)
     else:
-        agent = create_agent("random", states=environments.states, actions=environments.actions, seed=0)
+        agent = recording_agent(config, states, actions)
     runner = Runner(agent, environments)
-    runner.run(num_timesteps=64 * count)  # warm up
+    runner.run(num_timesteps=64 * count if warmup is None else warmup)
     return (lambda n: runner.run(num_timesteps=n)), environments.close
 
 
@@ -332,3 +421,4 @@ def run(*, quick: bool) -> Iterator[dict]:
     yield from act_latencies(calls)
     yield from recording_costs(calls)
     yield from collection_rates(steps, repeats)
+    yield from heavy_collection_rates(quick, repeats)

@@ -2,11 +2,17 @@
 
     python bench/profiles.py act     # act() on one CartPole state, stage by stage, against bare PyTorch
     python bench/profiles.py dqn     # cProfile of DQN training on CartPole (the shipped config), top functions
+    python bench/profiles.py collect [--environment HalfCheetah-v5]   # one vectorized step of collection
 
 ``act`` times, call by call (median of many calls, one torch thread): the same MLP as plain torch functional calls
 on the agent's own weights (the floor for eager PyTorch), the policy's forward and sampling (``Policy.act``), and the
 whole ``agent.act(state, deterministic=True, independent=True)``; then SB3's ``predict`` on the same state when
 stable-baselines3 is installed, and a cProfile of ``act`` (top functions by own time).
+
+``collect`` splits one step of the collection benchmark (16 CartPole-v1 copies in one process and the shipped PPO
+agent, updates off; or an environment of ``micro.HEAVY``) into the agent's ``act``, stepping the copies through
+``VectorEnvironment`` and ``observe``, each the median over many steps, next to Gymnasium's ``SyncVectorEnv`` step of
+as many copies with random actions; then a cProfile of the Runner over the same steps.
 """
 
 from __future__ import annotations
@@ -118,13 +124,67 @@ def profile_dqn(timesteps: int) -> None:
     pstats.Stats(profiler, stream=sys.stdout).sort_stats("tottime").print_stats(15)
 
 
+def profile_collect(environment: str, steps: int) -> None:
+    import functools
+
+    import gymnasium
+    import micro
+
+    from torchforce.environments import make_vector
+    from torchforce.execution.runner import Runner
+
+    torch.set_num_threads(1)
+    if environment == micro.ENV_ID:
+        factory, spec, config, count = functools.partial(gymnasium.make, micro.ENV_ID), micro.SPEC, "ppo_cartpole", 16
+    else:
+        heavy = {heavy.name: heavy for heavy in micro.HEAVY}[environment]
+        factory, spec, config, count = heavy.factory, heavy.spec, heavy.config, heavy.envs
+    environments = make_vector(spec, count, mode="sync", seed=0)
+    agent = micro.recording_agent(config, environments.states, environments.actions)
+    gym, close = micro._gymnasium_vector(factory, "sync", count)
+    clock = time.perf_counter_ns
+    calls = max(steps // count, 1)
+    stages = {name: np.empty(calls) for name in ("act", "execute", "observe", "gymnasium step")}
+    states = environments.reset()
+    for index in range(-calls // 10, calls):  # the first tenth warms up
+        begin = clock()
+        actions = agent.act(states)
+        acted = clock()
+        step = environments.execute(actions)
+        executed = clock()
+        truncated = (step.terminal == 2).any()
+        agent.observe(terminal=step.terminal, reward=step.reward, next_states=step.final_states if truncated else None)
+        observed = clock()
+        gym(count)
+        states = step.states
+        if index >= 0:
+            times = (acted - begin, executed - acted, observed - executed, clock() - observed)
+            for samples, value in zip(stages.values(), times, strict=True):
+                samples[index] = value / 1_000.0
+    print(f"{environment}, {count} copies in one process, {config} (updates off); medians of {calls:,} steps:")
+    for name, samples in stages.items():
+        print(f"{np.median(samples):9.1f} us  {name}")
+    close()
+    runner = Runner(agent, environments)
+    profiler = cProfile.Profile()
+    profiler.enable()
+    runner.run(num_timesteps=steps)
+    profiler.disable()
+    environments.close()
+    print(f"\ncProfile of the Runner over {steps:,} steps (own time):")
+    pstats.Stats(profiler, stream=sys.stdout).sort_stats("tottime").print_stats(20)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("what", choices=("act", "dqn"))
-    parser.add_argument("--timesteps", type=int, default=20_000, help="dqn: training steps to profile")
+    parser.add_argument("what", choices=("act", "dqn", "collect"))
+    parser.add_argument("--timesteps", type=int, default=20_000, help="dqn, collect: environment steps to profile")
+    parser.add_argument("--environment", default="CartPole-v1", help="collect: CartPole-v1 or one of micro.HEAVY")
     arguments = parser.parse_args()
     if arguments.what == "act":
         profile_act()
+    elif arguments.what == "collect":
+        profile_collect(arguments.environment, arguments.timesteps)
     else:
         profile_dqn(arguments.timesteps)
 

@@ -121,36 +121,79 @@ def latency_table(records: list[dict]) -> str:
     return "\n".join(lines)
 
 
+CARTPOLE = "CartPole-v1"
+HEAVY_SHARE = 0.9  # collection where the environment dominates: within 10% of Gymnasium's vectorized rate
+
+
+def _collected(records: list[dict], environment: str, **conditions: Any) -> dict | None:
+    """The collection record of ``environment`` that meets ``conditions`` (records of runs from before the
+    ``environment`` key are CartPole's)."""
+    found = [
+        record
+        for record in _select(records, kind="micro", figure="collection", **conditions)
+        if record.get("environment", CARTPOLE) == environment
+    ]
+    return found[0] if found else None
+
+
+def _rate_cell(record: dict | None, base: dict | None) -> str:
+    """Steps/s, with its share of ``base``'s rate (Gymnasium's, in the same mode with as many copies)."""
+    if record is None:
+        return "-"
+    value = record["steps_per_second"]
+    share = "" if base is None else f" ({value / base['steps_per_second']:.0%})"
+    return f"{value:,.0f}{share}"
+
+
 def collection_table(records: list[dict]) -> str:
-    """Env steps/s by number of environments and mode; fractions are of Gymnasium's random-action rate in the
-    same mode (Sync/AsyncVectorEnv with as many copies)."""
+    """CartPole env steps/s by number of environments and mode; fractions are of Gymnasium's random-action rate in
+    the same mode (Sync/AsyncVectorEnv with as many copies)."""
     lines = [
         "| envs | mode | Gymnasium random actions | torchforce Runner + PPO | torchforce Runner + random "
         "| SB3 PPO collect_rollouts | tf/SB3 |",
         "|---|---|---|---|---|---|---|",
     ]
-    loop = _one(records, kind="micro", figure="collection", library="gymnasium", mode="loop")
+    loop = _collected(records, CARTPOLE, library="gymnasium", mode="loop")
     for mode in ("sync", "subprocess"):
         for envs in (1, 8, 16):
-            gym = _one(records, kind="micro", figure="collection", library="gymnasium", mode=mode, envs=envs)
-            ppo = _one(records, kind="micro", figure="collection", what="runner + ppo", mode=mode, envs=envs)
-            rnd = _one(records, kind="micro", figure="collection", what="runner + random", mode=mode, envs=envs)
-            sb3 = _one(records, kind="micro", figure="collection", library="sb3", mode=mode, envs=envs)
+            gym = _collected(records, CARTPOLE, library="gymnasium", mode=mode, envs=envs)
+            ppo = _collected(records, CARTPOLE, what="runner + ppo", mode=mode, envs=envs)
+            rnd = _collected(records, CARTPOLE, what="runner + random", mode=mode, envs=envs)
+            sb3 = _collected(records, CARTPOLE, library="sb3", mode=mode, envs=envs)
             if gym is None and ppo is None:
                 continue
-            base = gym["steps_per_second"] if gym else math.nan
-
-            def cell(record: dict | None, base: float = base) -> str:
-                if record is None:
-                    return "-"
-                value = record["steps_per_second"]
-                share = "" if math.isnan(base) else f" ({value / base:.0%})"
-                return f"{value:,.0f}{share}"
-
+            cells = " | ".join(_rate_cell(record, gym) for record in (gym, ppo, rnd, sb3))
             tf_sb3 = ratio(ppo["steps_per_second"], sb3["steps_per_second"]) if ppo and sb3 else "-"
-            lines.append(f"| {envs} | {mode} | {cell(gym)} | {cell(ppo)} | {cell(rnd)} | {cell(sb3)} | {tf_sb3} |")
+            lines.append(f"| {envs} | {mode} | {cells} | {tf_sb3} |")
     if loop:
         lines.append(f"\nGymnasium, one environment in a bare `step` loop: {loop['steps_per_second']:,.0f} steps/s.")
+    return "\n".join(lines)
+
+
+def heavy_environments(records: list[dict]) -> list[str]:
+    """The environments other than CartPole with collection records, in the order measured."""
+    names = [record.get("environment", CARTPOLE) for record in _select(records, kind="micro", figure="collection")]
+    return [name for name in dict.fromkeys(names) if name != CARTPOLE]
+
+
+def heavy_collection_table(records: list[dict]) -> str:
+    """Env steps/s where stepping the environment costs more than acting (MuJoCo, Atari); fractions are of
+    Gymnasium's random-action rate in the same mode."""
+    lines = [
+        "| environment | envs | mode | Gymnasium random actions | torchforce Runner + random "
+        "| torchforce Runner + PPO |",
+        "|---|---|---|---|---|---|",
+    ]
+    for environment in heavy_environments(records):
+        for mode in ("sync", "subprocess"):
+            gym = _collected(records, environment, library="gymnasium", mode=mode)
+            rnd = _collected(records, environment, what="runner + random", mode=mode)
+            ppo = _collected(records, environment, what="runner + ppo", mode=mode)
+            measured = gym or rnd or ppo
+            if measured is None:
+                continue
+            cells = " | ".join(_rate_cell(record, gym) for record in (gym, rnd, ppo))
+            lines.append(f"| {environment} | {measured['envs']} | {mode} | {cells} |")
     return "\n".join(lines)
 
 
@@ -180,11 +223,27 @@ def targets(records: list[dict], medians: dict[str, dict[str, float]]) -> str:
         check("act() one state: median < 100 µs", f"{ours['median_us']:.1f} µs", ours["median_us"] < 100)
         speedup = theirs["median_us"] / ours["median_us"]
         check("act() one state: >= 4x faster than SB3 predict()", f"{speedup:.1f}x", speedup >= 4)
-    gym = _one(records, kind="micro", figure="collection", library="gymnasium", mode="sync", envs=16)
-    runner = _one(records, kind="micro", figure="collection", what="runner + ppo", mode="sync", envs=16)
+    gym = _collected(records, CARTPOLE, library="gymnasium", mode="sync", envs=16)
+    runner = _collected(records, CARTPOLE, what="runner + ppo", mode="sync", envs=16)
     if gym and runner:
         share = runner["steps_per_second"] / gym["steps_per_second"]
-        check("16-env collection >= 40% of Gymnasium's random-action rate (sync)", f"{share:.0%}", share >= 0.4)
+        check(
+            "16-env CartPole collection >= 50% of Gymnasium's random-action rate (sync)", f"{share:.0%}", share >= 0.5
+        )
+    for environment in heavy_environments(records):
+        for what, agent in (("runner + random", "random"), ("runner + ppo", "PPO")):
+            shares = {}
+            for mode in ("sync", "subprocess"):
+                gym = _collected(records, environment, library="gymnasium", mode=mode)
+                runner = _collected(records, environment, what=what, mode=mode)
+                if gym and runner:
+                    shares[mode] = runner["steps_per_second"] / gym["steps_per_second"]
+            if shares:
+                check(
+                    f"{environment} collection, Runner + {agent}: >= {HEAVY_SHARE:.0%} of Gymnasium's rate",
+                    ", ".join(f"{mode} {share:.0%}" for mode, share in shares.items()),
+                    min(shares.values()) >= HEAVY_SHARE,
+                )
     lines = ["| target | this run | met |", "|---|---|---|"]
     lines += [f"| {name} | {value} | {'yes' if met else 'no'} |" for name, value, met in rows]
     return "\n".join(lines)
@@ -201,7 +260,8 @@ def plot_curves(records: list[dict], algorithm: str, output: Path) -> Path | Non
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from torchforce.plots import read_episode_log, smooth
+    from torchforce.client.aggregate import running_mean
+    from torchforce.plots import read_episode_log
 
     runs = _select(records, kind="learning", algorithm=algorithm)
     if not runs:
@@ -216,7 +276,7 @@ def plot_curves(records: list[dict], algorithm: str, output: Path) -> Path | Non
         color = COLORS[run["library"]]
         label = None if run["library"] in labelled else NAMES[run["library"]]
         labelled.add(run["library"])
-        returns = smooth(np.array([e["return"] for e in episodes], dtype=float), 20)
+        returns = running_mean(np.array([e["return"] for e in episodes], dtype=float), 20)
         by_steps.plot([e["timesteps"] for e in episodes], returns, color=color, alpha=0.7, lw=1, label=label)
         by_time.plot([e["wall_time"] for e in episodes], returns, color=color, alpha=0.7, lw=1, label=label)
         for point in run["evaluations"]:
@@ -234,6 +294,220 @@ def plot_curves(records: list[dict], algorithm: str, output: Path) -> Path | Non
     figure.savefig(output, dpi=80)
     plt.close(figure)
     return output
+
+
+# ---------------------------------------------------------------------------------------------- tasks (MuJoCo, Atari)
+
+TASKS_BEGIN, TASKS_END = "<!-- tasks:begin -->", "<!-- tasks:end -->"
+# Student's t, 97.5% quantiles for 1 to 30 degrees of freedom (a two-sided 95% interval); beyond, the normal's 1.96
+T_975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145, 2.131)
+T_975 += (2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042)
+TIME_TARGET = 0.7  # torchforce's total training seconds: at most this share of SB3's
+# The zoo's published scores (DLR-RM/rl-baselines3-zoo logs/benchmark/benchmark.md, commit 0088472): one trained
+# agent each, at the zoo's budget, evaluated for about 150,000 steps (deterministic policy, except Atari).
+ZOO_SCORES: dict[str, tuple[str, float, str]] = {
+    "halfcheetah_ppo": ("PPO HalfCheetah-v3", 5819.1, "1M steps"),
+    "hopper_ppo": ("PPO Hopper-v3", 2410.4, "1M steps"),
+    "pong_dqn": ("DQN PongNoFrameskip-v4", 20.6, "10M steps = 40M frames"),
+    "breakout_dqn": ("DQN BreakoutNoFrameskip-v4", 358.3, "10M steps = 40M frames"),
+    "pong_ppo": ("PPO PongNoFrameskip-v4", 21.0, "10M steps = 40M frames"),
+    "breakout_ppo": ("PPO BreakoutNoFrameskip-v4", 398.0, "10M steps = 40M frames"),
+}
+ZOO_UNKNOWN = "unknown (the zoo's table has DDPG on HalfCheetahBulletEnv-v0 only)"
+
+
+def t_interval(values: Iterable[float]) -> tuple[float, float]:
+    """The mean of ``values`` and the half-width of its 95% Student-t interval (nan from fewer than 2 values)."""
+    values = [float(value) for value in values]
+    if not values:
+        return math.nan, math.nan
+    mean = sum(values) / len(values)
+    if len(values) < 2:
+        return mean, math.nan
+    quantile = T_975[len(values) - 2] if len(values) - 1 <= len(T_975) else 1.96
+    return mean, quantile * statistics.stdev(values) / math.sqrt(len(values))
+
+
+def time_to_threshold(
+    points: list[tuple[int, float, float]], threshold: float, smoothing: int
+) -> tuple[int, float] | None:
+    """The steps and seconds of the first episode at which the mean of the last ``smoothing`` returns (a full
+    window) is at least ``threshold``, or None. ``points``: ``(steps, seconds, return)`` per episode, in order."""
+    from torchforce.client.aggregate import first_crossing, running_mean
+
+    smoothed = running_mean(np.array([point[2] for point in points], dtype=float), smoothing)
+    smoothed[: smoothing - 1] = -np.inf
+    index = first_crossing(smoothed, threshold)
+    return None if index is None else (int(points[index][0]), float(points[index][1]))
+
+
+def curves_on_grid(
+    runs: list[list[tuple[int, float, float]]], axis: int, smoothing: int, points: int = 200
+) -> tuple[np.ndarray, np.ndarray]:
+    """Runs' returns, smoothed over ``smoothing`` episodes, on one grid of steps (``axis`` 0) or seconds (1) that
+    spans what every run covers, interpolated linearly between episodes: the grid and one row per run."""
+    from torchforce.client.aggregate import aligned, running_mean
+
+    curves = [
+        (np.array([p[axis] for p in run], dtype=float), running_mean(np.array([p[2] for p in run], float), smoothing))
+        for run in runs
+        if run
+    ]
+    return aligned(curves, points)
+
+
+def _mean_and_half(values: list[float]) -> str:
+    mean, half = t_interval(values)
+    if math.isnan(mean):
+        return "-"
+    digits = 1 if abs(mean) < 100 else 0
+    return fmt(mean, digits) + ("" if math.isnan(half) else f" ± {fmt(half, digits)}")
+
+
+def _reached(runs: list[dict], field: str, digits: int) -> str:
+    """The median over the runs that reached the threshold, and how many did."""
+    values = [float(run[field]) for run in runs if run[field] is not None]
+    return f"{fmt(median(values), digits)} ({len(values)}/{len(runs)})"
+
+
+def _means(runs: list[dict], field: str) -> float:
+    values = [float(run[field]) for run in runs if run[field] is not None]
+    return sum(values) / len(values) if values else math.nan
+
+
+def task_table(name: str, runs: list[dict]) -> str:
+    """One task's table: torchforce against SB3 (and the zoo's published score)."""
+    ours = [run for run in runs if run["library"] == "torchforce" and run["error"] is None]
+    theirs = [run for run in runs if run["library"] == "sb3" and run["error"] is None]
+    first = runs[0]
+    goal = fmt(first["threshold"], 0 if abs(first["threshold"]) >= 100 else 1)
+    lines = ["| figure | torchforce | SB3 | ratio tf/SB3 |", "|---|---|---|---|"]
+    finals = [[run["final_return"] for run in side if run["final_return"] is not None] for side in (ours, theirs)]
+    lines.append(
+        f"| final return (last {first['window']} {'games' if first['atari'] else 'episodes'}), mean ± 95% CI "
+        f"| {_mean_and_half(finals[0])} | {_mean_and_half(finals[1])} | |"
+    )
+    for label, field, digits in (
+        ("environment steps", "steps_to_threshold", 0),
+        ("seconds", "seconds_to_threshold", 1),
+    ):
+        a, b = _reached(ours, field, digits), _reached(theirs, field, digits)
+        lines.append(f"| {label} to {goal} (median of runs reaching it) | {a} | {b} | |")
+    for label, field in (
+        ("total training seconds (mean)", "train_seconds"),
+        ("environment steps per second (mean)", "steps_per_second"),
+        ("peak resident memory, MB (mean)", "peak_rss_mb"),
+    ):
+        a, b = _means(ours, field), _means(theirs, field)
+        known = [value for value in (a, b) if not math.isnan(value)]
+        digits = 1 if known and max(known) < 100 else 0
+        lines.append(f"| {label} | {fmt(a, digits)} | {fmt(b, digits)} | {ratio(a, b)} |")
+    zoo = ZOO_SCORES.get(name)
+    published = ZOO_UNKNOWN if zoo is None else f"{fmt(zoo[1], 1)} ({zoo[0]}, {zoo[2]}, one run)"
+    lines.append(f"| the zoo's published score, at its budget | | {published} | |")
+    failed = [f"{run['library']} seed {run['seed']}" for run in runs if run["error"] is not None]
+    if failed:
+        lines.append(f"\nFailed runs (left out above): {', '.join(failed)}.")
+    return "\n".join(lines)
+
+
+def task_targets(tasks: dict[str, list[dict]]) -> str:
+    lines = ["| task | target | this run | met |", "|---|---|---|---|"]
+    for name, runs in tasks.items():
+        ours = [run for run in runs if run["library"] == "torchforce" and run["error"] is None]
+        theirs = [run for run in runs if run["library"] == "sb3" and run["error"] is None]
+        final = _means(ours, "final_return"), _means(theirs, "final_return")
+        seconds = _means(ours, "train_seconds"), _means(theirs, "train_seconds")
+        known = not any(math.isnan(value) for value in final)
+        met = "yes" if known and final[0] >= final[1] else "no" if known else "-"
+        lines.append(f"| {name} | final return >= SB3's | {fmt(final[0], 1)} vs {fmt(final[1], 1)} | {met} |")
+        share = seconds[0] / seconds[1] if seconds[1] else math.nan
+        shown, met = ("-", "-") if math.isnan(share) else (f"{share:.2f}x", "yes" if share <= TIME_TARGET else "no")
+        lines.append(f"| {name} | wall-clock <= {TIME_TARGET}x SB3's | {shown} | {met} |")
+    return "\n".join(lines)
+
+
+def plot_task(name: str, runs: list[dict], output: Path) -> Path | None:
+    """Return against environment steps and against training seconds: per library the mean over seeds of the
+    returns smoothed over ``smoothing`` episodes, in the 95% bootstrap band of that mean."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from torchforce.client.aggregate import bootstrap_band
+    from torchforce.plots import read_episode_log
+
+    first = runs[0]
+    figure, axes = plt.subplots(1, 2, figsize=(11, 4))
+    drawn = False
+    for library in ("torchforce", "sb3"):
+        curves = []
+        for run in runs:
+            path = Path(run["curve"])
+            if run["library"] == library and run["error"] is None and path.is_file():
+                curves.append([(e["timesteps"], e["wall_time"], e["return"]) for e in read_episode_log(path)])
+        for index, axis in enumerate(axes):
+            grid, matrix = curves_on_grid(curves, index, first["smoothing"])
+            if not grid.size:
+                continue
+            mean, low, high = bootstrap_band(matrix)
+            label = f"{NAMES[library]} ({len(matrix)} seed{'s' if len(matrix) != 1 else ''})"
+            axis.plot(grid, mean, color=COLORS[library], lw=1.2, label=label)
+            axis.fill_between(grid, low, high, color=COLORS[library], alpha=0.2, linewidth=0)
+            drawn = True
+    if not drawn:
+        plt.close(figure)
+        return None
+    unit = "games" if first["atari"] else "episodes"
+    for axis, label in zip(axes, ("environment steps", "training seconds"), strict=True):
+        axis.axhline(first["threshold"], color="gray", ls="--", lw=0.8)
+        axis.set_xlabel(label)
+        axis.set_ylabel(f"return, mean of the last {first['smoothing']} {unit}", fontsize=8)
+        axis.grid(alpha=0.3)
+        axis.legend(loc="lower right", fontsize="small")
+    figure.suptitle(f"{name}: mean over seeds, 95% bootstrap band; budget {first['budget']:,} steps", fontsize=10)
+    figure.tight_layout()
+    output.parent.mkdir(parents=True, exist_ok=True)
+    figure.savefig(output, dpi=80)
+    plt.close(figure)
+    return output
+
+
+def render_tasks(records: list[dict], plots: Path, relative_to: Path | None) -> str:
+    """The tasks' markdown, between ``TASKS_BEGIN`` and ``TASKS_END``; the plots written to ``plots``."""
+    meta = _one(records, kind="meta") or {}
+    tasks: dict[str, list[dict]] = {}
+    for run in _select(records, kind="task"):
+        tasks.setdefault(run["task"], []).append(run)
+    budgets = ", ".join(f"{name} {runs[0]['budget']:,}" for name, runs in tasks.items())
+    parts = [
+        f"Run `{meta.get('run', '?')}` of {meta.get('date', '?')}{' (--quick)' if meta.get('quick') else ''}: seeds "
+        f"{meta.get('seeds')}, device {meta.get('device', 'cpu')}, one torch thread for both libraries; environment "
+        f"steps per run (all copies together): {budgets}. torchforce trains the shipped experiment as its worker "
+        "builds it (without checkpoints, summaries and evaluation rounds), SB3 the zoo's entry on the same "
+        "environment. The final return is the mean return of the last training episodes of a run (Atari: real "
+        "games, the unclipped score; all of them where a run had fewer); the table gives its mean over seeds ± the "
+        "half-width of the 95% Student-t interval. A threshold is reached at the first episode at which the mean of "
+        "the last 10 reaches it. Seconds are training seconds (building the agent and environments excluded). "
+        "Plots: per library the mean over seeds of the return smoothed over 10 episodes (games), in the 95% "
+        "bootstrap band of that mean."
+    ]
+    for name, runs in tasks.items():
+        body = task_table(name, runs)
+        settings = {run["library"]: f"{NAMES[run['library']]}: {run['settings']}" for run in runs if run["settings"]}
+        body += "\n\n" + "; ".join(settings[library] for library in ("torchforce", "sb3") if library in settings)
+        body += "." + (f" {runs[0]['note']}." if runs[0]["note"] else "")
+        image = plot_task(name, runs, plots / f"{name}.png")
+        if image is not None:
+            shown = image.relative_to(relative_to) if relative_to and image.is_relative_to(relative_to) else image
+            body += f"\n\n![{name}]({shown})"
+        parts.append(f"### {name}\n\n{body}")
+    for name, reason in (meta.get("unavailable") or {}).items():
+        parts.append(f"### {name}\n\nNot run: {reason}.")
+    if tasks:
+        parts.append(f"### Targets\n\n{task_targets(tasks)}")
+    return f"{TASKS_BEGIN}\n" + "\n\n".join(parts) + f"\n{TASKS_END}\n"
 
 
 # ---------------------------------------------------------------------------------------------- the report
@@ -267,22 +541,31 @@ def render(records: list[dict], plots: dict[str, Path], relative_to: Path | None
             "Collection: environment steps per second (acting and recording, no learning updates)",
             collection_table(records),
         )
+        if heavy_environments(records):
+            section(
+                "Collection where the environment dominates: steps per second (MuJoCo, Atari; no learning updates)",
+                heavy_collection_table(records),
+            )
     section("Targets", targets(records, medians))
     return "\n\n".join(parts) + "\n"
 
 
-def write(records: list[dict], *, plots: Path, readme: Path | None = None) -> str:
-    """Write the PNGs to ``plots``; with ``readme``, replace its results section. Returns the markdown."""
+def write(records: list[dict], *, plots: Path, readme: Path | None = None, task_plots: Path | None = None) -> str:
+    """Write the PNGs to ``plots`` (the tasks' to ``task_plots``, default ``plots``); with ``readme``, replace its
+    results section. Returns the markdown: the CartPole part and the tasks' block, each where there are records."""
     made = {}
-    for algorithm in ("ppo", "dqn"):
+    for algorithm in ("ppo", "dqn") if _select(records, kind="learning") else ():
         path = plot_curves(records, algorithm, plots / f"{algorithm}_curves.png")
         if path is not None:
             made[algorithm] = path
-    text = render(records, made, readme.parent if readme else None)
+    cartpole = _select(records, kind="learning") or _select(records, kind="micro")
+    text = render(records, made, readme.parent if readme else None) if cartpole else ""
     if readme is not None:
         content = readme.read_text()
         pattern = re.compile(re.escape(BEGIN) + ".*?" + re.escape(END), re.S)
         readme.write_text(pattern.sub(lambda _: f"{BEGIN}\n{text}{END}", content))
+    if _select(records, kind="task") or (_one(records, kind="meta") or {}).get("unavailable"):
+        text += render_tasks(records, task_plots or plots, Path(__file__).resolve().parent)
     return text
 
 

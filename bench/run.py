@@ -1,8 +1,11 @@
-"""torchforce against Stable-Baselines3 on CartPole-v1: micro figures and learning figures, one command.
+"""torchforce against Stable-Baselines3 on CartPole-v1: micro figures and learning figures, one command; and, on
+its own, learning on MuJoCo and Atari tasks (``bench/tasks.py``).
 
     make bench                          # everything (about 20-40 minutes), updates bench/README.md
     make bench BENCH_ARGS=--quick       # a few minutes: shorter micro loops, one seed
     python bench/run.py --only micro    # one part; --seeds 5, --out DIR
+    python bench/run.py --only tasks --tasks hopper_ppo --seeds 3 --steps 50000   # MuJoCo/Atari tasks
+    python bench/run.py --only tasks --quick                                      # every task, 3,000 steps, 1 seed
 
 Raw records go to ``<out>/<run id>.jsonl`` (one JSON object a line, comparable across runs) with the episode logs
 beside them; the report (tables, ratios, learning-curve PNGs) is written from those records. A full run (all parts,
@@ -22,6 +25,7 @@ from typing import Any, TextIO
 HERE = Path(__file__).resolve().parent
 ALGORITHMS = ("ppo", "dqn")
 LIBRARIES = ("torchforce", "sb3")
+QUICK_TASK_STEPS = 3_000  # --only tasks --quick: a smoke of the whole harness, not a measurement
 
 
 def machine() -> dict[str, Any]:
@@ -108,20 +112,104 @@ def run_learning(records: Records, seeds: list[int], cap: int, eval_every: int, 
                 )
 
 
+# What a task run's child reports (tasks.child), all None where it failed: every task record has these keys.
+TASK_RESULT: dict[str, Any] = dict.fromkeys(
+    (
+        "steps",
+        "episodes",
+        "final_return",
+        "final_episodes",
+        "steps_to_threshold",
+        "seconds_to_threshold",
+        "train_seconds",
+        "steps_per_second",
+        "process_seconds",
+        "peak_rss_mb",
+        "environments",
+        "settings",
+    )
+)
+
+
+def task_names(asked: str | None) -> tuple[list[str], dict[str, str]]:
+    """The tasks to run (``asked``: comma-separated; None: all) that can run here, and why the others cannot."""
+    from tasks import TASKS, unavailable
+
+    names = list(TASKS) if asked is None else [name.strip() for name in asked.split(",") if name.strip()]
+    unknown = [name for name in names if name not in TASKS]
+    if unknown:
+        raise SystemExit(f"unknown task(s) {', '.join(unknown)}; known: {', '.join(TASKS)}")
+    reasons = {name: unavailable(name) for name in names}
+    for name, reason in reasons.items():
+        if reason is not None:
+            print(f"task {name}: unavailable, {reason}", flush=True)
+    return [name for name in names if reasons[name] is None], {n: r for n, r in reasons.items() if r is not None}
+
+
+def run_tasks(records: Records, names: list[str], seeds: list[int], steps: int | None, device: str, logs: Path) -> None:
+    """Every (task, seed) trains both libraries back to back, alternating which goes first, as the learning runs
+    do. ``steps``: the budget of every run (None: each experiment's ``total_timesteps``). A run that fails is
+    recorded with its error, and the others go on."""
+    from tasks import SMOOTHING, TASKS, experiment, run_in_subprocess
+
+    logs.mkdir(parents=True, exist_ok=True)
+    for name in names:
+        task = TASKS[name]
+        budget = steps or int(experiment(task)["total_timesteps"])
+        print(f"task {name}: {budget:,} steps a run, seeds {seeds}", flush=True)
+        for index, seed in enumerate(seeds):
+            for library in LIBRARIES if index % 2 == 0 else LIBRARIES[::-1]:
+                stem = logs / f"{name}-{library}-seed{seed}"
+                record = {"task": name, "library": library, "seed": seed, "budget": budget, "device": device}
+                record |= {"threshold": task.threshold, "window": task.window, "smoothing": SMOOTHING}
+                record |= {"atari": task.atari, "note": task.note, "curve": str(stem.with_suffix(".jsonl"))}
+                try:
+                    result = run_in_subprocess(
+                        name,
+                        library,
+                        seed=seed,
+                        steps=budget,
+                        device=device,
+                        curve=stem.with_suffix(".jsonl"),
+                        games=stem.with_name(stem.name + "-games"),
+                    )
+                    record |= {**TASK_RESULT, **result, "error": None}
+                except RuntimeError as error:
+                    record |= {**TASK_RESULT, "error": str(error)}
+                    print(f"  {error}", flush=True)
+                records.add("task", record)
+                print(
+                    f"  {library:10s} seed {seed}: final return {_round(record['final_return'])}, train s "
+                    f"{_round(record['train_seconds'])}, steps/s {_round(record['steps_per_second'])}, "
+                    f"peak RSS {_round(record['peak_rss_mb'])} MB",
+                    flush=True,
+                )
+
+
 def _round(value: float | None) -> str:
     return "-" if value is None else f"{value:.2f}"
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description="torchforce vs Stable-Baselines3 benchmarks on CartPole-v1")
+    parser = argparse.ArgumentParser(
+        description="torchforce vs Stable-Baselines3 benchmarks: CartPole-v1; MuJoCo and Atari tasks"
+    )
     parser.add_argument("--quick", action="store_true", help="short micro loops and one seed (a few minutes)")
     parser.add_argument("--seeds", type=int, help="number of seeds of the learning runs (default 10; --quick: 1)")
-    parser.add_argument("--only", choices=("micro", "learning"), help="run one part only")
+    parser.add_argument(
+        "--only", choices=("micro", "learning", "tasks"), help="run one part only (tasks run only when asked)"
+    )
     parser.add_argument("--cap", type=int, default=100_000, help="environment steps per learning run at most")
     parser.add_argument("--eval-every", type=int, default=2_500, help="steps between evaluations")
     parser.add_argument("--out", type=Path, default=HERE / "results", help="directory of the raw results")
+    parser.add_argument("--tasks", help="--only tasks: which, comma-separated (default: every one that can run)")
+    parser.add_argument("--steps", type=int, help="--only tasks: steps a run (default: the experiment's; --quick 3000)")
+    parser.add_argument("--device", default="cpu", help="--only tasks: the torch device of both libraries")
     arguments = parser.parse_args()
-    seeds = list(range(arguments.seeds or (1 if arguments.quick else 10)))
+    tasks = arguments.only == "tasks"
+    seeds = list(range(arguments.seeds or (1 if arguments.quick else 3 if tasks else 10)))
+    names, unavailable = task_names(arguments.tasks) if tasks else ([], {})
+    steps = arguments.steps or (QUICK_TASK_STEPS if arguments.quick and tasks else None)
 
     run_id = time.strftime("%Y%m%d-%H%M%S")
     records = Records(arguments.out / f"{run_id}.jsonl", run_id)
@@ -133,6 +221,10 @@ def main() -> None:
             "quick": arguments.quick,
             "seeds": seeds,
             "only": arguments.only,
+            "tasks": names,
+            "unavailable": unavailable,
+            "steps": steps,
+            "device": arguments.device,
         },
     )
     started = time.perf_counter()
@@ -143,6 +235,8 @@ def main() -> None:
         if arguments.only in (None, "learning"):
             print(f"learning figures: seeds {seeds}, cap {arguments.cap}", flush=True)
             run_learning(records, seeds, arguments.cap, arguments.eval_every, arguments.out / run_id)
+        if tasks:
+            run_tasks(records, names, seeds, steps, arguments.device, arguments.out / run_id)
     finally:
         records.close()
 
@@ -150,7 +244,8 @@ def main() -> None:
 
     full = arguments.only is None and not arguments.quick
     plots = HERE / "report" if full else arguments.out / run_id
-    text = report.write(records.all, plots=plots, readme=HERE / "README.md" if full else None)
+    task_plots = HERE / "report" if tasks and not arguments.quick else plots
+    text = report.write(records.all, plots=plots, readme=HERE / "README.md" if full else None, task_plots=task_plots)
     print(text)
     print(f"raw results: {records.path}  ({time.perf_counter() - started:.0f} s)")
 

@@ -1,0 +1,113 @@
+"""The statistics of the MuJoCo/Atari benchmark report (bench/report.py): the Student-t interval over seeds, the
+time to a return threshold, curves of several runs on one grid, and the tables' figures, against hand values."""
+
+import importlib.util
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+BENCH = Path(__file__).resolve().parent.parent / "bench"
+
+
+@pytest.fixture(scope="module")
+def report():
+    spec = importlib.util.spec_from_file_location("bench_report", BENCH / "report.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_t_interval_is_the_mean_and_the_student_t_half_width(report):
+    mean, half = report.t_interval([1.0, 2.0, 3.0])  # s = 1, t(0.975, 2 df) = 4.303
+    assert mean == 2.0
+    assert half == pytest.approx(4.303 / math.sqrt(3))
+    mean, half = report.t_interval([0.0, 2.0])  # s = sqrt(2), t(0.975, 1 df) = 12.706
+    assert (mean, half) == (1.0, pytest.approx(12.706))
+    assert report.t_interval([5.0])[0] == 5.0 and math.isnan(report.t_interval([5.0])[1])
+    assert all(math.isnan(value) for value in report.t_interval([]))
+    # beyond 30 degrees of freedom: the normal's 1.96
+    values = [0.0, 1.0] * 20
+    assert report.t_interval(values)[1] == pytest.approx(1.96 * np.std(values, ddof=1) / math.sqrt(40))
+
+
+def test_time_to_threshold_needs_a_full_window_of_episodes(report):
+    points = [(100 * (i + 1), 0.5 * (i + 1), float(value)) for i, value in enumerate([0, 10, 20, 30, 40])]
+    # means of the last 2: -, 5, 15, 25, 35: the fourth episode is the first at 25
+    assert report.time_to_threshold(points, 25.0, 2) == (400, 2.0)
+    assert report.time_to_threshold(points, 36.0, 2) is None
+    lucky_start = [(10, 1.0, 100.0), (20, 2.0, 0.0), (30, 3.0, 0.0)]
+    assert report.time_to_threshold(lucky_start, 50.0, 3) is None  # one lucky episode is no full window
+    assert report.time_to_threshold(lucky_start, 50.0, 1) == (10, 1.0)
+    assert report.time_to_threshold([], 0.0, 10) is None
+
+
+def test_curves_on_grid_span_what_every_run_covers(report):
+    first = [(0, 0.0, 0.0), (10, 1.0, 10.0), (20, 2.0, 20.0)]
+    second = [(5, 4.0, 1.0), (15, 8.0, 1.0), (30, 12.0, 1.0)]
+    grid, matrix = report.curves_on_grid([first, second], 0, 1, points=4)
+    assert grid.tolist() == [5.0, 10.0, 15.0, 20.0]  # from the latest first step to the earliest last one
+    assert matrix.tolist() == [[5.0, 10.0, 15.0, 20.0], [1.0, 1.0, 1.0, 1.0]]
+    # smoothed over 2 episodes first (0, 5, 15 at steps 0, 10, 20), then interpolated
+    _, smoothed = report.curves_on_grid([first], 0, 2, points=3)
+    assert smoothed.tolist() == [[0.0, 5.0, 15.0]]
+    # by seconds: the runs' seconds do not overlap (0-2 against 4-12): no common grid
+    grid, matrix = report.curves_on_grid([first, second], 1, 1)
+    assert grid.size == 0 and matrix.shape == (2, 0)
+
+
+def run(library, seed, final, seconds, reached=None, error=None):
+    return {
+        "task": "hopper_ppo",
+        "library": library,
+        "seed": seed,
+        "budget": 50_000,
+        "threshold": 1000.0,
+        "window": 100,
+        "smoothing": 10,
+        "atari": False,
+        "note": "",
+        "curve": "/nonexistent/curve.jsonl",
+        "settings": "the settings",
+        "error": error,
+        "final_return": final,
+        "train_seconds": seconds,
+        "steps_per_second": None if seconds is None else 50_000 / seconds,
+        "peak_rss_mb": 300.0,
+        "steps_to_threshold": None if reached is None else reached[0],
+        "seconds_to_threshold": None if reached is None else reached[1],
+    }
+
+
+def test_task_table_and_targets(report):
+    runs = [
+        run("torchforce", 0, 1100.0, 70.0, reached=(20_000, 30.0)),
+        run("torchforce", 1, 1300.0, 70.0, reached=(40_000, 50.0)),
+        run("torchforce", 2, 1200.0, 70.0),
+        run("sb3", 0, 1000.0, 100.0, reached=(30_000, 60.0)),
+        run("sb3", 1, 1000.0, 100.0),
+        run("sb3", 2, 1000.0, 100.0),
+        run("sb3", 3, None, None, error="exit 1"),
+    ]
+    lines = report.task_table("hopper_ppo", runs).splitlines()
+    half = 4.303 * 100.0 / math.sqrt(3)  # 1100, 1300, 1200: s = 100
+    assert f"| 1,200 ± {half:,.0f} | 1,000 ± 0 |" in lines[2]
+    assert lines[3] == "| environment steps to 1,000 (median of runs reaching it) | 30,000 (2/3) | 30,000 (1/3) | |"
+    assert lines[4] == "| seconds to 1,000 (median of runs reaching it) | 40.0 (2/3) | 60.0 (1/3) | |"
+    assert lines[5] == "| total training seconds (mean) | 70 | 100 | 0.70 |"
+    assert "| the zoo's published score, at its budget | | 2,410.4 (PPO Hopper-v3, 1M steps, one run) | |" in lines
+    assert lines[-1] == "Failed runs (left out above): sb3 seed 3."
+    targets = report.task_targets({"hopper_ppo": runs}).splitlines()
+    assert targets[2:] == [
+        "| hopper_ppo | final return >= SB3's | 1,200.0 vs 1,000.0 | yes |",
+        "| hopper_ppo | wall-clock <= 0.7x SB3's | 0.70x | yes |",
+    ]
+
+
+def test_the_tasks_block_says_which_tasks_did_not_run(report, tmp_path):
+    meta = {"kind": "meta", "run": "r1", "date": "d", "seeds": [0], "unavailable": {"pong_dqn": "no config"}}
+    text = report.render_tasks([meta, {"kind": "task", **run("torchforce", 0, 1.0, 1.0)}], tmp_path, None)
+    assert text.startswith(report.TASKS_BEGIN) and text.endswith(report.TASKS_END + "\n")
+    assert "### hopper_ppo" in text and "### pong_dqn\n\nNot run: no config." in text
+    assert list(tmp_path.iterdir()) == []  # no curve to draw: no plot
