@@ -334,3 +334,13 @@ def test_bad_options_are_spec_errors_naming_them(monkeypatch):
         with pytest.raises(SpecError) as error:
             make({"type": "atari", "game": "Pong", key: value})
         assert error.value.path == f"environment.{key}", key
+
+
+def test_building_a_game_prints_nothing():
+    """ALE's banner would land in the middle of tfcli's output (``experiment show`` builds the environment)."""
+    import subprocess
+    import sys
+
+    code = "from torchforce.environments.atari import atari_env; atari_env('Pong').reset(seed=0)"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
+    assert done.stdout == ""

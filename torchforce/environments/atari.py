@@ -360,6 +360,10 @@ def atari_env(
         raise SpecError("render_mode", "not a render mode of ALE", got=render_mode, expected=" or ".join(RENDER_MODES))
     if render_mode == "human" and not (sys.platform in ("darwin", "win32") or any(map(os.environ.get, DISPLAYS))):
         raise SpecError("render_mode", '"human" opens a window, which needs a display; none was found (no DISPLAY)')
+    import ale_py
+
+    # ALE prints its banner to standard output when it loads a game, into the middle of tfcli's tables
+    ale_py.ALEInterface.setLoggerMode(ale_py.LoggerMode.Error)
     try:
         env = gymnasium.make(
             gym_id,
