@@ -129,7 +129,7 @@ def write(path: Path, text: str | bytes) -> Path:
 @pytest.mark.parametrize(
     ("file", "content", "expected"),
     [
-        ("missing.json", None, ["experiment.file: no experiment config named 'missing.json'", "Known: cartpole_dqn"]),
+        ("missing.json", None, ["experiment.file: no experiment config named 'missing.json'", "Known: breakout_dqn"]),
         ("sub/missing.json", None, ["experiment.file: file not found: 'sub/missing.json'"]),
         ("truncated.json", '{"name": "x", "agent": ', ["malformed JSON at line 1, column 24", "truncated.json"]),
         ("trailing.json", '{"name": "x",}', ["malformed JSON at line 1, column 14", "trailing.json"]),

@@ -267,7 +267,10 @@ def test_stop_checkpoints_and_ends_for_good(project):
 
 @pytest.mark.parametrize("name", names("experiments"))
 def test_every_shipped_experiment_runs_a_few_episodes(project, name):
-    experiment = Experiment(project, file=name, name=name.replace("_", "-"), total_timesteps=1000)
+    # episodes cut at 100 steps, so that every experiment ends some within 1,000 (a Pong game lasts longer)
+    experiment = Experiment(
+        project, file=name, name=name.replace("_", "-"), total_timesteps=1000, max_timesteps_per_episode=100
+    )
     experiment.generate_locally()
     experiment.start(cluster="local")  # simple_a3c names 2018's GKE cluster; here it runs on this machine
     assert wait_until_done(experiment, timeout=300) == "finished", experiment.log_tail()
