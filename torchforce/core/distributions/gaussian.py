@@ -77,8 +77,8 @@ class Gaussian(Distribution):
         # An action at a bound stands for every sample clipped to it: its probability is the tail's mass, which
         # stays finite and smooth when the mean wanders past the bound (the density there falls off quadratically,
         # and likelihood ratios of such actions overflow).
-        above = action >= self.action.max_value
-        below = action <= self.action.min_value
+        low, high = self.action.bounds
+        above, below = action >= high, action <= low
         return torch.where(above, special.log_ndtr(-z), torch.where(below, special.log_ndtr(z), density))
 
     def entropy(self, params: Params) -> Tensor:
