@@ -404,7 +404,7 @@ class RunningReturnScale(Preprocessor):
         indices = row_indices(rows, len(rewards))
         if len(rewards) == 0:
             return rewards.astype(np.float32)
-        if len(np.unique(indices)) < len(indices):  # a row twice in one batch: its steps in order
+        if rows is not None and len(np.unique(indices)) < len(indices):  # a row twice in a batch: its steps in order
             return np.concatenate([self.process(rewards[i : i + 1], indices[i : i + 1]) for i in range(len(indices))])
         if len(self._returns) <= indices.max():
             self._returns = np.concatenate([self._returns, np.zeros(indices.max() + 1 - len(self._returns))])

@@ -44,17 +44,14 @@ seeded run replays exactly.
 from __future__ import annotations
 
 import importlib.util
-import json
 import os
-import sys
-import time
 from pathlib import Path
 from typing import Any, SupportsFloat
 
 import gymnasium
 import numpy as np
 
-from torchforce.environments.gym import Gym
+from torchforce.environments.gym import EpisodeLog, Gym, has_display
 from torchforce.environments.names import atari_id, gym_registry, register_installed
 from torchforce.spec import SpecError, did_you_mean, expect_bool, expect_float, expect_int
 from torchforce.spec.checks import expect_elements
@@ -64,7 +61,6 @@ NOOP = 0  # ALE's action sets, the minimal ones and the full one, start with NOO
 # ALE's render modes, and Gymnasium's list of every frame since the last render (what videos of evaluations use)
 RENDER_MODES = ("rgb_array", "human", "rgb_array_list")
 MAX_REPEAT = 10_000  # frames a step (frame_skip) or a reset's no-ops (noop_max) may take: about 3 minutes of play
-DISPLAYS = ("DISPLAY", "WAYLAND_DISPLAY")  # on Linux, a window needs one of these (render_mode "human")
 SCREEN_HEIGHT = 210  # ALE's screens are 210 x 160; a larger screen_size would only repeat pixels
 
 
@@ -149,37 +145,17 @@ class GameMonitor(gymnasium.Wrapper):
 
     def __init__(self, env: gymnasium.Env, file: Path) -> None:
         super().__init__(env)
-        self.file = file
-        self.games = 0
-        self.score = 0.0
-        self.steps = 0
-        self.start = time.monotonic()
+        ale = self.unwrapped.ale  # type: ignore[attr-defined]
+        self.log = EpisodeLog(file, extra=lambda: {"frames": int(ale.getEpisodeFrameNumber())})
 
     def reset(self, **kwargs: Any) -> Any:
-        self.score, self.steps, self.start = 0.0, 0, time.monotonic()
+        self.log.reset()
         return self.env.reset(**kwargs)
 
     def step(self, action: Any) -> Any:
         result = self.env.step(action)
-        self.score += float(result[1])
-        self.steps += 1
-        if result[2] or result[3]:
-            self._record(1 if result[2] else 2)
+        self.log.step(result[1], result[2], result[3])
         return result
-
-    def _record(self, terminal: int) -> None:
-        record = {
-            "episode": self.games,
-            "reward": self.score,
-            "length": self.steps,
-            "terminal": terminal,
-            "seconds": round(time.monotonic() - self.start, 6),
-            "frames": int(self.unwrapped.ale.getEpisodeFrameNumber()),  # type: ignore[attr-defined]
-        }
-        with self.file.open("a", encoding="utf-8") as stream:
-            stream.write(json.dumps(record) + "\n")
-        self.games += 1
-        self.score, self.steps, self.start = 0.0, 0, time.monotonic()
 
 
 class EpisodicLife(gymnasium.Wrapper):
@@ -358,7 +334,7 @@ def atari_env(
         raise SpecError("monitor", "not a directory", got=monitor, expected="a directory path, or null")
     if render_mode is not None and render_mode not in RENDER_MODES:
         raise SpecError("render_mode", "not a render mode of ALE", got=render_mode, expected=" or ".join(RENDER_MODES))
-    if render_mode == "human" and not (sys.platform in ("darwin", "win32") or any(map(os.environ.get, DISPLAYS))):
+    if render_mode == "human" and not has_display():
         raise SpecError("render_mode", '"human" opens a window, which needs a display; none was found (no DISPLAY)')
     import ale_py
 

@@ -26,6 +26,7 @@ import re
 import sys
 import time
 import warnings
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, SupportsFloat
 
@@ -201,7 +202,7 @@ def _check_options(
             raise SpecError(f"{path}.visualize", "a window and monitor_video exclude each other")
         if "render_mode" in gym_kwargs:
             raise SpecError(f"{path}.visualize", "give either visualize or render_mode, not both")
-        if not _has_display():
+        if not has_display():
             raise SpecError(
                 f"{path}.visualize",
                 "visualize=true needs a display and none was found (DISPLAY is not set)",
@@ -227,7 +228,8 @@ def _check_renderer(env: Any, gym_id: str, path: str, option: str | None) -> Non
         )
 
 
-def _has_display() -> bool:
+def has_display() -> bool:
+    """Whether a window can open here (Linux needs DISPLAY or WAYLAND_DISPLAY)."""
     return sys.platform in ("darwin", "win32") or bool(os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY"))
 
 
@@ -342,11 +344,13 @@ class Gym(Environment):
         self.gym.close()
 
 
-class _EpisodeLog:
-    """Appends one JSON line per finished episode to ``episodes.jsonl`` (the 2018 monitor's statistics)."""
+class EpisodeLog:
+    """Appends one JSON line per finished episode to ``episodes.jsonl`` (the 2018 monitor's statistics), with the
+    keys ``extra()`` returns at the episode's end added (the Atari game monitor adds ``frames``)."""
 
-    def __init__(self, file: Path) -> None:
+    def __init__(self, file: Path, extra: Callable[[], dict[str, Any]] | None = None) -> None:
         self.file = file
+        self.extra = extra
         self.episode = 0
         self.reward = 0.0
         self.length = 0
@@ -362,6 +366,7 @@ class _EpisodeLog:
                 "length": self.length,
                 "terminal": 1 if terminated else 2,
                 "seconds": round(time.monotonic() - self.start, 6),
+                **(self.extra() if self.extra is not None else {}),
             }
             with self.file.open("a", encoding="utf-8") as stream:
                 stream.write(json.dumps(record) + "\n")
@@ -400,7 +405,7 @@ def _monitored(env: Any, monitor: str, safe: bool, video: int, path: str) -> Any
     class Monitor(gymnasium.Wrapper):
         def __init__(self, inner: Any) -> None:
             super().__init__(inner)
-            self.log = _EpisodeLog(file)
+            self.log = EpisodeLog(file)
 
         def reset(self, **kwargs: Any) -> Any:
             self.log.reset()
