@@ -107,6 +107,26 @@ def test_bounded_actions_stay_within_their_bounds(kind):
     assert stored.min() >= action["min_value"] and stored.max() <= action["max_value"]
 
 
+@pytest.mark.parametrize("kind", ["ddpg", "naf"])
+def test_random_timesteps_act_uniformly_then_by_the_policy(kind):
+    env = make("minimal", action_type="bounded", episode_length=5)
+    agent = build(kind, env=env, random_timesteps=300, actions_exploration=None)
+    env.seed(0)
+    state, taken = env.reset(), []
+    for step in range(320):
+        policy = agent.act(state, deterministic=True, independent=True)
+        action = agent.act(state)
+        if step >= 300:  # past the warm-up, without exploration: the policy's (act updates first: not exactly)
+            np.testing.assert_allclose(action, policy, atol=0.01)
+        taken.append(float(action))
+        state, terminal, reward = env.execute(action)
+        agent.observe(terminal, reward)
+        if terminal:
+            state = env.reset()
+    first = np.array(taken[:300])  # uniform in [-1, 1]: spread to both bounds, std 1/sqrt(3)
+    assert first.min() < -0.95 and first.max() > 0.95 and abs(first.std() - 3**-0.5) < 0.06, first
+
+
 # ---------------------------------------------------------------------------------------------- NAF
 
 
@@ -158,6 +178,8 @@ def test_naf_td_target_uses_the_target_value_head():
         ("ddpg", {"critic_network": [{"type": "internal_lstm", "size": 4}]}, "agent.critic_network: a critic cannot"),
         ("ddpg", {"target_update_weight": 0.0}, "agent.target_update_weight: out of range"),
         ("naf", {"update_mode": {"unit": "episodes", "batch_size": 2}}, "agent.update_mode.unit: NAF learns from"),
+        ("ddpg", {"random_timesteps": 10}, "agent.random_timesteps: acts uniformly within the actions' bounds"),
+        ("naf", {"random_timesteps": -1}, "agent.random_timesteps: "),
         ("ddpg", {"distributions": {"action": "gaussian"}}, None),  # a stochastic head is allowed: its mean is mu
     ],
 )

@@ -72,6 +72,7 @@ class Agent:
             torch.manual_seed(self.seed)
         self.rng = np.random.default_rng(self.seed)
         self.timestep = 0
+        self.random_timesteps = 0  # the first timesteps act uniformly at random (DDPG, NAF: random_timesteps)
         self.episode = 0
         self.updates = 0
         self._stop = False
@@ -245,6 +246,10 @@ class Agent:
                 self._maybe_update()
         before = episodes.internals
         actions, episodes.internals = self._act_rows(batch, before, deterministic=deterministic)
+        if self.timestep < self.random_timesteps and not deterministic:
+            from torchforce.core.explorations import uniform_actions
+
+            actions = uniform_actions(self.actions_spec, rows, self.rng)
         if self.learning:
             episodes.record(batch, before, actions)
         episodes.acted = True

@@ -107,6 +107,15 @@ def no_entropy_option() -> Any:
     return option(None, "Not for a deterministic policy, which has no entropy: null.", NoEntropy())
 
 
+def random_timesteps_option() -> Any:
+    return option(
+        0,
+        "The first timesteps act uniformly at random within the action bounds instead of by the policy (SB3's "
+        "learning_starts, Spinning Up's start_steps), so the replay memory starts diverse; 0: none.",
+        Integer(minimum=0),
+    )
+
+
 # --------------------------------------------------------------------------------------------------------- configs
 
 
@@ -459,6 +468,7 @@ class DDPGConfig(LearningConfig):
     )
     target_sync_frequency: int = target_sync_frequency_option()
     target_update_weight: float = target_update_weight_option()
+    random_timesteps: int = random_timesteps_option()
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -472,6 +482,7 @@ class NAFConfig(LearningConfig):
     entropy_regularization: float | None = no_entropy_option()
     target_sync_frequency: int = target_sync_frequency_option()
     target_update_weight: float = target_update_weight_option()
+    random_timesteps: int = random_timesteps_option()
     double_q_model: bool = option(False, "2018 key with no effect (V' needs no argmax): true or false.", Flag())
     huber_loss: float | None = huber_loss_option()
 

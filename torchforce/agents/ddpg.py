@@ -25,6 +25,7 @@ from torchforce.agents.config import DDPGConfig
 from torchforce.agents.transitions import FlatBatch, Transitions, group
 from torchforce.agents.value_specs import deterministic_heads, replay_capacity
 from torchforce.core.critics import Critic
+from torchforce.core.explorations import check_random_timesteps
 from torchforce.core.losses import l2
 from torchforce.core.optimizers import Synchronization, build_optimizer
 from torchforce.core.td import td_targets
@@ -66,6 +67,7 @@ class DDPGAgent(LearningAgent):
             unit_reason="DDPG learns from single transitions sampled from its replay memory",
         )
         self.discount = config.discount
+        self.random_timesteps = check_random_timesteps(config.random_timesteps, self.actions_spec)
         # the actor mu(s | theta^mu): the policy
         self.optimizer = build_optimizer(
             config.optimizer or {"type": "adam", "learning_rate": 1e-3},

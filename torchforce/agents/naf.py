@@ -27,6 +27,7 @@ from torchforce.agents.agent import LearningAgent
 from torchforce.agents.config import NAFConfig
 from torchforce.agents.transitions import FlatBatch, Transitions, group
 from torchforce.agents.value_specs import deterministic_heads, replay_capacity
+from torchforce.core.explorations import check_random_timesteps
 from torchforce.core.losses import huber, l2
 from torchforce.core.optimizers import Synchronization, build_optimizer
 from torchforce.core.td import td_targets
@@ -102,6 +103,7 @@ class NAFAgent(LearningAgent):
             unit_reason="NAF learns from single transitions sampled from its replay memory",
         )
         self.discount = config.discount
+        self.random_timesteps = check_random_timesteps(config.random_timesteps, self.actions_spec)
         self.huber_loss = config.huber_loss or None  # 0: none; double_q_model changes nothing (V' needs no argmax)
         size = sum(math.prod(action.shape) for action in self.actions_spec.values())
         # L(s) has n (n + 1) / 2 entries: the head's weights grow with the square of the action's size

@@ -295,3 +295,25 @@ def explore(
             low, high = action.bounds
             explored[mask] = rng.uniform(low, high, size=count)
     return explored
+
+
+def check_random_timesteps(count: int, actions: Mapping[str, ActionSpec]) -> int:
+    """``random_timesteps`` (DDPG, NAF) once the actions are known: a uniform draw needs every action's bounds."""
+    for name, action in actions.items():
+        if count and not action.bounded:
+            raise SpecError(
+                "random_timesteps",
+                f"acts uniformly within the actions' bounds, and the action '{name}' has none",
+                got=count,
+                expected="0 for an unbounded action",
+                hint=f"Give actions.{name} min_value and max_value, or leave random_timesteps out.",
+            )
+    return count
+
+
+def uniform_actions(actions: Mapping[str, ActionSpec], rows: int, rng: np.random.Generator) -> dict[str, np.ndarray]:
+    """``rows`` actions drawn uniformly within the bounds of each (bounded float) action."""
+    return {
+        name: rng.uniform(*action.bounds, size=(rows, *action.shape)).astype(np.float32)
+        for name, action in actions.items()
+    }
