@@ -6,6 +6,7 @@ its own, learning on MuJoCo and Atari tasks (``bench/tasks.py``).
     python bench/run.py --only micro    # one part; --seeds 5, --out DIR
     python bench/run.py --only tasks --tasks hopper_ppo --seeds 3 --steps 50000   # MuJoCo/Atari tasks
     python bench/run.py --only tasks --quick                                      # every task, 3,000 steps, 1 seed
+    python bench/run.py --only tasks --tasks pong_ppo --seeds 3 --jobs 6          # 6 runs at once (6+ cores)
 
 Raw records go to ``<out>/<run id>.jsonl`` (one JSON object a line, comparable across runs) with the episode logs
 beside them; the report (tables, ratios, learning-curve PNGs) is written from those records. A full run (all parts,
@@ -146,13 +147,19 @@ def task_names(asked: str | None) -> tuple[list[str], dict[str, str]]:
     return [name for name in names if reasons[name] is None], {n: r for n, r in reasons.items() if r is not None}
 
 
-def run_tasks(records: Records, names: list[str], seeds: list[int], steps: int | None, device: str, logs: Path) -> None:
-    """Every (task, seed) trains both libraries back to back, alternating which goes first, as the learning runs
-    do. ``steps``: the budget of every run (None: each experiment's ``total_timesteps``). A run that fails is
-    recorded with its error, and the others go on."""
+def run_tasks(
+    records: Records, names: list[str], seeds: list[int], steps: int | None, device: str, logs: Path, jobs: int = 1
+) -> None:
+    """Every (task, seed) trains both libraries, alternating which goes first, as the learning runs do; ``jobs``
+    runs at a time (each on one torch thread, so up to one a core without slowing the others down). ``steps``: the
+    budget of every run (None: each experiment's ``total_timesteps``). A run that fails is recorded with its
+    error, and the others go on. Records are written in plan order."""
+    from concurrent.futures import ThreadPoolExecutor
+
     from tasks import SMOOTHING, TASKS, experiment, run_in_subprocess
 
     logs.mkdir(parents=True, exist_ok=True)
+    planned: list[tuple[dict[str, Any], Path]] = []
     for name in names:
         task = TASKS[name]
         budget = steps or int(experiment(task)["total_timesteps"])
@@ -163,27 +170,34 @@ def run_tasks(records: Records, names: list[str], seeds: list[int], steps: int |
                 record = {"task": name, "library": library, "seed": seed, "budget": budget, "device": device}
                 record |= {"threshold": task.threshold, "window": task.window, "smoothing": SMOOTHING}
                 record |= {"atari": task.atari, "note": task.note, "curve": str(stem.with_suffix(".jsonl"))}
-                try:
-                    result = run_in_subprocess(
-                        name,
-                        library,
-                        seed=seed,
-                        steps=budget,
-                        device=device,
-                        curve=stem.with_suffix(".jsonl"),
-                        games=stem.with_name(stem.name + "-games"),
-                    )
-                    record |= {**TASK_RESULT, **result, "error": None}
-                except RuntimeError as error:
-                    record |= {**TASK_RESULT, "error": str(error)}
-                    print(f"  {error}", flush=True)
-                records.add("task", record)
-                print(
-                    f"  {library:10s} seed {seed}: final return {_round(record['final_return'])}, train s "
-                    f"{_round(record['train_seconds'])}, steps/s {_round(record['steps_per_second'])}, "
-                    f"peak RSS {_round(record['peak_rss_mb'])} MB",
-                    flush=True,
-                )
+                planned.append((record, stem))
+
+    def train(plan: tuple[dict[str, Any], Path]) -> dict[str, Any]:
+        record, stem = plan
+        try:
+            result = run_in_subprocess(
+                record["task"],
+                record["library"],
+                seed=record["seed"],
+                steps=record["budget"],
+                device=device,
+                curve=stem.with_suffix(".jsonl"),
+                games=stem.with_name(stem.name + "-games"),
+            )
+            return record | {**TASK_RESULT, **result, "error": None}
+        except RuntimeError as error:
+            print(f"  {error}", flush=True)
+            return record | {**TASK_RESULT, "error": str(error)}
+
+    with ThreadPoolExecutor(max_workers=jobs) as pool:
+        for record in pool.map(train, planned):
+            records.add("task", record)
+            print(
+                f"  {record['task']} {record['library']:10s} seed {record['seed']}: final return "
+                f"{_round(record['final_return'])}, train s {_round(record['train_seconds'])}, steps/s "
+                f"{_round(record['steps_per_second'])}, peak RSS {_round(record['peak_rss_mb'])} MB",
+                flush=True,
+            )
 
 
 def _round(value: float | None) -> str:
@@ -205,6 +219,9 @@ def main() -> None:
     parser.add_argument("--tasks", help="--only tasks: which, comma-separated (default: every one that can run)")
     parser.add_argument("--steps", type=int, help="--only tasks: steps a run (default: the experiment's; --quick 3000)")
     parser.add_argument("--device", default="cpu", help="--only tasks: the torch device of both libraries")
+    parser.add_argument(
+        "--jobs", type=int, default=1, help="--only tasks: runs at a time, one torch thread each (at most the cores)"
+    )
     arguments = parser.parse_args()
     tasks = arguments.only == "tasks"
     seeds = list(range(arguments.seeds or (1 if arguments.quick else 3 if tasks else 10)))
@@ -236,7 +253,7 @@ def main() -> None:
             print(f"learning figures: seeds {seeds}, cap {arguments.cap}", flush=True)
             run_learning(records, seeds, arguments.cap, arguments.eval_every, arguments.out / run_id)
         if tasks:
-            run_tasks(records, names, seeds, steps, arguments.device, arguments.out / run_id)
+            run_tasks(records, names, seeds, steps, arguments.device, arguments.out / run_id, arguments.jobs)
     finally:
         records.close()
 

@@ -2,7 +2,10 @@
 time to a return threshold, curves of several runs on one grid, and the tables' figures, against hand values."""
 
 import importlib.util
+import json
 import math
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -111,3 +114,21 @@ def test_the_tasks_block_says_which_tasks_did_not_run(report, tmp_path):
     assert text.startswith(report.TASKS_BEGIN) and text.endswith(report.TASKS_END + "\n")
     assert "### hopper_ppo" in text and "### pong_dqn\n\nNot run: no config." in text
     assert list(tmp_path.iterdir()) == []  # no curve to draw: no plot
+
+
+def test_the_harness_runs_both_libraries_at_once(tmp_path):
+    """``run.py --only tasks --jobs 2``: torchforce and SB3 train side by side in two processes, and both records
+    come back, in plan order, each with its own episodes."""
+    pytest.importorskip("stable_baselines3")
+    pytest.importorskip("mujoco")
+    command = [sys.executable, str(BENCH / "run.py"), "--only", "tasks", "--tasks", "hopper_ppo", "--quick"]
+    command += ["--steps", "1500", "--jobs", "2", "--out", str(tmp_path)]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    (results,) = tmp_path.glob("*.jsonl")
+    records = [json.loads(line) for line in results.read_text().splitlines()]
+    runs = [record for record in records if record["kind"] == "task"]
+    assert [(run["library"], run["error"]) for run in runs] == [("torchforce", None), ("sb3", None)]
+    for run in runs:
+        assert run["steps"] >= 1500 and run["episodes"] > 0 and run["final_return"] is not None
+        assert len(Path(run["curve"]).read_text().splitlines()) == run["episodes"]
