@@ -123,6 +123,23 @@ CASES = {
             "seed": 9,
         },
     ),
+    "ddpg-warmup": (
+        "bounded",
+        {
+            "type": "ddpg",
+            "network": MLP,
+            "update_mode": {"unit": "timesteps", "batch_size": 4, "frequency": 2},
+            "memory": {"type": "replay", "capacity": 64},
+            "target_update_weight": 0.1,
+            "actions_exploration": {"type": "gaussian_noise", "sigma": 0.2},
+            "random_timesteps": 30,  # resumed at 23: mid-warm-up
+            "seed": 10,
+        },
+    ),
+    "ppo-shared-value": (
+        "int",
+        {**PPO, "baseline_mode": "network", "baseline": {"type": "mlp", "sizes": []}, "value_loss_weight": 0.5},
+    ),
     "dqn-replay": ("int", DQN),
     "dqn-prioritized-preprocessed": (
         "int",
@@ -256,6 +273,8 @@ def test_checkpoint_with_parallel_rows(case, tmp_path):
         ("dqfd", 1, 23),
         ("ddpg", 2, 23),
         ("naf", 1, 23),
+        ("ddpg-warmup", 2, 23),
+        ("ppo-shared-value", 1, 23),
         ("dqn-replay", 1, 20),
         ("dqn-replay", 1, 23),
         ("dqn-prioritized-preprocessed", 1, 23),

@@ -253,6 +253,35 @@ def test_network_mode_baseline_reads_the_detached_policy_embedding():
     assert len(log) == 1 and np.isfinite(log[0][1]["baseline_loss"])
 
 
+@pytest.mark.parametrize("mode", ["network", "states"])
+def test_value_loss_weight_adds_the_weighted_value_loss_and_one_optimizer_steps_both(mode):
+    baseline = {"type": "mlp", "sizes": [] if mode == "network" else [4]}
+    joint = ppo(baseline_mode=mode, baseline=baseline, value_loss_weight=0.7)
+    assert joint.baseline_optimizer is None and set(joint.optimizers()) == {"step_optimizer"}
+    data, _ = surrogate_batch(joint)
+    data["returns"] = torch.tensor([1.0, -2.0, 0.5, 3.0, 0.0])
+    with torch.no_grad():
+        params, _, embedding = joint.policy({"state": data["states/state"]}, {})
+        values = joint.baseline({"embedding": embedding} if mode == "network" else {"state": data["states/state"]})
+    value_loss = 0.5 * (values - data["returns"]).pow(2).mean().item()
+    surrogate = (1.2 + 0.5 - 1.5 - 0.8 + 2.2) / 5  # as in test_clipped_surrogate_by_hand
+    loss = joint._policy_loss(data)
+    assert loss.item() == pytest.approx(-surrogate + 0.7 * value_loss, rel=1e-5)
+    # the value loss reaches the baseline, and in network mode the policy's network (a shared torso)
+    torso = joint.policy.network.dense0.weight
+    gradients = torch.autograd.grad(loss, [torso, joint.baseline.value.weight])
+    assert gradients[1].abs().sum() > 0
+    plain = ppo(baseline_mode=mode, baseline=baseline)
+    plain.load_state_dict(joint.state_dict() | {"optimizers": plain.state_dict()["optimizers"]})
+    (policy_gradient,) = torch.autograd.grad(plain._policy_loss(data), [plain.policy.network.dense0.weight])
+    assert torch.allclose(gradients[0], policy_gradient) == (mode == "states")
+    before = {name: p.detach().clone() for name, p in joint.baseline.named_parameters()}
+    log = recording(joint)
+    run(joint, ENV, 2)
+    assert len(log) == 1 and np.isfinite(log[0][1]["baseline_loss"])
+    assert all(not torch.equal(before[name], p) for name, p in joint.baseline.named_parameters())
+
+
 MULTI = make("multi", action_types=["int"])
 MULTI_NETWORK = [
     [
@@ -404,6 +433,15 @@ def test_default_memory_holds_what_is_staged_before_an_update(update_mode):
         (
             {"baseline_mode": "states", "baseline_optimizer": {"type": "adamm"}, "baseline": [{"type": "dense"}]},
             'baseline_optimizer.type: unknown optimizer "adamm".',
+        ),
+        (
+            {"value_loss_weight": 0.5},
+            "value_loss_weight: weighs the baseline's loss, and there is no baseline; got 0.5.",
+        ),
+        (
+            {"value_loss_weight": 0.5, "baseline_mode": "states", "baseline_optimizer": "adam"},
+            "baseline_optimizer: unused: with value_loss_weight the baseline steps with step_optimizer; "
+            'expected null, got "adam".',
         ),
     ],
 )

@@ -359,11 +359,33 @@ class PPOConfig(PolicyGradientConfig):
     minibatch_size: int | None = option(
         None, "Rows per minibatch of the epochs; null: the whole batch.", Integer(minimum=1, nullable=True)
     )
+    value_loss_weight: float | None = option(
+        None,
+        "Weight c of the baseline's loss 0.5 * (V(s) - R)^2 added to the policy's (PPO's eq. 9; SB3's vf_coef is "
+        "c / 2), both stepped by step_optimizer under one gradient clip; with baseline_mode network the policy's "
+        "network learns from the value loss too (a shared torso); null: the baseline has its own optimizer.",
+        Number(minimum=0.0, open_minimum=True, nullable=True),
+    )
 
     def __post_init__(self) -> None:
         super().__post_init__()
         if self.minibatch_size is not None and self.epochs is None:
             raise SpecError("minibatch_size", "goes with 'epochs'", hint="Set epochs too, or use subsampling_fraction.")
+        if self.value_loss_weight is not None and self.baseline_mode is None:
+            raise SpecError(
+                "value_loss_weight",
+                "weighs the baseline's loss, and there is no baseline",
+                got=self.value_loss_weight,
+                hint='Set baseline_mode ("states" or "network") and a baseline, or leave value_loss_weight out.',
+            )
+        if self.value_loss_weight is not None and self.baseline_optimizer is not None:
+            raise SpecError(
+                "baseline_optimizer",
+                "unused: with value_loss_weight the baseline steps with step_optimizer",
+                got=self.baseline_optimizer,
+                expected="null",
+                hint="Leave baseline_optimizer out, or value_loss_weight.",
+            )
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -17,7 +17,7 @@ from torchforce.agents.agent import LearningAgent
 from torchforce.agents.config import PolicyGradientConfig
 from torchforce.agents.transitions import FlatBatch, Transitions, group
 from torchforce.agents.update_mode import default_latest_capacity
-from torchforce.core.baselines import build_pg_baseline, regularization_loss, state_values
+from torchforce.core.baselines import build_pg_baseline, regularization_loss, shared_state_values, state_values
 from torchforce.core.objectives import policy_statistics, value_loss
 from torchforce.core.optimizers import Optimizer
 from torchforce.core.returns import advantage_tensors
@@ -70,14 +70,14 @@ class PolicyGradientAgent(LearningAgent):
         ``old_log_prob``, log pi_old(a_t|s_t) of the policy that collected it."""
         data = batch.flat()
         with torch.no_grad():
+            params, _, embedding = self.policy(batch.states, batch.internals)
+            old_log_prob = self.policy.log_prob(params, batch.actions)
             values = next_values = None
             if self.baseline is not None and self.baseline_mode is not None:  # V(s_t) and V(s_{t+1})
-                values = state_values(self.baseline, self.baseline_mode, self.policy, batch.states, batch.internals)
+                values = shared_state_values(self.baseline, self.baseline_mode, batch.states, embedding)
                 next_values = state_values(
                     self.baseline, self.baseline_mode, self.policy, batch.next_states, batch.internals
                 )
-            params, _, _ = self.policy(batch.states, batch.internals)
-            old_log_prob = self.policy.log_prob(params, batch.actions)
         window = self.update_mode.length if self.update_mode.unit == "sequences" else None
         data["advantages"], data["returns"] = advantage_tensors(
             batch.reward,
@@ -117,5 +117,5 @@ class PolicyGradientAgent(LearningAgent):
         return {"policy": self.policy} | ({"baseline": self.baseline} if self.baseline is not None else {})
 
     def optimizers(self) -> dict[str, Any]:
-        baseline = {"baseline_optimizer": self.baseline_optimizer} if self.baseline is not None else {}
+        baseline = {"baseline_optimizer": self.baseline_optimizer} if self.baseline_optimizer is not None else {}
         return {self.optimizer_key: self.optimizer} | baseline

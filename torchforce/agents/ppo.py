@@ -20,8 +20,9 @@ import torch
 from torchforce.agents.config import PPOConfig
 from torchforce.agents.policy_gradient import PolicyGradientAgent
 from torchforce.agents.transitions import FlatBatch, Transitions, group
+from torchforce.core.baselines import regularization_loss, shared_state_values
 from torchforce.core.memories.latest import Latest
-from torchforce.core.objectives import clipped_surrogate, likelihood_ratio
+from torchforce.core.objectives import clipped_surrogate, likelihood_ratio, value_loss
 from torchforce.core.optimizers import build_optimizer
 from torchforce.spec import SpecError
 from torchforce.spec.checks import MAX_STEPS
@@ -60,10 +61,16 @@ class PPOAgent(PolicyGradientAgent):
                 expected='"latest"',
                 hint='Use {"type": "latest"}, or update_mode.unit "episodes".',
             )
+        # c_1 of eq. 9: the value loss joins the policy's, and one optimizer steps both (else the baseline's own)
+        self.value_loss_weight = config.value_loss_weight
+        parameters = list(self.policy.parameters())
+        if self.value_loss_weight is not None and self.baseline is not None:
+            self.baseline_optimizer = None
+            parameters += list(self.baseline.parameters())
         # the policy's optimizer, one step per minibatch
         self.optimizer = build_optimizer(
             config.step_optimizer or {"type": "adam", "learning_rate": 1e-3},
-            list(self.policy.parameters()),
+            parameters,
             path="step_optimizer",
             without_kl="the ppo agent",
         )
@@ -110,7 +117,7 @@ class PPOAgent(PolicyGradientAgent):
 
     def _policy_loss(self, data: FlatBatch, reference: Any = None) -> torch.Tensor:
         states, internals, actions = (group(data, key) for key in ("states", "internals", "actions"))
-        params, _, _ = self.policy(states, internals)
+        params, _, embedding = self.policy(states, internals)
         # the probability ratio r_t(theta) = pi(a_t|s_t) / pi_old(a_t|s_t)
         ratio = likelihood_ratio(self.policy.log_prob(params, actions), data["old_log_prob"])
         advantages = data["advantages"]
@@ -120,4 +127,9 @@ class PPOAgent(PolicyGradientAgent):
         loss = -surrogate.mean() + self.policy.regularization_loss()
         if self.entropy_regularization:
             loss = loss - self.entropy_regularization * self.policy.entropy(params).mean()
+        if self.value_loss_weight is not None and self.baseline is not None and self.baseline_mode is not None:
+            # plus c_1 L^VF of eq. 9 (in "network" mode through the policy's network: a shared torso)
+            values = shared_state_values(self.baseline, self.baseline_mode, states, embedding)
+            baseline_loss = value_loss(values, data["returns"]) + regularization_loss(self.baseline)
+            loss = loss + self.value_loss_weight * baseline_loss
         return loss

@@ -2,7 +2,8 @@
 aggregated.
 
 ``baseline_mode`` "states" feeds the baseline the (preprocessed) states; "network" feeds it the policy network's
-embedding with gradients stopped, so the baseline never changes the policy. ``build_pg_baseline`` builds an agent's
+embedding with gradients stopped, so the baseline never changes the policy (PPO's ``value_loss_weight`` keeps them:
+``shared_state_values``). ``build_pg_baseline`` builds an agent's
 mode, baseline module and optimizer from its options; ``state_values`` computes V(s) in either mode.
 """
 
@@ -202,3 +203,11 @@ def state_values(
         embedding, _ = policy.network(states, internals)
         return baseline({EMBEDDING: embedding.detach()})
     return baseline(states)
+
+
+def shared_state_values(
+    baseline: nn.Module, mode: str, states: dict[str, torch.Tensor], embedding: torch.Tensor
+) -> torch.Tensor:
+    """V(s) [B] from the policy network's ``embedding`` of ``states`` already at hand ("network" mode), or from the
+    states. Its gradients are kept: under PPO's ``value_loss_weight`` the value loss trains the network too."""
+    return baseline({EMBEDDING: embedding}) if mode == "network" else baseline(states)
