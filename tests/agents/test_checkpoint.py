@@ -43,6 +43,16 @@ DQN = {
     "actions_exploration": EPSILON,
     "seed": 4,
 }
+DDPG = {
+    "type": "ddpg",
+    "network": MLP,
+    "update_mode": {"unit": "timesteps", "batch_size": 4, "frequency": 2},
+    "memory": {"type": "replay", "capacity": 64},
+    "target_sync_frequency": 2,
+    "target_update_weight": 0.1,
+    "actions_exploration": {"type": "ornstein_uhlenbeck"},
+    "seed": 8,
+}
 CASES = {
     "ppo": ("int", PPO),
     "ppo-preprocessed": ("int", {**PPO, **PREPROCESSING}),
@@ -97,19 +107,7 @@ CASES = {
         },
     ),
     "dqfd": ("int", {**DQN, "type": "dqfd", "demo_sampling_ratio": 0.5, "huber_loss": 1.0}),
-    "ddpg": (
-        "float",
-        {
-            "type": "ddpg",
-            "network": MLP,
-            "update_mode": {"unit": "timesteps", "batch_size": 4, "frequency": 2},
-            "memory": {"type": "replay", "capacity": 64},
-            "target_sync_frequency": 2,
-            "target_update_weight": 0.1,
-            "actions_exploration": {"type": "ornstein_uhlenbeck"},
-            "seed": 8,
-        },
-    ),
+    "ddpg": ("float", DDPG),
     "naf": (
         "float",
         {
@@ -123,19 +121,7 @@ CASES = {
             "seed": 9,
         },
     ),
-    "ddpg-warmup": (
-        "bounded",
-        {
-            "type": "ddpg",
-            "network": MLP,
-            "update_mode": {"unit": "timesteps", "batch_size": 4, "frequency": 2},
-            "memory": {"type": "replay", "capacity": 64},
-            "target_update_weight": 0.1,
-            "actions_exploration": {"type": "gaussian_noise", "sigma": 0.2},
-            "random_timesteps": 30,  # resumed at 23: mid-warm-up
-            "seed": 10,
-        },
-    ),
+    "ddpg-warmup": ("bounded", {**DDPG, "random_timesteps": 30, "seed": 10}),  # resumed at 23: mid-warm-up
     "ppo-shared-value": (
         "int",
         {**PPO, "baseline_mode": "network", "baseline": {"type": "mlp", "sizes": []}, "value_loss_weight": 0.5},
