@@ -12,7 +12,8 @@ ray = pytest.importorskip("ray")
 
 from torchforce.agents import create_agent  # noqa: E402
 from torchforce.environments import make  # noqa: E402
-from torchforce.execution.distributed import OBJECT_STORE, DistributedRunner, ParameterServer, shard  # noqa: E402
+from torchforce.execution import distributed  # noqa: E402
+from torchforce.execution.distributed import OBJECT_STORE, Absence, DistributedRunner, ParameterServer, shard  # noqa: E402
 from torchforce.execution.evaluation import evaluate  # noqa: E402
 from torchforce.execution.ray_cluster import init_private  # noqa: E402
 
@@ -149,6 +150,28 @@ def test_a_worker_killed_mid_run_is_restarted_and_only_its_chunk_is_lost():
         assert sum(row["steps"] for row in status) == 3000
     finally:
         runner.close()
+
+
+def test_a_restart_under_way_is_waited_out_and_deaths_are_counted():
+    """Ray answers ActorUnavailableError while it starts a killed worker again, which takes long on a busy machine
+    (the 20 quick retries this replaced gave up after 21 s under load): that is waited out up to RESTART_TIMEOUT;
+    deaths end it after MAX_WORKER_RESTARTS."""
+    clock = [0.0]
+    restarting = ray.exceptions.ActorUnavailableError("The actor is restarting", None)
+    absence = Absence(clock=lambda: clock[0])
+    delays = []
+    for _ in range(200):  # 200 s of a restart under way: far more calls than MAX_WORKER_RESTARTS
+        delays.append(absence.failed(restarting))
+        clock[0] += 1.0
+    assert delays[:3] == pytest.approx([0.1, 0.2, 0.3]) and max(delays) == 2.0 and absence.deaths == 0
+    clock[0] = distributed.RESTART_TIMEOUT + 1.0
+    with pytest.raises(ray.exceptions.ActorUnavailableError):
+        absence.failed(restarting)
+    died = Absence()
+    for _ in range(distributed.MAX_WORKER_RESTARTS):
+        died.failed(ray.exceptions.RayActorError())
+    with pytest.raises(ray.exceptions.RayActorError):
+        died.failed(ray.exceptions.RayActorError())
 
 
 def test_worker_agents_come_back_from_their_states():

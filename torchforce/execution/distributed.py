@@ -40,6 +40,7 @@ from torchforce.execution.runner import episode_callback
 CHUNK = 1_000  # steps a worker runs between two reports to the driver
 OBJECT_STORE = 200 * 1024**2  # bytes: parameters and results are small; Ray's default takes a share of all memory
 MAX_WORKER_RESTARTS = 20  # a worker process that keeps dying (a crashing environment) ends the run after this many
+RESTART_TIMEOUT = 300.0  # seconds a worker that Ray is restarting may take to answer again (more on a busy machine)
 PLACEMENT_TIMEOUT = 120.0  # seconds to wait for the cluster to place the workers
 
 
@@ -225,6 +226,32 @@ class WorkerStatus(TypedDict):
     syncs: NotRequired[int]
 
 
+class Absence:
+    """A worker that has stopped answering: since when, and how many of the failed calls were deaths. While Ray
+    starts a killed worker's process again, calls fail with ``ActorUnavailableError`` (for seconds, or longer on a
+    busy machine): waited out up to ``RESTART_TIMEOUT``; other actor errors are deaths, up to
+    ``MAX_WORKER_RESTARTS`` of them."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self.clock = clock
+        self.since: float | None = None
+        self.calls = 0
+        self.deaths = 0
+
+    def failed(self, error: Exception) -> float:
+        """Count ``error`` (a ``RayActorError``) and return the seconds to wait before the next call; raise it once
+        the worker is given up."""
+        from ray.exceptions import ActorUnavailableError
+
+        now = self.clock()
+        self.since = now if self.since is None else self.since
+        self.calls += 1
+        self.deaths += not isinstance(error, ActorUnavailableError)
+        if self.deaths > MAX_WORKER_RESTARTS or now - self.since > RESTART_TIMEOUT:
+            raise error
+        return min(0.1 * self.calls, 2.0)
+
+
 class DistributedRunner(BaseRunner):
     """Trains ``agent`` (a local agent: its spec and initial parameters start the servers and workers, and it
     receives the servers' parameters for ``save_model`` and after each run) with ``num_workers`` Ray workers, each
@@ -387,14 +414,13 @@ class DistributedRunner(BaseRunner):
         ray = _ray()
         states = []
         for worker in self.workers:
-            for attempt in range(MAX_WORKER_RESTARTS + 1):
+            absence = Absence()
+            while True:
                 try:
                     states.append(ray.get(worker.get_state.remote()))
                     break
-                except ray.exceptions.RayActorError:
-                    if attempt == MAX_WORKER_RESTARTS:
-                        raise
-                    time.sleep(min(0.1 * (attempt + 1), 2.0))
+                except ray.exceptions.RayActorError as error:
+                    time.sleep(absence.failed(error))
         return states
 
     def load_worker_states(self, states: list[dict[str, Any]]) -> None:
@@ -445,7 +471,7 @@ class DistributedRunner(BaseRunner):
         assigned = self.global_timestep  # steps handed out so far
         running: dict[Any, tuple[int, int]] = {}  # chunk (or, with 0 steps, a readiness probe) -> (worker, steps)
         stop = False
-        failures = [0] * self.num_workers  # calls in a row that found the worker's process gone
+        absences = [Absence() for _ in range(self.num_workers)]  # failed calls of each worker since it last answered
 
         def hand_out(index: int) -> None:
             nonlocal assigned
@@ -461,19 +487,19 @@ class DistributedRunner(BaseRunner):
             index, steps = running.pop(done)
             try:
                 result = ray.get(done)
-            except ray.exceptions.RayActorError:  # its process died: Ray restarts it; a chunk under way is lost
-                failures[index] += 1
-                if failures[index] > MAX_WORKER_RESTARTS:
-                    raise
+            except (
+                ray.exceptions.RayActorError
+            ) as error:  # its process died: Ray restarts it; a chunk under way is lost
+                delay = absences[index].failed(error)  # raises once the worker is given up
                 if steps:
                     assigned -= steps
                     self.status[index]["lost_steps"] += steps
                     if self.on_lost_worker is not None:
                         self.on_lost_worker(index, steps)
-                time.sleep(min(0.1 * failures[index], 2.0))  # while Ray restarts it
+                time.sleep(delay)  # while Ray restarts it
                 running[self.workers[index].ready.remote()] = index, 0
                 continue
-            failures[index] = 0
+            absences[index] = Absence()
             self._note_incarnation(index, result["incarnation"] if steps else result)
             if not steps:  # a restarted worker is ready: back to work
                 hand_out(index)
