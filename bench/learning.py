@@ -112,10 +112,16 @@ def run_in_subprocess(
         "--episode-log",
         str(episode_log),
     ]
+    return run_child(command, f"{library} {algorithm} seed {seed}")
+
+
+def run_child(command: list[str], what: str) -> dict[str, Any]:
+    """Run a benchmark child process (``command``) from the repository root; the JSON object it printed last. A
+    failure raises a RuntimeError naming ``what``, with the end of the child's output."""
     process = subprocess.run(command, capture_output=True, text=True, cwd=HERE.parent)
     if process.returncode != 0:
         output = (process.stdout + process.stderr)[-3000:]
-        raise RuntimeError(f"{library} {algorithm} seed {seed} failed (exit {process.returncode}):\n{output}")
+        raise RuntimeError(f"{what} failed (exit {process.returncode}):\n{output}")
     return json.loads(process.stdout.strip().splitlines()[-1])
 
 

@@ -332,15 +332,11 @@ def run_in_subprocess(
     name: str, library: str, *, seed: int, steps: int, device: str, curve: Path, games: Path
 ) -> dict[str, Any]:
     """One learning run in a fresh process; its result (see ``child``)."""
-    import subprocess
+    from learning import run_child
 
     command = [sys.executable, str(HERE / "tasks.py"), "--task", name, "--library", library, "--seed", str(seed)]
     command += ["--steps", str(steps), "--device", device, "--curve", str(curve), "--games", str(games)]
-    process = subprocess.run(command, capture_output=True, text=True, cwd=HERE.parent)
-    if process.returncode != 0:
-        output = (process.stdout + process.stderr)[-3000:]
-        raise RuntimeError(f"{name} {library} seed {seed} failed (exit {process.returncode}):\n{output}")
-    return json.loads(process.stdout.strip().splitlines()[-1])
+    return run_child(command, f"{name} {library} seed {seed}")
 
 
 def main() -> None:

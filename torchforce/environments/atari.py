@@ -7,7 +7,7 @@
    not all start in the same state.
 2. ``MaxAndSkip``: each step repeats the action ``frame_skip`` frames, sums their rewards and returns the
    element-wise maximum of the last two frames (Atari sprites flicker: some are drawn every other frame only).
-3. ``GameMonitor`` (with ``monitor=DIR``): one JSON line per real game in ``DIR/episodes.jsonl`` (below).
+3. ``game_monitor`` (with ``monitor=DIR``): one JSON line per real game in ``DIR/episodes.jsonl`` (below).
 4. ``EpisodicLife``: losing a life ends the agent's episode (terminated) while the game goes on; the next reset
    then takes one no-op step instead of resetting the game. A real reset happens only after game over, a time limit,
    or a reset that passes a seed.
@@ -51,7 +51,7 @@ from typing import Any, SupportsFloat
 import gymnasium
 import numpy as np
 
-from torchforce.environments.gym import EpisodeLog, Gym, has_display
+from torchforce.environments.gym import EpisodeLog, Gym, has_display, log_episodes
 from torchforce.environments.names import atari_id, gym_registry, register_installed
 from torchforce.spec import SpecError, did_you_mean, expect_bool, expect_float, expect_int
 from torchforce.spec.checks import expect_elements
@@ -139,23 +139,12 @@ class MaxAndSkip(gymnasium.Wrapper):
         return observation, total, terminated, truncated, info
 
 
-class GameMonitor(gymnasium.Wrapper):
-    """Appends one JSON line per real game to ``file``: the Gym adapter's monitor record (``episode``, ``reward``,
-    ``length``, ``terminal``, ``seconds``) plus ``frames``, the ALE frames the game lasted."""
-
-    def __init__(self, env: gymnasium.Env, file: Path) -> None:
-        super().__init__(env)
-        ale = self.unwrapped.ale  # type: ignore[attr-defined]
-        self.log = EpisodeLog(file, extra=lambda: {"frames": int(ale.getEpisodeFrameNumber())})
-
-    def reset(self, **kwargs: Any) -> Any:
-        self.log.reset()
-        return self.env.reset(**kwargs)
-
-    def step(self, action: Any) -> Any:
-        result = self.env.step(action)
-        self.log.step(result[1], result[2], result[3])
-        return result
+def game_monitor(env: gymnasium.Env, file: Path) -> gymnasium.Env:
+    """``env`` wrapped to append one JSON line per real game to ``file``: the Gym adapter's monitor record
+    (``episode``, ``reward``, ``length``, ``terminal``, ``seconds``) plus ``frames``, the ALE frames the game
+    lasted."""
+    ale = env.unwrapped.ale  # type: ignore[attr-defined]
+    return log_episodes(env, EpisodeLog(file, extra=lambda: {"frames": int(ale.getEpisodeFrameNumber())}))
 
 
 class EpisodicLife(gymnasium.Wrapper):
@@ -356,7 +345,7 @@ def atari_env(
         env = NoopReset(env, noop_max)
     env = MaxAndSkip(env, frame_skip)
     if monitor is not None:
-        env = GameMonitor(env, _records_file(Path(monitor)))
+        env = game_monitor(env, _records_file(Path(monitor)))
     if episodic_life:
         env = EpisodicLife(env)
     fire = fire_action(env)

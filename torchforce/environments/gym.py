@@ -402,18 +402,21 @@ def _monitored(env: Any, monitor: str, safe: bool, video: int, path: str) -> Any
                 f"{path}.monitor_video", "recording videos needs the moviepy package", hint="pip install moviepy"
             ) from None
 
-    class Monitor(gymnasium.Wrapper):
-        def __init__(self, inner: Any) -> None:
-            super().__init__(inner)
-            self.log = EpisodeLog(file)
+    return log_episodes(env, EpisodeLog(file))
 
+
+def log_episodes(env: Any, log: EpisodeLog) -> Any:
+    """``env`` (a Gymnasium environment) wrapped so that each of its episodes goes to ``log``."""
+    import gymnasium
+
+    class Monitor(gymnasium.Wrapper):
         def reset(self, **kwargs: Any) -> Any:
-            self.log.reset()
+            log.reset()
             return self.env.reset(**kwargs)
 
         def step(self, action: Any) -> Any:
             result = self.env.step(action)
-            self.log.step(result[1], result[2], result[3])
+            log.step(result[1], result[2], result[3])
             return result
 
     return Monitor(env)
