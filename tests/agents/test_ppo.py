@@ -317,6 +317,43 @@ def test_baseline_kinds_train(baseline, multi):
     assert not unchanged, f"the baseline optimizer did not move {unchanged}"
 
 
+@pytest.mark.parametrize(
+    "baseline",
+    [
+        {"type": "mlp", "sizes": [8]},
+        {"type": "custom", "network": [{"type": "dense", "size": 8}]},
+        {"type": "cnn", "conv_sizes": [], "dense_sizes": [8]},
+    ],
+)
+def test_value_weights_initialize_the_value_head(baseline):
+    orthogonal = {"name": "orthogonal", "gain": 3.0}
+    agent = ppo(baseline_mode="states", baseline={**baseline, "value_weights": orthogonal})
+    assert agent.baseline.value.weight.norm().item() == pytest.approx(3.0)  # one orthonormal row times the gain
+    constant = ppo(baseline_mode="states", baseline={**baseline, "value_weights": 0.5})
+    assert constant.baseline.value.weight.eq(0.5).all()
+    with pytest.raises(SpecError, match=r"baseline\.value_weights\.name: "):
+        ppo(baseline_mode="states", baseline={**baseline, "value_weights": "orthonormal"})
+
+
+def test_sb3_style_orthogonal_initialization_from_a_spec_trains():
+    """A torso at gain sqrt(2), the policy head at 0.01 and the value head at 1, as SB3's ortho_init does."""
+    torso = {"name": "orthogonal", "gain": math.sqrt(2)}
+    agent = ppo(
+        network=[{"type": "dense", "size": 8, "weights": torso}],
+        distributions={"action": {"type": "categorical", "weights": {"name": "orthogonal", "gain": 0.01}}},
+        baseline_mode="network",
+        baseline={"type": "mlp", "sizes": [], "value_weights": {"name": "orthogonal", "gain": 1.0}},
+        value_loss_weight=1.0,
+    )
+    logits = agent.policy.heads["action"].logits.weight
+    assert logits.norm(dim=1).tolist() == pytest.approx([0.01] * logits.shape[0])
+    torso = agent.policy.network.dense0.weight  # [8, 1]: more rows than columns, so the column is orthonormal
+    assert torso.norm().item() == pytest.approx(math.sqrt(2))
+    log = recording(agent)
+    run(agent, ENV, 2)
+    assert len(log) == 1 and np.isfinite(log[0][1]["baseline_loss"])
+
+
 # ---------------------------------------------------------------- update modes
 
 

@@ -240,6 +240,47 @@ def test_2018_kwargs_are_initial_biases():
     torch.testing.assert_close(beta, torch.full((1, 2, 3), math.log1p(math.exp(2.0)) + 1.0))
 
 
+@pytest.mark.parametrize(
+    ("action", "spec", "heads"),
+    [
+        (INT, {"type": "categorical"}, ("logits",)),
+        (BOOL, {"type": "bernoulli"}, ("logit",)),
+        (FLOAT, {"type": "gaussian"}, ("mean", "log_stddev")),
+        (BOUNDED, {"type": "beta"}, ("alpha", "beta")),
+        (FLOAT, {"type": "deterministic"}, ("mean",)),
+    ],
+)
+def test_weights_initialize_every_linear_map_of_a_head(action, spec, heads):
+    torch.manual_seed(0)
+    head = build(action, {**spec, "weights": {"name": "orthogonal", "gain": 0.01}}, input_size=64)
+    for name in heads:
+        weight = getattr(head, name).weight
+        rows = weight @ weight.T  # [out, 64] with orthonormal rows times 0.01
+        torch.testing.assert_close(rows, 1e-4 * torch.eye(weight.shape[0]), atol=1e-7, rtol=0)
+    constant = build(action, {**spec, "weights": 0.25})
+    assert all(getattr(constant, name).weight.eq(0.25).all() for name in heads)
+    torch.manual_seed(0)
+    default = build(action, spec, input_size=64)
+    torch.manual_seed(0)
+    nothing = build(action, {**spec, "weights": None}, input_size=64)
+    bound = 1.0 / math.sqrt(64)  # torch's nn.Linear default: U(-1/sqrt(in), 1/sqrt(in))
+    for name in heads:
+        weight = getattr(default, name).weight
+        assert weight.abs().max() <= bound and weight.std() > 0.5 * bound / math.sqrt(3)
+        assert torch.equal(weight, getattr(nothing, name).weight)
+
+
+def test_a_near_zero_head_starts_near_uniform():
+    embedding = torch.randn(256, 512).relu() * 3.0
+    spread = {}
+    for weights in (None, {"name": "orthogonal", "gain": 0.01}):
+        torch.manual_seed(0)
+        head = build(ActionSpec("a", "int", (), num_actions=4), {"type": "categorical", "weights": weights}, 512)
+        spread[str(weights)] = head.probabilities(head(embedding)).max(-1).values.mean().item()
+    assert spread[str({"name": "orthogonal", "gain": 0.01})] == pytest.approx(0.25, abs=0.01)
+    assert spread["None"] > 0.4  # torch's default leaves logits a unit or so apart on such an embedding
+
+
 def test_log_prob_has_gradients():
     distribution = build(BOUNDED)
     params = distribution(torch.randn(4, 5))
@@ -270,6 +311,9 @@ def test_log_prob_has_gradients():
         (BOOL, {"type": "bernoulli", "probability": 1.5}, "distributions.press.probability: out of range"),
         (BOOL, {"type": "bernoulli", "probability": 1.0}, "must be strictly between 0 and 1"),
         (FLOAT, {"type": "gaussian", "log_stddev": 20}, "distributions.force.log_stddev: out of range"),
+        (INT, {"type": "categorical", "weights": "orthogonall"}, "distributions.move.weights.name: "),
+        (FLOAT, {"type": "gaussian", "weights": {"name": "orthogonal", "gain": -1}}, "weights.gain: out of range"),
+        (FLOAT, {"type": "gaussian", "weights": {"name": "orthogonal", "slope": 1}}, "weights.slope: unknown key"),
     ],
 )
 def test_spec_errors(action, spec, message):

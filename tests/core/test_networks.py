@@ -390,6 +390,40 @@ def test_weight_init_scales(weights, fan_in, size, std):
     assert network.linear0.bias.eq(0).all()
 
 
+def test_orthogonal_weights_have_orthonormal_rows_times_the_gain():
+    torch.manual_seed(0)
+    dense = build_network([{"type": "dense", "size": 8, "weights": {"name": "orthogonal", "gain": 2.0}}], {"shape": 32})
+    weight = dense.dense0.weight  # [8, 32]: 8 orthonormal rows
+    torch.testing.assert_close(weight @ weight.T, 4.0 * torch.eye(8), atol=1e-5, rtol=0)
+    image = {"shape": [12, 12, 3]}
+    conv = build_network([{"type": "conv2d", "size": 4, "window": 3, "weights": "orthogonal"}], image).conv2d0
+    rows = conv.weight.reshape(4, -1)  # [out, in * window]: orthonormal rows at gain 1
+    torch.testing.assert_close(rows @ rows.T, torch.eye(4), atol=1e-5, rtol=0)
+    assert conv.bias.eq(0).all()
+
+
+def test_conv_weights_options():
+    image = {"shape": [6, 6, 2]}
+    torch.manual_seed(0)
+    default = build_network([{"type": "conv2d", "size": 50, "window": 3}], image).conv2d0.weight
+    torch.manual_seed(0)
+    given_null = build_network([{"type": "conv2d", "size": 50, "window": 3, "weights": None}], image).conv2d0.weight
+    assert torch.equal(default, given_null)  # 2018's N(0, min(0.1, sqrt(2 / size))) stays the default
+    assert default.std().item() == pytest.approx(0.1, rel=0.05)
+    msra = build_network([{"type": "conv2d", "size": 400, "window": 3, "weights": "msra"}], image).conv2d0.weight
+    assert msra.std().item() == pytest.approx(math.sqrt(2 / (3 * 3 * 2)), rel=0.05)  # fan in counts the window
+    filters = torch.arange(2 * 2 * 2 * 3, dtype=torch.float32).reshape(2, 2, 2, 3)  # TF's [height, width, in, out]
+    conv = build_network([{"type": "conv2d", "size": 3, "window": 2, "weights": filters.tolist()}], image).conv2d0
+    assert torch.equal(conv.weight, filters.permute(3, 2, 0, 1))
+    x = torch.randn(1, 6, 6, 2)
+    expected = torch.einsum("bhwc,hwco->bo", x[:, :2, :2, :], filters)  # the first output cell, by hand
+    torch.testing.assert_close(conv(x)[0, 0, 0], expected[0].relu())
+    line = build_network([{"type": "conv1d", "size": 2, "window": 3, "weights": 0.5}], {"shape": [5, 4]}).conv1d0
+    assert line.weight.shape == (2, 4, 3) and line.weight.eq(0.5).all()
+    with pytest.raises(SpecError, match=r"network\[0\]\.weights: weights of shape \[2, 2\] do not fit"):
+        build_network([{"type": "conv2d", "size": 3, "window": 2, "weights": [[1.0, 2.0], [3.0, 4.0]]}], image)
+
+
 def test_regularization_loss():
     layers = [
         {"type": "linear", "size": 2, "weights": 0.5, "bias": 1.0, "l2_regularization": 0.1, "l1_regularization": 0.01},

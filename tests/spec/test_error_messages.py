@@ -576,12 +576,13 @@ def test_vector_errors(build: Any, pattern: str) -> None:
         (
             [{"type": "linear", "size": 2, "weights": {"name": "msra", "slop": 1.0}}],
             None,
-            "network[0].weights.slop: unknown key for a weights initializer.\n  Accepted: name, slope.",
+            "network[0].weights.slop: unknown key for the msra initializer.\n  Accepted: name, slope.",
         ),
         (
             [{"type": "linear", "size": 2, "weights": True}],
             None,
-            'network[0].weights: not a weights initializer; expected null, a number, a list or "msra", got true.',
+            'network[0].weights: not a weights initializer; expected null, a number, a list, "xavier", "msra" or '
+            '{"name": "orthogonal", "gain": ...}, got true.',
         ),
         (
             [{"type": "dense", "skip": True, "activation": "crelu"}],

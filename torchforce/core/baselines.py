@@ -16,6 +16,7 @@ from torch import nn
 
 from torchforce.core.named import NamedModules
 from torchforce.core.networks import build_network
+from torchforce.core.networks.layers import init_weight
 from torchforce.spec import Registry, SpecError, StateSpec, expect_choice, expect_dict, expect_int, unknown_name_error
 
 if TYPE_CHECKING:
@@ -41,12 +42,15 @@ def regularization_loss(baseline: nn.Module) -> torch.Tensor:
 
 
 class Baseline(nn.Module):
-    """A network over some states followed by a linear value head: ``forward(states) -> values [B]``."""
+    """A network over some states followed by a linear value head: ``forward(states) -> values [B]``.
+    ``value_weights`` (ours) initializes the head as a layer's ``weights`` does; null keeps torch's default."""
 
-    def __init__(self, *, states: dict[str, StateSpec], network: Any) -> None:
+    def __init__(self, *, states: dict[str, StateSpec], network: Any, value_weights: Any = None) -> None:
         super().__init__()
         self.network = build_network(network, states, path="network")
         self.value = nn.Linear(self.network.output_size, 1)
+        if value_weights is not None:
+            init_weight(self.value.weight, value_weights, "value_weights")
 
     def forward(self, states: dict[str, torch.Tensor]) -> torch.Tensor:
         embedding, _ = self.network(states, {})
@@ -63,23 +67,25 @@ def _sizes(sizes: Any, path: str) -> list[int]:
     return [expect_int(size, f"{path}[{i}]", minimum=1) for i, size in enumerate(sizes)]
 
 
-def mlp(*, states: dict[str, StateSpec], sizes: list[int]) -> Baseline:
+def mlp(*, states: dict[str, StateSpec], sizes: list[int], value_weights: Any = None) -> Baseline:
     layers = [{"type": "dense", "size": size} for size in _sizes(sizes, "sizes")]
-    return Baseline(states=states, network=layers)
+    return Baseline(states=states, network=layers, value_weights=value_weights)
 
 
-def cnn(*, states: dict[str, StateSpec], conv_sizes: list[int], dense_sizes: list[int]) -> Baseline:
+def cnn(
+    *, states: dict[str, StateSpec], conv_sizes: list[int], dense_sizes: list[int], value_weights: Any = None
+) -> Baseline:
     layers: list[dict[str, Any]] = [
         {"type": "conv2d", "size": size, "window": 5 if i == 0 else 3}
         for i, size in enumerate(_sizes(conv_sizes, "conv_sizes"))
     ]
     layers.append({"type": "flatten"})
     layers += [{"type": "dense", "size": size} for size in _sizes(dense_sizes, "dense_sizes")]
-    return Baseline(states=states, network=layers)
+    return Baseline(states=states, network=layers, value_weights=value_weights)
 
 
-def custom(*, states: dict[str, StateSpec], network: Any) -> Baseline:
-    return Baseline(states=states, network=network)
+def custom(*, states: dict[str, StateSpec], network: Any, value_weights: Any = None) -> Baseline:
+    return Baseline(states=states, network=network, value_weights=value_weights)
 
 
 class Aggregated(nn.Module):

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import torch
 from torch import Tensor, nn
 
+from torchforce.core.networks.layers import init_weight
 from torchforce.spec import ActionSpec, SpecError
 from torchforce.spec.checks import expect_elements
 
@@ -19,12 +21,16 @@ class Distribution(nn.Module):
     ``forward(embedding [B, D]) -> params`` (a tuple of tensors shaped ``[B, *shape, ...]``), then
     ``sample``, ``log_prob``, ``entropy`` and ``kl_divergence`` work on those params, all per action element
     (``[B, *shape]``); agents reduce over elements themselves. Sampling uses torch's global RNG.
+
+    ``weights`` (ours, every distribution takes it) initializes the head's linear maps as a layer's ``weights`` does
+    (e.g. ``{"name": "orthogonal", "gain": 0.01}``: a near-uniform first policy, as SB3's ``ortho_init``); null
+    keeps torch's default for ``nn.Linear``.
     """
 
     #: action types this distribution can model; subclasses narrow it
     action_types: tuple[str, ...] = ()
 
-    def __init__(self, action: ActionSpec, input_size: int) -> None:
+    def __init__(self, action: ActionSpec, input_size: int, weights: Any = None) -> None:
         super().__init__()
         if action.type not in self.action_types:
             kind = type(self).__name__.lower()
@@ -40,11 +46,14 @@ class Distribution(nn.Module):
         self.input_size = input_size
         self.shape = tuple(action.shape)
         self.size = math.prod(self.shape)
+        self.weights_init = weights
 
     def linear(self, per_element: int, bias: float | Tensor) -> nn.Linear:
         """A Linear from the embedding to ``per_element`` outputs for every action element, bias set to ``bias``."""
         expect_elements(self.input_size * self.size * per_element, "", f"the weights of action '{self.action.name}'")
         layer = nn.Linear(self.input_size, self.size * per_element)
+        if self.weights_init is not None:
+            init_weight(layer.weight, self.weights_init, "weights")
         with torch.no_grad():
             if isinstance(bias, Tensor):
                 layer.bias.copy_(bias.repeat(self.size))

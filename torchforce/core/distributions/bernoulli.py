@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -22,8 +23,8 @@ class Bernoulli(Distribution):
 
     action_types = ("bool",)
 
-    def __init__(self, action: ActionSpec, input_size: int, *, probability: float = 0.5) -> None:
-        super().__init__(action, input_size)
+    def __init__(self, action: ActionSpec, input_size: int, *, probability: float = 0.5, weights: Any = None) -> None:
+        super().__init__(action, input_size, weights)
         probability = expect_float(probability, "probability", minimum=0.0, maximum=1.0)
         if probability in (0.0, 1.0):
             raise SpecError("probability", "must be strictly between 0 and 1", got=probability)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 import torch.nn.functional as F
 from torch import Tensor
@@ -49,8 +51,10 @@ class Beta(Distribution):
 
     action_types = ("float",)
 
-    def __init__(self, action: ActionSpec, input_size: int, *, alpha: float = 0.0, beta: float = 0.0) -> None:
-        super().__init__(action, input_size)
+    def __init__(
+        self, action: ActionSpec, input_size: int, *, alpha: float = 0.0, beta: float = 0.0, weights: Any = None
+    ) -> None:
+        super().__init__(action, input_size, weights)
         if not action.bounded:
             raise SpecError(
                 "type",

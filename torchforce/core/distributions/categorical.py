@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -27,8 +28,10 @@ class Categorical(Distribution):
 
     action_types = ("int", "bool")
 
-    def __init__(self, action: ActionSpec, input_size: int, *, probabilities: Sequence[float] | None = None) -> None:
-        super().__init__(action, input_size)
+    def __init__(
+        self, action: ActionSpec, input_size: int, *, probabilities: Sequence[float] | None = None, weights: Any = None
+    ) -> None:
+        super().__init__(action, input_size, weights)
         self.as_bool = action.type == "bool"
         self.num_actions = int(action.num_values)
         bias: float | Tensor = 0.0

@@ -9,6 +9,8 @@ errors, so a policy-gradient agent cannot be given one by mistake unnoticed.
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 from torch import Tensor
 
@@ -25,8 +27,8 @@ class Deterministic(Distribution):
     low: Tensor  # buffers of a bounded action
     half_range: Tensor
 
-    def __init__(self, action: ActionSpec, input_size: int, *, mean: float | None = None) -> None:
-        super().__init__(action, input_size)
+    def __init__(self, action: ActionSpec, input_size: int, *, mean: float | None = None, weights: Any = None) -> None:
+        super().__init__(action, input_size, weights)
         if action.bounded:
             low, high = (float(bound) for bound in action.bounds)
             start = expect_float(mean, "mean", minimum=low, maximum=high, allow_none=True)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import torch
 from torch import Tensor, nn, special
@@ -40,8 +41,9 @@ class Gaussian(Distribution):
         mean: float = 0.0,
         log_stddev: float = 0.0,
         state_dependent_std: bool = True,
+        weights: Any = None,
     ) -> None:
-        super().__init__(action, input_size)
+        super().__init__(action, input_size, weights)
         mean = expect_float32(mean, "mean")
         log_stddev = expect_float(log_stddev, "log_stddev", minimum=-LOG_STD_BOUND, maximum=LOG_STD_BOUND)
         self.state_dependent_std = expect_bool(state_dependent_std, "state_dependent_std")

@@ -54,7 +54,8 @@ __all__ = [
     "Pool2d",
 ]
 
-WEIGHT_INITS = ("xavier", "xavier_normal", "xavier_uniform", "msra")
+WEIGHT_INITS = ("xavier", "xavier_normal", "xavier_uniform", "msra", "orthogonal")
+INIT_KEYS = {"msra": ("slope",), "orthogonal": ("gain",)}  # the options of a named initializer besides its name
 
 
 def _array(spec: Any, shape: tuple[int, ...], path: str, what: str) -> Tensor:
@@ -66,23 +67,30 @@ def _array(spec: Any, shape: tuple[int, ...], path: str, what: str) -> Tensor:
         raise SpecError(path, f"the {what} must be finite numbers within float32's range", got=spec)
     array = array.astype(np.float32)
     if array.shape != shape:
+        layouts = {2: "[input size, size], the 2018 layout", 3: "[window, channels, size], TF's layout"}
+        layouts[4] = "[height, width, channels, size], TF's layout"
+        layout = f" ({layouts[len(shape)]})" if len(shape) in layouts else ""
         raise SpecError(
-            path,
-            f"{what} of shape {list(array.shape)} do not fit this layer",
-            expected=f"shape {list(shape)}" + (" ([input size, size], the 2018 layout)" if len(shape) == 2 else ""),
+            path, f"{what} of shape {list(array.shape)} do not fit this layer", expected=f"shape {list(shape)}{layout}"
         )
     return torch.from_numpy(array)
 
 
 def _named_init(weight: Tensor, spec: dict, path: str) -> None:
+    """A named initializer on a weight of torch's layout ([out, in] or [out, in, *window]): fans count the window."""
     spec = dict(spec)
     name = expect_choice(spec.pop("name", None), f"{path}.name", WEIGHT_INITS)
-    slope = expect_float(spec.pop("slope", 0.0), f"{path}.slope")
-    if spec:
-        key = next(iter(spec))
-        raise SpecError(f"{path}.{key}", "unknown key for a weights initializer", hint="Accepted: name, slope.")
+    accepted = INIT_KEYS.get(name, ())
+    for key in spec:
+        if key not in accepted:
+            options = ", ".join(("name", *accepted))
+            raise SpecError(f"{path}.{key}", f"unknown key for the {name} initializer", hint=f"Accepted: {options}.")
+    fan_in = weight[0].numel()
     if name == "msra":  # He et al. 2015: N(0, 2 / ((1 + slope^2) * fan_in))
-        nn.init.normal_(weight, 0.0, math.sqrt(2.0 / ((1.0 + slope**2) * weight.shape[1])))
+        slope = expect_float(spec.get("slope", 0.0), f"{path}.slope")
+        nn.init.normal_(weight, 0.0, math.sqrt(2.0 / ((1.0 + slope**2) * fan_in)))
+    elif name == "orthogonal":  # Saxe et al. 2014: an orthogonal [out, in * window] matrix times gain
+        nn.init.orthogonal_(weight, expect_float(spec.get("gain", 1.0), f"{path}.gain", minimum=0.0))
     elif name == "xavier_uniform":
         nn.init.xavier_uniform_(weight)
     else:
@@ -90,12 +98,15 @@ def _named_init(weight: Tensor, spec: dict, path: str) -> None:
 
 
 @torch.no_grad()
-def init_weight(weight: Tensor, spec: Any, path: str) -> None:
-    """Initialize a [out, in] weight from a 2018 ``weights`` spec: None (N(0, min(0.1, sqrt(2 / (in + out))))),
-    a number (constant), a list/array of shape [in, out], "xavier"/"xavier_uniform"/"msra" or {"name", "slope"}."""
-    out_size, in_size = weight.shape
+def init_weight(weight: Tensor, spec: Any, path: str, default_std: float | None = None) -> None:
+    """Initialize a weight of torch's layout ([out, in] or [out, in, *window]) from a ``weights`` spec: None (2018's
+    N(0, min(0.1, sqrt(2 / (in + out)))) for linear maps, or N(0, ``default_std``)), a number (constant), a
+    list/array in TF's layout ([in, out], or [*window, in, out]), a name or {"name", options}: "xavier",
+    "xavier_uniform", "msra" {slope}, "orthogonal" {gain}."""
+    out_size, in_size, *window = weight.shape
     if spec is None:
-        nn.init.normal_(weight, 0.0, min(0.1, math.sqrt(2.0 / (in_size + out_size))))
+        std = min(0.1, math.sqrt(2.0 / (in_size + out_size))) if default_std is None else default_std
+        nn.init.normal_(weight, 0.0, std)
     elif isinstance(spec, numbers.Real) and not isinstance(spec, bool):
         nn.init.constant_(weight, expect_float32(spec, path))
     elif isinstance(spec, str):
@@ -103,9 +114,15 @@ def init_weight(weight: Tensor, spec: Any, path: str) -> None:
     elif isinstance(spec, dict):
         _named_init(weight, spec, path)
     elif isinstance(spec, (list, tuple, np.ndarray)):
-        weight.copy_(_array(spec, (in_size, out_size), path, "weights").T)
+        array = _array(spec, (*window, in_size, out_size), path, "weights")
+        weight.copy_(array.permute(-1, -2, *range(len(window))))  # TF's [*window, in, out] -> [out, in, *window]
     else:
-        raise SpecError(path, "not a weights initializer", got=spec, expected='null, a number, a list or "msra"')
+        raise SpecError(
+            path,
+            "not a weights initializer",
+            got=spec,
+            expected='null, a number, a list, "xavier", "msra" or {"name": "orthogonal", "gain": ...}',
+        )
 
 
 def make_bias(spec: Any, size: int, path: str) -> nn.Parameter | None:
@@ -198,7 +215,8 @@ class Dense(Linear):
 
 
 class _Conv(Layer):
-    """What conv1d and conv2d share: filters N(0, min(0.1, sqrt(2 / size))), zero bias, TF padding, activation."""
+    """What conv1d and conv2d share: filters N(0, min(0.1, sqrt(2 / size))) unless ``weights`` says otherwise (ours:
+    2018's conv layers took no initializer), zero bias, TF padding, activation."""
 
     spatial: int = 2
     layer_name: str = "conv2d"
@@ -214,6 +232,7 @@ class _Conv(Layer):
         stride: Any = 1,
         padding: str = "SAME",
         bias: bool = True,
+        weights: Any = None,
         activation: Any = "relu",
         l2_regularization: float = 0.0,
         l1_regularization: float = 0.0,
@@ -235,7 +254,7 @@ class _Conv(Layer):
         outs, self.pad = conv_padding(tuple(sizes), windows, strides, padding, path, channels)
         self.stride = strides
         self.weight = nn.Parameter(allocate((size, channels, *windows), path, "filters"))
-        nn.init.normal_(self.weight, 0.0, min(0.1, math.sqrt(2.0 / size)))
+        init_weight(self.weight, weights, f"{path}.weights", default_std=min(0.1, math.sqrt(2.0 / size)))
         self.bias = nn.Parameter(torch.zeros(size)) if expect_bool(bias, f"{path}.bias") else None
         self.set_regularization(l1_regularization, l2_regularization, path)
         activation = build_activation(activation, f"{path}.activation", Value((*outs, size)))
