@@ -126,6 +126,18 @@ CASES = {
         "int",
         {**PPO, "baseline_mode": "network", "baseline": {"type": "mlp", "sizes": []}, "value_loss_weight": 0.5},
     ),
+    "ppo-schedules": (  # a learning rate and a clipping range that fall over 60 timesteps, resumed halfway
+        "int",
+        {
+            **PPO,
+            "step_optimizer": {
+                "type": "adam",
+                "learning_rate": {"type": "linear", "initial": 0.01, "final": 0.0, "timesteps": 60},
+            },
+            "likelihood_ratio_clipping": {"type": "linear", "initial": 0.3, "final": 0.05, "timesteps": 60},
+            "distributions": {"action": {"type": "categorical", "weights": {"name": "orthogonal", "gain": 0.01}}},
+        },
+    ),
     "dqn-replay": ("int", DQN),
     "dqn-prioritized-preprocessed": (
         "int",

@@ -39,6 +39,7 @@ from torchforce.agents.transitions import Transitions
 from torchforce.agents.update_mode import Schedule, UpdateMode, check_capacity, check_retrieval
 from torchforce.core.memories import FieldSpec, build_memory, with_capacity
 from torchforce.core.modes import follows_training_mode
+from torchforce.core.optimizers import Optimizer
 from torchforce.core.summaries import Summarizer, learning_rate
 from torchforce.spec import (
     SpecError,
@@ -524,7 +525,7 @@ class Agent:
             batch = self._next_batch()
             with self.update_lock or contextlib.nullcontext():  # workers sharing a model update it in turn
                 self._set_training(True)
-                info = self._update(batch)
+                info = self._learn(batch)
             self.updates += 1
             if self.summarizer.due(self.timestep):
                 self._summarize_update(info, batch)
@@ -563,6 +564,13 @@ class Agent:
 
     def _transitions(self, data: Batch) -> Transitions:
         return Transitions.from_numpy(data, self.device)
+
+    def _learn(self, batch: Transitions) -> dict[str, float]:
+        """One update on ``batch``, its optimizers' schedules set to the current timestep first."""
+        for optimizer in self.optimizers().values():
+            if isinstance(optimizer, Optimizer):
+                optimizer.at_timestep(self.timestep)
+        return self._update(batch)
 
     def _update(self, batch: Transitions) -> dict[str, float]:
         raise NotImplementedError(f"{type(self).__name__} does not learn")
@@ -641,7 +649,7 @@ class Agent:
         """
         before = self.get_parameters()
         self._set_training(True)
-        self._update(self._next_batch())
+        self._learn(self._next_batch())
         after = self.get_parameters()
         self.set_parameters(before)
         return {name: after[name] - before[name] for name in before}

@@ -33,6 +33,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar, Self
 
+from torchforce.core.schedules import build_schedule
 from torchforce.spec import SpecError, check_kwargs, expect_choice, expect_dict
 from torchforce.spec.options import Choice, Flag, Integer, Number, Text, option
 
@@ -70,6 +71,23 @@ class NoEntropy:
 
     def schema(self) -> dict[str, Any]:
         return {"enum": [None, 0]}
+
+
+@dataclass(frozen=True)
+class Scheduled:
+    """A number that may also be a schedule (``torchforce.core.schedules``): ``number``'s check, or a linear
+    schedule whose values are at least ``number.minimum``. The spec is kept as given; the agent builds it."""
+
+    number: Number
+
+    def __call__(self, value: Any, path: str) -> Any:
+        if isinstance(value, dict):
+            build_schedule(value, path, minimum=self.number.minimum or 0.0)
+            return value
+        return self.number(value, path)
+
+    def schema(self) -> dict[str, Any]:
+        return self.number.schema()
 
 
 # Options several agent configs have, one definition each.
@@ -339,8 +357,11 @@ class PPOConfig(PolicyGradientConfig):
     kind: ClassVar[str] = "ppo"
 
     scope: str | None = scope_option("ppo")
-    likelihood_ratio_clipping: float | None = option(
-        0.2, "Epsilon of the clipped ratio, [1 - eps, 1 + eps]; null: no clipping.", Number(minimum=0.0, nullable=True)
+    likelihood_ratio_clipping: float | dict | None = option(
+        0.2,
+        "Epsilon of the clipped ratio, [1 - eps, 1 + eps], or a schedule of it (ours: "
+        '{"type": "linear", "initial": 0.1, "final": 0, "timesteps": N}); null: no clipping.',
+        Scheduled(Number(minimum=0.0, nullable=True)),
     )
     step_optimizer: dict | str | None = optimizer_option(
         "The optimizer of each step; null: adam with learning rate 1e-3."

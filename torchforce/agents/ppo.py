@@ -24,6 +24,7 @@ from torchforce.core.baselines import regularization_loss, shared_state_values
 from torchforce.core.memories.latest import Latest
 from torchforce.core.objectives import clipped_surrogate, likelihood_ratio, value_loss
 from torchforce.core.optimizers import build_optimizer
+from torchforce.core.schedules import build_schedule
 from torchforce.spec import SpecError
 from torchforce.spec.checks import MAX_STEPS
 
@@ -46,7 +47,10 @@ class PPOAgent(PolicyGradientAgent):
         config = PPOConfig.resolve(config, options)
         # the policy, memory and schedule, the optional baseline V(s) and its optimizer (see PolicyGradientAgent)
         super().__init__(states, actions, network, config=config)
-        self.clipping = config.likelihood_ratio_clipping  # epsilon
+        # epsilon, or its schedule over the timesteps (set before each update)
+        clipping = config.likelihood_ratio_clipping
+        self.clipping_schedule = None if clipping is None else build_schedule(clipping, "likelihood_ratio_clipping")
+        self.clipping = None if self.clipping_schedule is None else self.clipping_schedule.value(0)
         self.subsampling_fraction = config.subsampling_fraction
         self.optimization_steps = config.optimization_steps
         self.epochs = config.epochs
@@ -87,6 +91,8 @@ class PPOAgent(PolicyGradientAgent):
         self._load_on_start()
 
     def _update(self, batch: Transitions) -> dict[str, float]:
+        if self.clipping_schedule is not None:
+            self.clipping = self.clipping_schedule.value(self.timestep)
         # ---- 1. Advantages A_t (GAE, Schulman et al. 2016) and log pi_old(a_t|s_t) of the collecting policy ----
         data = self._with_advantages(batch)  # + advantages A_t, returns R_t, log pi_old(a_t|s_t)
         # ---- 2. Several steps on the clipped surrogate (see _policy_loss), one per minibatch ----

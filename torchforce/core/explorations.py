@@ -28,10 +28,8 @@ from typing import Any
 import numpy as np
 
 from torchforce.spec import ActionSpec, Registry, SpecError, expect_float, unknown_name_error
-from torchforce.spec.checks import expect_limited_int
+from torchforce.spec.checks import MAX_TIMESTEP, expect_limited_int
 from torchforce.spec.errors import what_it_is
-
-MAX_TIMESTEP = 2**63 - 1
 
 EXPLORATIONS = Registry(
     "exploration",

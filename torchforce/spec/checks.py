@@ -29,6 +29,7 @@ MAX_ELEMENTS = 2**31
 MAX_STEPS = 10_000
 MAX_SPAN = 1e38
 FLOAT32_MAX = 3.4028234663852886e38  # numpy.finfo(numpy.float32).max, without importing numpy here
+MAX_TIMESTEP = 2**63 - 1  # a timestep count: what an int64 counter holds
 
 
 def _range(kind: str, minimum: float | None, maximum: float | None) -> str:

@@ -158,6 +158,9 @@ class Optimizer:
                 )
         add_(self.parameters, deltas)
 
+    def at_timestep(self, timestep: int) -> None:
+        """Set what follows the agent's timestep (a learning-rate schedule) before an update; most have nothing."""
+
     def state_dict(self) -> dict[str, Any]:
         """Everything needed to continue exactly (moments, counters); empty for stateless optimizers."""
         return {}
@@ -176,6 +179,9 @@ class MetaOptimizer(Optimizer):
     @property
     def inner_steps(self) -> int:
         return inner_steps(self.optimizer)
+
+    def at_timestep(self, timestep: int) -> None:
+        self.optimizer.at_timestep(timestep)
 
     def state_dict(self) -> dict[str, Any]:
         return {"optimizer": self.optimizer.state_dict()}

@@ -5,8 +5,9 @@ same meaning (``beta1, beta2 -> betas``, ``epsilon -> eps``, ``decay -> alpha``,
 The update rules are torch's, which differ from TF 1.x in small details: Adam and RMSProp add epsilon outside
 the square root and after bias correction, RMSProp's mean square starts at 0 (TF: 1), and NAdam uses torch's
 momentum-decay schedule. Every wrapper also takes ``clip_grad_norm``: the global gradient norm is clipped to it
-before the step (not in 2018; modern practice). Info: ``loss`` (before the step) and ``grad_norm`` (before
-clipping).
+before the step (not in 2018; modern practice), and a ``learning_rate`` that may be a schedule (ours:
+``{"type": "linear", "initial": 2.5e-4, "final": 0, "timesteps": 500000}``, ``torchforce.core.schedules``) set
+from the agent's timestep before each update. Info: ``loss`` (before the step) and ``grad_norm`` (before clipping).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from torchforce.core.optimizers.base import (
     gradients,
     snapshot,
 )
+from torchforce.core.schedules import Schedule, build_schedule
 from torchforce.spec import SpecError, expect_bool, expect_float
 
 
@@ -42,14 +44,23 @@ class TorchOptimizer(Optimizer):
         parameters: Iterable[torch.nn.Parameter],
         *,
         torch_optimizer: type[torch.optim.Optimizer],
+        learning_rate: float | dict,
         clip_grad_norm: float | None = None,
         **hyperparameters: Any,
     ) -> None:
         super().__init__(parameters)
+        self.schedule = learning_rate_schedule(learning_rate)
         self.clip_grad_norm = None if clip_grad_norm is None else expect_positive(clip_grad_norm, "clip_grad_norm")
         if hyperparameters.get("fused") and not all(_fusable(parameter) for parameter in self.parameters):
             hyperparameters["fused"] = None
+        hyperparameters["lr"] = self.schedule.value(0)
         self.torch_optimizer = torch_optimizer(self.parameters, **hyperparameters)
+
+    def at_timestep(self, timestep: int) -> None:
+        """The learning rate of the schedule at ``timestep``, for the steps until the next call."""
+        if not self.schedule.constant:
+            for group in self.torch_optimizer.param_groups:
+                group["lr"] = self.schedule.value(timestep)
 
     def apply_update(self, objective: Objective, batch: Batch, reference: Reference) -> Update:
         before = snapshot(self.parameters)
@@ -100,6 +111,14 @@ class TorchOptimizer(Optimizer):
         self.torch_optimizer.load_state_dict(state["torch"])
 
 
+def learning_rate_schedule(learning_rate: Any) -> Schedule:
+    """A positive number, or a schedule (``torchforce.core.schedules``) that starts above 0 and may fall to 0."""
+    if isinstance(learning_rate, dict):
+        return build_schedule(learning_rate, "learning_rate", positive=True)
+    rate = expect_positive(learning_rate, "learning_rate")
+    return Schedule(rate, rate)
+
+
 # Adam's fast path calls the kernel behind torch.optim.Adam(fused=True) itself. It is torch's private op, verified on
 # the torch versions below; on another version, or if the op is missing or refuses its arguments, Adam takes the
 # public path (torch.optim.Adam.step()) instead, which computes the same step a little slower.
@@ -134,7 +153,7 @@ class _AdaptiveMoments(TorchOptimizer):
         self,
         parameters: Iterable[torch.nn.Parameter],
         *,
-        learning_rate: float = 1e-3,
+        learning_rate: float | dict = 1e-3,
         beta1: float = 0.9,
         beta2: float = 0.999,
         epsilon: float = 1e-8,
@@ -144,7 +163,7 @@ class _AdaptiveMoments(TorchOptimizer):
             parameters,
             torch_optimizer=self.torch_class,
             clip_grad_norm=clip_grad_norm,
-            lr=expect_positive(learning_rate, "learning_rate"),
+            learning_rate=learning_rate,
             betas=(_beta(beta1, "beta1"), _beta(beta2, "beta2")),
             eps=_nonnegative(epsilon, "epsilon"),
             **self.extra,
@@ -231,14 +250,14 @@ class GradientDescent(TorchOptimizer):
         self,
         parameters: Iterable[torch.nn.Parameter],
         *,
-        learning_rate: float,
+        learning_rate: float | dict,
         clip_grad_norm: float | None = None,
     ) -> None:
         super().__init__(
             parameters,
             torch_optimizer=torch.optim.SGD,
             clip_grad_norm=clip_grad_norm,
-            lr=expect_positive(learning_rate, "learning_rate"),
+            learning_rate=learning_rate,
         )
 
 
@@ -252,7 +271,7 @@ class Momentum(TorchOptimizer):
         self,
         parameters: Iterable[torch.nn.Parameter],
         *,
-        learning_rate: float,
+        learning_rate: float | dict,
         momentum: float,
         use_nesterov: bool = False,
         clip_grad_norm: float | None = None,
@@ -264,7 +283,7 @@ class Momentum(TorchOptimizer):
             parameters,
             torch_optimizer=torch.optim.SGD,
             clip_grad_norm=clip_grad_norm,
-            lr=expect_positive(learning_rate, "learning_rate"),
+            learning_rate=learning_rate,
             momentum=momentum,
             nesterov=use_nesterov,
         )
@@ -277,7 +296,7 @@ class RMSProp(TorchOptimizer):
         self,
         parameters: Iterable[torch.nn.Parameter],
         *,
-        learning_rate: float,
+        learning_rate: float | dict,
         decay: float = 0.9,
         momentum: float = 0.0,
         epsilon: float = 1e-10,
@@ -288,7 +307,7 @@ class RMSProp(TorchOptimizer):
             parameters,
             torch_optimizer=torch.optim.RMSprop,
             clip_grad_norm=clip_grad_norm,
-            lr=expect_positive(learning_rate, "learning_rate"),
+            learning_rate=learning_rate,
             alpha=expect_fraction(decay, "decay"),
             momentum=_nonnegative(momentum, "momentum"),
             eps=_nonnegative(epsilon, "epsilon"),
@@ -303,7 +322,7 @@ class Adagrad(TorchOptimizer):
         self,
         parameters: Iterable[torch.nn.Parameter],
         *,
-        learning_rate: float,
+        learning_rate: float | dict,
         initial_accumulator_value: float = 0.1,
         clip_grad_norm: float | None = None,
     ) -> None:
@@ -311,7 +330,7 @@ class Adagrad(TorchOptimizer):
             parameters,
             torch_optimizer=torch.optim.Adagrad,
             clip_grad_norm=clip_grad_norm,
-            lr=expect_positive(learning_rate, "learning_rate"),
+            learning_rate=learning_rate,
             initial_accumulator_value=_nonnegative(initial_accumulator_value, "initial_accumulator_value"),
         )
 
@@ -323,7 +342,7 @@ class Adadelta(TorchOptimizer):
         self,
         parameters: Iterable[torch.nn.Parameter],
         *,
-        learning_rate: float = 0.001,
+        learning_rate: float | dict = 0.001,
         rho: float = 0.95,
         epsilon: float = 1e-8,
         clip_grad_norm: float | None = None,
@@ -332,7 +351,7 @@ class Adadelta(TorchOptimizer):
             parameters,
             torch_optimizer=torch.optim.Adadelta,
             clip_grad_norm=clip_grad_norm,
-            lr=expect_positive(learning_rate, "learning_rate"),
+            learning_rate=learning_rate,
             rho=expect_fraction(rho, "rho"),
             eps=_nonnegative(epsilon, "epsilon"),
         )
