@@ -181,9 +181,10 @@ def test_a_schema_documents_every_option(all_schemas):
     assert schema["properties"]["baseline_mode"]["enum"] == ["states", "network", None]
     assert schema["properties"]["normalize_advantages"] == {
         "description": PPOConfig.docs()["normalize_advantages"],
-        "type": "boolean",
+        "enum": [True, False, "minibatch"],
         "default": False,
     }
+    assert all_schemas["vpg"]["properties"]["normalize_advantages"]["type"] == "boolean"  # no minibatches there
     assert "network" not in all_schemas["constant"]["properties"]
     assert "default" not in all_schemas["constant"]["properties"]["action_values"]
 
@@ -202,7 +203,7 @@ def test_every_shipped_config_validates(all_schemas, path):
         ({"discount": "high"}, "'high' is not of type 'number'"),
         ({"discount": 1.5}, "1.5 is greater than the maximum of 1"),
         ({"optimization_steps": 2.5}, "2.5 is not of type 'integer'"),
-        ({"normalize_advantages": 1}, "1 is not of type 'boolean'"),
+        ({"normalize_advantages": 1}, "1 is not one of [True, False, 'minibatch']"),
         ({"baseline_mode": "state"}, "'state' is not one of"),
         ({"type": "ppx"}, "'ppx' is not"),
         ({"target_sync_frequency": 10}, "'target_sync_frequency' was unexpected"),  # a DQN option, not PPO's

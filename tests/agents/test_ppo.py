@@ -416,7 +416,11 @@ def test_default_memory_holds_what_is_staged_before_an_update(update_mode):
             {"likelihood_ratio_clipping": -0.2},
             "likelihood_ratio_clipping: out of range; expected a number in [0.0, inf], got -0.2.",
         ),
-        ({"normalize_advantages": 1}, "normalize_advantages: not a boolean; expected true or false, got 1."),
+        (
+            {"normalize_advantages": 1},
+            'normalize_advantages: not a boolean or a mode; expected true, false or "minibatch", got 1.',
+        ),
+        ({"normalize_advantages": "batch"}, "normalize_advantages: not a boolean or a mode"),
         ({"step_optimizer": {"type": "adamm"}}, 'step_optimizer.type: unknown optimizer "adamm".'),
         (
             {"baseline_mode": "state", "baseline": {"type": "mlp", "sizes": [8]}},

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, Self
 
 from torchforce.core.schedules import build_schedule
-from torchforce.spec import SpecError, check_kwargs, expect_choice, expect_dict
+from torchforce.spec import SpecError, check_kwargs, expect_bool, expect_choice, expect_dict
 from torchforce.spec.options import Choice, Flag, Integer, Number, Text, option
 
 CONSTRUCTOR_KEYS = ("states", "actions", "network")  # an agent constructor's arguments, not config options
@@ -88,6 +88,24 @@ class Scheduled:
 
     def schema(self) -> dict[str, Any]:
         return self.number.schema()
+
+
+@dataclass(frozen=True)
+class FlagOr:
+    """``true`` or ``false``, or one of ``choices`` (modes beyond on and off)."""
+
+    choices: tuple[str, ...] = ()
+
+    def __call__(self, value: Any, path: str) -> bool | str:
+        if isinstance(value, str) and value in self.choices:
+            return value
+        if self.choices and not isinstance(value, bool):
+            expected = "true, false or " + ", ".join(f'"{choice}"' for choice in self.choices)
+            raise SpecError(path, "not a boolean or a mode", got=value, expected=expected)
+        return expect_bool(value, path)
+
+    def schema(self) -> dict[str, Any]:
+        return {"enum": [True, False, *self.choices]} if self.choices else {"type": "boolean"}
 
 
 # Options several agent configs have, one definition each.
@@ -337,7 +355,9 @@ class PolicyGradientConfig(LearningConfig):
         "Lambda of generalized advantage estimation (needs a baseline); null: no GAE.",
         Number(minimum=0.0, maximum=1.0, nullable=True),
     )
-    normalize_advantages: bool = option(False, "Normalize each batch's advantages to mean 0 and std 1.", Flag())
+    normalize_advantages: bool | str = option(
+        False, "Normalize each batch's advantages to mean 0 and std 1.", FlagOr(())
+    )
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -357,6 +377,12 @@ class PPOConfig(PolicyGradientConfig):
     kind: ClassVar[str] = "ppo"
 
     scope: str | None = scope_option("ppo")
+    normalize_advantages: bool | str = option(
+        False,
+        'Normalize the advantages to mean 0 and std 1: true over each batch, "minibatch" over each minibatch of '
+        "an epoch (ours; SB3's and CleanRL's).",
+        FlagOr(("minibatch",)),
+    )
     likelihood_ratio_clipping: float | dict | None = option(
         0.2,
         "Epsilon of the clipped ratio, [1 - eps, 1 + eps], or a schedule of it (ours: "

@@ -52,7 +52,7 @@ class PolicyGradientAgent(LearningAgent):
         )
         self.discount = config.discount
         self.gae_lambda = config.gae_lambda
-        self.normalize_advantages = config.normalize_advantages
+        self.normalize_advantages = config.normalize_advantages is True  # PPO's "minibatch": in its loss
         self.entropy_regularization = config.entropy_regularization
         # the optional state-value baseline V(s) and its optimizer
         self.baseline_mode, self.baseline, self.baseline_optimizer = build_pg_baseline(

@@ -22,7 +22,7 @@ from torchforce.agents.policy_gradient import PolicyGradientAgent
 from torchforce.agents.transitions import FlatBatch, Transitions, group
 from torchforce.core.baselines import regularization_loss, shared_state_values
 from torchforce.core.memories.latest import Latest
-from torchforce.core.objectives import clipped_surrogate, likelihood_ratio, value_loss
+from torchforce.core.objectives import clipped_surrogate, likelihood_ratio, standardized, value_loss
 from torchforce.core.optimizers import build_optimizer
 from torchforce.core.schedules import build_schedule
 from torchforce.spec import SpecError
@@ -51,6 +51,8 @@ class PPOAgent(PolicyGradientAgent):
         clipping = config.likelihood_ratio_clipping
         self.clipping_schedule = None if clipping is None else build_schedule(clipping, "likelihood_ratio_clipping")
         self.clipping = None if self.clipping_schedule is None else self.clipping_schedule.value(0)
+        # advantages normalized over each minibatch instead of the batch (SB3's and CleanRL's way)
+        self.minibatch_normalization = config.normalize_advantages == "minibatch"
         self.subsampling_fraction = config.subsampling_fraction
         self.optimization_steps = config.optimization_steps
         self.epochs = config.epochs
@@ -126,7 +128,7 @@ class PPOAgent(PolicyGradientAgent):
         params, _, embedding = self.policy(states, internals)
         # the probability ratio r_t(theta) = pi(a_t|s_t) / pi_old(a_t|s_t)
         ratio = likelihood_ratio(self.policy.log_prob(params, actions), data["old_log_prob"])
-        advantages = data["advantages"]
+        advantages = standardized(data["advantages"]) if self.minibatch_normalization else data["advantages"]
         # the clipped surrogate L^CLIP, eq. (7): E_t[min(r_t A_t, clip(r_t, 1 - eps, 1 + eps) A_t)] (unclipped: L^CPI)
         surrogate = ratio * advantages if self.clipping is None else clipped_surrogate(ratio, advantages, self.clipping)
         # minimized: -L^CLIP plus the policy's weight penalties, minus the entropy bonus c_2 * S[pi] of eq. (9)

@@ -27,6 +27,14 @@ def clipped_surrogate(ratio: Tensor, advantages: Tensor, epsilon: float) -> Tens
     return torch.min(ratio * advantages, torch.clamp(ratio, 1.0 - epsilon, 1.0 + epsilon) * advantages)
 
 
+def standardized(advantages: Tensor) -> Tensor:
+    """``(A − mean A) / (std A + 1e-8)`` (std with Bessel's correction, as the batch normalization of
+    ``core.returns.advantages``); one row is left as it is."""
+    if advantages.numel() < 2:
+        return advantages
+    return (advantages - advantages.mean()) / (advantages.std() + 1e-8)
+
+
 def value_loss(values: Tensor, returns: Tensor) -> Tensor:
     """The baseline's regression loss ``0.5 · mean((V(s_t) − R_t)²)`` (PPO's L^VF, eq. 9, halved as 2018's
     ``l2_loss``)."""
