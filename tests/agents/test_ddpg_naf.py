@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 import torch
 
+from tests.agents.test_dqn import run
 from torchforce.agents import create_agent
 from torchforce.agents.naf import AdvantageHeads, quadratic_advantage
 from torchforce.environments import make
@@ -27,16 +28,6 @@ def build(kind, env=FLOAT, **options):
         "seed": 0,
     }
     return create_agent({**spec, **options}, states=env.states, actions=env.actions)
-
-
-def run(agent, env, steps, seed=0):
-    env.seed(seed)
-    state = env.reset()
-    for _ in range(steps):
-        state, terminal, reward = env.execute(agent.act(state))
-        agent.observe(terminal, reward)
-        if terminal:
-            state = env.reset()
 
 
 def flat_batch(n=4):

@@ -3,6 +3,7 @@
 import pytest
 import torch
 
+from tests.agents.test_dqn import run
 from torchforce.agents import create_agent
 from torchforce.core.optimizers import build_optimizer
 from torchforce.core.schedules import Schedule, build_schedule
@@ -68,15 +69,6 @@ def ppo(**options):
         **options,
     }
     return create_agent(spec, states=env.states, actions=env.actions), env
-
-
-def run(agent, env, timesteps):
-    state = env.reset()
-    for _ in range(timesteps):
-        state, terminal, reward = env.execute(agent.act(state))
-        agent.observe(terminal=terminal, reward=reward)
-        if terminal:
-            state = env.reset()
 
 
 def recorded(agent):
