@@ -1,8 +1,10 @@
-"""One PPO update of torchforce's shipped ``ppo_atari`` equals Stable-Baselines3's, to float rounding: from the same
-weights, on the same rollout (SB3 collects it on the real ALE), with the same minibatches. Whatever differs between
-the two libraries' Atari learning curves is then the random streams, not the update rule: the clipped surrogate,
-the entropy bonus, the value loss through the shared CNN, GAE and its λ-returns, advantage normalization, the
-gradient clip and Adam."""
+"""One PPO update of torchforce equals Stable-Baselines3's, to float rounding: from the same weights, on the same
+rollout (SB3 collects it on the real environment), with the same minibatches. Two setups: the shipped ``ppo_atari``
+(one CNN shared by a categorical policy and the value, on Breakout) and SB3's default MlpPolicy (separate tanh
+networks, a Gaussian with a learned log std, on HalfCheetah). Whatever differs between the two libraries' learning
+curves in such setups is then the random streams and the settings, not the update rule: the clipped surrogate, the
+entropy bonus, the value loss (through the shared CNN), GAE and its λ-returns, advantage normalization, the gradient
+clip and Adam."""
 
 from __future__ import annotations
 
@@ -21,19 +23,19 @@ from torchforce.environments.atari import atari_env
 pytest.importorskip("stable_baselines3")
 pytest.importorskip("ale_py")
 
-ENVS, STEPS, MINIBATCH, EPOCHS = 2, 64, 32, 2
+STEPS, MINIBATCH, EPOCHS = 64, 32, 2
 
 
-def sb3_update(normalize: bool):
-    """SB3's PPO (the zoo's Atari hyperparameters, smaller) after one rollout: its rollout, its weights before and
-    after its update, and the row orders of its minibatches."""
+def sb3_update(environment, envs: int, normalize: bool, policy: str):
+    """SB3's PPO after one rollout of ``envs`` copies of ``environment()`` (``STEPS`` each): its rollout, its
+    weights before and after its update, and the row orders of its minibatches."""
     from stable_baselines3 import PPO
     from stable_baselines3.common.vec_env import DummyVecEnv
 
-    environments = DummyVecEnv([lambda: atari_env("Breakout", clip_rewards=True) for _ in range(ENVS)])
+    environments = DummyVecEnv([environment] * envs)
     environments.seed(0)
     model = PPO(
-        "CnnPolicy",
+        policy,
         environments,
         n_steps=STEPS,
         batch_size=MINIBATCH,
@@ -46,7 +48,7 @@ def sb3_update(normalize: bool):
         seed=0,
         device="cpu",
     )
-    seen: dict = {"orders": []}
+    seen: dict = {"orders": [], "envs": envs}
     permutation = np.random.permutation
 
     def recorded(n):
@@ -70,30 +72,35 @@ def sb3_update(normalize: bool):
         seen["after"] = copy.deepcopy(model.policy.state_dict())
 
     model.train = train
-    model.learn(ENVS * STEPS)
+    model.learn(envs * STEPS)
     environments.close()
     return seen
 
 
-def our_batch(seen: dict) -> Transitions:
+def our_batch(seen: dict, image: bool) -> Transitions:
     """SB3's rollout as torchforce's memory hands it out: each environment's steps in a row, its last step cut
-    (terminal 2) unless it ended an episode, images channels-last."""
+    (terminal 2) unless it ended an episode; images channels-last, int actions as integers."""
     rollout, (last_observations, last_starts) = seen["rollout"], seen["last"]
-    observations = rollout["observations"]  # [steps, envs, channels, height, width]
+    observations = rollout["observations"]  # [steps, envs, *state] (images: channels first)
     dones = np.concatenate([rollout["episode_starts"][1:], last_starts[None]])
     rows: dict[str, list] = {"states": [], "next_states": [], "actions": [], "reward": [], "terminal": []}
-    for environment in range(ENVS):  # SB3 flattens its buffer environment by environment too
+
+    def state(observation: np.ndarray) -> np.ndarray:
+        return observation.transpose(1, 2, 0) if image else observation.astype(np.float32)
+
+    for environment in range(seen["envs"]):  # SB3 flattens its buffer environment by environment too
         for step in range(STEPS):
             following = observations[step + 1, environment] if step + 1 < STEPS else last_observations[environment]
-            rows["states"].append(observations[step, environment].transpose(1, 2, 0))
-            rows["next_states"].append(following.transpose(1, 2, 0))
-            rows["actions"].append(int(rollout["actions"][step, environment, 0]))
+            rows["states"].append(state(observations[step, environment]))
+            rows["next_states"].append(state(following))
+            action = rollout["actions"][step, environment]
+            rows["actions"].append(int(action[0]) if image else action.astype(np.float32))
             rows["reward"].append(rollout["rewards"][step, environment])
             rows["terminal"].append(1 if dones[step, environment] else 2 if step == STEPS - 1 else 0)
     return Transitions(
         states={"state": torch.from_numpy(np.stack(rows["states"]))},
         internals={},
-        actions={"action": torch.tensor(rows["actions"])},
+        actions={"action": torch.tensor(np.array(rows["actions"]))},
         reward=torch.tensor(np.array(rows["reward"], dtype=np.float32)),
         terminal=torch.tensor(np.array(rows["terminal"], dtype=np.int8)),
         next_states={"state": torch.from_numpy(np.stack(rows["next_states"]))},
@@ -106,8 +113,8 @@ def dense_columns(weight: torch.Tensor) -> torch.Tensor:
     return weight.reshape(512, 64, 7, 7).permute(0, 2, 3, 1).reshape(512, 3136)
 
 
-def pairs(agent, state: dict) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
-    """Each torchforce parameter with SB3's in ``state``."""
+def cnn_pairs(agent, state: dict) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
+    """Each torchforce parameter of ``ppo_atari`` with SB3's ``CnnPolicy`` one in ``state``."""
     network, head = agent.policy.network, agent.policy.heads["action"].logits
     result = {}
     for index, conv in zip((0, 2, 4), (network.conv2d0, network.conv2d1, network.conv2d2), strict=True):
@@ -124,15 +131,20 @@ def pairs(agent, state: dict) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
 
 @pytest.mark.parametrize("normalize", ["minibatch", False])
 def test_one_update_of_the_shipped_atari_ppo_equals_sb3s(normalize):
-    seen = sb3_update(normalize=normalize == "minibatch")
-    batch = our_batch(seen)
+    seen = sb3_update(lambda: atari_env("Breakout", clip_rewards=True), 2, normalize == "minibatch", "CnnPolicy")
     spec = json.loads(shipped("agents", "ppo_atari").read_text())
     spec.update(epochs=EPOCHS, minibatch_size=MINIBATCH, normalize_advantages=normalize)
     states = {"state": {"type": "uint8", "shape": [84, 84, 4]}}
     agent = create_agent(spec, states=states, actions={"type": "int", "num_actions": 4})
-    for name, (ours, theirs) in pairs(agent, seen["before"]).items():  # the shipped init is SB3's ortho_init
+    for name, (ours, theirs) in cnn_pairs(agent, seen["before"]).items():  # the shipped init is SB3's ortho_init
         if "bias" not in name:  # orthogonal with the same gain and shape: the same Frobenius norm
             assert ours.norm().item() == pytest.approx(theirs.norm().item(), rel=1e-4), name
+    update_as_sb3(agent, seen, our_batch(seen, image=True), cnn_pairs, normalize)
+
+
+def update_as_sb3(agent, seen: dict, batch: Transitions, pairs, normalize) -> None:
+    """From SB3's weights before its update, ``agent``'s update on ``batch`` in SB3's minibatch orders: each
+    parameter ends where SB3's did (to float rounding), and the advantages' inputs agree on the way."""
     with torch.no_grad():
         for ours, theirs in pairs(agent, seen["before"]).values():
             ours.copy_(theirs)
@@ -156,3 +168,51 @@ def test_one_update_of_the_shipped_atari_ppo_equals_sb3s(normalize):
         moved = (theirs - before).abs().max().item()
         assert moved > 1e-6, f"SB3's update left the {name} where it was"
         assert (ours.detach() - theirs).abs().max().item() < 1e-3 * moved + 1e-7, name
+
+
+def mlp_pairs(agent, state: dict) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
+    """Each torchforce parameter of the spec below with SB3's ``MlpPolicy`` one in ``state``."""
+    policy, baseline, head = agent.policy.network, agent.baseline.network, agent.policy.heads["action"]
+    result = {"log std": (head.log_stddev, state["log_std"])}
+    for ours, theirs in ((policy, "policy_net"), (baseline, "value_net")):
+        for layer, index in ((ours.dense0, 0), (ours.dense1, 2)):
+            result[f"{theirs} {index}"] = (layer.weight, state[f"mlp_extractor.{theirs}.{index}.weight"])
+            result[f"{theirs} {index} bias"] = (layer.bias, state[f"mlp_extractor.{theirs}.{index}.bias"])
+    result["mean head"] = (head.mean.weight, state["action_net.weight"])
+    result["mean bias"] = (head.mean.bias, state["action_net.bias"])
+    result["value head"] = (agent.baseline.value.weight, state["value_net.weight"])
+    result["value bias"] = (agent.baseline.value.bias, state["value_net.bias"])
+    return result
+
+
+def test_one_update_of_a_gaussian_ppo_with_separate_value_network_equals_sb3s():
+    """SB3's MlpPolicy on HalfCheetah: two tanh MLPs (policy, value), a Gaussian with one learned log std per
+    action element, one Adam over both networks on the joint loss: in torchforce, baseline_mode "states" with
+    value_loss_weight. SB3 samples actions unbounded and clips them for the environment only, so the agent here
+    has the action unbounded too (with bounds, torchforce scores a clipped action by the tail it stands for)."""
+    pytest.importorskip("mujoco")
+    import gymnasium as gym
+
+    seen = sb3_update(lambda: gym.make("HalfCheetah-v5"), 1, True, "MlpPolicy")
+    tanh = [{"type": "dense", "size": 64, "activation": "tanh"}] * 2
+    spec = {
+        "type": "ppo",
+        "network": tanh,
+        "distributions": {"action": {"type": "gaussian", "state_dependent_std": False}},
+        "update_mode": {"unit": "timesteps", "batch_size": STEPS, "frequency": STEPS},
+        "memory": {"type": "latest", "capacity": STEPS},
+        "step_optimizer": {"type": "adam", "learning_rate": 2.5e-4, "epsilon": 1e-5, "clip_grad_norm": 0.5},
+        "epochs": EPOCHS,
+        "minibatch_size": MINIBATCH,
+        "discount": 0.99,
+        "gae_lambda": 0.95,
+        "likelihood_ratio_clipping": 0.1,
+        "entropy_regularization": 0.01,
+        "normalize_advantages": "minibatch",
+        "baseline_mode": "states",
+        "baseline": {"type": "custom", "network": tanh},
+        "value_loss_weight": 1.0,
+    }
+    states = {"state": {"type": "float", "shape": [17]}}
+    agent = create_agent(spec, states=states, actions={"type": "float", "shape": [6]})
+    update_as_sb3(agent, seen, our_batch(seen, image=False), mlp_pairs, "minibatch")
