@@ -78,6 +78,7 @@ def recorded(agent):
 
     def recording(batch):
         info = update(batch)
+        assert info["likelihood_ratio_clipping"] == agent.clipping  # reported with the update, for TensorBoard
         seen.append((agent.timestep, agent.clipping, learning_rate(agent.optimizer)))
         return info
 

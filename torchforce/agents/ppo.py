@@ -107,7 +107,10 @@ class PPOAgent(PolicyGradientAgent):
         if self.baseline_optimizer is not None and self.epochs is None:
             self.baseline_optimizer.step(self._baseline_loss, data)
         with torch.no_grad():
-            return {"policy_loss": float(self._policy_loss(data)), **self._statistics(data, self.clipping)}
+            info = {"policy_loss": float(self._policy_loss(data)), **self._statistics(data, self.clipping)}
+        if self.clipping_schedule is not None and not self.clipping_schedule.constant:
+            info["likelihood_ratio_clipping"] = self.clipping_schedule.value(self.timestep)  # where it stands now
+        return info
 
     def _minibatches(self, size: int) -> Iterator[torch.Tensor]:
         """The rows of each optimizer step: ``epochs`` passes over shuffled minibatches of ``minibatch_size`` (the
