@@ -10,6 +10,7 @@ import torch
 
 from torchforce.agents import create_agent
 from torchforce.agents.transitions import Transitions
+from torchforce.core.baselines import shared_state_values, state_values
 from torchforce.core.returns import gae
 from torchforce.environments import make
 from torchforce.spec import SpecError
@@ -152,6 +153,36 @@ def test_gae_advantages_equal_the_returns_function_with_a_learned_baseline():
     advantages, returns = advantages_of(agent, batch)
     assert advantages == pytest.approx(expected, abs=1e-6)
     assert returns == pytest.approx(expected + values, abs=1e-6)
+
+
+@pytest.mark.parametrize("mode", ["states", "network"])
+def test_next_values_come_from_the_following_rows_and_the_baseline_runs_only_on_the_rest(mode):
+    """Rows 0-1 and 3 are followed by their next steps, row 2 ends an episode (its next value counts for nothing),
+    row 4 is cut (its next state is not the next row's) and row 5 is the last: the baseline sees rows 4 and 5."""
+    agent = ppo(discount=GAMMA, gae_lambda=LAMBDA, baseline_mode=mode, baseline={"type": "mlp", "sizes": [8]})
+    states = torch.tensor([[0.1], [0.2], [0.3], [0.4], [0.5], [0.6]])
+    after = torch.tensor([[0.2], [0.3], [9.0], [0.5], [0.7], [0.8]])
+    batch = Transitions(
+        states={"state": states},
+        internals={},
+        actions={"action": torch.tensor([0, 1, 0, 1, 0, 1])},
+        reward=torch.ones(6),
+        terminal=torch.tensor([0, 0, 1, 0, 2, 0], dtype=torch.int8),
+        next_states={"state": after},
+    )
+    seen = []
+    hook = agent.baseline.value.register_forward_hook(lambda module, inputs, output: seen.append(len(output)))
+    with torch.no_grad():
+        params, _, embedding = agent.policy(batch.states, {})
+        values = shared_state_values(agent.baseline, mode, batch.states, embedding)
+        seen.clear()
+        next_values = agent._next_values(batch, values)
+        assert seen == [2]
+        everything = state_values(agent.baseline, mode, agent.policy, batch.next_states, {})
+    hook.remove()
+    used = batch.terminal != 1
+    torch.testing.assert_close(next_values[used], everything[used])
+    assert next_values[2] == 0.0
 
 
 def test_normalized_advantages_have_mean_zero_and_unit_std_and_leave_returns_alone():

@@ -8,6 +8,7 @@ Not an agent of its own (no registry name). Each subclass holds its own objectiv
 
 from __future__ import annotations
 
+import functools
 from typing import Any, ClassVar
 
 import torch
@@ -75,9 +76,7 @@ class PolicyGradientAgent(LearningAgent):
             values = next_values = None
             if self.baseline is not None and self.baseline_mode is not None:  # V(s_t) and V(s_{t+1})
                 values = shared_state_values(self.baseline, self.baseline_mode, batch.states, embedding)
-                next_values = state_values(
-                    self.baseline, self.baseline_mode, self.policy, batch.next_states, batch.internals
-                )
+                next_values = self._next_values(batch, values)
         window = self.update_mode.length if self.update_mode.unit == "sequences" else None
         data["advantages"], data["returns"] = advantage_tensors(
             batch.reward,
@@ -91,6 +90,30 @@ class PolicyGradientAgent(LearningAgent):
         )
         data["old_log_prob"] = old_log_prob
         return data
+
+    def _next_values(self, batch: Transitions, values: torch.Tensor) -> torch.Tensor:
+        """V(s_{t+1}) of each row, given V(s_t) of each. A row followed by its own next step (the next row's states
+        are its next states: a memory's episodes are contiguous) takes that row's value; the baseline runs only on
+        the other rows' next states (a segment's last step, cut for an update), and on none of an episode's end,
+        whose next value counts for nothing. A recurrent network's values depend on its internals: all rows run."""
+        baseline, mode = self.baseline, self.baseline_mode
+        assert baseline is not None and mode is not None  # called only for an agent with a baseline
+        if batch.internals:
+            return state_values(baseline, mode, self.policy, batch.next_states, batch.internals)
+        follows = torch.zeros(len(batch), dtype=torch.bool, device=values.device)
+        if len(batch) > 1:
+            same = (
+                (after[:-1] == batch.states[name][1:]).reshape(len(batch) - 1, -1).all(1)
+                for name, after in batch.next_states.items()
+            )
+            follows[:-1] = functools.reduce(torch.logical_and, same)
+        next_values = torch.zeros_like(values)
+        next_values[:-1] = torch.where(follows[:-1], values[1:], next_values[:-1])
+        rows = ((batch.terminal != 1) & ~follows).nonzero().squeeze(1)
+        if len(rows):
+            states = {name: after[rows] for name, after in batch.next_states.items()}
+            next_values[rows] = state_values(baseline, mode, self.policy, states, {})
+        return next_values
 
     def _baseline_loss(self, data: FlatBatch, reference: Any = None) -> torch.Tensor:
         # 0.5 * E_t[(V(s_t) - R_t)^2] (PPO's value loss L^VF, eq. 9), plus the baseline's weight penalties
