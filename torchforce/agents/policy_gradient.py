@@ -24,6 +24,7 @@ from torchforce.core.optimizers import Optimizer
 from torchforce.core.returns import advantage_tensors
 
 Data = dict[str, torch.Tensor]
+Forward = tuple[dict[str, Any], dict[str, torch.Tensor], torch.Tensor]  # Policy.forward: params, internals, embedding
 
 
 class PolicyGradientAgent(LearningAgent):
@@ -123,17 +124,21 @@ class PolicyGradientAgent(LearningAgent):
         values = state_values(baseline, mode, self.policy, states, internals)
         return value_loss(values, data["returns"]) + regularization_loss(baseline)
 
-    def _statistics(self, data: Data, clipping: float | None = None) -> dict[str, float]:
+    def _statistics(
+        self, data: Data, clipping: float | None = None, forward: Forward | None = None
+    ) -> dict[str, float]:
         """Entropy and approximate KL of the updated policy on the batch (with a ``clipping`` epsilon, the clip
-        fraction), and the baseline's loss."""
+        fraction), and the baseline's loss; ``forward``: the policy's output on the batch, if already at hand."""
         with torch.no_grad():
             states, internals, actions = (group(data, key) for key in ("states", "internals", "actions"))
-            params, _, _ = self.policy(states, internals)
+            params, _, embedding = self.policy(states, internals) if forward is None else forward
             info = policy_statistics(
                 self.policy.log_prob(params, actions), data["old_log_prob"], self.policy.entropy(params), clipping
             )
-            if self.baseline is not None:
-                info["baseline_loss"] = float(self._baseline_loss(data))
+            if self.baseline is not None and self.baseline_mode is not None:  # from the embedding at hand
+                values = shared_state_values(self.baseline, self.baseline_mode, states, embedding)
+                loss = value_loss(values, data["returns"]) + regularization_loss(self.baseline)
+                info["baseline_loss"] = float(loss)
         return info
 
     def trainable_modules(self) -> dict[str, torch.nn.Module]:

@@ -18,7 +18,7 @@ from typing import Any
 import torch
 
 from torchforce.agents.config import PPOConfig
-from torchforce.agents.policy_gradient import PolicyGradientAgent
+from torchforce.agents.policy_gradient import Forward, PolicyGradientAgent
 from torchforce.agents.transitions import FlatBatch, Transitions, group
 from torchforce.core.baselines import regularization_loss, shared_state_values
 from torchforce.core.memories.latest import Latest
@@ -106,8 +106,12 @@ class PPOAgent(PolicyGradientAgent):
         # ---- 3. The value loss (2018: the baseline's optimizer once, on the whole batch) ----
         if self.baseline_optimizer is not None and self.epochs is None:
             self.baseline_optimizer.step(self._baseline_loss, data)
-        with torch.no_grad():
-            info = {"policy_loss": float(self._policy_loss(data)), **self._statistics(data, self.clipping)}
+        with torch.no_grad():  # one pass of the updated policy over the batch for both
+            forward = self.policy(group(data, "states"), group(data, "internals"))
+            info = {
+                "policy_loss": float(self._policy_loss(data, forward=forward)),
+                **self._statistics(data, self.clipping, forward),
+            }
         if self.clipping_schedule is not None and not self.clipping_schedule.constant:
             info["likelihood_ratio_clipping"] = self.clipping_schedule.value(self.timestep)  # where it stands now
         return info
@@ -126,9 +130,9 @@ class PPOAgent(PolicyGradientAgent):
             for _ in range(self.optimization_steps):
                 yield torch.randint(size, (count,), device=self.device)
 
-    def _policy_loss(self, data: FlatBatch, reference: Any = None) -> torch.Tensor:
+    def _policy_loss(self, data: FlatBatch, reference: Any = None, *, forward: Forward | None = None) -> torch.Tensor:
         states, internals, actions = (group(data, key) for key in ("states", "internals", "actions"))
-        params, _, embedding = self.policy(states, internals)
+        params, _, embedding = self.policy(states, internals) if forward is None else forward
         # the probability ratio r_t(theta) = pi(a_t|s_t) / pi_old(a_t|s_t)
         ratio = likelihood_ratio(self.policy.log_prob(params, actions), data["old_log_prob"])
         advantages = standardized(data["advantages"]) if self.minibatch_normalization else data["advantages"]
