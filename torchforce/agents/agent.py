@@ -566,11 +566,16 @@ class Agent:
         return Transitions.from_numpy(data, self.device)
 
     def _learn(self, batch: Transitions) -> dict[str, float]:
-        """One update on ``batch``, its optimizers' schedules set to the current timestep first."""
+        """One update on ``batch``, with what follows the timestep set for it first."""
+        self._follow_schedules()
+        return self._update(batch)
+
+    def _follow_schedules(self) -> None:
+        """Set what follows the timestep to its value now: the optimizers' learning-rate schedules (an agent with
+        schedules of its own, as PPO's clipping range, adds them)."""
         for optimizer in self.optimizers().values():
             if isinstance(optimizer, Optimizer):
                 optimizer.at_timestep(self.timestep)
-        return self._update(batch)
 
     def _update(self, batch: Transitions) -> dict[str, float]:
         raise NotImplementedError(f"{type(self).__name__} does not learn")

@@ -117,12 +117,15 @@ class PolicyGradientAgent(LearningAgent):
         return next_values
 
     def _baseline_loss(self, data: FlatBatch, reference: Any = None) -> torch.Tensor:
-        # 0.5 * E_t[(V(s_t) - R_t)^2] (PPO's value loss L^VF, eq. 9), plus the baseline's weight penalties
         baseline, mode = self.baseline, self.baseline_mode
         assert baseline is not None and mode is not None  # called only for an agent with a baseline
         states, internals = group(data, "states"), group(data, "internals")
-        values = state_values(baseline, mode, self.policy, states, internals)
-        return value_loss(values, data["returns"]) + regularization_loss(baseline)
+        return self._value_loss(state_values(baseline, mode, self.policy, states, internals), data["returns"])
+
+    def _value_loss(self, values: torch.Tensor, returns: torch.Tensor) -> torch.Tensor:
+        """0.5 * E_t[(V(s_t) - R_t)^2] (PPO's value loss L^VF, eq. 9), plus the baseline's weight penalties."""
+        assert self.baseline is not None  # called only for an agent with a baseline
+        return value_loss(values, returns) + regularization_loss(self.baseline)
 
     def _statistics(
         self, data: Data, clipping: float | None = None, forward: Forward | None = None
@@ -137,8 +140,7 @@ class PolicyGradientAgent(LearningAgent):
             )
             if self.baseline is not None and self.baseline_mode is not None:  # from the embedding at hand
                 values = shared_state_values(self.baseline, self.baseline_mode, states, embedding)
-                loss = value_loss(values, data["returns"]) + regularization_loss(self.baseline)
-                info["baseline_loss"] = float(loss)
+                info["baseline_loss"] = float(self._value_loss(values, data["returns"]))
         return info
 
     def trainable_modules(self) -> dict[str, torch.nn.Module]:

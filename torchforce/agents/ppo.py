@@ -20,9 +20,9 @@ import torch
 from torchforce.agents.config import PPOConfig
 from torchforce.agents.policy_gradient import Forward, PolicyGradientAgent
 from torchforce.agents.transitions import FlatBatch, Transitions, group
-from torchforce.core.baselines import regularization_loss, shared_state_values
+from torchforce.core.baselines import shared_state_values
 from torchforce.core.memories.latest import Latest
-from torchforce.core.objectives import clipped_surrogate, likelihood_ratio, standardized, value_loss
+from torchforce.core.objectives import clipped_surrogate, likelihood_ratio, standardized
 from torchforce.core.optimizers import build_optimizer
 from torchforce.core.schedules import build_schedule
 from torchforce.spec import SpecError
@@ -47,7 +47,7 @@ class PPOAgent(PolicyGradientAgent):
         config = PPOConfig.resolve(config, options)
         # the policy, memory and schedule, the optional baseline V(s) and its optimizer (see PolicyGradientAgent)
         super().__init__(states, actions, network, config=config)
-        # epsilon, or its schedule over the timesteps (set before each update)
+        # epsilon, or its schedule over the timesteps (set before each update: _follow_schedules)
         clipping = config.likelihood_ratio_clipping
         self.clipping_schedule = None if clipping is None else build_schedule(clipping, "likelihood_ratio_clipping")
         self.clipping = None if self.clipping_schedule is None else self.clipping_schedule.value(0)
@@ -92,9 +92,12 @@ class PPOAgent(PolicyGradientAgent):
         self._record_spec(network=network)
         self._load_on_start()
 
-    def _update(self, batch: Transitions) -> dict[str, float]:
+    def _follow_schedules(self) -> None:
+        super()._follow_schedules()
         if self.clipping_schedule is not None:
             self.clipping = self.clipping_schedule.value(self.timestep)
+
+    def _update(self, batch: Transitions) -> dict[str, float]:
         # ---- 1. Advantages A_t (GAE, Schulman et al. 2016) and log pi_old(a_t|s_t) of the collecting policy ----
         data = self._with_advantages(batch)  # + advantages A_t, returns R_t, log pi_old(a_t|s_t)
         # ---- 2. Several steps on the clipped surrogate (see _policy_loss), one per minibatch ----
@@ -145,6 +148,5 @@ class PPOAgent(PolicyGradientAgent):
         if self.value_loss_weight is not None and self.baseline is not None and self.baseline_mode is not None:
             # plus c_1 L^VF of eq. 9 (in "network" mode through the policy's network: a shared torso)
             values = shared_state_values(self.baseline, self.baseline_mode, states, embedding)
-            baseline_loss = value_loss(values, data["returns"]) + regularization_loss(self.baseline)
-            loss = loss + self.value_loss_weight * baseline_loss
+            loss = loss + self.value_loss_weight * self._value_loss(values, data["returns"])
         return loss
