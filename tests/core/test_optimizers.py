@@ -124,6 +124,30 @@ def test_adam_state_and_skipped_parameters_match_torch_fused_adam():
     assert_state_equal(optimizer.state_dict()["torch"], reference.state_dict())
 
 
+@pytest.mark.parametrize("spec", [{"type": "adam"}, {"type": "nadam"}], ids=lambda s: s["type"])
+def test_a_conv_weight_with_a_channels_last_gradient_steps_as_torchs_unfused_optimizer(spec):
+    """A conv weight's gradient from channels-last inputs (torchforce's image layout) comes out channels-last while
+    the weight is contiguous. Each element must still move by its own gradient: torch's fused Adam kernel walks
+    both in memory order, and fed such a gradient it steps every element with another's (found on Atari PPO, whose
+    CNN learned far less than SB3's on the same updates)."""
+    torch.manual_seed(0)
+    conv = torch.nn.Conv2d(4, 8, 3)
+    images = torch.randn(16, 4, 9, 9).contiguous(memory_format=torch.channels_last)
+    probe = torch.autograd.grad(conv(images).square().sum(), conv.weight)[0]
+    assert probe.stride() != conv.weight.stride(), "the setup no longer yields a channels-last weight gradient"
+    reference = copy.deepcopy(conv)
+    optimizer = build_optimizer({**spec, "learning_rate": 0.1}, list(conv.parameters()))
+    torch_class = {"adam": torch.optim.Adam, "nadam": torch.optim.NAdam}[spec["type"]]
+    expected = torch_class(reference.parameters(), lr=0.1, foreach=False)
+    for _ in range(3):
+        optimizer.minimize(conv(images).square().mean())
+        expected.zero_grad()
+        reference(images).square().mean().backward()
+        expected.step()
+    torch.testing.assert_close(conv.weight, reference.weight, rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(conv.bias, reference.bias, rtol=1e-5, atol=1e-6)
+
+
 def test_clip_grad_norm_clips_the_global_gradient_norm():
     parameters, batch = make_problem()
     before = [parameter.detach().clone() for parameter in parameters]

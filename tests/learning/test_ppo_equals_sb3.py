@@ -79,14 +79,16 @@ def sb3_update(environment, envs: int, normalize: bool, policy: str):
 
 def our_batch(seen: dict, image: bool) -> Transitions:
     """SB3's rollout as torchforce's memory hands it out: each environment's steps in a row, its last step cut
-    (terminal 2) unless it ended an episode; images channels-last, int actions as integers."""
+    (terminal 2) unless it ended an episode; images channels-last (in memory too), int actions as integers."""
     rollout, (last_observations, last_starts) = seen["rollout"], seen["last"]
     observations = rollout["observations"]  # [steps, envs, *state] (images: channels first)
     dones = np.concatenate([rollout["episode_starts"][1:], last_starts[None]])
     rows: dict[str, list] = {"states": [], "next_states": [], "actions": [], "reward": [], "terminal": []}
 
     def state(observation: np.ndarray) -> np.ndarray:
-        return observation.transpose(1, 2, 0) if image else observation.astype(np.float32)
+        # images channels-last in memory too, as torchforce's memory holds them: the conv weights' gradients then
+        # come out channels-last, as in a live run (a transposed view would give contiguous ones)
+        return np.ascontiguousarray(observation.transpose(1, 2, 0)) if image else observation.astype(np.float32)
 
     for environment in range(seen["envs"]):  # SB3 flattens its buffer environment by environment too
         for step in range(STEPS):

@@ -83,7 +83,10 @@ class TorchOptimizer(Optimizer):
         the gradient, clipped to ``clip_grad_norm``, then the torch optimizer's step. The ``.grad`` of every
         parameter is left as it was (the gradient goes to this optimizer's parameters only, so an actor's loss
         that runs through a critic leaves the critic alone). Returns ``loss`` and ``grad_norm``."""
-        grads = gradients(loss, self.parameters, fill_zeros=False)
+        grads = [
+            None if grad is None else in_layout_of(parameter, grad)
+            for parameter, grad in zip(self.parameters, gradients(loss, self.parameters, fill_zeros=False), strict=True)
+        ]
         present = [grad for grad in grads if grad is not None]
         grad_norm = torch.nn.utils.get_total_norm(present) if present else None
         if self.clip_grad_norm is not None and grad_norm is not None:
@@ -109,6 +112,18 @@ class TorchOptimizer(Optimizer):
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         self.torch_optimizer.load_state_dict(state["torch"])
+
+
+def in_layout_of(parameter: torch.Tensor, grad: torch.Tensor) -> torch.Tensor:
+    """``grad`` with the strides of ``parameter`` (a copy only where they differ). Autograd may hand back a
+    parameter's gradient in another memory layout: a conv weight's gradient from channels-last inputs (torchforce's
+    image layout) comes out channels-last while the weight is contiguous. The fused Adam kernel (``_fused_adam_``,
+    and ``torch.optim.Adam(fused=True)`` through it, torch 2.13 on the CPU) walks parameter and gradient in memory
+    order, so such a gradient would be applied to the wrong elements: every conv weight moved by a scrambled
+    step."""
+    if grad.stride() == parameter.stride():
+        return grad
+    return torch.empty_like(parameter, memory_format=torch.preserve_format).copy_(grad)
 
 
 def learning_rate_schedule(learning_rate: Any) -> Schedule:
