@@ -51,10 +51,12 @@ def transitions(rewards, terminals, states=None):
 
 
 def recording(agent):
-    """Record every update's batch and info."""
+    """Record every update's batch and info, each update reported as if summaries were due (without them, an update
+    leaves out the report's pass over the batch: see test_an_update_nobody_reads_skips_its_report)."""
     update, log = agent._update, []
 
     def record(batch):
+        agent.reporting = True
         info = update(batch)
         log.append((batch, info))
         return info
@@ -266,6 +268,95 @@ def test_update_info_has_the_policy_loss_entropy_and_baseline_loss():
         assert info["entropy"] == pytest.approx(agent.policy.entropy(params).mean().item(), rel=1e-5)
     assert 0.0 < info["entropy"] <= math.log(2) + 1e-6
     assert all(np.isfinite(value) for value in info.values())
+
+
+def counting_forwards(agent):
+    """The row counts of every pass of the agent's policy network, as a list that grows."""
+    forward, rows = agent.policy.forward, []
+
+    def count(states, internals, *args, **kwargs):
+        rows.append(len(next(iter(states.values()))))
+        return forward(states, internals, *args, **kwargs)
+
+    agent.policy.forward = count
+    return rows
+
+
+def test_an_update_nobody_reads_skips_its_report():
+    # two agents alike; one update each on the same batch, reported or not: the same parameters after it, and the
+    # unreported one leaves out the report's pass of the updated policy over the whole batch
+    agents = [ppo(entropy_regularization=0.01, epochs=2, minibatch_size=3, **BASELINE) for _ in range(2)]
+    batch = transitions([1.0, 0.0, 1.0, 0.5, -1.0, 2.0], [0, 0, 1, 0, 0, 1])
+    passes = [counting_forwards(agent) for agent in agents]
+    torch.manual_seed(1)  # the minibatches' shuffle
+    reported = agents[0]._learn(batch, report=True)
+    torch.manual_seed(1)
+    quiet = agents[1]._learn(batch, report=False)
+    assert {"policy_loss", "entropy", "approx_kl", "clip_fraction", "baseline_loss"} <= set(reported)
+    assert quiet == {}
+    assert passes[0] == [6, 3, 3, 3, 3, 6] and passes[1] == [6, 3, 3, 3, 3]  # old log-probs, 4 minibatches, report
+    for mine, theirs in zip(agents[0].policy.parameters(), agents[1].policy.parameters(), strict=True):
+        assert torch.equal(mine, theirs)
+    assert agents[1].reporting  # only the update under way goes unreported
+
+
+def test_updates_without_summaries_are_not_reported_and_with_them_are(tmp_path):
+    quiet = ppo(epochs=1)
+    summarized = ppo(epochs=1, summarizer={"directory": str(tmp_path), "steps": 1})
+    for agent in (quiet, summarized):
+        passes = counting_forwards(agent)  # acting takes a path of its own
+        run(agent, ENV, 2)  # one update, on 2 episodes
+        assert len(passes) == (3 if agent is summarized else 2)  # old log-probs, one step[, the report]
+
+
+IMAGE = {"type": "uint8", "shape": (6, 6, 2)}
+CONV = [{"type": "divide", "scale": 255}, {"type": "conv2d", "size": 3, "window": 3}, {"type": "flatten"}]
+
+
+def image_batch(rows):
+    generator = torch.Generator().manual_seed(0)
+    images = torch.randint(0, 256, (rows, 6, 6, 2), dtype=torch.uint8, generator=generator)
+    return Transitions(
+        states={"state": images},
+        internals={},
+        actions={"action": torch.arange(rows) % 2},
+        reward=torch.ones(rows),
+        terminal=torch.zeros(rows, dtype=torch.int8),
+        next_states={"state": images.roll(-1, 0)},
+    )
+
+
+@pytest.mark.parametrize("pass_bytes", [72 * 5, 72 * 64])  # 72 bytes an image: 5 rows a chunk, or all 20 at once
+def test_the_collecting_policy_runs_large_states_in_chunks_of_rows(monkeypatch, pass_bytes):
+    monkeypatch.setattr("torchforce.agents.policy_gradient.PASS_BYTES", pass_bytes)
+    env = make("minimal", action_type="int")
+    agent = create_agent(
+        {"type": "ppo", "network": CONV, "baseline_mode": "network", "baseline": {"type": "mlp", "sizes": []}},
+        states=IMAGE,
+        actions=env.actions,
+    )
+    batch = image_batch(20)
+    passes = counting_forwards(agent)
+    with torch.no_grad():
+        log_prob, values = agent._collecting_policy(batch)
+        params, _, embedding = agent.policy.__class__.forward(agent.policy, batch.states, batch.internals)
+        whole_log_prob = agent.policy.log_prob(params, batch.actions)
+        whole_values = shared_state_values(agent.baseline, "network", batch.states, embedding)
+    assert passes == ([5, 5, 5, 5] if pass_bytes == 72 * 5 else [20])
+    torch.testing.assert_close(log_prob, whole_log_prob, rtol=1e-6, atol=1e-7)
+    torch.testing.assert_close(values, whole_values, rtol=1e-6, atol=1e-7)
+
+
+def test_vector_states_run_in_one_pass_exactly_as_before():
+    agent = ppo(**BASELINE)
+    batch = transitions([1.0] * 300, [0] * 299 + [1], states=np.linspace(-1, 1, 300))
+    passes = counting_forwards(agent)
+    with torch.no_grad():
+        log_prob, values = agent._collecting_policy(batch)
+        params, _, _ = agent.policy.__class__.forward(agent.policy, batch.states, batch.internals)
+    assert passes == [300]
+    assert torch.equal(log_prob, agent.policy.log_prob(params, batch.actions))
+    assert torch.equal(values, agent.baseline(batch.states))
 
 
 # ---------------------------------------------------------------- baselines

@@ -180,6 +180,9 @@ class Agent:
             capacity=self.memory.capacity,
         )
         self._schedule_counts = "episodes" if self.update_mode.unit == "episodes" else "timesteps"
+        # whether the update under way is reported (its info summarized): work that only feeds the report (a
+        # pass of the updated policy over the batch) is skipped when not; see _learn
+        self.reporting = True
 
     def _fields(self) -> dict[str, FieldSpec]:
         fields = {"reward": FieldSpec((), np.dtype(np.float32)), "terminal": FieldSpec((), np.dtype(np.int8))}
@@ -523,11 +526,12 @@ class Agent:
             due = min(due, 1)
         for _ in range(due):
             batch = self._next_batch()
+            reported = self.summarizer.due(self.timestep)
             with self.update_lock or contextlib.nullcontext():  # workers sharing a model update it in turn
                 self._set_training(True)
-                info = self._learn(batch)
+                info = self._learn(batch, report=reported)
             self.updates += 1
-            if self.summarizer.due(self.timestep):
+            if reported:
                 self._summarize_update(info, batch)
 
     def _next_batch(self) -> Transitions:
@@ -565,10 +569,15 @@ class Agent:
     def _transitions(self, data: Batch) -> Transitions:
         return Transitions.from_numpy(data, self.device)
 
-    def _learn(self, batch: Transitions) -> dict[str, float]:
-        """One update on ``batch``, with what follows the timestep set for it first."""
+    def _learn(self, batch: Transitions, *, report: bool = True) -> dict[str, float]:
+        """One update on ``batch``, with what follows the timestep set for it first. ``report``: whether its info
+        is read; if not, agents may leave out what only the report needs (``self.reporting`` says which)."""
         self._follow_schedules()
-        return self._update(batch)
+        self.reporting = report
+        try:
+            return self._update(batch)
+        finally:
+            self.reporting = True
 
     def _follow_schedules(self) -> None:
         """Set what follows the timestep to its value now: the optimizers' learning-rate schedules (an agent with
@@ -654,7 +663,7 @@ class Agent:
         """
         before = self.get_parameters()
         self._set_training(True)
-        self._learn(self._next_batch())
+        self._learn(self._next_batch(), report=False)
         after = self.get_parameters()
         self.set_parameters(before)
         return {name: after[name] - before[name] for name in before}

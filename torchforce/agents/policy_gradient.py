@@ -25,6 +25,7 @@ from torchforce.core.returns import advantage_tensors
 
 Data = dict[str, torch.Tensor]
 Forward = tuple[dict[str, Any], dict[str, torch.Tensor], torch.Tensor]  # Policy.forward: params, internals, embedding
+PASS_BYTES = 4 * 2**20  # at most the states of one chunk of a batch's pass without gradients: _collecting_policy
 
 
 class PolicyGradientAgent(LearningAgent):
@@ -72,12 +73,8 @@ class PolicyGradientAgent(LearningAgent):
         ``old_log_prob``, log pi_old(a_t|s_t) of the policy that collected it."""
         data = batch.flat()
         with torch.no_grad():
-            params, _, embedding = self.policy(batch.states, batch.internals)
-            old_log_prob = self.policy.log_prob(params, batch.actions)
-            values = next_values = None
-            if self.baseline is not None and self.baseline_mode is not None:  # V(s_t) and V(s_{t+1})
-                values = shared_state_values(self.baseline, self.baseline_mode, batch.states, embedding)
-                next_values = self._next_values(batch, values)
+            old_log_prob, values = self._collecting_policy(batch)  # log pi_old(a_t|s_t) and V(s_t)
+            next_values = None if values is None else self._next_values(batch, values)  # V(s_{t+1})
         window = self.update_mode.length if self.update_mode.unit == "sequences" else None
         data["advantages"], data["returns"] = advantage_tensors(
             batch.reward,
@@ -91,6 +88,25 @@ class PolicyGradientAgent(LearningAgent):
         )
         data["old_log_prob"] = old_log_prob
         return data
+
+    def _collecting_policy(self, batch: Transitions) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """log pi_old(a_t|s_t) of each row and, with a baseline, V(s_t), from the policy as it collected the batch
+        (before the update). Large states (images) run through the network a chunk of rows at a time, each chunk's
+        states at most PASS_BYTES: faster than one pass over all rows (a chunk's activations stay in the cache) and
+        far less memory; small states (vectors) run in one chunk, the whole batch."""
+        row_bytes = sum(state.shape[1:].numel() * state.element_size() for state in batch.states.values()) or 1
+        size = max(1, PASS_BYTES // row_bytes)
+        log_probs, values = [], []
+        for start in range(0, max(len(batch), 1), size):
+            rows = slice(start, start + size)
+            states = {name: state[rows] for name, state in batch.states.items()}
+            internals = {name: internal[rows] for name, internal in batch.internals.items()}
+            params, _, embedding = self.policy(states, internals)
+            actions = {name: action[rows] for name, action in batch.actions.items()}
+            log_probs.append(self.policy.log_prob(params, actions))
+            if self.baseline is not None and self.baseline_mode is not None:
+                values.append(shared_state_values(self.baseline, self.baseline_mode, states, embedding))
+        return torch.cat(log_probs), torch.cat(values) if values else None
 
     def _next_values(self, batch: Transitions, values: torch.Tensor) -> torch.Tensor:
         """V(s_{t+1}) of each row, given V(s_t) of each. A row followed by its own next step (the next row's states
@@ -131,7 +147,10 @@ class PolicyGradientAgent(LearningAgent):
         self, data: Data, clipping: float | None = None, forward: Forward | None = None
     ) -> dict[str, float]:
         """Entropy and approximate KL of the updated policy on the batch (with a ``clipping`` epsilon, the clip
-        fraction), and the baseline's loss; ``forward``: the policy's output on the batch, if already at hand."""
+        fraction), and the baseline's loss; ``forward``: the policy's output on the batch, if already at hand.
+        Nothing for an update that is not reported: they are a pass of the network over the whole batch."""
+        if not self.reporting:
+            return {}
         with torch.no_grad():
             states, internals, actions = (group(data, key) for key in ("states", "internals", "actions"))
             params, _, embedding = self.policy(states, internals) if forward is None else forward

@@ -109,12 +109,12 @@ class PPOAgent(PolicyGradientAgent):
         # ---- 3. The value loss (2018: the baseline's optimizer once, on the whole batch) ----
         if self.baseline_optimizer is not None and self.epochs is None:
             self.baseline_optimizer.step(self._baseline_loss, data)
-        with torch.no_grad():  # one pass of the updated policy over the batch for both
-            forward = self.policy(group(data, "states"), group(data, "internals"))
-            info = {
-                "policy_loss": float(self._policy_loss(data, forward=forward)),
-                **self._statistics(data, self.clipping, forward),
-            }
+        info: dict[str, float] = {}
+        if self.reporting:  # one pass of the updated policy over the batch for both (only if someone reads them)
+            with torch.no_grad():
+                forward = self.policy(group(data, "states"), group(data, "internals"))
+                info["policy_loss"] = float(self._policy_loss(data, forward=forward))
+                info |= self._statistics(data, self.clipping, forward)
         if self.clipping_schedule is not None and not self.clipping_schedule.constant:
             info["likelihood_ratio_clipping"] = self.clipping_schedule.value(self.timestep)  # where it stands now
         return info
