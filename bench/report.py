@@ -261,7 +261,7 @@ def plot_curves(records: list[dict], algorithm: str, output: Path) -> Path | Non
     import matplotlib.pyplot as plt
 
     from torchforce.client.aggregate import running_mean
-    from torchforce.plots import read_episode_log
+    from torchforce.plots import label_steps, read_episode_log
 
     runs = _select(records, kind="learning", algorithm=algorithm)
     if not runs:
@@ -288,6 +288,7 @@ def plot_curves(records: list[dict], algorithm: str, output: Path) -> Path | Non
         axis.set_ylabel("return (lines: training episodes, mean of 20; dots: evaluations)", fontsize=8)
         axis.grid(alpha=0.3)
         axis.legend(loc="lower right")
+    label_steps(by_steps)
     figure.suptitle(f"{algorithm.upper()} on CartPole-v1")
     figure.tight_layout()
     output.parent.mkdir(parents=True, exist_ok=True)
@@ -436,7 +437,7 @@ def plot_task(name: str, runs: list[dict], output: Path) -> Path | None:
     import matplotlib.pyplot as plt
 
     from torchforce.client.aggregate import bootstrap_band
-    from torchforce.plots import read_episode_log
+    from torchforce.plots import label_steps, read_episode_log
 
     first = runs[0]
     figure, axes = plt.subplots(1, 2, figsize=(11, 4))
@@ -466,6 +467,7 @@ def plot_task(name: str, runs: list[dict], output: Path) -> Path | None:
         axis.set_ylabel(f"return, mean of the last {first['smoothing']} {unit}", fontsize=8)
         axis.grid(alpha=0.3)
         axis.legend(loc="lower right", fontsize="small")
+    label_steps(axes[0])
     figure.suptitle(f"{name}: mean over seeds, 95% bootstrap band; budget {first['budget']:,} steps", fontsize=10)
     figure.tight_layout()
     output.parent.mkdir(parents=True, exist_ok=True)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -18,6 +18,21 @@ from torchforce.client.aggregate import WINDOW, aligned, bootstrap_band, bootstr
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
+
+
+def step_label(value: float, _position: object = None) -> str:
+    """A tick label for a count of steps: 250k, 1.5M (long counts run into each other on an axis)."""
+    for scale, suffix in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if abs(value) >= scale:
+            return f"{value / scale:g}{suffix}"
+    return f"{value:g}"
+
+
+def label_steps(axis: Any) -> None:
+    """Label the x axis of ``axis`` (a matplotlib Axes) with ``step_label``."""
+    from matplotlib.ticker import FuncFormatter
+
+    axis.xaxis.set_major_formatter(FuncFormatter(step_label))
 
 
 def read_episode_log(path: str | Path) -> list[dict]:
@@ -85,6 +100,7 @@ def plot_learning_curves(
         else:
             _draw_group(by_steps, by_time, label, [Path(path) for path in source], window)
     by_steps.set_xlabel("environment steps")
+    label_steps(by_steps)
     by_time.set_xlabel("wall-clock seconds")
     for axis in (by_steps, by_time):
         axis.set_ylabel(f"episode return, smoothed over {window} episodes")

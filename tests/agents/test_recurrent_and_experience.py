@@ -236,7 +236,9 @@ FORMS = {
 
 def stored(agent) -> dict[str, np.ndarray]:
     """The memory's rows, oldest first (nothing has wrapped around in these tests)."""
-    return {name: data[: len(agent.memory)] for name, data in agent.memory.state_dict()["data"].items()}
+    contents = agent.memory.contents()
+    assert contents.pop("indices").tolist() == list(range(len(agent.memory)))
+    return contents
 
 
 @pytest.mark.parametrize("form", list(FORMS))

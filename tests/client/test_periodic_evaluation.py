@@ -267,3 +267,22 @@ def test_tfcli_plot_shows_a_run_s_evaluations(project, monkeypatch):
     means = [e["mean_return"] for e in records(folder / "results" / "evaluations.jsonl")]
     assert drawn == [([250, 500], means)]
     assert np.isfinite(means).all()
+
+
+def test_step_axes_label_long_counts_short():
+    """Hundreds of thousands of steps as full numbers run into each other under the axis: 250k and 1.5M do not."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from torchforce.plots import label_steps, step_label
+
+    assert [step_label(v) for v in (0, 500, 1000, 250_000, 1_500_000, 2e9)] == ["0", "500", "1k", "250k", "1.5M", "2G"]
+    figure, axis = plt.subplots()
+    axis.plot([0, 1_000_000], [0, 1])
+    label_steps(axis)
+    figure.canvas.draw()
+    labels = [tick.get_text() for tick in axis.get_xticklabels() if tick.get_text()]
+    plt.close(figure)
+    assert "1M" in labels and all(len(label) <= 5 for label in labels), labels

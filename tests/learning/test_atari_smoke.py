@@ -66,3 +66,8 @@ def test_shipped_atari_experiment_acts_on_uint8_frames_and_updates(experiment):
     assert ((0 <= stored["actions/action"]) & (stored["actions/action"] < num_actions)).all()
     assert np.isin(stored["reward"], (-1.0, 0.0, 1.0)).all()
     np.testing.assert_array_equal(agent.reward_preprocessing.process(np.array([7.0, -4.0, 0.0])), [1.0, -1.0, 0.0])
+    # each frame stack is kept once: a row's next state is the state its environment's next row holds, so apart
+    # from the ring only the newest row of each environment holds a next state of its own (no episode was cut)
+    frame_stack = 84 * 84 * 4
+    assert len(agent.memory._next_states) <= copies
+    assert agent.memory.nbytes < (agent.memory.capacity + copies) * frame_stack + agent.memory.capacity * 64

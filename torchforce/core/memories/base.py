@@ -5,6 +5,9 @@ oldest one. An episode ends at a row whose ``terminal`` is > 0 (1 = true termina
 Subclasses decide which rows a retrieval returns; this class owns the storage, the pointers and the episode
 structure, and the checks every memory shares.
 
+A row's next states are not stored twice: a memory whose fields pair ``next_states/x`` with ``states/x`` links each
+row to the stored row whose states they are, and holds apart only those no stored row has (``NextStates``).
+
 Row positions come in two kinds: *storage indices* (where a row lives in the ring, what retrievals return as
 ``indices``) and *offsets* (the row's age rank: 0 = the oldest stored row). Episode and window arithmetic is done
 on offsets, which never wrap, and converted to storage indices at the end.
@@ -21,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from torchforce.core.memories.next_states import NextStates, linked_fields
 from torchforce.spec import SpecError, expect_bool, expect_int
 from torchforce.spec.checks import expect_elements
 
@@ -110,7 +114,11 @@ class Memory:
         if not isinstance(rng, np.random.Generator):
             raise TypeError(f"memory rng must be a numpy Generator, got {type(rng).__name__}.")
         self.rng = rng
+        links = linked_fields(self.fields)
+        # the fields kept in the ring; linked next states are taken from the states (see NextStates)
+        self._stored = {name: spec for name, spec in self.fields.items() if name not in links}
         self._data = self._allocate()
+        self._next_states = NextStates(links, self.fields, self._capacity) if links else None
         self._next = 0  # storage index the next row goes to
         self._size = 0  # rows stored (<= capacity)
         # False once the row before the oldest stored one was overwritten in the middle of an episode: the oldest
@@ -122,7 +130,7 @@ class Memory:
         for the machine's memory, is a SpecError naming the capacity."""
         hint = "Lower memory.capacity (it counts timesteps; agents derive its default from update_mode.batch_size)."
         data = {}
-        for name, spec in self.fields.items():
+        for name, spec in self._stored.items():
             elements = self._capacity * math.prod(spec.shape)
             expect_elements(
                 elements,
@@ -153,6 +161,12 @@ class Memory:
         return f"{type(self).__name__}(capacity={self._capacity}, stored={self._size}, fields={list(self.fields)})"
 
     @property
+    def nbytes(self) -> int:
+        """The bytes this memory holds: its ring, and the links and next states it holds apart."""
+        held = 0 if self._next_states is None else self._next_states.nbytes
+        return sum(data.nbytes for data in self._data.values()) + held
+
+    @property
     def num_episodes(self) -> int:
         """How many complete episodes are stored."""
         return len(self._episode_bounds()[0])
@@ -174,26 +188,33 @@ class Memory:
             newest_lost = (start - self._size + overwritten - 1) % self._capacity
             self._oldest_starts_episode = bool(self._data["terminal"][newest_lost] > 0)
         end = start + n
+        if self._next_states is not None and overwritten > 0:
+            self._next_states.forget(self._storage_indices(np.arange(overwritten)))
+        stored = {name: array for name, array in arrays.items() if name in self._data}
         if end <= self._capacity:
-            for name, array in arrays.items():
+            for name, array in stored.items():
                 self._data[name][start:end] = array
         else:
             split = self._capacity - start
-            for name, array in arrays.items():
+            for name, array in stored.items():
                 self._data[name][start:] = array[:split]
                 self._data[name][: end - self._capacity] = array[split:]
         self._next = end % self._capacity
         self._size = min(self._size + n, self._capacity)
+        if self._next_states is not None:
+            rows = (start + np.arange(n)) % self._capacity
+            linking = {name: np.asarray(arrays[name], dtype=self.fields[name].dtype) for name in self._linking_fields()}
+            self._next_states.link(rows, linking)
         return start, n
 
     def _check_batch(self, batch: Mapping[str, np.ndarray]) -> tuple[dict[str, np.ndarray], int]:
         if not isinstance(batch, Mapping):
             raise ValueError(f"memory.store expects a dict of arrays, got {type(batch).__name__}.")
-        if batch.keys() != self._data.keys():
-            missing = [name for name in self._data if name not in batch]
-            extra = [name for name in batch if name not in self._data]
+        if batch.keys() != self.fields.keys():
+            missing = [name for name in self.fields if name not in batch]
+            extra = [name for name in batch if name not in self.fields]
             raise ValueError(
-                f"memory.store: the batch fields do not match the memory's. Expected: {', '.join(self._data)}; "
+                f"memory.store: the batch fields do not match the memory's. Expected: {', '.join(self.fields)}; "
                 f"missing: {', '.join(missing) or 'none'}; unexpected: {', '.join(map(str, extra)) or 'none'}."
             )
         arrays = {}
@@ -259,8 +280,10 @@ class Memory:
 
     def _gather(self, indices: np.ndarray) -> dict[str, np.ndarray]:
         """Copies of the rows at storage ``indices``, plus the indices themselves."""
-        batch = {name: data[indices] for name, data in self._data.items()}
-        batch["indices"] = np.array(indices, dtype=np.int64)
+        indices = np.asarray(indices, dtype=np.int64)
+        following = {} if self._next_states is None else self._next_states.gather(indices, self._data)
+        batch = {name: following[name] if name in following else self._data[name][indices] for name in self.fields}
+        batch["indices"] = indices.copy()
         return batch
 
     def _describe(self) -> str:
@@ -285,6 +308,11 @@ class Memory:
 
     # retrieving
 
+    def contents(self) -> dict[str, np.ndarray]:
+        """Copies of every stored row, oldest first, next states included, with their storage ``indices``: what a
+        memory holds, to look at (retrievals are for learning)."""
+        return self._gather(self._storage_indices(np.arange(self._size)))
+
     def retrieve_timesteps(self, n: int) -> dict[str, np.ndarray]:
         raise NotImplementedError
 
@@ -302,7 +330,7 @@ class Memory:
         The memory restores the state of the generator it was given; give it its own generator if the caller's
         must not be reset on load.
         """
-        return {
+        state = {
             "capacity": self._capacity,
             # the rows in use only: a memory fills from row 0, so until it is full they are the first ``size``
             "data": {name: data[: self._size].copy() for name, data in self._data.items()},
@@ -311,31 +339,59 @@ class Memory:
             "oldest_starts_episode": self._oldest_starts_episode,
             "rng": copy.deepcopy(self.rng.bit_generator.state),
         }
+        if self._next_states is not None:
+            state["next_states"] = self._next_states.state_dict(self._size)
+        return state
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Restore what ``state_dict`` saved, checked first: a bad state changes nothing. A memory saved before next
+        states were linked (its data holds them in full) loads too: its rows link to themselves or to the row after
+        them where their bytes say so, and the rest are held apart until overwritten."""
         if state["capacity"] != self._capacity:
             raise ValueError(
                 f"memory.load_state_dict: the saved memory has capacity {state['capacity']}, this one {self._capacity}."
             )
         data = state["data"]
-        if data.keys() != self._data.keys():
+        in_full = self._next_states is not None and "next_states" not in state and data.keys() == self.fields.keys()
+        if data.keys() != self._data.keys() and not in_full:
             raise ValueError(
                 f"memory.load_state_dict: the saved fields ({', '.join(data)}) differ from this memory's "
                 f"({', '.join(self._data)})."
             )
-        size = int(state["size"])
+        size, start = int(state["size"]), int(state["next"])
         for name, saved in data.items():
-            own = self._data[name]
+            own = (self._capacity, *self.fields[name].shape)
+            dtype = self.fields[name].dtype
             # the rows in use (older checkpoints saved all ``capacity`` rows)
-            if saved.shape[1:] != own.shape[1:] or saved.dtype != own.dtype or not size <= len(saved) <= len(own):
+            if saved.shape[1:] != own[1:] or saved.dtype != dtype or not size <= len(saved) <= own[0]:
                 raise ValueError(
                     f"memory.load_state_dict: saved field '{name}' has shape {saved.shape} and dtype {saved.dtype}, "
-                    f"expected {size} to {len(own)} rows of shape {own.shape[1:]} and {own.dtype}."
+                    f"expected {size} to {own[0]} rows of shape {own[1:]} and {dtype}."
                 )
+        oldest = (start - size) % self._capacity
+        if self._next_states is not None and not in_full:
+            if "next_states" not in state:
+                raise ValueError("memory.load_state_dict: the saved memory has no next_states.")
+            self._next_states.check_state(state["next_states"], size, (np.arange(size) - oldest) % self._capacity)
         for name, saved in data.items():
-            self._data[name][: len(saved)] = saved
-            self._data[name][len(saved) :] = 0
-        self._next = int(state["next"])
+            if name in self._data:
+                self._data[name][: len(saved)] = saved
+                self._data[name][len(saved) :] = 0
+        self._next = start
         self._size = size
         self._oldest_starts_episode = bool(state["oldest_starts_episode"])
         self.rng.bit_generator.state = copy.deepcopy(state["rng"])
+        if self._next_states is None:
+            return
+        if not in_full:
+            self._next_states.load_state_dict(state["next_states"], size)
+            return
+        self._next_states.clear()
+        rows = self._storage_indices(np.arange(size))
+        self._next_states.link(rows, {name: data[name][rows] for name in self._linking_fields()})
+
+    def _linking_fields(self) -> list[str]:
+        """The fields ``NextStates`` compares: the next states it links and the states they link to."""
+        assert self._next_states is not None
+        links = self._next_states.links
+        return [*links, *links.values()]
