@@ -10,8 +10,8 @@ from torchforce.core.memories import FieldSpec, build_memory
 FIELDS = {
     "states/x": FieldSpec((2,), np.float32),
     "next_states/x": FieldSpec((2,), np.float32),
-    "states/frame": FieldSpec((3, 4), np.uint8),
-    "next_states/frame": FieldSpec((3, 4), np.uint8),
+    "states/frame": FieldSpec((32, 32), np.uint8),  # with x: 1,032 bytes a row, enough to link (LINK_BYTES)
+    "next_states/frame": FieldSpec((32, 32), np.uint8),
     "actions/a": FieldSpec((), np.int64),
     "terminal": FieldSpec((), np.int8),
     "reward": FieldSpec((), np.float32),
@@ -36,7 +36,7 @@ class Streams:
         pick = int(self.rng.integers(0, 4))
         return {
             "x": np.array([pick, -pick], dtype=np.float32),
-            "frame": np.full((3, 4), pick * 10, dtype=np.uint8),
+            "frame": np.full((32, 32), pick * 10, dtype=np.uint8),
         }
 
     def step(self):
@@ -148,8 +148,8 @@ def test_links_compare_bytes_not_values():
             {
                 "states/x": state,
                 "next_states/x": following,
-                "states/frame": np.zeros((3, 4), np.uint8),
-                "next_states/frame": np.zeros((3, 4), np.uint8),
+                "states/frame": np.zeros((32, 32), np.uint8),
+                "next_states/frame": np.zeros((32, 32), np.uint8),
                 "actions/a": np.int64(0),
                 "terminal": np.int8(0),
                 "reward": np.float32(0),
@@ -237,18 +237,40 @@ def test_bad_saved_links_are_refused_and_change_nothing():
 def test_a_fingerprint_match_is_not_a_link():
     """Fingerprints sample a few bytes: states that agree there and differ elsewhere are different states."""
     fields = {
-        "states/x": FieldSpec((1000,), np.uint8),
-        "next_states/x": FieldSpec((1000,), np.uint8),
+        "states/x": FieldSpec((2000,), np.uint8),
+        "next_states/x": FieldSpec((2000,), np.uint8),
         "terminal": FieldSpec((), np.int8),
         "reward": FieldSpec((), np.float32),
     }
     memory = make("replay", 4, fields=fields)
-    first, second = np.zeros(1000, np.uint8), np.ones(1000, np.uint8)
+    first, second = np.zeros(2000, np.uint8), np.ones(2000, np.uint8)
     almost = second.copy()
-    almost[1] = 9  # byte 1 is not among the fingerprint's 64 samples of 1000 bytes
+    almost[1] = 9  # byte 1 is not among the fingerprint's 64 samples of 2000 bytes
     for state, following in [(first, second), (almost, first)]:
         row = {"states/x": state, "next_states/x": following, "terminal": np.int8(0), "reward": np.float32(0)}
         memory.store({name: np.asarray(value)[None] for name, value in row.items()})
     contents = memory.contents()
     np.testing.assert_array_equal(contents["next_states/x"], [second, first])
     assert len(memory._next_states) == 2  # the first row's next state is still held: no row has it
+
+
+def test_small_states_are_stored_twice():
+    """Under LINK_BYTES a row, a copy is cheaper than a link: CartPole's 16 bytes are stored as they come."""
+    fields = {
+        "states/x": FieldSpec((4,), np.float32),
+        "next_states/x": FieldSpec((4,), np.float32),
+        "terminal": FieldSpec((), np.int8),
+        "reward": FieldSpec((), np.float32),
+    }
+    memory = make("replay", 5, fields=fields)
+    assert memory._next_states is None and "next_states/x" in memory.state_dict()["data"]
+    states = np.arange(12, dtype=np.float32).reshape(3, 4)
+    memory.store(
+        {
+            "states/x": states,
+            "next_states/x": -states,
+            "terminal": np.zeros(3, np.int8),
+            "reward": np.zeros(3, np.float32),
+        }
+    )
+    np.testing.assert_array_equal(memory.contents()["next_states/x"], -states)

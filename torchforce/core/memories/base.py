@@ -5,8 +5,9 @@ oldest one. An episode ends at a row whose ``terminal`` is > 0 (1 = true termina
 Subclasses decide which rows a retrieval returns; this class owns the storage, the pointers and the episode
 structure, and the checks every memory shares.
 
-A row's next states are not stored twice: a memory whose fields pair ``next_states/x`` with ``states/x`` links each
-row to the stored row whose states they are, and holds apart only those no stored row has (``NextStates``).
+Large next states are not stored twice: a memory whose fields pair ``next_states/x`` with ``states/x`` (1 KiB a row or
+more: frames) links each row to the stored row whose states they are, and holds apart only those no stored row has
+(``NextStates``).
 
 Row positions come in two kinds: *storage indices* (where a row lives in the ring, what retrievals return as
 ``indices``) and *offsets* (the row's age rank: 0 = the oldest stored row). Episode and window arithmetic is done
