@@ -19,6 +19,16 @@ FIELDS = {
 STATES = ("x", "frame")
 
 
+def one_state(shape, dtype, name="x"):
+    """The fields of a memory with one state of ``shape`` and ``dtype``, and its next state."""
+    return {
+        f"states/{name}": FieldSpec(shape, dtype),
+        f"next_states/{name}": FieldSpec(shape, dtype),
+        "terminal": FieldSpec((), np.int8),
+        "reward": FieldSpec((), np.float32),
+    }
+
+
 def make(kind, capacity, seed=0, fields=FIELDS):
     return build_memory({"type": kind, "capacity": capacity}, fields, rng=np.random.default_rng(seed))
 
@@ -107,12 +117,7 @@ def test_retrievals_return_every_stored_next_state(kind, order):
 
 
 def test_a_stream_of_frames_stores_each_frame_once():
-    fields = {
-        "states/frame": FieldSpec((4, 84, 84), np.uint8),
-        "next_states/frame": FieldSpec((4, 84, 84), np.uint8),
-        "terminal": FieldSpec((), np.int8),
-        "reward": FieldSpec((), np.float32),
-    }
+    fields = one_state((4, 84, 84), np.uint8, "frame")
     memory, rng = make("replay", 200, fields=fields), np.random.default_rng(0)
     frames = rng.integers(0, 256, size=(4, 84, 84), dtype=np.uint8)
     for step in range(500):
@@ -236,12 +241,7 @@ def test_bad_saved_links_are_refused_and_change_nothing():
 
 def test_a_fingerprint_match_is_not_a_link():
     """Fingerprints sample a few bytes: states that agree there and differ elsewhere are different states."""
-    fields = {
-        "states/x": FieldSpec((2000,), np.uint8),
-        "next_states/x": FieldSpec((2000,), np.uint8),
-        "terminal": FieldSpec((), np.int8),
-        "reward": FieldSpec((), np.float32),
-    }
+    fields = one_state((2000,), np.uint8)
     memory = make("replay", 4, fields=fields)
     first, second = np.zeros(2000, np.uint8), np.ones(2000, np.uint8)
     almost = second.copy()
@@ -256,12 +256,7 @@ def test_a_fingerprint_match_is_not_a_link():
 
 def test_small_states_are_stored_twice():
     """Under LINK_BYTES a row, a copy is cheaper than a link: CartPole's 16 bytes are stored as they come."""
-    fields = {
-        "states/x": FieldSpec((4,), np.float32),
-        "next_states/x": FieldSpec((4,), np.float32),
-        "terminal": FieldSpec((), np.int8),
-        "reward": FieldSpec((), np.float32),
-    }
+    fields = one_state((4,), np.float32)
     memory = make("replay", 5, fields=fields)
     assert memory._next_states is None and "next_states/x" in memory.state_dict()["data"]
     states = np.arange(12, dtype=np.float32).reshape(3, 4)
