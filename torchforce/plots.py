@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -28,7 +28,7 @@ def step_label(value: float, _position: object = None) -> str:
     return f"{value:g}"
 
 
-def label_steps(axis: Any) -> None:
+def label_steps(axis: Axes) -> None:
     """Label the x axis of ``axis`` (a matplotlib Axes) with ``step_label``."""
     from matplotlib.ticker import FuncFormatter
 

@@ -204,8 +204,8 @@ class Memory:
         self._size = min(self._size + n, self._capacity)
         if self._next_states is not None:
             rows = (start + np.arange(n)) % self._capacity
-            linking = {name: np.asarray(arrays[name], dtype=self.fields[name].dtype) for name in self._linking_fields()}
-            self._next_states.link(rows, linking)
+            compared = self._next_states.compared
+            self._next_states.link(rows, {name: np.asarray(arrays[name], self.fields[name].dtype) for name in compared})
         return start, n
 
     def _check_batch(self, batch: Mapping[str, np.ndarray]) -> tuple[dict[str, np.ndarray], int]:
@@ -389,10 +389,4 @@ class Memory:
             return
         self._next_states.clear()
         rows = self._storage_indices(np.arange(size))
-        self._next_states.link(rows, {name: data[name][rows] for name in self._linking_fields()})
-
-    def _linking_fields(self) -> list[str]:
-        """The fields ``NextStates`` compares: the next states it links and the states they link to."""
-        assert self._next_states is not None
-        links = self._next_states.links
-        return [*links, *links.values()]
+        self._next_states.link(rows, {name: data[name][rows] for name in self._next_states.compared})

@@ -74,6 +74,7 @@ class NextStates:
     def __init__(self, links: Mapping[str, str], fields: Mapping[str, FieldSpec], capacity: int) -> None:
         self.links = dict(links)
         self.specs = {state: fields[state] for state in self.links.values()}
+        self.compared = [*self.links, *self.links.values()]  # the batch fields ``link`` reads
         self.successor = np.full(capacity, -1, dtype=np.int64)  # -1: the row's next states are held
         self.held: dict[int, tuple[int, dict[str, np.ndarray]]] = {}  # row -> (fingerprint, {states field: values})
         self.waiting: dict[int, list[int]] = {}  # fingerprint -> held rows with it
@@ -125,7 +126,9 @@ class NextStates:
         """The new ``row`` with ``states``: every held row whose next states they are links to it."""
         for waiting in list(self.waiting.get(self._fingerprint(states), ())):
             held = self.held[waiting][1]
-            if all(np.array_equal(_words(held[name][None]), _words(states[name][None])) for name in held):
+            if rows_equal(
+                {name: values[None] for name, values in held.items()}, {k: v[None] for k, v in states.items()}
+            )[0]:
                 self._release(waiting)
                 self.successor[waiting] = row
 
