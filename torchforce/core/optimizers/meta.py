@@ -111,7 +111,7 @@ def take_rows(value: Any, indices: Tensor, size: int) -> Any:
     """``value[indices]`` for every tensor with leading dimension ``size`` in a tensor, dict, list or tuple."""
     if isinstance(value, Tensor):
         if value.dim() > 0 and value.shape[0] == size:
-            return value[indices.to(value.device)]
+            return value.index_select(0, indices.to(value.device))  # faster than value[indices] for large rows
         return value
     if isinstance(value, Mapping):
         return {key: take_rows(item, indices, size) for key, item in value.items()}
