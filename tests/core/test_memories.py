@@ -598,3 +598,18 @@ def test_spec_error_paths_nest():
     with pytest.raises(SpecError, match=re.escape("memory.capacty: unknown argument")) as error:
         build_memory({"capacity": 3, "capacty": 4}, FIELDS, rng=np.random.default_rng())
     assert "Did you mean 'capacity'?" in str(error.value)
+
+
+def test_an_optional_field_left_out_is_zeros_where_stored_and_loaded():
+    fields = {**FIELDS, "acted/v": FieldSpec((), np.float32, optional=True)}
+    memory = build_memory({"type": "latest", "capacity": 3}, fields, rng=np.random.default_rng(0))
+    memory.store({**rows([1, 2]), "acted/v": np.array([5.0, 6.0], np.float32)})
+    memory.store(rows([3, 4]))  # overwrites row 1's slot: no 5.0 may survive there
+    assert memory.contents()["acted/v"].tolist() == [6.0, 0.0, 0.0]
+    state = memory.state_dict()
+    state["data"] = {name: data for name, data in state["data"].items() if name != "acted/v"}
+    memory.store({**rows([5]), "acted/v": np.array([7.0], np.float32)})
+    memory.load_state_dict(state)
+    assert ids_of(memory.contents()) == [2, 3, 4] and memory.contents()["acted/v"].tolist() == [0.0, 0.0, 0.0]
+    with pytest.raises(ValueError, match="missing: states/x"):
+        memory.store({name: values for name, values in rows([6]).items() if name != "states/x"})  # not optional

@@ -35,10 +35,12 @@ RESERVED_NAMES = ("indices", "weights")  # keys that retrievals add to the field
 
 @dataclass(frozen=True)
 class FieldSpec:
-    """The per-row shape and the dtype of one stored field (``()`` for a scalar per row)."""
+    """The per-row shape and the dtype of one stored field (``()`` for a scalar per row). An ``optional`` field may
+    be left out of a stored batch or a saved memory: its rows are then zeros."""
 
     shape: tuple[int, ...]
     dtype: np.dtype
+    optional: bool = False
 
     def __post_init__(self) -> None:
         shape = tuple(operator.index(size) for size in self.shape)
@@ -151,6 +153,11 @@ class Memory:
                 ) from None
         return data
 
+    def _fields_match(self, names: Any, expected: Mapping[str, Any]) -> bool:
+        """Whether ``names`` are the keys of ``expected`` (the fields, or the stored ones), but for optional ones."""
+        given = set(names)
+        return given <= expected.keys() and all(self.fields[name].optional for name in expected.keys() - given)
+
     @property
     def capacity(self) -> int:
         return self._capacity
@@ -192,6 +199,8 @@ class Memory:
         if self._next_states is not None and overwritten > 0:
             self._next_states.forget(self._storage_indices(np.arange(overwritten)))
         stored = {name: array for name, array in arrays.items() if name in self._data}
+        for name in self._data.keys() - stored.keys():  # optional fields left out: zeros
+            stored[name] = np.zeros((n, *self.fields[name].shape), self.fields[name].dtype)
         if end <= self._capacity:
             for name, array in stored.items():
                 self._data[name][start:end] = array
@@ -211,7 +220,7 @@ class Memory:
     def _check_batch(self, batch: Mapping[str, np.ndarray]) -> tuple[dict[str, np.ndarray], int]:
         if not isinstance(batch, Mapping):
             raise ValueError(f"memory.store expects a dict of arrays, got {type(batch).__name__}.")
-        if batch.keys() != self.fields.keys():
+        if not self._fields_match(batch.keys(), self.fields):
             missing = [name for name in self.fields if name not in batch]
             extra = [name for name in batch if name not in self.fields]
             raise ValueError(
@@ -221,6 +230,8 @@ class Memory:
         arrays = {}
         n = None
         for name, spec in self.fields.items():
+            if name not in batch:  # an optional field (_fields_match): zeros
+                continue
             array = np.asarray(batch[name])
             if array.ndim != len(spec.shape) + 1 or array.shape[1:] != spec.shape:
                 raise ValueError(
@@ -353,8 +364,9 @@ class Memory:
                 f"memory.load_state_dict: the saved memory has capacity {state['capacity']}, this one {self._capacity}."
             )
         data = state["data"]
-        in_full = self._next_states is not None and "next_states" not in state and data.keys() == self.fields.keys()
-        if data.keys() != self._data.keys() and not in_full:
+        same_fields = self._fields_match(data.keys(), self._data)
+        in_full = self._next_states is not None and "next_states" not in state and self._fields_match(data, self.fields)
+        if not same_fields and not in_full:
             raise ValueError(
                 f"memory.load_state_dict: the saved fields ({', '.join(data)}) differ from this memory's "
                 f"({', '.join(self._data)})."
@@ -374,10 +386,12 @@ class Memory:
             if "next_states" not in state:
                 raise ValueError("memory.load_state_dict: the saved memory has no next_states.")
             self._next_states.check_state(state["next_states"], size, (np.arange(size) - oldest) % self._capacity)
-        for name, saved in data.items():
-            if name in self._data:
-                self._data[name][: len(saved)] = saved
-                self._data[name][len(saved) :] = 0
+        for name, values in self._data.items():
+            saved = data.get(name)  # an optional field the memory was saved without: zeros
+            filled = 0 if saved is None else len(saved)
+            if saved is not None:
+                values[:filled] = saved
+            values[filled:] = 0
         self._next = start
         self._size = size
         self._oldest_starts_episode = bool(state["oldest_starts_episode"])
