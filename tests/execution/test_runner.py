@@ -240,14 +240,14 @@ def test_testing_runs_carry_recurrent_state_through_each_episode(vectorized, mon
     network = [{"type": "dense", "size": 8}, {"type": "internal_lstm", "size": 4}]
     agent = ppo_agent(env, network=network)
     seen = []  # per act: which rows got a zero recurrent state
-    original = agent.policy.act
+    original = agent.policy.act_forward
 
     def act(states, internals, deterministic):
         (state,) = internals.values()
         seen.append(state.flatten(1).abs().sum(1).eq(0).tolist())
         return original(states, internals, deterministic)
 
-    monkeypatch.setattr(agent.policy, "act", act)
+    monkeypatch.setattr(agent.policy, "act_forward", act)
     Runner(agent, env).run(num_timesteps=16 if vectorized else 12, testing=True)
     if not vectorized:  # episodes of 4 steps: zero state at the first step of each
         assert seen == [[True], [False], [False], [False]] * 3

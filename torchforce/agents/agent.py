@@ -81,6 +81,9 @@ class Agent:
         self._independent: tuple[int, dict[str, torch.Tensor]] | None = None  # (rows, recurrent state)
         self._training = True  # modules start in training mode; acting switches them to eval mode
         self._follows_mode: bool | None = None  # whether any module computes differently in the two modes
+        # whether act records what _acted_fields names (an agent sets it once built), and what _acted reads
+        self._records_acting = False
+        self._acting_forward: list[Any] = []
         self._warned_truncation = False
         self._last_act: tuple[Any, Any, Any] | None = None  # states, internals, actions of the last act
         self._last_outcome: tuple[Any, Any] = (None, None)  # terminal, reward as observe got them
@@ -194,7 +197,14 @@ class Agent:
             fields[f"internals/{name}"] = FieldSpec(shape, np.dtype(np.float32))
         for name, action in self.actions_spec.items():
             fields[f"actions/{name}"] = FieldSpec(action.shape, STATE_DTYPES[action.type])
+        for name, dtype in self._acted_fields().items():
+            fields[f"acted/{name}"] = FieldSpec((), dtype, optional=True)
         return fields
+
+    def _acted_fields(self) -> dict[str, np.dtype]:
+        """What acting computes per row that updates may reuse, stored as optional ``acted/<name>`` fields, or
+        nothing (see ``_acted``). Called while the agent is built, once its states and policy are."""
+        return {}
 
     # ------------------------------------------------------------------ the public API
 
@@ -255,7 +265,7 @@ class Agent:
 
             actions = uniform_actions(self.actions_spec, rows, self.rng)
         if self.learning:
-            episodes.record(batch, before, actions)
+            episodes.record(batch, before, actions, self._acted(actions) if self._records_acting else {})
         episodes.acted = True
         self.timestep += rows
         output = self._as_output(actions, batched)
@@ -477,9 +487,10 @@ class Agent:
         self._set_training(False)
         noise = self._add_variable_noise(self.variable_noise) if self.variable_noise and not deterministic else None
         with torch.inference_mode():
-            sampled, internals = self.policy.act(
+            sampled, internals, *forward = self.policy.act_forward(
                 self.as_tensors(batch), internals, self._act_deterministically(deterministic)
             )
+        self._acting_forward = forward  # the distribution parameters and embedding, for _acted
         if noise is not None:
             self._remove_variable_noise(noise)
         if self.device.type == "cpu":
@@ -499,6 +510,11 @@ class Agent:
                     self.name, name, self.timestep, policy_finite=bool(torch.isfinite(sampled[name]).all())
                 )
         return actions, internals
+
+    def _acted(self, actions: dict[str, np.ndarray]) -> Batch:
+        """What ``_acted_fields`` names, for the rows just acted and their final ``actions`` (after exploration),
+        from ``_acting_forward``: called by ``act`` when ``_records_acting``."""
+        raise NotImplementedError(f"{type(self).__name__} records nothing of acting")
 
     def _act_deterministically(self, deterministic: bool) -> bool:
         return deterministic
@@ -578,6 +594,7 @@ class Agent:
             return self._update(batch)
         finally:
             self.reporting = True
+            self.policy.version += 1
 
     def _follow_schedules(self) -> None:
         """Set what follows the timestep to its value now: the optimizers' learning-rate schedules (an agent with
@@ -648,6 +665,7 @@ class Agent:
         with torch.no_grad():
             for name, value in parameters.items():
                 own[name].copy_(value)
+        self.policy.version += 1
 
     def _named_parameters(self) -> dict[str, torch.Tensor]:
         return {
@@ -677,6 +695,7 @@ class Agent:
             for name, delta in deltas.items():
                 own[name].add_(delta.to(own[name].device))
         self.updates += 1
+        self.policy.version += 1
 
     # ------------------------------------------------------------------ saving and restoring
 
@@ -693,6 +712,8 @@ class Agent:
             state["modules"] = state_dicts(self.trainable_modules())
             state["optimizers"] = state_dicts(self.optimizers())
             state["memory"] = self.memory.state_dict()
+            if "acted/version" in self.fields:  # what the rows' acted/version fields are compared with
+                state["parameters_version"] = self.policy.version
             state["schedule"] = self.schedule.state_dict()
             state["preprocessing"] = state_dicts(self.preprocessing)
             if self.reward_preprocessing is not None:
@@ -720,6 +741,8 @@ class Agent:
         load_rng_state(state["rng"], self.rng, self.device)
         if not self.learning:
             return
+        # rows acted with the saved parameters stay known as such (a checkpoint without: none are)
+        self.policy.version = int(state.get("parameters_version", self.policy.version + 1))
         self.schedule.load_state_dict(state["schedule"])
         for name, stack in self.preprocessing.items():
             stack.load_state_dict(state["preprocessing"][name])

@@ -64,8 +64,11 @@ class Staging:
 
     # ------------------------------------------------------------------ a step
 
-    def record(self, states: Batch, internals: dict[str, torch.Tensor], actions: dict[str, np.ndarray]) -> None:
-        """The step just acted in every row: the (preprocessed) states, the recurrent state acted from, actions."""
+    def record(
+        self, states: Batch, internals: dict[str, torch.Tensor], actions: dict[str, np.ndarray], acted: Batch
+    ) -> None:
+        """The step just acted in every row: the (preprocessed) states, the recurrent state acted from, actions, and
+        what acting computed that updates may reuse (``acted/<name>`` fields; see ``LearningAgent._acted``)."""
         self.restored = None
         if self.keep:
             self._advance()
@@ -76,6 +79,8 @@ class Staging:
             buffer[f"internals/{name}"][step] = tensor.detach().cpu().numpy()
         for name, values in actions.items():
             buffer[f"actions/{name}"][step] = values
+        for name, values in acted.items():
+            buffer[f"acted/{name}"][step] = values
 
     def _advance(self) -> None:
         """Take the next slot, making room when the buffer is full: the slots before the oldest staged transition
@@ -225,6 +230,9 @@ class Staging:
         self.step, self.closed, self.waiting = step, closed, waiting.copy()
         self.waiting_rows = int(np.count_nonzero(waiting))
         self.first = step + closed - lengths.astype(np.int64)
+        for name, field in self.fields.items():  # optional fields a checkpoint lacks: zeros, not what was here
+            if field.optional and name not in open_state["record"]:
+                self.buffer[name][:] = 0
         for name, values in open_state["record"].items():
             self.buffer[name][step] = values
         if segments is not None:
@@ -352,9 +360,11 @@ class Episodes:
             raise RuntimeError("no staged transitions: this agent does not learn, or has not acted yet")
         return self.staging
 
-    def record(self, states: Batch, internals: dict[str, torch.Tensor], actions: dict[str, np.ndarray]) -> None:
-        """The step just acted in every row: the (preprocessed) states, the recurrent state acted from, actions."""
-        self._staging().record(states, internals, actions)
+    def record(
+        self, states: Batch, internals: dict[str, torch.Tensor], actions: dict[str, np.ndarray], acted: Batch
+    ) -> None:
+        """The step just acted in every row: see ``Staging.record``."""
+        self._staging().record(states, internals, actions, acted)
 
     def observe(self, terminal: np.ndarray, reward: np.ndarray) -> None:
         """What followed the step in every row: its (preprocessed) ``reward`` and ``terminal``."""

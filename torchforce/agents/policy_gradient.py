@@ -11,14 +11,17 @@ from __future__ import annotations
 import functools
 from typing import Any, ClassVar
 
+import numpy as np
 import torch
 from torch import nn
 
 from torchforce.agents.agent import LearningAgent
+from torchforce.agents.batches import STATE_DTYPES, Batch
 from torchforce.agents.config import PolicyGradientConfig
 from torchforce.agents.transitions import FlatBatch, Transitions, group
 from torchforce.agents.update_mode import default_latest_capacity
 from torchforce.core.baselines import build_pg_baseline, regularization_loss, shared_state_values, state_values
+from torchforce.core.modes import follows_training_mode
 from torchforce.core.objectives import policy_statistics, value_loss
 from torchforce.core.optimizers import Optimizer
 from torchforce.core.returns import advantage_tensors
@@ -26,6 +29,8 @@ from torchforce.core.returns import advantage_tensors
 Data = dict[str, torch.Tensor]
 Forward = tuple[dict[str, Any], dict[str, torch.Tensor], torch.Tensor]  # Policy.forward: params, internals, embedding
 PASS_BYTES = 4 * 2**20  # at most the states of one chunk of a batch's pass without gradients: _collecting_policy
+# from this many bytes of states a row (images), log pi_old(a|s) and V(s) are kept from acting: see _acted_fields
+ACTED_BYTES = 4096
 
 
 class PolicyGradientAgent(LearningAgent):
@@ -44,6 +49,7 @@ class PolicyGradientAgent(LearningAgent):
 
     def __init__(self, states: Any, actions: Any, network: Any, *, config: PolicyGradientConfig) -> None:
         super().__init__(states, actions, config=config)
+        self._acted_value = config.baseline_mode == "network"  # V(s) from the embedding acting computes anyway
         # on-policy: by default 10 whole episodes per update, from a latest memory
         memory = {"type": "latest", "capacity": default_latest_capacity(config.update_mode)}
         self._setup_learning(
@@ -67,6 +73,43 @@ class PolicyGradientAgent(LearningAgent):
             embedding_size=self.policy.network.output_size,
             device=self.device,
         )
+        self._records_acting = (
+            bool(self._acted_fields())
+            and not self.variable_noise  # acting's parameters are not the policy's
+            and (self.baseline is None or self.baseline_mode == "network")  # else V(s) is a network of its own
+            and not follows_training_mode(*self.trainable_modules().values())  # acting and updates would differ
+        )
+
+    # ------------------------------------------------------------------ log pi_old and V kept from acting
+
+    def _acted_fields(self) -> dict[str, np.dtype]:
+        """For large states (images: ``ACTED_BYTES`` a row and more), each row keeps what acting computed for it,
+        so that an update needs no pass of the collecting policy over its batch (as SB3 keeps its rollout's log
+        probabilities and values): log pi(a|s) of the action taken, V(s) in "network" baseline mode, and the
+        ``version`` of the parameters acting had (``Policy.version``). Rows acted with other parameters than the
+        update starts from (an earlier update's, a parameter server's), and rows without (imported experience, a
+        checkpoint of older code) run through the policy as before. For small states that pass is one cheap
+        batched call, cheaper than the work added to every act."""
+        row_bytes = sum(spec.size * STATE_DTYPES[spec.type].itemsize for spec in self.processed_states.values())
+        if row_bytes < ACTED_BYTES:
+            return {}
+        fields: dict[str, np.dtype] = {"log_prob": np.dtype(np.float32), "version": np.dtype(np.int64)}
+        if self._acted_value:
+            fields["value"] = np.dtype(np.float32)
+        return fields
+
+    def _acted(self, actions: dict[str, np.ndarray]) -> Batch:
+        params, embedding = self._acting_forward
+        taken = {name: np.asarray(values, self.fields[f"actions/{name}"].dtype) for name, values in actions.items()}
+        with torch.inference_mode():
+            log_prob = self.policy.log_prob(params, self.as_tensors(taken))
+            acted = {
+                "log_prob": log_prob.cpu().numpy(),
+                "version": np.full(len(log_prob), self.policy.version, dtype=np.int64),
+            }
+            if self.baseline is not None and self.baseline_mode is not None:
+                acted["value"] = shared_state_values(self.baseline, self.baseline_mode, {}, embedding).cpu().numpy()
+        return acted
 
     def _with_advantages(self, batch: Transitions) -> Data:
         """The batch as a flat dict plus ``advantages`` A_t, ``returns`` (the baseline's targets) and
@@ -91,21 +134,40 @@ class PolicyGradientAgent(LearningAgent):
 
     def _collecting_policy(self, batch: Transitions) -> tuple[torch.Tensor, torch.Tensor | None]:
         """log pi_old(a_t|s_t) of each row and, with a baseline, V(s_t), from the policy as it collected the batch
-        (before the update). Large states (images) run through the network a chunk of rows at a time, each chunk's
-        states at most PASS_BYTES: faster than one pass over all rows (a chunk's activations stay in the cache) and
-        far less memory; small states (vectors) run in one chunk, the whole batch."""
-        row_bytes = sum(state.shape[1:].numel() * state.element_size() for state in batch.states.values()) or 1
+        (before the update): kept from acting where the row was acted with the current parameters (see
+        ``_acted_fields``), else from a pass over the rows (``_pass``)."""
+        version = batch.acted.get("version")
+        if not self._records_acting or version is None:
+            return self._pass(batch.states, batch.internals, batch.actions)
+        log_prob = batch.acted["log_prob"].clone()
+        values = batch.acted["value"].clone() if self.baseline is not None else None
+        stale = (version != self.policy.version).nonzero().squeeze(1)
+        if len(stale):
+            rows = [
+                {name: value.index_select(0, stale) for name, value in group.items()}
+                for group in (batch.states, batch.internals, batch.actions)
+            ]
+            log_prob[stale], computed = self._pass(*rows)
+            if values is not None and computed is not None:
+                values[stale] = computed
+        return log_prob, values
+
+    def _pass(self, states: Data, internals: Data, actions: Data) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """log pi(a|s) and, with a baseline, V(s) of rows, computed by the policy without gradients. Large states
+        (images) run through the network a chunk of rows at a time, each chunk's states at most PASS_BYTES: faster
+        than one pass over all rows (a chunk's activations stay in the cache) and far less memory; small states
+        (vectors) run in one chunk, the whole batch."""
+        count = len(next(iter(actions.values())))
+        row_bytes = sum(state.shape[1:].numel() * state.element_size() for state in states.values()) or 1
         size = max(1, PASS_BYTES // row_bytes)
         log_probs, values = [], []
-        for start in range(0, max(len(batch), 1), size):
+        for start in range(0, max(count, 1), size):
             rows = slice(start, start + size)
-            states = {name: state[rows] for name, state in batch.states.items()}
-            internals = {name: internal[rows] for name, internal in batch.internals.items()}
-            params, _, embedding = self.policy(states, internals)
-            actions = {name: action[rows] for name, action in batch.actions.items()}
-            log_probs.append(self.policy.log_prob(params, actions))
+            chunk = {name: state[rows] for name, state in states.items()}
+            params, _, embedding = self.policy(chunk, {name: internal[rows] for name, internal in internals.items()})
+            log_probs.append(self.policy.log_prob(params, {name: action[rows] for name, action in actions.items()}))
             if self.baseline is not None and self.baseline_mode is not None:
-                values.append(shared_state_values(self.baseline, self.baseline_mode, states, embedding))
+                values.append(shared_state_values(self.baseline, self.baseline_mode, chunk, embedding))
         return torch.cat(log_probs), torch.cat(values) if values else None
 
     def _next_values(self, batch: Transitions, values: torch.Tensor) -> torch.Tensor:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import torch
@@ -14,8 +14,9 @@ FlatBatch = Mapping[str, torch.Tensor]
 
 @dataclass
 class Transitions:
-    """A retrieved batch as tensors: states, internals, actions and next states keyed by name, and for
-    prioritized replay the importance-sampling weights and the storage indices."""
+    """A retrieved batch as tensors: states, internals, actions and next states keyed by name, for prioritized
+    replay the importance-sampling weights and the storage indices, and what acting computed (``acted``, keyed by
+    name: see ``LearningAgent._acted_fields``)."""
 
     states: dict[str, torch.Tensor]
     internals: dict[str, torch.Tensor]
@@ -25,6 +26,7 @@ class Transitions:
     next_states: dict[str, torch.Tensor]
     weights: torch.Tensor | None = None
     indices: np.ndarray | None = None
+    acted: dict[str, torch.Tensor] = field(default_factory=dict)
 
     @classmethod
     def from_numpy(cls, data: dict[str, np.ndarray], device: torch.device) -> Transitions:
@@ -47,6 +49,7 @@ class Transitions:
             next_states=tensors("next_states/"),
             weights=None if weights is None else torch.from_numpy(weights).to(device),
             indices=data.get("indices"),
+            acted=tensors("acted/"),
         )
 
     def __len__(self) -> int:

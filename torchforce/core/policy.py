@@ -58,6 +58,10 @@ class Policy(nn.Module):
             }
         )
         self._heads = tuple(self.heads.items())  # a plain tuple: acting skips the container's lookups
+        # which parameters the policy (and the modules learned with it) has: the agent counts one up whenever it
+        # changes them, so that what acting computed is known to be of the current parameters or not (one object
+        # for every agent sharing this policy, as hogwild workers do)
+        self.version = 1
 
     def forward(
         self, states: dict[str, torch.Tensor], internals: dict[str, torch.Tensor]
@@ -72,9 +76,17 @@ class Policy(nn.Module):
         """Actions and next internals: acting's hot path. It calls ``forward`` of the network and the heads
         directly, since ``Module.__call__`` costs a few microseconds each, as much as the math of a small MLP on
         one state; so forward hooks registered on them do not run when acting (they do in updates)."""
-        embedding, next_internals = self.network.forward(states, internals)
-        actions = {name: head.sample(head.forward(embedding), deterministic) for name, head in self._heads}
+        actions, next_internals, _, _ = self.act_forward(states, internals, deterministic)
         return actions, next_internals
+
+    def act_forward(
+        self, states: dict[str, torch.Tensor], internals: dict[str, torch.Tensor], deterministic: bool
+    ) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor], Params, torch.Tensor]:
+        """``act``, and the distribution parameters and embedding the actions came from."""
+        embedding, next_internals = self.network.forward(states, internals)
+        params = {name: head.forward(embedding) for name, head in self._heads}
+        actions = {name: head.sample(params[name], deterministic) for name, head in self._heads}
+        return actions, next_internals, params, embedding
 
     def sample(self, params: Params, deterministic: bool) -> dict[str, torch.Tensor]:
         return {name: head.sample(params[name], deterministic) for name, head in self.heads.items()}
