@@ -37,6 +37,7 @@ from torchforce.agents.state import (
 )
 from torchforce.agents.transitions import Transitions
 from torchforce.agents.update_mode import Schedule, UpdateMode, check_capacity, check_retrieval
+from torchforce.core.explorations import Drawn, draw_epsilon, replace_drawn
 from torchforce.core.memories import FieldSpec, build_memory, with_capacity
 from torchforce.core.modes import follows_training_mode
 from torchforce.core.optimizers import Optimizer
@@ -84,6 +85,7 @@ class Agent:
         # whether act records what _acted_fields names (an agent sets it once built), and what _acted reads
         self._records_acting = False
         self._acting_forward: list[Any] = []
+        self._explore_first: bool | None = None  # see _explores_first, decided at the first act
         self._warned_truncation = False
         self._last_act: tuple[Any, Any, Any] | None = None  # states, internals, actions of the last act
         self._last_outcome: tuple[Any, Any] = (None, None)  # terminal, reward as observe got them
@@ -483,7 +485,14 @@ class Agent:
     def _act_rows(
         self, batch: Batch, internals: dict[str, torch.Tensor], *, deterministic: bool
     ) -> tuple[dict[str, np.ndarray], dict[str, torch.Tensor]]:
-        """Actions for the (preprocessed) batch from the policy, then exploration unless deterministic."""
+        """Actions for the (preprocessed) batch from the policy, then exploration unless deterministic. Where
+        exploration is drawn first (``_explores_first``) and replaces every row's actions, the policy is left out."""
+        drawn = self._draw_exploration(batch) if not deterministic and self._explores_first() else None
+        if drawn is not None:
+            replaced = {name: draw for name, draw in drawn.items() if draw is not None and draw[0].all()}
+            if len(replaced) == len(drawn):  # no row keeps the policy's actions: no pass
+                self._acting_forward = []
+                return self._drawn_actions(replaced), internals
         self._set_training(False)
         noise = self._add_variable_noise(self.variable_noise) if self.variable_noise and not deterministic else None
         with torch.inference_mode():
@@ -497,7 +506,10 @@ class Agent:
             actions = {name: values.numpy() for name, values in sampled.items()}
         else:
             actions = {name: values.cpu().numpy() for name, values in sampled.items()}
-        if not deterministic and self.explorations:
+        if drawn is not None:
+            for name, draw in drawn.items():
+                actions[name] = replace_drawn(actions[name], draw)
+        elif not deterministic and self.explorations:
             from torchforce.core.explorations import explore
 
             for name, exploration in self.explorations.items():
@@ -518,6 +530,45 @@ class Agent:
 
     def _act_deterministically(self, deterministic: bool) -> bool:
         return deterministic
+
+    def _draw_exploration(self, batch: Batch) -> dict[str, Drawn | None]:
+        """Each action's epsilon exploration drawn for the rows of ``batch`` (see ``_explores_first``)."""
+        rows = len(next(iter(batch.values())))
+        return {
+            name: draw_epsilon(
+                self.actions_spec[name],
+                (rows, *self.actions_spec[name].shape),
+                exploration,
+                timestep=self.timestep,
+                rng=self.rng,
+            )
+            for name, exploration in self.explorations.items()
+        }
+
+    def _drawn_actions(self, drawn: dict[str, Drawn]) -> dict[str, np.ndarray]:
+        """The actions of rows whose every element ``drawn`` replaces, typed as the policy's would be."""
+        return {
+            name: values.astype(STATE_DTYPES[self.actions_spec[name].type]).reshape(mask.shape)
+            for name, (mask, values) in drawn.items()
+        }
+
+    def _explores_first(self) -> bool:
+        """Whether acting draws its exploration before the policy's pass, so that the pass can be left out when
+        every row's actions are replaced (SB3's DQN likewise acts at random without its network): an epsilon
+        exploration for every action, and a pass that draws nothing at random (greedy, no variable noise) and
+        whose outputs nothing else reads (no recurrent state, nothing kept for updates). The draws are those
+        ``explore`` makes after a pass, in the same order, so the actions are the same either way."""
+        if self._explore_first is None:
+            self._explore_first = (
+                bool(self.explorations)
+                and self.explorations.keys() == self.actions_spec.keys()
+                and not any(exploration.is_noise for exploration in self.explorations.values())
+                and self._act_deterministically(False)
+                and not self.variable_noise
+                and not self.policy.network.internals
+                and not self._records_acting
+            )
+        return self._explore_first
 
     def _add_variable_noise(self, scale: float) -> list[torch.Tensor]:
         noise = []

@@ -278,20 +278,38 @@ def explore(
         return explored
     if not exploration.fits(action):
         raise ValueError(_misfit(exploration, action))
+    return replace_drawn(values, draw_epsilon(action, values.shape, exploration, timestep=timestep, rng=rng))
+
+
+Drawn = tuple[np.ndarray, np.ndarray]  # an epsilon exploration's draw: the replaced elements (a mask), their values
+
+
+def draw_epsilon(
+    action: ActionSpec, shape: tuple[int, ...], exploration: Exploration, *, timestep: int, rng: np.random.Generator
+) -> Drawn | None:
+    """Which elements of a ``[B, *shape]`` batch of ``action`` the epsilon ``exploration`` replaces, each with
+    probability ε(timestep), and the uniform random values they get; None when ε is 0. It needs no actions, so an
+    agent can draw before acting and leave out the policy's pass where every row is replaced (``explore`` makes the
+    same draws in the same order)."""
     epsilon = exploration.epsilon(timestep)
     if epsilon <= 0.0:
-        return values.copy()
-    mask = rng.random(values.shape) < epsilon
+        return None
+    mask = rng.random(shape) < epsilon
     count = int(np.count_nonzero(mask))
+    if not count:
+        return mask, np.empty(0)
+    if action.type == "int":
+        return mask, rng.integers(0, action.num_actions, size=count)
+    if action.type == "bool":
+        return mask, rng.random(count) < 0.5
+    return mask, rng.uniform(*action.bounds, size=count)
+
+
+def replace_drawn(values: np.ndarray, drawn: Drawn | None) -> np.ndarray:
+    """``values`` (a new array) with the elements ``drawn`` replaced by their drawn values."""
     explored = values.copy()
-    if count:
-        if action.type == "int":
-            explored[mask] = rng.integers(0, action.num_actions, size=count)
-        elif action.type == "bool":
-            explored[mask] = rng.random(count) < 0.5
-        else:
-            low, high = action.bounds
-            explored[mask] = rng.uniform(low, high, size=count)
+    if drawn is not None and len(drawn[1]):
+        explored[drawn[0]] = drawn[1]
     return explored
 
 
