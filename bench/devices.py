@@ -1,0 +1,227 @@
+"""Steps per second of the Atari agents on each torch device: torchforce's shipped ``breakout_ppo`` and
+``breakout_dqn`` acting and learning on the CPU and on a GPU, with their environments in the agent's process
+(``sync``) or in worker processes (``subprocess``), and where the time goes (updates against acting and stepping).
+
+    python bench/devices.py                      # every point on every device here (cpu, and cuda if available)
+    python bench/devices.py --devices cuda --tasks breakout_ppo --environments 8 16 32 --modes subprocess
+    python bench/devices.py --threads 1 16       # CPU points with 1 and with 16 torch threads
+    python bench/devices.py --quick              # a smoke of the harness: a few hundred steps a point
+
+Each point is a fresh process (``learning.run_child``): the experiment's agent and environments as its worker
+builds them (``tasks.py``), with the point's device, number of environments and vectorization. It first runs
+``--warmup`` steps untimed (allocations, cuDNN's choice of kernels, a DQN replay memory filling to its first
+update), then times ``--steps`` more. DQN is measured in its steady state: updates from the end of the warm-up on,
+and epsilon at its final value throughout, since acting at random leaves the network out (``Agent._explores_first``)
+and would make the first 100k steps look faster than the rest. Updates are timed around ``Agent._learn``, with
+the device synchronized before the clock stops, so a GPU's queued kernels count where they were launched.
+
+Records go to ``<out>/devices-<time>.jsonl``; the table is printed and written beside them as ``.md``. Never part
+of ``make test`` or CI. A GPU machine runs the whole default set in a few minutes: see bench/README.md, "Devices".
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+# the environments of each task's points: (number, vectorization); the experiment's own first
+POINTS = {
+    "breakout_ppo": [(8, "sync"), (16, "subprocess")],
+    "breakout_dqn": [(1, "sync")],
+}
+STEPS = {"breakout_ppo": 8192, "breakout_dqn": 4000}  # 8 PPO updates of 1,024 rows; 1,000 DQN updates
+WARMUP = {"breakout_ppo": 1024, "breakout_dqn": 1000}
+QUICK_STEPS, QUICK_WARMUP = 256, 64
+
+
+def build(task: str, device: str, environments: int, mode: str, warmup: int) -> tuple[Any, Any]:
+    """The agent and environments of ``task``'s experiment with the point's settings (see the module docstring)."""
+    from tasks import TASKS, experiment
+
+    from torchforce.agents import create_agent
+    from torchforce.client.experiment_file import acted_environment, worker_agent_spec
+    from torchforce.environments import VectorEnvironment, make
+
+    spec = {**experiment(TASKS[task]), "num_environments": environments, "vectorization": mode}
+    agent_spec = {**worker_agent_spec(spec), "device": device}
+    if agent_spec["type"] == "dqn":  # the steady state: updating from the warm-up's end, epsilon at its final value
+        agent_spec["update_mode"] = {**agent_spec["update_mode"], "first_update": warmup}
+        final = agent_spec["actions_exploration"]["final_epsilon"]
+        agent_spec["actions_exploration"] = {"type": "constant", "constant": final}
+    environment = acted_environment(spec, spec["environment"])
+    vector = VectorEnvironment(factory=lambda: make(environment), num_environments=environments, mode=mode)
+    vector.seed(0)
+    network = {} if spec["network"] is None else {"network": spec["network"]}
+    return create_agent(agent_spec, states=vector.states, actions=vector.actions, **network), vector
+
+
+def child(arguments: argparse.Namespace) -> None:
+    import torch
+    from learning import peak_rss_mb
+
+    from torchforce.execution import Runner
+
+    torch.set_num_threads(arguments.threads)
+    device = torch.device(arguments.device)
+    synchronize = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
+    agent, vector = build(arguments.task, arguments.device, arguments.environments, arguments.mode, arguments.warmup)
+    timed = {"seconds": 0.0, "updates": 0}
+    learn = agent._learn
+
+    def timed_learn(*args: Any, **kwargs: Any) -> Any:
+        started = time.perf_counter()
+        try:
+            return learn(*args, **kwargs)
+        finally:
+            synchronize()
+            timed["seconds"] += time.perf_counter() - started
+            timed["updates"] += 1
+
+    agent._learn = timed_learn
+    runner = Runner(agent, vector, torch_threads=arguments.threads)
+    try:
+        runner.run(num_timesteps=arguments.warmup)
+        synchronize()
+        timed.update(seconds=0.0, updates=0)
+        if device.type == "cuda":
+            torch.cuda.reset_peak_memory_stats(device)
+        started = time.perf_counter()
+        runner.run(num_timesteps=arguments.steps)
+        synchronize()
+        seconds = time.perf_counter() - started
+    finally:
+        runner.close()
+    result = {
+        "steps": arguments.steps,
+        "seconds": seconds,
+        "steps_per_second": arguments.steps / seconds,
+        "updates": timed["updates"],
+        "update_seconds": timed["seconds"],
+        "acting_seconds": seconds - timed["seconds"],  # acting, observing, the environments' steps
+        "peak_rss_mb": peak_rss_mb(),
+        "gpu_peak_mb": torch.cuda.max_memory_allocated(device) / 2**20 if device.type == "cuda" else None,
+        "device_name": torch.cuda.get_device_name(device) if device.type == "cuda" else None,
+    }
+    print(json.dumps(result))
+
+
+def run_point(point: dict[str, Any]) -> dict[str, Any]:
+    from learning import run_child
+
+    command = [sys.executable, str(HERE / "devices.py"), "--child"]
+    for key in ("task", "device", "environments", "mode", "threads", "steps", "warmup"):
+        command += [f"--{key}", str(point[key])]
+    what = f"{point['task']} on {point['device']} ({point['environments']} {point['mode']})"
+    return run_child(command, what)
+
+
+def plan(arguments: argparse.Namespace) -> list[dict[str, Any]]:
+    import torch
+
+    devices = arguments.devices or ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
+    points = []
+    for task in arguments.tasks:
+        if arguments.environments:
+            settings = [(count, mode) for count in arguments.environments for mode in arguments.modes or ["sync"]]
+        else:
+            settings = [(count, mode) for count, mode in POINTS[task] if not arguments.modes or mode in arguments.modes]
+        steps = QUICK_STEPS if arguments.quick else arguments.steps or STEPS[task]
+        warmup = QUICK_WARMUP if arguments.quick else arguments.warmup or WARMUP[task]
+        for device in devices:
+            for threads in arguments.threads if device == "cpu" else [1]:
+                for count, mode in settings:
+                    points.append(
+                        {"task": task, "device": device, "environments": count, "mode": mode, "threads": threads}
+                        | {"steps": steps, "warmup": warmup}
+                    )
+    return points
+
+
+def table(records: list[dict[str, Any]]) -> str:
+    """The records as a markdown table; each GPU point's speed-up over the CPU point of the same task,
+    environments and vectorization with one torch thread."""
+    cpu = {
+        (record["task"], record["environments"], record["mode"]): record["steps_per_second"]
+        for record in records
+        if record["device"] == "cpu" and record["threads"] == 1 and record.get("steps_per_second")
+    }
+    lines = [
+        "| task | device | envs | vectorization | torch threads | steps/s | vs CPU | updates | ms per update | "
+        "update share | peak RSS MB | GPU peak MB |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for record in records:
+        if record.get("error"):
+            lines.append(
+                f"| {record['task']} | {record['device']} | {record['environments']} | {record['mode']} | "
+                f"{record['threads']} | failed | | | | | | |"
+            )
+            continue
+        base = cpu.get((record["task"], record["environments"], record["mode"]))
+        speedup = f"{record['steps_per_second'] / base:.2f}x" if base and record["device"] != "cpu" else ""
+        per_update = 1e3 * record["update_seconds"] / record["updates"] if record["updates"] else None
+        device = record["device_name"] or record["device"]
+        gpu = "" if record["gpu_peak_mb"] is None else f"{record['gpu_peak_mb']:,.0f}"
+        lines.append(
+            f"| {record['task']} | {device} | {record['environments']} | {record['mode']} | {record['threads']} | "
+            f"{record['steps_per_second']:,.0f} | {speedup} | {record['updates']} | "
+            f"{'-' if per_update is None else f'{per_update:.1f}'} | "
+            f"{record['update_seconds'] / record['seconds']:.0%} | {record['peak_rss_mb']:,.0f} | {gpu} |"
+        )
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--tasks", nargs="+", choices=sorted(POINTS), default=list(POINTS))
+    parser.add_argument("--devices", nargs="+", help="torch devices (default: cpu, and cuda where available)")
+    parser.add_argument("--environments", nargs="+", type=int, help="numbers of environments (default: per task)")
+    parser.add_argument("--modes", nargs="+", choices=("sync", "subprocess"), help="vectorizations (default: per task)")
+    parser.add_argument("--threads", nargs="+", type=int, default=[1], help="torch threads of the CPU points")
+    parser.add_argument("--steps", type=int, help="timed environment steps a point (default: per task)")
+    parser.add_argument("--warmup", type=int, help="untimed steps before them (default: per task)")
+    parser.add_argument("--quick", action="store_true", help=f"{QUICK_STEPS} steps a point: a smoke of the harness")
+    parser.add_argument("--out", type=Path, default=HERE / "results", help="directory of the records")
+    parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--task", help=argparse.SUPPRESS)
+    parser.add_argument("--device", help=argparse.SUPPRESS)
+    parser.add_argument("--mode", help=argparse.SUPPRESS)
+    arguments = parser.parse_args()
+    if arguments.child:
+        arguments.environments, arguments.threads = int(arguments.environments[0]), int(arguments.threads[0])
+        child(arguments)
+        return
+    arguments.out.mkdir(parents=True, exist_ok=True)
+    stem = arguments.out / f"devices-{time.strftime('%Y%m%d-%H%M%S')}"
+    records = []
+    with open(stem.with_suffix(".jsonl"), "w") as handle:
+        for point in plan(arguments):
+            try:
+                record = point | run_point(point) | {"error": None}
+            except RuntimeError as error:
+                record = point | {"error": str(error)}
+                print(error, file=sys.stderr, flush=True)
+            record["cores"] = os.cpu_count()
+            records.append(record)
+            handle.write(json.dumps(record) + "\n")
+            handle.flush()
+            if not record["error"]:
+                print(
+                    f"  {point['task']} {point['device']} {point['environments']} {point['mode']} "
+                    f"threads {point['threads']}: {record['steps_per_second']:,.0f} steps/s",
+                    flush=True,
+                )
+    report = table(records)
+    stem.with_suffix(".md").write_text(report + "\n")
+    print(report)
+    print(f"records: {stem.with_suffix('.jsonl')}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,58 @@
+"""bench/devices.py, the steps/s of the Atari agents per torch device: one short point run end to end on the CPU
+(its record, the steady-state DQN it measures, the table), and the table's GPU speed-ups against hand records."""
+
+import importlib.util
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+BENCH = Path(__file__).resolve().parent.parent / "bench"
+
+
+@pytest.fixture(scope="module")
+def devices():
+    spec = importlib.util.spec_from_file_location("bench_devices", BENCH / "devices.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)  # the standard library only: its neighbours are imported by what runs
+    return module
+
+
+@pytest.mark.slow
+def test_a_dqn_point_times_steady_state_updates_on_the_cpu(tmp_path):
+    command = [sys.executable, str(BENCH / "devices.py"), "--tasks", "breakout_dqn", "--devices", "cpu"]
+    command += ["--steps", "96", "--warmup", "32", "--out", str(tmp_path)]
+    process = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    assert process.returncode == 0, process.stderr[-2000:]
+    (records,) = tmp_path.glob("devices-*.jsonl")
+    (record,) = [json.loads(line) for line in records.read_text().splitlines()]
+    assert (record["task"], record["device"], record["environments"], record["mode"]) == (
+        "breakout_dqn",
+        "cpu",
+        1,
+        "sync",
+    )
+    assert record["error"] is None and record["steps"] == 96
+    assert record["updates"] == 96 // 4  # from the warm-up's end, one update every 4 steps
+    assert 0 < record["update_seconds"] < record["seconds"]
+    assert record["acting_seconds"] == pytest.approx(record["seconds"] - record["update_seconds"])
+    assert record["gpu_peak_mb"] is None
+    assert "| breakout_dqn | cpu | 1 | sync | 1 |" in records.with_suffix(".md").read_text()
+
+
+def test_the_table_gives_a_gpu_point_its_speed_up_over_the_one_thread_cpu_point(devices):
+    base = {"task": "breakout_ppo", "environments": 8, "mode": "sync", "error": None, "updates": 4}
+    base |= {"seconds": 10.0, "update_seconds": 5.0, "peak_rss_mb": 900.0}
+    records = [
+        base | {"device": "cpu", "threads": 1, "steps_per_second": 400.0, "device_name": None, "gpu_peak_mb": None},
+        base | {"device": "cpu", "threads": 16, "steps_per_second": 800.0, "device_name": None, "gpu_peak_mb": None},
+        base | {"device": "cuda", "threads": 1, "steps_per_second": 1000.0, "device_name": "H100", "gpu_peak_mb": 512},
+        base | {"device": "cuda", "threads": 1, "environments": 16, "error": "failed (exit 1)"},
+    ]
+    rows = devices.table(records).splitlines()[2:]
+    assert rows[0].split(" | ")[6] == ""  # a CPU point has no speed-up
+    assert rows[2].split(" | ")[1:7] == ["H100", "8", "sync", "1", "1,000", "2.50x"]
+    assert rows[2].split(" | ")[8:10] == ["1250.0", "50%"]  # ms per update, update share
+    assert "failed" in rows[3]
