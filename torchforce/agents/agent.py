@@ -37,7 +37,14 @@ from torchforce.agents.state import (
 )
 from torchforce.agents.transitions import Transitions
 from torchforce.agents.update_mode import Schedule, UpdateMode, check_capacity, check_retrieval
-from torchforce.core.explorations import Drawn, draw_epsilon, replace_drawn
+from torchforce.core.explorations import (
+    Drawn,
+    build_explorations,
+    draw_epsilon,
+    explore,
+    replace_drawn,
+    uniform_actions,
+)
 from torchforce.core.memories import FieldSpec, build_memory, with_capacity
 from torchforce.core.modes import follows_training_mode
 from torchforce.core.optimizers import Optimizer
@@ -134,7 +141,6 @@ class Agent:
         """Build what every learning agent has from its ``network`` and ``config``: preprocessing, the policy,
         explorations, memory and schedule. ``unit_reason``: the agent learns only with ``default_update_mode``'s
         unit, and this says why (the SpecError's text for any other)."""
-        from torchforce.core.explorations import build_explorations
         from torchforce.core.networks import build_network
         from torchforce.core.policy import Policy
         from torchforce.core.preprocessors import build_preprocessing, build_reward_preprocessing
@@ -263,8 +269,6 @@ class Agent:
         before = episodes.internals
         actions, episodes.internals = self._act_rows(batch, before, deterministic=deterministic)
         if self.timestep < self.random_timesteps and not deterministic:
-            from torchforce.core.explorations import uniform_actions
-
             actions = uniform_actions(self.actions_spec, rows, self.rng)
         if self.learning:
             episodes.record(batch, before, actions, self._acted(actions) if self._records_acting else {})
@@ -510,8 +514,6 @@ class Agent:
             for name, draw in drawn.items():
                 actions[name] = replace_drawn(actions[name], draw)
         elif not deterministic and self.explorations:
-            from torchforce.core.explorations import explore
-
             for name, exploration in self.explorations.items():
                 actions[name] = explore(
                     self.actions_spec[name], actions[name], exploration, timestep=self.timestep, rng=self.rng
