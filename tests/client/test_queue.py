@@ -457,3 +457,26 @@ def test_a_database_of_the_previous_schema_is_migrated_keeping_every_row(tmp_pat
     connection.close()
     assert Store(path).experiments() == store.experiments()  # migrated once: opening it again changes nothing
     assert STATUSES == ("new", "queued", "running", "paused", "stopped", "finished", "failed")
+
+
+def test_a_first_open_answered_busy_at_once_is_tried_again_until_the_timeout(tmp_path, monkeypatch):
+    from torchforce.client import store as store_module
+
+    answers = iter([sqlite3.OperationalError("database is locked")] * 2)
+    migrate = store_module._migrate
+
+    def busy_twice(connection):  # SQLite's busy answer without waiting, as two first opens at once can get
+        error = next(answers, None)
+        if error is not None:
+            raise error
+        migrate(connection)
+
+    monkeypatch.setattr(store_module, "_migrate", busy_twice)
+    Store(tmp_path / "state.db")
+    assert next(answers, None) is None  # both busy answers were met, and the third try opened it
+    answers = iter([sqlite3.OperationalError("database is locked")] * 1000)
+    with pytest.raises(ClientError, match="is busy"):
+        Store(tmp_path / "other.db", timeout=0.2)  # busy past the timeout: the error that says who holds it
+    answers = iter([sqlite3.OperationalError("no such column: foo")])
+    with pytest.raises(ClientError, match="cannot be used"):
+        Store(tmp_path / "third.db")  # any other error at once

@@ -125,14 +125,28 @@ class Store:
         self._timeout = timeout
         try:
             with self._translated():
+                self._create_or_migrate()
+        except sqlite3.DatabaseError as error:  # what _translated leaves (a constraint failing while migrating)
+            raise unusable_error(self.path, error) from None
+
+    def _create_or_migrate(self) -> None:
+        """The schema made, or migrated from an older one. When several processes open the database first at once,
+        SQLite can answer busy without waiting (the switch to WAL while another connection reads, or two
+        connections that would each wait for the other): that is tried again until ``timeout`` has passed."""
+        deadline = time.monotonic() + self.timeout
+        while True:
+            try:
                 connection = self._connect()
                 try:
                     connection.executescript(SCHEMA)
                     _migrate(connection)
+                    return
                 finally:
                     connection.close()
-        except sqlite3.DatabaseError as error:  # what _translated leaves (a constraint failing while migrating)
-            raise unusable_error(self.path, error) from None
+            except sqlite3.OperationalError as error:
+                if not is_busy(error) or time.monotonic() >= deadline:
+                    raise
+            time.sleep(0.05)
 
     @property
     def timeout(self) -> float:
@@ -158,7 +172,7 @@ class Store:
         try:
             yield
         except sqlite3.DatabaseError as error:
-            if isinstance(error, sqlite3.OperationalError) and ("locked" in str(error) or "busy" in str(error)):
+            if is_busy(error):
                 raise busy_error(self.path, self.timeout) from None
             if isinstance(error, sqlite3.OperationalError) or type(error) is sqlite3.DatabaseError:
                 raise unusable_error(self.path, error) from None
@@ -353,6 +367,11 @@ def unusable_error(path: Path, error: Exception) -> ClientError:
         hint="If it is damaged, move it away; 'tfcli init' makes a new, empty one, and 'tfcli project repair' then "
         "adopts the experiment folders again.",
     )
+
+
+def is_busy(error: sqlite3.DatabaseError) -> bool:
+    """Whether SQLite's ``error`` says another connection holds a lock ("database is locked", "busy")."""
+    return isinstance(error, sqlite3.OperationalError) and ("locked" in str(error) or "busy" in str(error))
 
 
 def busy_error(path: Path, timeout: float) -> ClientError:
