@@ -18,7 +18,7 @@ from torchforce.environments import make_vector
 # what each agent config gets instead of a real run's memory and update schedule
 SMALL = {
     "dqn_atari": {
-        "memory": {"type": "replay", "capacity": 1000},
+        "memory": {"type": "replay", "capacity": 1000, "stacked_frames": True},
         "update_mode": {"unit": "timesteps", "batch_size": 32, "frequency": 4, "first_update": 200},
     },
     "ppo_atari": {
@@ -71,3 +71,66 @@ def test_shipped_atari_experiment_acts_on_uint8_frames_and_updates(experiment):
     frame_stack = 84 * 84 * 4
     assert len(agent.memory._next_states) <= copies
     assert agent.memory.nbytes < (agent.memory.capacity + copies) * frame_stack + agent.memory.capacity * 64
+    assert agent.memory.stacked_frames is agent_spec["memory"].get("stacked_frames", False)
+    if agent.memory.stacked_frames:  # each frame once: about one 84x84 frame a row, where the ring held four
+        assert agent.memory._frames["states/state"].planes < len(agent.memory) + 4 * (copies + 10)
+        assert agent.memory.nbytes < agent.memory.capacity * frame_stack / 2
+
+
+def pooled_dqn(stacked, environments, capacity=150):
+    """The shipped Atari DQN config with a small memory (``stacked_frames`` or not) and updates from step 64."""
+    agent_spec = json.loads(shipped("agents", "dqn_atari").read_text())
+    assert agent_spec["memory"]["stacked_frames"] is True
+    small = {**SMALL["dqn_atari"], "memory": {"type": "replay", "capacity": capacity, "stacked_frames": stacked}}
+    small["update_mode"] = {**small["update_mode"], "first_update": 64}
+    return create_agent({**agent_spec, **small, "seed": 0}, states=environments.states, actions=environments.actions)
+
+
+def test_dqn_learns_the_same_with_its_frames_pooled():
+    """``stacked_frames`` changes where frames are kept, not what is retrieved: the shipped DQN config, seeded, on
+    Breakout, with and without it, acts and updates to the same parameters, bit for bit."""
+    environment = json.loads(shipped("environments", "breakout").read_text())
+    parameters = []
+    for stacked in (True, False):
+        torch.manual_seed(0)
+        with make_vector(environment, 1, seed=0) as environments:
+            agent = pooled_dqn(stacked, environments)
+            states = environments.reset()
+            for _ in range(200):  # the ring wraps: pooled frames are given back and reused
+                step = environments.execute(agent.act(states))
+                agent.observe(terminal=step.terminal, reward=step.reward, next_states=step.final_states)
+                states = step.states
+        assert agent.updates >= 30
+        parameters.append((agent.updates, agent.get_parameters()))
+    (updates, pooled), (plain_updates, plain) = parameters
+    assert updates == plain_updates and pooled.keys() == plain.keys()
+    assert all(torch.equal(value, plain[name]) for name, value in pooled.items())
+
+
+def test_a_checkpoint_of_pooled_frames_continues_exactly(tmp_path):
+    """A DQN agent whose memory pools its frames saves each frame once; restored into a fresh agent, it acts and
+    updates as the agent it was saved from, step for step."""
+    environment = json.loads(shipped("environments", "breakout").read_text())
+    torch.manual_seed(0)
+    with make_vector(environment, 1, seed=0) as environments:
+        agent = pooled_dqn(True, environments, capacity=100)
+        states = environments.reset()
+        for _ in range(120):
+            step = environments.execute(agent.act(states))
+            agent.observe(terminal=step.terminal, reward=step.reward, next_states=step.final_states)
+            states = step.states
+        path = agent.save_model(tmp_path)
+        saved = agent.memory.state_dict()["frames"]["states/state"]
+        assert saved["ids"].shape == (100, 4) and len(saved["planes"]) < 100 + 4 * 10  # about a frame a row
+        restored = pooled_dqn(True, environments, capacity=100)
+        restored.restore_model(file=path)
+        for _ in range(40):  # both act on the same states: the same actions, the same updates
+            actions = agent.act(states)
+            np.testing.assert_array_equal(restored.act(states), actions)
+            step = environments.execute(actions)
+            for each in (agent, restored):
+                each.observe(terminal=step.terminal, reward=step.reward, next_states=step.final_states)
+            states = step.states
+    assert restored.updates == agent.updates > 0
+    continued = agent.get_parameters()
+    assert all(torch.equal(value, continued[name]) for name, value in restored.get_parameters().items())

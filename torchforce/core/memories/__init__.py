@@ -3,8 +3,9 @@
 ``latest`` returns the most recent rows in order (on-policy agents), ``replay`` samples uniformly and
 ``prioritized_replay`` samples by priority with importance-sampling weights (off-policy agents). Spec keys:
 ``type``, ``capacity`` (required; an agent fills in its default where a spec, or a bare name like ``"replay"``,
-gives none: ``with_capacity``), ``include_next_states`` and, for ``prioritized_replay``,
-``prioritization_weight``, ``prioritization_constant``, ``importance_sampling_weight`` and ``buffer_size``.
+gives none: ``with_capacity``), ``include_next_states``, ``stacked_frames`` (keep each distinct frame of image
+states once: ``frames.py``) and, for ``prioritized_replay``, ``prioritization_weight``, ``prioritization_constant``,
+``importance_sampling_weight`` and ``buffer_size``.
 """
 
 from __future__ import annotations

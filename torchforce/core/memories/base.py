@@ -7,7 +7,8 @@ structure, and the checks every memory shares.
 
 Large next states are not stored twice: a memory whose fields pair ``next_states/x`` with ``states/x`` (1 KiB a row or
 more: frames) links each row to the stored row whose states they are, and holds apart only those no stored row has
-(``NextStates``).
+(``NextStates``). With ``stacked_frames``, image states (rows of height, width and stacked frames) keep each distinct
+frame once, in a pool the rows point into (``Frames``).
 
 Row positions come in two kinds: *storage indices* (where a row lives in the ring, what retrievals return as
 ``indices``) and *offsets* (the row's age rank: 0 = the oldest stored row). Episode and window arithmetic is done
@@ -25,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from torchforce.core.memories.frames import Frames, check_saved, expand, framed_fields
 from torchforce.core.memories.next_states import NextStates, linked_fields
 from torchforce.spec import SpecError, expect_bool, expect_int
 from torchforce.spec.checks import expect_elements
@@ -109,18 +111,34 @@ class Memory:
         rng: np.random.Generator,
         capacity: int,
         include_next_states: bool = False,
+        stacked_frames: bool = False,
     ) -> None:
         self._capacity = expect_int(capacity, "capacity", minimum=1)
         # 2018 configs name whether next states are stored; here the agent decides which fields exist.
         self.include_next_states = expect_bool(include_next_states, "include_next_states")
+        self.stacked_frames = expect_bool(stacked_frames, "stacked_frames")
         self.fields = check_fields(fields)
+        framed = framed_fields(self.fields) if self.stacked_frames else []
+        if self.stacked_frames and not framed:
+            states = ", ".join(
+                f"{name} {spec.shape}" for name, spec in self.fields.items() if name.startswith("states/")
+            )
+            raise SpecError(
+                "stacked_frames",
+                "keeps image states (rows of height, width and stacked frames) frame by frame, but these states have "
+                f"no image: {states or 'no states'}",
+                got=stacked_frames,
+                hint="Leave stacked_frames out unless the states are frame stacks such as Atari's (84, 84, 4).",
+            )
         if not isinstance(rng, np.random.Generator):
             raise TypeError(f"memory rng must be a numpy Generator, got {type(rng).__name__}.")
         self.rng = rng
         links = linked_fields(self.fields)
-        # the fields kept in the ring; linked next states are taken from the states (see NextStates)
-        self._stored = {name: spec for name, spec in self.fields.items() if name not in links}
+        # the fields kept in the ring; linked next states are taken from the states (see NextStates), framed states
+        # from their pools (see Frames)
+        self._stored = {name: spec for name, spec in self.fields.items() if name not in links and name not in framed}
         self._data = self._allocate()
+        self._frames = {name: Frames(self.fields[name], self._capacity) for name in framed}
         self._next_states = NextStates(links, self.fields, self._capacity) if links else None
         self._next = 0  # storage index the next row goes to
         self._size = 0  # rows stored (<= capacity)
@@ -172,9 +190,10 @@ class Memory:
 
     @property
     def nbytes(self) -> int:
-        """The bytes this memory holds: its ring, and the links and next states it holds apart."""
+        """The bytes this memory holds: its ring, its pools of frames, and the links and next states it holds apart."""
         held = 0 if self._next_states is None else self._next_states.nbytes
-        return sum(data.nbytes for data in self._data.values()) + held
+        pooled = sum(frames.nbytes for frames in self._frames.values())
+        return sum(data.nbytes for data in self._data.values()) + pooled + held
 
     @property
     def num_episodes(self) -> int:
@@ -198,8 +217,12 @@ class Memory:
             newest_lost = (start - self._size + overwritten - 1) % self._capacity
             self._oldest_starts_episode = bool(self._data["terminal"][newest_lost] > 0)
         end = start + n
-        if self._next_states is not None and overwritten > 0:
-            self._next_states.forget(self._storage_indices(np.arange(overwritten)))
+        if overwritten > 0:
+            lost = self._storage_indices(np.arange(overwritten))
+            if self._next_states is not None:
+                self._next_states.forget(lost)
+            for frames in self._frames.values():
+                frames.forget(lost)
         stored = {name: array for name, array in arrays.items() if name in self._data}
         for name in self._data.keys() - stored.keys():  # optional fields left out: zeros
             stored[name] = np.zeros((n, *self.fields[name].shape), self.fields[name].dtype)
@@ -213,8 +236,13 @@ class Memory:
                 self._data[name][: end - self._capacity] = array[split:]
         self._next = end % self._capacity
         self._size = min(self._size + n, self._capacity)
+        rows = (start + np.arange(n)) % self._capacity
+        for name, frames in self._frames.items():
+            spec = self.fields[name]
+            frames.store(
+                rows, np.asarray(arrays[name], spec.dtype) if name in arrays else np.zeros((n, *spec.shape), spec.dtype)
+            )
         if self._next_states is not None:
-            rows = (start + np.arange(n)) % self._capacity
             compared = self._next_states.compared
             self._next_states.link(rows, {name: np.asarray(arrays[name], self.fields[name].dtype) for name in compared})
         return start, n
@@ -295,10 +323,15 @@ class Memory:
     def _gather(self, indices: np.ndarray) -> dict[str, np.ndarray]:
         """Copies of the rows at storage ``indices``, plus the indices themselves."""
         indices = np.asarray(indices, dtype=np.int64)
-        following = {} if self._next_states is None else self._next_states.gather(indices, self._data)
-        batch = {name: following[name] if name in following else self._data[name][indices] for name in self.fields}
+        following = {} if self._next_states is None else self._next_states.gather(indices, self._read)
+        batch = {name: following[name] if name in following else self._read(name, indices) for name in self.fields}
         batch["indices"] = indices.copy()
         return batch
+
+    def _read(self, name: str, indices: np.ndarray) -> np.ndarray:
+        """Copies of the stored field ``name`` (in the ring or pooled as frames) at storage ``indices``."""
+        frames = self._frames.get(name)
+        return self._data[name][indices] if frames is None else frames.gather(indices)
 
     def _describe(self) -> str:
         return f"{self._size} rows, {self.num_episodes} complete episodes, capacity {self._capacity}"
@@ -353,32 +386,58 @@ class Memory:
             "oldest_starts_episode": self._oldest_starts_episode,
             "rng": copy.deepcopy(self.rng.bit_generator.state),
         }
+        if self._frames:  # each distinct frame once, as the pools keep them
+            state["frames"] = {name: frames.state_dict(self._size) for name, frames in self._frames.items()}
         if self._next_states is not None:
             state["next_states"] = self._next_states.state_dict(self._size)
         return state
 
+    def _saved_frames(self, state: Mapping[str, Any], data: dict[str, Any], size: int) -> dict[str, Any]:
+        """The frames a saved memory pooled, checked: ``{field: (ids, planes)}`` for the fields this memory pools too;
+        the others go into ``data``, expanded into rows."""
+        saved_frames = state.get("frames", {})
+        if not isinstance(saved_frames, Mapping):
+            raise ValueError("memory.load_state_dict: the saved frames must be a dict of fields.")
+        pooled = {}
+        for name, saved in saved_frames.items():
+            if name not in self.fields or name in data:
+                raise ValueError(
+                    f"memory.load_state_dict: saved frames of field '{name}', which "
+                    + ("the saved data also holds." if name in data else "this memory does not have.")
+                )
+            ids, planes = check_saved(saved, self.fields[name], size, name)
+            if name in self._frames:
+                pooled[name] = (ids, planes)
+            else:
+                data[name] = expand(ids, planes)
+        return pooled
+
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Restore what ``state_dict`` saved, checked first: a bad state changes nothing. A memory saved before next
         states were linked (its data holds them in full) loads too: its rows link to themselves or to the row after
-        them where their bytes say so, and the rest are held apart until overwritten."""
+        them where their bytes say so, and the rest are held apart until overwritten. Frames saved pooled load into a
+        memory without ``stacked_frames``, and states saved in full into one with it."""
         if state["capacity"] != self._capacity:
             raise ValueError(
                 f"memory.load_state_dict: the saved memory has capacity {state['capacity']}, this one {self._capacity}."
             )
-        data = state["data"]
+        size = int(state["size"])
+        data = dict(state["data"])
+        pooled = self._saved_frames(state, data, size)
+        in_rows = {name: data.pop(name) for name in self._frames if name in data}  # saved in full, pooled here
+        missing = [n for n in self._frames if n not in pooled and n not in in_rows and not self.fields[n].optional]
+        plain = {name: spec for name, spec in self.fields.items() if name not in self._frames}
         same_fields = self._fields_match(data.keys(), self._data)
         in_full = (
-            self._next_states is not None
-            and "next_states" not in state
-            and self._fields_match(data.keys(), self.fields)
+            self._next_states is not None and "next_states" not in state and self._fields_match(data.keys(), plain)
         )
-        if not same_fields and not in_full:
+        if missing or (not same_fields and not in_full):
             raise ValueError(
-                f"memory.load_state_dict: the saved fields ({', '.join(data)}) differ from this memory's "
-                f"({', '.join(self._data)})."
+                f"memory.load_state_dict: the saved fields ({', '.join([*data, *in_rows, *pooled])}) differ from this "
+                f"memory's ({', '.join([*self._data, *self._frames])})."
             )
-        size, start = int(state["size"]), int(state["next"])
-        for name, saved in data.items():
+        start = int(state["next"])
+        for name, saved in {**data, **in_rows}.items():
             own = (self._capacity, *self.fields[name].shape)
             dtype = self.fields[name].dtype
             # the rows in use (older checkpoints saved all ``capacity`` rows)
@@ -398,6 +457,14 @@ class Memory:
             if saved is not None:
                 values[:filled] = saved
             values[filled:] = 0
+        for name, frames in self._frames.items():
+            if name in pooled:
+                frames.load(*pooled[name])
+                continue
+            frames.clear()
+            spec = self.fields[name]
+            saved = in_rows.get(name)  # an optional field the memory was saved without: zeros
+            frames.store(np.arange(size), np.zeros((size, *spec.shape), spec.dtype) if saved is None else saved[:size])
         self._next = start
         self._size = size
         self._oldest_starts_episode = bool(state["oldest_starts_episode"])
@@ -409,4 +476,7 @@ class Memory:
             return
         self._next_states.clear()
         rows = self._storage_indices(np.arange(size))
-        self._next_states.link(rows, {name: data[name][rows] for name in self._next_states.compared})
+        compared = self._next_states.compared
+        self._next_states.link(
+            rows, {name: data[name][rows] if name in data else self._read(name, rows) for name in compared}
+        )

@@ -19,7 +19,7 @@ same time or later, so the ring overwrites a row before, or together with, every
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -67,8 +67,8 @@ def rows_equal(one: Mapping[str, np.ndarray], other: Mapping[str, np.ndarray]) -
 class NextStates:
     """The next states of a memory's rows, as links to stored states (see the module docstring).
 
-    ``links`` maps each next-states field to its states field. ``data`` is the memory's storage: the states arrays
-    are read from it, never written.
+    ``links`` maps each next-states field to its states field. The stored states are read through the memory, never
+    written.
     """
 
     def __init__(self, links: Mapping[str, str], fields: Mapping[str, FieldSpec], capacity: int) -> None:
@@ -156,15 +156,16 @@ class NextStates:
 
     # ------------------------------------------------------------------ retrieving
 
-    def gather(self, indices: np.ndarray, data: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
-        """Copies of the next states of the rows at storage ``indices``, one array per next-states field."""
+    def gather(self, indices: np.ndarray, read: Callable[[str, np.ndarray], np.ndarray]) -> dict[str, np.ndarray]:
+        """Copies of the next states of the rows at storage ``indices``, one array per next-states field; ``read(field,
+        indices)`` returns copies of the memory's stored states."""
         successor = self.successor[indices]
         apart = np.flatnonzero(successor < 0)
         source = successor.copy()
         source[apart] = indices[apart]
         gathered = {}
         for name, state in self.links.items():
-            values = data[state][source]
+            values = read(state, source)
             for k in apart.tolist():
                 values[k] = self.held[int(indices[k])][1][state]
             gathered[name] = values

@@ -41,12 +41,19 @@ class PrioritizedReplay(Memory):
         rng: np.random.Generator,
         capacity: int,
         include_next_states: bool = False,
+        stacked_frames: bool = False,
         prioritization_weight: float = 1.0,
         prioritization_constant: float = 1e-6,
         importance_sampling_weight: float = 0.4,
         buffer_size: int | None = None,
     ) -> None:
-        super().__init__(fields=fields, rng=rng, capacity=capacity, include_next_states=include_next_states)
+        super().__init__(
+            fields=fields,
+            rng=rng,
+            capacity=capacity,
+            include_next_states=include_next_states,
+            stacked_frames=stacked_frames,
+        )
         # alpha <= 1 and a constant within float32 keep every priority, and their sum, finite in float64
         self.prioritization_weight = expect_float(
             prioritization_weight, "prioritization_weight", minimum=0.0, maximum=1.0
