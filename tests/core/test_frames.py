@@ -238,3 +238,22 @@ def test_stacked_frames_needs_image_states():
     with pytest.raises(SpecError, match=r"memory\.stacked_frames.*not a boolean"):
         build_memory({"type": "replay", "capacity": 10, "stacked_frames": "yes"}, FIELDS, rng=np.random.default_rng())
     assert make("replay", 10, stacked=False, fields=fields).stacked_frames is False
+
+
+def test_a_replay_of_frames_past_one_array_s_limit_is_pooled_or_refused_with_a_hint():
+    """100,000 Atari frame stacks are 2.8e9 elements: more than one array may hold (2^31). In full that is a SpecError
+    that names stacked_frames; pooled, the memory builds (its pool grows by blocks as rows arrive)."""
+    fields = {
+        "states/state": FieldSpec((84, 84, 4), np.uint8),
+        "next_states/state": FieldSpec((84, 84, 4), np.uint8),
+        "terminal": FieldSpec((), np.int8),
+        "reward": FieldSpec((), np.float32),
+    }
+    with pytest.raises(SpecError, match=r"memory\.capacity.*Or, for stacked frames .*memory\.stacked_frames: true"):
+        make("replay", 100_000, stacked=False, fields=fields)
+    memory = make("replay", 100_000, fields=fields)
+    assert memory.nbytes <= 100_000 * (4 * 8 + 8 + 1 + 4)  # per row its frames' ids, a link, terminal, reward
+    stack = np.arange(84 * 84 * 4, dtype=np.uint32).astype(np.uint8).reshape(1, 84, 84, 4)
+    zeros = {"terminal": np.zeros(1, np.int8), "reward": np.zeros(1, np.float32)}
+    memory.store({"states/state": stack, "next_states/state": stack, **zeros})
+    np.testing.assert_array_equal(memory.contents()["states/state"], stack)

@@ -150,6 +150,7 @@ class Memory:
         """One zeroed array of ``capacity`` rows per field; a field too large for one array (``MAX_ELEMENTS``), or
         for the machine's memory, is a SpecError naming the capacity."""
         hint = "Lower memory.capacity (it counts timesteps; agents derive its default from update_mode.batch_size)."
+        frames = framed_fields(self._stored)  # image states: pooled frame by frame, no array of capacity rows
         data = {}
         for name, spec in self._stored.items():
             elements = self._capacity * math.prod(spec.shape)
@@ -157,7 +158,8 @@ class Memory:
                 elements,
                 "capacity",
                 f"the memory's field '{name}' ({self._capacity} rows of shape {spec.shape})",
-                hint=hint,
+                hint=hint
+                + (" Or, for stacked frames (Atari's), set memory.stacked_frames: true." if name in frames else ""),
             )
             try:
                 data[name] = np.zeros((self._capacity, *spec.shape), dtype=spec.dtype)
