@@ -276,15 +276,19 @@ def marked_pids(prefix: str) -> list[int]:
 
 def kill_group(pid: int | None, starttime: int | None, marker_prefix: str, timeout: float = 5.0) -> None:
     """SIGKILL the process group a run started (if its leader is still the one started) and every process
-    carrying the run's marker, and wait until they are gone."""
+    carrying the run's marker, and wait until they are gone (zombies or no more). The marked processes are looked
+    for before the kill, too: a process dying from it loses its environment, marker and all, before it turns
+    zombie, so looking only afterwards can miss one that is still there."""
+    seen = {other: proc_starttime(other) for other in marked_pids(marker_prefix)}
     if alive(pid, starttime):
+        seen[pid] = starttime
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(pid, signal.SIGKILL)
     deadline = time.monotonic() + timeout
     while True:
-        left = marked_pids(marker_prefix)
-        if alive(pid, starttime):
-            left.append(pid)
+        for other in marked_pids(marker_prefix):
+            seen.setdefault(other, proc_starttime(other))
+        left = [other for other, started in seen.items() if alive(other, started)]
         if not left or time.monotonic() > deadline:
             return
         for other in left:
