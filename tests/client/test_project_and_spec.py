@@ -7,6 +7,7 @@ import argparse
 import json
 import os
 import re
+import shutil
 import stat
 
 import pytest
@@ -127,6 +128,18 @@ def test_init_with_force_repairs_damaged_settings(tmp_path):
         Project(tmp_path)
     project, _ = Project.init(tmp_path, force=True)
     assert project.name == tmp_path.name
+
+
+def test_init_refuses_a_damaged_database_before_it_writes_anything(tmp_path):
+    """Found by the CLI fuzz test: with the settings gone, init wrote them and the configs, then failed on the
+    database."""
+    Project.init(tmp_path, name="alpha")
+    (tmp_path / ".tfcli" / "project.json").unlink()
+    shutil.rmtree(tmp_path / "configs")
+    (tmp_path / ".tfcli" / "state.db").write_bytes(b"\x00\x00")
+    with pytest.raises(ClientError, match="state.db cannot be used"):
+        Project.init(tmp_path, name="alpha")
+    assert sorted(path.name for path in tmp_path.rglob("*")) == [".tfcli", "experiments", "state.db"]
 
 
 # ---------------------------------------------------------------------------------------------- finding the project

@@ -194,6 +194,8 @@ class Project:
             _refuse_a_project_inside_another(root)
         if existing is not None and not force:
             _refuse_changed_settings(root, existing, name=name, remote_project_id=remote_project_id)
+        if (root / MARKER / DATABASE).exists():
+            Store(root / MARKER / DATABASE)  # a damaged database is refused now, not after the configs are written
         written = []
         for kind in KINDS:
             source, target = folder(kind), root / "configs" / kind
