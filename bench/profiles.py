@@ -3,6 +3,7 @@
     python bench/profiles.py act     # act() on one CartPole state, stage by stage, against bare PyTorch
     python bench/profiles.py dqn     # cProfile of DQN training on CartPole (the shipped config), top functions
     python bench/profiles.py collect [--environment HalfCheetah-v5]   # one vectorized step of collection
+    python bench/profiles.py ppo-atari   # Breakout PPO: updates and collection, both libraries
 
 ``act`` times, call by call (median of many calls, one torch thread): the same MLP as plain torch functional calls
 on the agent's own weights (the floor for eager PyTorch), the policy's forward and sampling (``Policy.act``), and the
@@ -13,6 +14,13 @@ stable-baselines3 is installed, and a cProfile of ``act`` (top functions by own 
 agent, updates off; or an environment of ``micro.HEAVY``) into the agent's ``act``, stepping the copies through
 ``VectorEnvironment`` and ``observe``, each the median over many steps, next to Gymnasium's ``SyncVectorEnv`` step of
 as many copies with random actions; then a cProfile of the Runner over the same steps.
+
+``ppo-atari`` trains Breakout PPO for ``--timesteps`` steps with each library (torchforce's shipped ``breakout_ppo``,
+SB3 with the zoo's entry, as ``bench/tasks.py`` runs them) and splits each run's seconds into its updates and the
+rest (stepping the copies, acting, recording); then it times the same update (4 epochs of 4 minibatches of 256
+frames through the Nature CNN and both heads: forward, backward, gradient clipping, fused Adam) as bare torch on
+random frames, with the frames channels-first in memory (SB3's layout) and channels-last (torchforce's): the floor
+of eager PyTorch for this arithmetic on one thread.
 """
 
 from __future__ import annotations
@@ -175,16 +183,108 @@ def profile_collect(environment: str, steps: int) -> None:
     pstats.Stats(profiler, stream=sys.stdout).sort_stats("tottime").print_stats(20)
 
 
+def profile_ppo_atari(timesteps: int) -> None:
+    import tempfile
+    from pathlib import Path
+
+    import tasks
+    from stable_baselines3 import PPO
+
+    from torchforce.agents.ppo import PPOAgent
+
+    torch.set_num_threads(1)
+    spent: dict[str, list[float]] = {"torchforce": [], "sb3": []}
+
+    def timed_method(cls: type, name: str, library: str) -> None:
+        method = getattr(cls, name)
+
+        def wrapper(self: object, *args: object, **kwargs: object) -> object:
+            begin = time.perf_counter()
+            result = method(self, *args, **kwargs)
+            spent[library].append(time.perf_counter() - begin)
+            return result
+
+        setattr(cls, name, wrapper)
+
+    timed_method(PPOAgent, "_update", "torchforce")
+    timed_method(PPO, "train", "sb3")
+    task = tasks.TASKS["breakout_ppo"]
+    spec = tasks.experiment(task)
+    print(f"Breakout PPO, {timesteps:,} steps a library, one torch thread; seconds per update of 1,024 steps:")
+    for library, train in (("torchforce", tasks.train_torchforce), ("sb3", tasks.train_sb3)):
+        with tempfile.TemporaryDirectory() as folder:
+            curve = tasks.Curve(Path(folder) / "curve.jsonl")
+            result = train(task, spec, seed=0, steps=timesteps, device="cpu", curve=curve, games=Path(folder))
+            curve.close()
+        updates = spent[library]
+        total, updating = result["train_seconds"], sum(updates)
+        per = 1024 * len(updates) / result["steps"]  # updates per 1,024 steps (the first batch is being filled)
+        print(
+            f"  {library:10s} {total:7.1f} s in all: {len(updates)} updates, {np.median(updates):.2f} s each "
+            f"(median), {updating / total:.0%} of the run; the rest {(total - updating) * per / len(updates):.2f} s "
+            "per 1,024 steps"
+        )
+    for layout in (torch.contiguous_format, torch.channels_last):
+        seconds = bare_ppo_update(layout)
+        name = "channels-first" if layout is torch.contiguous_format else "channels-last"
+        print(f"  bare torch, frames {name}: {np.median(seconds):.2f} s an update (median of {len(seconds)})")
+
+
+def bare_ppo_update(layout: torch.memory_format, repeats: int = 5) -> list[float]:
+    """Seconds of one PPO update's arithmetic (16 minibatch steps of 256 frames) as plain torch modules."""
+    generator = torch.Generator().manual_seed(0)
+    torso = torch.nn.Sequential(
+        torch.nn.Conv2d(4, 32, 8, 4),
+        torch.nn.ReLU(),
+        torch.nn.Conv2d(32, 64, 4, 2),
+        torch.nn.ReLU(),
+        torch.nn.Conv2d(64, 64, 3, 1),
+        torch.nn.ReLU(),
+        torch.nn.Flatten(),
+        torch.nn.Linear(3136, 512),
+        torch.nn.ReLU(),
+    ).to(memory_format=layout)
+    policy, value = torch.nn.Linear(512, 4), torch.nn.Linear(512, 1)
+    parameters = [*torso.parameters(), *policy.parameters(), *value.parameters()]
+    optimizer = torch.optim.Adam(parameters, lr=2.5e-4, eps=1e-5, fused=True)
+    frames = torch.randint(0, 256, (1024, 4, 84, 84), dtype=torch.uint8, generator=generator)
+    frames = frames.contiguous(memory_format=layout)
+    actions = torch.randint(0, 4, (1024,), generator=generator)
+    advantages, returns, old = torch.randn(1024), torch.randn(1024), torch.full((1024,), -1.386)
+    seconds = []
+    for _ in range(repeats + 1):  # the first warms up
+        begin = time.perf_counter()
+        for _ in range(4):
+            order = torch.randperm(1024)
+            for start in range(0, 1024, 256):
+                rows = order[start : start + 256]
+                embedding = torso(frames.index_select(0, rows).float() / 255.0)
+                log_probs = F.log_softmax(policy(embedding), dim=-1)
+                ratio = torch.exp(log_probs.gather(1, actions[rows, None]).squeeze(1) - old[rows])
+                surrogate = torch.min(ratio * advantages[rows], ratio.clamp(0.9, 1.1) * advantages[rows])
+                entropy = -(log_probs.exp() * log_probs).sum(-1)
+                value_loss = F.mse_loss(value(embedding).squeeze(1), returns[rows])
+                loss = -surrogate.mean() - 0.01 * entropy.mean() + 0.5 * value_loss
+                optimizer.zero_grad(set_to_none=True)
+                loss.backward()
+                torch.nn.utils.clip_grad_norm_(parameters, 0.5)
+                optimizer.step()
+        seconds.append(time.perf_counter() - begin)
+    return seconds[1:]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("what", choices=("act", "dqn", "collect"))
-    parser.add_argument("--timesteps", type=int, default=20_000, help="dqn, collect: environment steps to profile")
+    parser.add_argument("what", choices=("act", "dqn", "collect", "ppo-atari"))
+    parser.add_argument("--timesteps", type=int, default=20_000, help="environment steps to profile (all but act)")
     parser.add_argument("--environment", default="CartPole-v1", help="collect: CartPole-v1 or one of micro.HEAVY")
     arguments = parser.parse_args()
     if arguments.what == "act":
         profile_act()
     elif arguments.what == "collect":
         profile_collect(arguments.environment, arguments.timesteps)
+    elif arguments.what == "ppo-atari":
+        profile_ppo_atari(arguments.timesteps)
     else:
         profile_dqn(arguments.timesteps)
 
