@@ -248,7 +248,8 @@ def bare_ppo_update(layout: torch.memory_format, repeats: int = 5) -> list[float
     parameters = [*torso.parameters(), *policy.parameters(), *value.parameters()]
     optimizer = torch.optim.Adam(parameters, lr=2.5e-4, eps=1e-5, fused=True)
     frames = torch.randint(0, 256, (1024, 4, 84, 84), dtype=torch.uint8, generator=generator)
-    frames = frames.contiguous(memory_format=layout)
+    if layout is torch.channels_last:  # kept as torchforce's memory keeps them: index_select drops a memory format
+        frames = frames.permute(0, 2, 3, 1).contiguous()
     actions = torch.randint(0, 4, (1024,), generator=generator)
     advantages, returns, old = torch.randn(1024), torch.randn(1024), torch.full((1024,), -1.386)
     seconds = []
@@ -258,7 +259,10 @@ def bare_ppo_update(layout: torch.memory_format, repeats: int = 5) -> list[float
             order = torch.randperm(1024)
             for start in range(0, 1024, 256):
                 rows = order[start : start + 256]
-                embedding = torso(frames.index_select(0, rows).float() / 255.0)
+                batch = frames.index_select(0, rows)
+                if layout is torch.channels_last:
+                    batch = batch.permute(0, 3, 1, 2)  # (rows, 4, 84, 84), channels-last in memory
+                embedding = torso(batch.float() / 255.0)
                 log_probs = F.log_softmax(policy(embedding), dim=-1)
                 ratio = torch.exp(log_probs.gather(1, actions[rows, None]).squeeze(1) - old[rows])
                 surrogate = torch.min(ratio * advantages[rows], ratio.clamp(0.9, 1.1) * advantages[rows])
