@@ -218,11 +218,10 @@ def profile_ppo_atari(timesteps: int) -> None:
             curve.close()
         updates = spent[library]
         total, updating = result["train_seconds"], sum(updates)
-        per = 1024 * len(updates) / result["steps"]  # updates per 1,024 steps (the first batch is being filled)
+        rest = (total - updating) * 1024 / result["steps"]  # collection, per 1,024 steps
         print(
             f"  {library:10s} {total:7.1f} s in all: {len(updates)} updates, {np.median(updates):.2f} s each "
-            f"(median), {updating / total:.0%} of the run; the rest {(total - updating) * per / len(updates):.2f} s "
-            "per 1,024 steps"
+            f"(median), {updating / total:.0%} of the run; the rest {rest:.2f} s per 1,024 steps"
         )
     for layout in (torch.contiguous_format, torch.channels_last):
         seconds = bare_ppo_update(layout)
