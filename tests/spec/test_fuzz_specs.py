@@ -89,9 +89,9 @@ CONFIG_ENVIRONMENTS = {
         ["ppo", "ppo_cartpole", "trpo", "trpo_cartpole", "vpg", "vpg_cartpole", "vpg_nobaseline"], POLICY_GRADIENT
     ),
     **dict.fromkeys(["dqn", "dqn_cartpole", "dqn_nstep_cartpole", "dqfd", "dqfd_cartpole"], Q_LEARNING),
-    # the HalfCheetah configs warm up with uniform random actions (random_timesteps): bounded actions only
-    **dict.fromkeys(["ddpg", "ddpg_pendulum", "ddpg_halfcheetah", "naf_halfcheetah"], ["minimal_bounded", "pendulum"]),
-    **dict.fromkeys(["naf", "naf_pendulum"], ["minimal_bounded", "minimal_float", "pendulum"]),
+    # ddpg_halfcheetah warms up with uniform random actions (random_timesteps): bounded actions only
+    **dict.fromkeys(["ddpg", "ddpg_pendulum", "ddpg_halfcheetah"], ["minimal_bounded", "pendulum"]),
+    **dict.fromkeys(["naf", "naf_pendulum", "naf_halfcheetah"], ["minimal_bounded", "minimal_float", "pendulum"]),
     **dict.fromkeys(["ppo_halfcheetah", "ppo_hopper"], ["minimal_bounded", "pendulum"]),  # a Gaussian "action"
     **dict.fromkeys(["dqn_visual", "vpg_visual", "ppo_cnn", "dqn_ue4"], ["image"]),
     **dict.fromkeys(["dqn_atari", "ppo_atari"], ["frames"]),
