@@ -13,6 +13,7 @@ from typing import Any, TextIO
 
 import gymnasium
 import numpy as np
+from sb3_tasks import without_log_folder
 from stable_baselines3 import DQN, PPO
 from stable_baselines3.common.callbacks import BaseCallback
 from stable_baselines3.common.env_util import make_vec_env
@@ -185,7 +186,7 @@ def train_sb3(
     env = make_vec_env(ENV_ID, n_envs=n_envs, seed=seed)
     eval_env = gymnasium.make(ENV_ID)
     eval_env.reset(seed=seed + 100_000)
-    model = (ppo_model if algorithm == "ppo" else dqn_model)(env, seed, num_timesteps)
+    model = without_log_folder((ppo_model if algorithm == "ppo" else dqn_model)(env, seed, num_timesteps))
     log = open(episode_log, "w") if episode_log else None  # noqa: SIM115
     callback = ThresholdEvaluation(
         eval_env, threshold=threshold, eval_every=eval_every, eval_episodes=eval_episodes, episode_log=log

@@ -188,12 +188,21 @@ def atari_environments(entry: dict[str, Any], game: str, options: dict[str, Any]
     return environments
 
 
+def without_log_folder(model: Any) -> Any:
+    """``model`` with a logger that writes nowhere. SB3's default one, even at ``verbose=0``, makes a folder
+    ``SB3-<date>`` in the temp directory on every ``learn`` and leaves it there."""
+    from stable_baselines3.common.logger import Logger
+
+    model.set_logger(Logger(folder=None, output_formats=[]))
+    return model
+
+
 def build(entry: dict[str, Any], environments: Any, *, seed: int, device: str) -> Any:
     from stable_baselines3 import DDPG, DQN, PPO
 
     algorithm = {"ppo": PPO, "ddpg": DDPG, "dqn": DQN}[entry["algorithm"]]
     action_size = int(np.prod(environments.action_space.shape or (1,)))
-    return algorithm(
+    model = algorithm(
         entry["policy"],
         environments,
         seed=seed,
@@ -201,6 +210,7 @@ def build(entry: dict[str, Any], environments: Any, *, seed: int, device: str) -
         verbose=0,
         **hyperparameters(entry, action_size),
     )
+    return without_log_folder(model)
 
 
 def train(

@@ -4,6 +4,7 @@ time to a return threshold, curves of several runs on one grid, and the tables' 
 import importlib.util
 import json
 import math
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -118,14 +119,20 @@ def test_the_tasks_block_says_which_tasks_did_not_run(report, tmp_path):
 
 def test_the_harness_runs_both_libraries_at_once(tmp_path):
     """``run.py --only tasks --jobs 2``: torchforce and SB3 train side by side in two processes, and both records
-    come back, in plan order, each with its own episodes."""
+    come back, in plan order, each with its own episodes; nothing is left in the temp directory."""
     pytest.importorskip("stable_baselines3")
     pytest.importorskip("mujoco")
     command = [sys.executable, str(BENCH / "run.py"), "--only", "tasks", "--tasks", "hopper_ppo", "--quick"]
-    command += ["--steps", "1500", "--jobs", "2", "--out", str(tmp_path)]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=900)
+    out = tmp_path / "out"
+    command += ["--steps", "1500", "--jobs", "2", "--out", str(out)]
+    temp = tmp_path / "temp"
+    temp.mkdir()
+    environment = {**os.environ, "TMPDIR": str(temp)}
+    done = subprocess.run(command, capture_output=True, text=True, timeout=900, env=environment)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    (results,) = tmp_path.glob("*.jsonl")
+    # e.g. no SB3-<date> folder from SB3's logger (torch's compile cache, one per user, is kept on purpose)
+    assert sorted(path.name for path in temp.iterdir() if not path.name.startswith("torchinductor_")) == []
+    (results,) = out.glob("*.jsonl")
     records = [json.loads(line) for line in results.read_text().splitlines()]
     runs = [record for record in records if record["kind"] == "task"]
     assert [(run["library"], run["error"]) for run in runs] == [("torchforce", None), ("sb3", None)]

@@ -9,6 +9,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from pathlib import Path
 
 import pytest
 
@@ -116,6 +117,23 @@ def test_every_process_of_the_cluster_listens_on_loopback_only(cluster):
     assert int(cluster.address.rsplit(":", 1)[1]) in {port for _, port, _ in sockets}
     # ... and none of them, nor any other process of the cluster, listens on another address.
     assert [entry for entry in sockets if not is_loopback(entry[0])] == []
+
+
+def test_the_clusters_processes_keep_their_temporary_files_in_its_folder(cluster):
+    """Every process of the cluster has the cluster's folder as its temp dir, so what Ray leaves there (the
+    dashboard's forkserver folder, which outlives the signal that ends it) goes when the folder goes."""
+    # (the processes whose environment can be read: Ray's workers write their titles over theirs)
+    readable = processes_with_token(cluster) & cluster_processes(cluster)
+    assert set(cluster.pids) <= readable
+    for pid in readable:
+        try:
+            with open(f"/proc/{pid}/environ", "rb") as file:
+                variables = file.read().split(b"\0")
+        except OSError:
+            continue  # the process ended while we looked
+        assert f"TMPDIR={cluster.temp_dir}".encode() in variables, pid
+    if cluster.dashboard_address is not None:
+        assert list(Path(cluster.temp_dir).glob("pymp-*")), sorted(os.listdir(cluster.temp_dir))
 
 
 JOB = """

@@ -30,6 +30,7 @@ def sb3_update(environment, envs: int, normalize: bool, policy: str):
     """SB3's PPO after one rollout of ``envs`` copies of ``environment()`` (``STEPS`` each): its rollout, its
     weights before and after its update, and the row orders of its minibatches."""
     from stable_baselines3 import PPO
+    from stable_baselines3.common.logger import Logger
     from stable_baselines3.common.vec_env import DummyVecEnv
 
     environments = DummyVecEnv([environment] * envs)
@@ -48,6 +49,7 @@ def sb3_update(environment, envs: int, normalize: bool, policy: str):
         seed=0,
         device="cpu",
     )
+    model.set_logger(Logger(folder=None, output_formats=[]))  # SB3's default one leaves a folder in the temp dir
     seen: dict = {"orders": [], "envs": envs}
     permutation = np.random.permutation
 

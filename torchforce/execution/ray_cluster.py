@@ -243,10 +243,11 @@ def start_local_cluster(
 
     Each node is a ``ray start --block`` process in a session of its own, with ``cpus`` CPUs, ``gpus`` GPUs and
     ``object_store_memory`` bytes of object store, logging to ``head.log`` / ``worker-N.log`` in ``temp_dir``, which
-    also holds Ray's session folders and the cluster's token; keep it short (:data:`MAX_TEMP_DIR_LENGTH`, e.g.
-    ``tempfile.mkdtemp(prefix="tf-ray-")``). The head runs the dashboard, on 127.0.0.1, if ``dashboard`` is true or,
-    by default, if the installed Ray can (:func:`dashboard_available`). Returns once every node is alive and the
-    dashboard answers; on any failure, ends what it started and raises RuntimeError with the end of the head's log.
+    also holds Ray's session folders, the cluster's token and the temporary files of its processes (their
+    ``TMPDIR``); keep it short (:data:`MAX_TEMP_DIR_LENGTH`, e.g. ``tempfile.mkdtemp(prefix="tf-ray-")``). The head
+    runs the dashboard, on 127.0.0.1, if ``dashboard`` is true or, by default, if the installed Ray can
+    (:func:`dashboard_available`). Returns once every node is alive and the dashboard answers; on any failure, ends
+    what it started and raises RuntimeError with the end of the head's log.
     """
     if nodes < 1:
         raise ValueError(f"a cluster has at least one node, got nodes={nodes}")
@@ -271,6 +272,9 @@ def start_local_cluster(
     # So that `python` in a job's entrypoint is this interpreter, the one with Ray (and torchforce).
     environment["PATH"] = os.pathsep.join(filter(None, [str(Path(sys.executable).parent), environment.get("PATH")]))
     environment.update(AUTOSCALER_METRIC_PORT=str(autoscaler_metrics), DASHBOARD_METRIC_PORT=str(dashboard_metrics))
+    # Temporary files of the cluster's processes (and of the jobs they run) go in its folder too: the dashboard's
+    # forkserver, for one, makes a pymp-* folder in the temp dir that its end by signal leaves behind.
+    environment["TMPDIR"] = temp_dir
     common = [
         f"--node-ip-address={LOOPBACK}",
         f"--num-cpus={cpus}",
