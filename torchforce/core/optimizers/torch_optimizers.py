@@ -91,8 +91,7 @@ class TorchOptimizer(Optimizer):
         grad_norm = torch.nn.utils.get_total_norm(present) if present else None
         if self.clip_grad_norm is not None and grad_norm is not None:
             scale = torch.clamp(self.clip_grad_norm / (grad_norm + 1e-6), max=1.0)
-            for grad in present:
-                grad.mul_(scale)
+            torch._foreach_mul_(present, scale)  # each grad.mul_(scale), in one call
         self._apply_gradients(grads)
         return {"loss": float(loss.detach()), "grad_norm": 0.0 if grad_norm is None else float(grad_norm)}
 
@@ -225,8 +224,7 @@ class Adam(_AdaptiveMoments):
             return
         beta1, beta2 = group["betas"]
         with torch.no_grad():
-            for step in steps:  # counted before the step, as torch's fused Adam does
-                step.add_(1)
+            torch._foreach_add_(steps, 1)  # counted before the step, as torch's fused Adam does
             try:
                 self._kernel(
                     parameters,
@@ -246,8 +244,7 @@ class Adam(_AdaptiveMoments):
                     found_inf=None,
                 )
             except (TypeError, RuntimeError):  # the op refused its arguments: the public path from now on
-                for step in steps:
-                    step.sub_(1)
+                torch._foreach_sub_(steps, 1)
                 self._kernel = None
                 super()._apply_gradients(grads)
 
