@@ -48,6 +48,42 @@ def test_running_return_scale_by_hand_with_two_rows_and_an_episode_start():
     assert scale.state_dict()["count"] == pytest.approx(6 + 1e-4)
 
 
+def test_one_environments_steps_fold_exactly_as_a_batch_of_one_row_would():
+    """One row per step (a single environment) takes a shortcut past the reductions; its statistics and outputs
+    must be bit for bit those of the general fold, written out here for a batch of one."""
+    rng = np.random.default_rng(3)
+    states, rewards = rng.normal(2.0, 3.0, size=(50, 4)), rng.normal(0.5, 2.0, size=50)
+    running, scale = RunningStandardize(reset_after_batch=False), RunningReturnScale(discount=0.9, clip=5.0)
+    count, mean, m2 = 0, np.zeros(4), np.zeros(4)
+    prior, return_mean, variance, discounted = PRIOR_COUNT, 0.0, 1.0, 0.0
+    for state, reward in zip(states, rewards, strict=True):
+        batch = state[None]
+        batch_mean = batch.mean(axis=0)
+        batch_m2 = ((batch - batch_mean) ** 2).sum(axis=0)
+        if count == 0:
+            count, mean, m2 = 1, batch_mean, batch_m2
+        else:
+            delta = batch_mean - mean
+            mean, m2, count = (
+                mean + delta * (1 / (count + 1)),
+                m2 + batch_m2 + delta**2 * (count / (count + 1)),
+                count + 1,
+            )
+        expected = batch if count <= 1 else (batch - mean) / np.maximum(np.sqrt(m2 / (count - 1)), 1e-6)
+        np.testing.assert_array_equal(running.process(batch), expected.astype(np.float32))
+        returns = np.array([discounted * 0.9 + reward])
+        discounted, total = float(returns[0]), prior + 1
+        delta = returns.mean() - return_mean
+        squares = variance * prior + returns.var() * 1 + delta**2 * prior * 1 / total
+        return_mean, variance, prior = return_mean + delta * 1 / total, squares / total, total
+        scaled = np.clip(np.array([reward]) / math.sqrt(variance + 1e-8), -5.0, 5.0).astype(np.float32)
+        np.testing.assert_array_equal(scale.process(np.array([reward])), scaled)
+    assert running.state_dict()["count"] == count
+    np.testing.assert_array_equal(running.state_dict()["mean"], mean)
+    np.testing.assert_array_equal(running.state_dict()["m2"], m2)
+    assert (scale.state_dict()["mean"], scale.state_dict()["variance"]) == (return_mean, variance)
+
+
 def test_running_return_scale_clips_and_keeps_signs():
     # one first return: a variance of about 2e-4 (the pseudo-sample's weight), so the reward comes out clipped
     np.testing.assert_array_equal(RunningReturnScale().process(np.array([1.0])), [10.0])
