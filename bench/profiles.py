@@ -1,6 +1,7 @@
 """Where the time goes: the profiles behind the benchmark report's notes on missed targets.
 
     python bench/profiles.py act     # act() on one CartPole state, stage by stage, against bare PyTorch
+    python bench/profiles.py step [--task hopper_ppo]   # one training step of a MuJoCo PPO agent, stage by stage
     python bench/profiles.py dqn     # cProfile of DQN training on CartPole (the shipped config), top functions
     python bench/profiles.py collect [--environment HalfCheetah-v5]   # one vectorized step of collection
     python bench/profiles.py ppo-atari   # Breakout PPO: updates and collection, both libraries
@@ -9,6 +10,11 @@
 on the agent's own weights (the floor for eager PyTorch), the policy's forward and sampling (``Policy.act``), and the
 whole ``agent.act(state, deterministic=True, independent=True)``; then SB3's ``predict`` on the same state when
 stable-baselines3 is installed, and a cProfile of ``act`` (top functions by own time).
+
+``step`` times one environment's training step of a shipped single-environment experiment's agent (default
+``halfcheetah_ppo``), without the environment and with updates off: ``act`` + ``observe`` on states the environment
+gave for random actions, then its stages (the states' preprocessing, the policy's pass and sample, the same MLP and
+Gaussian sample as bare torch functional calls), each the median over many calls, and a cProfile of the step.
 
 ``collect`` splits one step of the collection benchmark (16 CartPole-v1 copies in one process and the shipped PPO
 agent, updates off; or an environment of ``micro.HEAVY``) into the agent's ``act``, stepping the copies through
@@ -106,6 +112,71 @@ def profile_act() -> None:
         agent.act(state, True, True)
     profiler.disable()
     print(f"\ncProfile of {CALLS:,} act() calls (own time):")
+    pstats.Stats(profiler, stream=sys.stdout).sort_stats("tottime").print_stats(12)
+
+
+def profile_step(task: str) -> None:
+    """One training step of the ``task``'s agent (updates off), stage by stage; see the module's docstring."""
+    import tasks
+
+    from torchforce.agents import create_agent
+    from torchforce.client.experiment_file import worker_agent_spec
+    from torchforce.environments import make
+
+    torch.set_num_threads(1)
+    spec = tasks.experiment(tasks.TASKS[task])
+    environment = make(spec["environment"])
+    agent_spec = worker_agent_spec(spec)
+    # no update comes due within the profile, and the memory holds every step of it
+    agent_spec["update_mode"] = {**agent_spec["update_mode"], "batch_size": 10**6, "frequency": 10**6}
+    agent_spec["memory"] = {**agent_spec["memory"], "capacity": 2 * 10**6}
+    agent = create_agent(agent_spec, states=environment.states, actions=environment.actions)
+    rng = np.random.default_rng(0)
+    states = [np.asarray(environment.reset(), dtype=np.float32)]
+    while len(states) < 1_000:
+        state, terminal, _ = environment.execute(rng.uniform(-1.0, 1.0, environment.actions["shape"]))
+        states.append(np.asarray(environment.reset() if terminal else state, dtype=np.float32))
+    step = iter(range(10**9))
+
+    def train_step() -> None:
+        agent.act(states[next(step) % len(states)])
+        agent.observe(terminal=False, reward=1.0)
+
+    name = next(iter(agent.preprocessing))
+    batch = {name: states[0][None]}
+    tensors = agent.as_tensors(agent._preprocess(batch))
+
+    def policy_pass() -> object:
+        with torch.inference_mode():
+            return agent.policy.act_forward(tensors, {}, False)
+
+    layers = [agent.policy.network.get_submodule(layer) for layer in agent.policy.network.layer_names]
+    head = next(iter(agent.policy.heads.values()))
+
+    def bare() -> np.ndarray:
+        with torch.inference_mode():
+            x = tensors[name]
+            for layer in layers:
+                x = F.linear(x, layer.weight, layer.bias)
+                x = x if layer.act is None else layer.act(x)
+            mean = F.linear(x, head.mean.weight, head.mean.bias)
+            return (mean + head.log_stddev.exp() * torch.randn_like(mean)).clamp(-1.0, 1.0).numpy()
+
+    stages = {
+        "agent.act(state) + agent.observe(terminal, reward): one training step": train_step,
+        "the state's preprocessing (its running statistics advance)": lambda: agent._preprocess(batch),
+        "Policy.act_forward: the network, the Gaussian head, a sample": policy_pass,
+        "bare torch: the same MLP, mean and Gaussian sample, functional calls": bare,
+    }
+    print(f"{task}: {spec['agent']['type']} on {environment.states['shape']} states, updates off")
+    for label, call in stages.items():
+        print(f"{median_us(call):8.1f} us  {label}")
+    profiler = cProfile.Profile()
+    profiler.enable()
+    for _ in range(CALLS):
+        train_step()
+    profiler.disable()
+    print(f"\ncProfile of {CALLS:,} steps (own time):")
     pstats.Stats(profiler, stream=sys.stdout).sort_stats("tottime").print_stats(12)
 
 
@@ -278,12 +349,15 @@ def bare_ppo_update(layout: torch.memory_format, repeats: int = 5) -> list[float
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("what", choices=("act", "dqn", "collect", "ppo-atari"))
+    parser.add_argument("what", choices=("act", "step", "dqn", "collect", "ppo-atari"))
     parser.add_argument("--timesteps", type=int, default=20_000, help="environment steps to profile (all but act)")
     parser.add_argument("--environment", default="CartPole-v1", help="collect: CartPole-v1 or one of micro.HEAVY")
+    parser.add_argument("--task", default="halfcheetah_ppo", help="step: a single-environment MuJoCo task of tasks.py")
     arguments = parser.parse_args()
     if arguments.what == "act":
         profile_act()
+    elif arguments.what == "step":
+        profile_step(arguments.task)
     elif arguments.what == "collect":
         profile_collect(arguments.environment, arguments.timesteps)
     elif arguments.what == "ppo-atari":
