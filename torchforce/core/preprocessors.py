@@ -318,10 +318,9 @@ class RunningStandardize(Preprocessor):
         if self.reset_after_batch:
             return self.process(batch, rows)
         values = np.asarray(batch, dtype=np.float64)
-        if self._mean is None or self._m2 is None or self._mean.shape != values.shape[1:] or self._count <= 1:
+        if self._mean is None or self._m2 is None or self._mean.shape != values.shape[1:]:
             return values.astype(np.float32)
-        std = np.sqrt(self._m2 / (self._count - 1))
-        return ((values - self._mean) / np.maximum(std, EPSILON)).astype(np.float32)
+        return _standardized(values, self._count, self._mean, self._m2)
 
     def reset(self, rows: Any = None) -> None:
         if not self.reset_after_batch:
@@ -352,11 +351,16 @@ class RunningStandardize(Preprocessor):
         self._m2 = None if state["m2"] is None else np.array(state["m2"], dtype=np.float64)
 
 
-def _standardized(values: np.ndarray, count: np.ndarray, mean: np.ndarray, m2: np.ndarray) -> np.ndarray:
+def _standardized(values: np.ndarray, count: Any, mean: np.ndarray, m2: np.ndarray) -> np.ndarray:
     """``(values - mean) / max(std, 1e-6)`` with the sample std of ``count`` samples; values as they are where
-    ``count`` is 1 or less (no deviation yet). ``count`` broadcasts against ``values``."""
-    std = np.sqrt(m2 / np.maximum(count - 1, 1))
-    return np.where(count > 1, (values - mean) / np.maximum(std, EPSILON), values).astype(np.float32)
+    ``count`` is 1 or less (no deviation yet). ``count`` is one number for every row (shared statistics) or an array
+    that broadcasts against ``values`` (per row)."""
+    shared = np.ndim(count) == 0
+    if shared and count <= 1:
+        return values.astype(np.float32)
+    samples_less_one = count - 1 if shared else np.maximum(count - 1, 1)  # shared: 2 or more here
+    scores = (values - mean) / np.maximum(np.sqrt(m2 / samples_less_one), EPSILON)
+    return (scores if shared else np.where(count > 1, scores, values)).astype(np.float32)
 
 
 def _trailing(values: np.ndarray, ndim: int) -> np.ndarray:
