@@ -3,6 +3,7 @@ end): parameter servers holding sharded parameters, workers sending their update
 limits and history, and a model that learns."""
 
 import tempfile
+import time
 
 import numpy as np
 import pytest
@@ -79,6 +80,34 @@ def test_servers_start_from_the_agents_parameters_and_a_run_changes_them():
         assert all(np.array_equal(runner.parameters()[name], after[name].numpy()) for name in after)
     finally:
         runner.close()
+
+
+def test_a_chunk_returns_once_its_changes_are_on_the_servers():
+    # the driver reads the servers as soon as the last chunk is in: a change still on its way would be missed
+    class SlowServer(ParameterServer):  # defined here, so that Ray sends the class itself to its process
+        """A server whose exchange takes a while, and which answers reads meanwhile (two calls at a time)."""
+
+        def push_pull(self, deltas):
+            time.sleep(0.5)
+            return super().push_pull(deltas)
+
+    agent = main_agent()
+    values = {name: value.numpy() for name, value in agent.get_parameters().items()}
+    layout = shard(values, 2)
+    servers = [
+        ray.remote(num_cpus=0, max_concurrency=2)(SlowServer).remote({name: values[name] for name in names})
+        for names in layout
+    ]
+    spec = {key: value for key, value in PPO.items() if key != "seed"}
+    worker = distributed.Worker(0, spec, MINIMAL, 1, 0, servers, layout, {})
+    result = worker.run(40, None, False)  # 4 episodes: two updates, the second's change sent at the chunk's end
+    assert result["syncs"] == 2
+    on_servers = {
+        name: value for part in ray.get([server.get.remote() for server in servers]) for name, value in part.items()
+    }
+    worked = worker.agent.get_parameters()
+    assert all(np.array_equal(on_servers[name], worked[name].numpy()) for name in worked)
+    worker.close()
 
 
 def test_episode_limits_callbacks_and_history():

@@ -159,6 +159,14 @@ class Worker:
         self.sync_seconds += time.monotonic() - started
         self.syncs += 1
 
+    def _settle(self) -> None:
+        """Wait until the servers have taken the change in flight, so that a chunk's changes are all on the servers
+        when it returns (the driver reads them once the last chunk is in). Its answer stays for the next fold."""
+        if self.pending is not None:
+            waited = time.monotonic()
+            _ray().wait(self.pending, num_returns=len(self.pending))
+            self.sync_seconds += time.monotonic() - waited
+
     def ready(self) -> str:
         """Answers once the worker is built (again, after a restart): which incarnation of it this is."""
         return self.incarnation
@@ -198,6 +206,7 @@ class Worker:
             resume=self._started,
         )
         self._started = True
+        self._settle()
         return {
             "episodes": episodes,
             "timesteps": self.runner.global_timestep - before,
