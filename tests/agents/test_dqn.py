@@ -274,7 +274,7 @@ def test_dueling_network_learns_end_to_end():
     agent._update = lambda batch: infos.append(update(batch)) or infos[-1]
     run(agent, ENV, 30)
     assert len(infos) == agent.updates > 0
-    assert all(np.isfinite(info["loss"]) and np.isfinite(info["td_error"]) for info in infos)
+    assert all(np.isfinite(float(info["loss"])) and np.isfinite(float(info["td_error"])) for info in infos)
     assert not torch.equal(before, dueling.advantage.weight)
     assert 0 <= int(agent.act(ENV.reset(), deterministic=True, independent=True)) < 2
 

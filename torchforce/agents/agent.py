@@ -47,7 +47,7 @@ from torchforce.core.explorations import (
 )
 from torchforce.core.memories import FieldSpec, build_memory, with_capacity
 from torchforce.core.modes import follows_training_mode
-from torchforce.core.optimizers import Optimizer
+from torchforce.core.optimizers import Info, Optimizer
 from torchforce.core.summaries import Summarizer, learning_rate
 from torchforce.spec import (
     SpecError,
@@ -610,7 +610,7 @@ class Agent:
             self._store(self.episodes.flush())
         return self._retrieve()
 
-    def _summarize_update(self, info: dict[str, float], batch: Transitions) -> None:
+    def _summarize_update(self, info: Info, batch: Transitions) -> None:
         """The update's info (losses, entropy...), the learning rate of each optimizer read from the optimizer
         itself, and the mean (preprocessed) reward of the batch."""
         scalars = dict(info)
@@ -638,7 +638,7 @@ class Agent:
     def _transitions(self, data: Batch) -> Transitions:
         return Transitions.from_numpy(data, self.device)
 
-    def _learn(self, batch: Transitions, *, report: bool = True) -> dict[str, float]:
+    def _learn(self, batch: Transitions, *, report: bool = True) -> Info:
         """One update on ``batch``, with what follows the timestep set for it first. ``report``: whether its info
         is read; if not, agents may leave out what only the report needs (``self.reporting`` says which)."""
         self._follow_schedules()
@@ -656,7 +656,7 @@ class Agent:
             if isinstance(optimizer, Optimizer):
                 optimizer.at_timestep(self.timestep)
 
-    def _update(self, batch: Transitions) -> dict[str, float]:
+    def _update(self, batch: Transitions) -> Info:
         raise NotImplementedError(f"{type(self).__name__} does not learn")
 
     # ------------------------------------------------------------------ experience, parameters

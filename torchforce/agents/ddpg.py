@@ -27,7 +27,7 @@ from torchforce.agents.value_specs import deterministic_heads, replay_capacity
 from torchforce.core.critics import Critic
 from torchforce.core.explorations import check_random_timesteps
 from torchforce.core.losses import l2
-from torchforce.core.optimizers import Synchronization, build_optimizer
+from torchforce.core.optimizers import Info, Synchronization, build_optimizer
 from torchforce.core.td import td_targets
 from torchforce.spec import SpecError
 
@@ -111,13 +111,13 @@ class DDPGAgent(LearningAgent):
 
     # ------------------------------------------------------------------ the update
 
-    def _update(self, batch: Transitions) -> dict[str, float]:
+    def _update(self, batch: Transitions) -> Info:
         data = batch.flat()
         critic = self.critic_optimizer.step(self._critic_loss, data)
         actor = self.optimizer.step(self._actor_loss, data)
         # theta' <- tau theta + (1 - tau) theta' for mu' and Q'
         self.target_sync.sync(self.timestep)
-        return {"critic_loss": float(critic.get("loss", 0.0)), "actor_loss": float(actor.get("loss", 0.0))}
+        return {"critic_loss": critic.get("loss", 0.0), "actor_loss": actor.get("loss", 0.0)}
 
     def _critic_loss(self, data: FlatBatch, reference: Any = None) -> torch.Tensor:
         states, internals, actions = group(data, "states"), group(data, "internals"), group(data, "actions")

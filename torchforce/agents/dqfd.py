@@ -29,6 +29,7 @@ from torchforce.agents.transitions import FlatBatch, Transitions, group
 from torchforce.agents.value_specs import q_values
 from torchforce.core.losses import large_margin
 from torchforce.core.memories import build_memory
+from torchforce.core.optimizers import Info
 from torchforce.core.td import greedy_values, per_instance, q_regression, td_targets
 from torchforce.spec import SpecError, expect_int
 
@@ -87,24 +88,24 @@ class DQFDAgent(QLearningAgent):
         if steps and len(self.demo_memory) == 0:
             raise RuntimeError("pretrain() needs demonstrations: call import_demonstrations() first")
         self._set_training(True)
-        info: dict[str, float] = {}
+        info: Info = {}
         for _ in range(steps):
             info = self._demo_update()
             self.pretrained += 1
             if self.pretrained % self.pretrain_sync == 0:
                 self.target_sync.apply()
-        return info
+        return {key: float(value) for key, value in info.items()}  # the last update's, read once
 
-    def _demo_update(self) -> dict[str, float]:
+    def _demo_update(self) -> Info:
         batch = self._transitions(self.demo_memory.retrieve_timesteps(self.demo_batch_size))
         info = self.optimizer.step(self._demo_loss, batch.flat())
-        return {"demo_loss": float(info.get("loss", 0.0))}
+        return {"demo_loss": info.get("loss", 0.0)}
 
     # ------------------------------------------------------------------ updates
 
-    def _update(self, batch: Transitions) -> dict[str, float]:
+    def _update(self, batch: Transitions) -> Info:
         info = self.optimizer.step(self._loss, batch.flat())
-        report = {"loss": float(info.get("loss", 0.0))}
+        report = {"loss": info.get("loss", 0.0)}
         if len(self.demo_memory):
             report.update(self._demo_update())
         # theta^- follows theta every target_sync_frequency timesteps

@@ -25,6 +25,7 @@ from torchforce.agents.errors import NonFiniteError
 from torchforce.agents.q_learning import QLearningAgent
 from torchforce.agents.transitions import FlatBatch, Transitions, group
 from torchforce.agents.value_specs import q_values
+from torchforce.core.optimizers import Info
 from torchforce.core.td import greedy_values, q_regression, td_targets
 
 
@@ -52,7 +53,7 @@ class DQNAgent(QLearningAgent):
 
     # ------------------------------------------------------------------ the update
 
-    def _update(self, batch: Transitions) -> dict[str, float]:
+    def _update(self, batch: Transitions) -> Info:
         # |TD errors| of the whole batch before the step, for the statistics and prioritized replay's priorities
         self._full_batch, self._td_error = batch.flat(), None
         info = self.optimizer.step(self._loss, self._full_batch)
@@ -73,7 +74,7 @@ class DQNAgent(QLearningAgent):
             self.memory.update_priorities(batch.indices, td_error.cpu().numpy())
         # theta^- follows theta every target_sync_frequency timesteps
         self.target_sync.sync(self.timestep)
-        return {"loss": float(info.get("loss", 0.0)), "td_error": float(td_error.mean())}
+        return {"loss": info.get("loss", 0.0), "td_error": td_error.mean()}
 
     def _loss(self, batch: FlatBatch, reference: Any = None) -> torch.Tensor:
         states, internals, actions = group(batch, "states"), group(batch, "internals"), group(batch, "actions")

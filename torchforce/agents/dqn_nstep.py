@@ -24,6 +24,7 @@ from torchforce.agents.config import DQNNstepConfig
 from torchforce.agents.q_learning import QLearningAgent
 from torchforce.agents.transitions import FlatBatch, Transitions, group
 from torchforce.agents.value_specs import q_values
+from torchforce.core.optimizers import Info
 from torchforce.core.returns import discounted_returns, n_step_returns
 from torchforce.core.td import greedy_values, q_regression
 
@@ -54,13 +55,13 @@ class DQNNstepAgent(QLearningAgent):
 
     # ------------------------------------------------------------------ the update
 
-    def _update(self, batch: Transitions) -> dict[str, float]:
+    def _update(self, batch: Transitions) -> Info:
         data = batch.flat()
         data.update({f"returns/{name}": value for name, value in self._targets(batch).items()})
         info = self.optimizer.step(self._loss, data)
         # theta^- follows theta every target_sync_frequency timesteps
         self.target_sync.sync(self.timestep)
-        return {"loss": float(info.get("loss", 0.0))}
+        return {"loss": info.get("loss", 0.0)}
 
     @torch.no_grad()
     def _targets(self, batch: Transitions) -> dict[str, torch.Tensor]:

@@ -29,7 +29,7 @@ from torchforce.agents.transitions import FlatBatch, Transitions, group
 from torchforce.agents.value_specs import deterministic_heads, replay_capacity
 from torchforce.core.explorations import check_random_timesteps
 from torchforce.core.losses import huber, l2
-from torchforce.core.optimizers import Synchronization, build_optimizer
+from torchforce.core.optimizers import Info, Synchronization, build_optimizer
 from torchforce.core.td import td_targets
 from torchforce.spec import SpecError
 from torchforce.spec.checks import expect_elements
@@ -152,11 +152,11 @@ class NAFAgent(LearningAgent):
 
     # ------------------------------------------------------------------ the update
 
-    def _update(self, batch: Transitions) -> dict[str, float]:
+    def _update(self, batch: Transitions) -> Info:
         info = self.optimizer.step(self._loss, batch.flat())
         # theta' <- tau theta + (1 - tau) theta'
         self.target_sync.sync(self.timestep)
-        return {"loss": float(info.get("loss", 0.0))}
+        return {"loss": info.get("loss", 0.0)}
 
     def _loss(self, data: FlatBatch, reference: Any = None) -> torch.Tensor:
         internals = group(data, "internals")

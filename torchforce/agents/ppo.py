@@ -23,7 +23,7 @@ from torchforce.agents.transitions import FlatBatch, Transitions, group
 from torchforce.core.baselines import shared_state_values
 from torchforce.core.memories.latest import Latest
 from torchforce.core.objectives import clipped_surrogate, likelihood_ratio, standardized
-from torchforce.core.optimizers import build_optimizer
+from torchforce.core.optimizers import Info, build_optimizer
 from torchforce.core.schedules import build_schedule
 from torchforce.spec import SpecError
 from torchforce.spec.checks import MAX_STEPS
@@ -97,7 +97,7 @@ class PPOAgent(PolicyGradientAgent):
         if self.clipping_schedule is not None:
             self.clipping = self.clipping_schedule.value(self.timestep)
 
-    def _update(self, batch: Transitions) -> dict[str, float]:
+    def _update(self, batch: Transitions) -> Info:
         # ---- 1. Advantages A_t (GAE, Schulman et al. 2016) and log pi_old(a_t|s_t) of the collecting policy ----
         data = self._with_advantages(batch)  # + advantages A_t, returns R_t, log pi_old(a_t|s_t)
         # ---- 2. Several steps on the clipped surrogate (see _policy_loss), one per minibatch ----
@@ -111,7 +111,7 @@ class PPOAgent(PolicyGradientAgent):
         # ---- 3. The value loss (2018: the baseline's optimizer once, on the whole batch) ----
         if self.baseline_optimizer is not None and self.epochs is None:
             self.baseline_optimizer.step(self._baseline_loss, data)
-        info: dict[str, float] = {}
+        info: Info = {}
         if self.reporting:  # one pass of the updated policy over the batch for both (only if someone reads them)
             with torch.no_grad():
                 forward = self.policy(group(data, "states"), group(data, "internals"))

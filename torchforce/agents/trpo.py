@@ -23,7 +23,7 @@ from torchforce.agents.config import TRPOConfig
 from torchforce.agents.policy_gradient import PolicyGradientAgent
 from torchforce.agents.transitions import FlatBatch, Transitions, group
 from torchforce.core.objectives import clipped_surrogate, likelihood_ratio
-from torchforce.core.optimizers import build_optimizer
+from torchforce.core.optimizers import Info, build_optimizer
 
 
 class TRPOAgent(PolicyGradientAgent):
@@ -70,7 +70,7 @@ class TRPOAgent(PolicyGradientAgent):
         self._record_spec(network=network)
         self._load_on_start()
 
-    def _update(self, batch: Transitions) -> dict[str, float]:
+    def _update(self, batch: Transitions) -> Info:
         # ---- 1. Advantages A_t (GAE, Schulman et al. 2016) and log pi_old(a_t|s_t) of the collecting policy ----
         data = self._with_advantages(batch)  # + advantages A_t, returns R_t, log pi_old(a_t|s_t)
         # ---- 2. The natural-gradient step on the surrogate (_loss) within E_t[KL(pi_old || pi)] <= delta (_kl),
@@ -79,7 +79,7 @@ class TRPOAgent(PolicyGradientAgent):
         # ---- 3. The baseline's regression on the returns ----
         if self.baseline_optimizer is not None:
             self.baseline_optimizer.step(self._baseline_loss, data)
-        report: dict[str, float] = {key: info[key] for key in ("kl_estimate", "ls_scale", "loss_after") if key in info}
+        report: Info = {key: info[key] for key in ("kl_estimate", "ls_scale", "loss_after") if key in info}
         return {"policy_loss": info["loss"], **report, **self._statistics(data, self.clipping)}
 
     def _loss(self, data: FlatBatch, reference: Any = None) -> torch.Tensor:

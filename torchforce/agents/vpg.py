@@ -17,7 +17,7 @@ import torch
 from torchforce.agents.config import VPGConfig
 from torchforce.agents.policy_gradient import PolicyGradientAgent
 from torchforce.agents.transitions import FlatBatch, Transitions, group
-from torchforce.core.optimizers import build_optimizer
+from torchforce.core.optimizers import Info, build_optimizer
 
 
 class VPGAgent(PolicyGradientAgent):
@@ -46,7 +46,7 @@ class VPGAgent(PolicyGradientAgent):
         self._record_spec(network=network)
         self._load_on_start()
 
-    def _update(self, batch: Transitions) -> dict[str, float]:
+    def _update(self, batch: Transitions) -> Info:
         # ---- 1. Advantages A_t: returns, over the baseline V(s_t), or GAE (Schulman et al. 2016) ----
         data = self._with_advantages(batch)  # + advantages A_t, returns R_t, log pi_old(a_t|s_t)
         # ---- 2. One gradient step on L(theta) = -E_t[log pi(a_t|s_t) * A_t] (see _loss) ----

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable
-from typing import Any
+from collections.abc import Iterable, Mapping
+from typing import Any, SupportsFloat
 
 from torchforce.spec import SpecError, did_you_mean, expect_dict, expect_float, expect_int
 
@@ -125,8 +125,9 @@ class Summarizer:
         aliases = {"losses": "total-loss", "rewards": "inputs"}  # 2018: inputs = states, actions and rewards
         return label in self.labels or aliases.get(label) in self.labels
 
-    def scalars(self, values: dict[str, float], timestep: int, prefix: str = "") -> None:
-        """Write ``values`` (as ``prefix + name``) at ``timestep``, those whose label is wanted."""
+    def scalars(self, values: Mapping[str, SupportsFloat], timestep: int, prefix: str = "") -> None:
+        """Write ``values`` (numbers, or 0-dim tensors read here; as ``prefix + name``) at ``timestep``, those whose
+        label is wanted."""
         if self.writer is None:
             return
         for name, value in values.items():

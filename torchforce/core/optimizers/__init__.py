@@ -7,6 +7,7 @@ The contract (``step``, ``compute_deltas``, ``apply_deltas``, callbacks) is docu
 
 from torchforce.core.optimizers.base import (
     OPTIMIZERS,
+    Info,
     MetaOptimizer,
     Objective,
     Optimizer,
@@ -38,6 +39,7 @@ __all__ = [
     "Evolutionary",
     "GlobalOptimizer",
     "GradientDescent",
+    "Info",
     "LineSearchResult",
     "MetaOptimizer",
     "Momentum",

@@ -4,7 +4,7 @@ An optimizer owns a list of parameters and turns a loss into an update of them. 
 *deltas* (``parameter_after - parameter_before``), as in TensorForce 0.4, so meta optimizers can clip, rescale,
 line-search or ship them elsewhere:
 
-- ``step(loss_fn, batch, reference_fn=None, kl_fn=None)`` applies one update and returns info floats.
+- ``step(loss_fn, batch, reference_fn=None, kl_fn=None)`` applies one update and returns its ``Info``.
 - ``compute_deltas(...)`` computes the same update and takes it back (for distributed workers).
 - ``apply_deltas(deltas)`` adds deltas to the parameters (for the parameter server's copy).
 
@@ -42,6 +42,10 @@ Reference = Any
 LossFn = Callable[[Batch, Reference], Tensor]
 KLFn = Callable[[Batch, Reference], Tensor]
 ReferenceFn = Callable[[Batch], Any]
+#: What an update reports (``loss``, ``grad_norm``...): numbers, or 0-dim tensors left where they were computed until
+#: someone reads them (a summary writes them). On a GPU reading a tensor back waits for the device, so the training
+#: loop itself never reads them.
+Info = dict[str, float | Tensor]
 
 
 class Objective(NamedTuple):
@@ -69,11 +73,11 @@ class Objective(NamedTuple):
 
 @dataclass
 class Update:
-    """One applied update: its deltas, info floats (at least ``loss``) and, where the optimizer can predict it,
+    """One applied update: its deltas, its ``Info`` (at least ``loss``) and, where the optimizer can predict it,
     the loss decrease it expects (used by ``optimized_step``'s line search)."""
 
     deltas: list[Tensor]
-    info: dict[str, float] = field(default_factory=dict)
+    info: Info = field(default_factory=dict)
     estimated_improvement: float | None = None
 
 
@@ -111,7 +115,7 @@ class Optimizer:
         *,
         reference_fn: ReferenceFn | None = None,
         kl_fn: KLFn | None = None,
-    ) -> dict[str, float]:
+    ) -> Info:
         """Apply one update (the reference is computed once, first) and return its info (``loss`` at least)."""
         reference = compute_reference(reference_fn, batch)
         return self.apply_update(Objective(loss_fn, kl_fn), batch, reference).info

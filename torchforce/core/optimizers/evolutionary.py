@@ -8,6 +8,7 @@ import torch
 
 from torchforce.core.optimizers.base import (
     Batch,
+    Info,
     Objective,
     Optimizer,
     Reference,
@@ -63,5 +64,5 @@ class Evolutionary(Optimizer):
             for delta, noise in zip(deltas, perturbation, strict=True):
                 delta.add_(noise, alpha=direction / self.num_samples)
         add_(self.parameters, deltas)
-        info = {"loss": loss, "improved_fraction": improved / self.num_samples}
+        info: Info = {"loss": loss, "improved_fraction": improved / self.num_samples}
         return Update(deltas, info)

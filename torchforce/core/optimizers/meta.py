@@ -16,6 +16,7 @@ from torch import Tensor
 
 from torchforce.core.optimizers.base import (
     Batch,
+    Info,
     MetaOptimizer,
     Objective,
     Reference,
@@ -57,7 +58,7 @@ class MultiStep(MetaOptimizer):
 
     def apply_update(self, objective: Objective, batch: Batch, reference: Reference) -> Update:
         before = snapshot(self.parameters)
-        info: dict[str, float] = {}
+        info: Info = {}
         for index in range(self.num_steps):
             inner = self.optimizer.apply_update(objective, batch, reference)
             if index == 0:

@@ -18,6 +18,7 @@ from torch import Tensor
 
 from torchforce.core.optimizers.base import (
     Batch,
+    Info,
     Objective,
     Optimizer,
     Reference,
@@ -101,7 +102,7 @@ class NaturalGradient(Optimizer):
         estimated_improvement = -float(torch.dot(gradient, step))
         deltas = [delta.clone() for delta in unflatten(step, self.parameters)]
         add_(self.parameters, deltas)
-        info = {
+        info: Info = {
             "loss": float(loss.detach()),
             "kl_estimate": kl_estimate,
             "estimated_improvement": estimated_improvement,

@@ -7,7 +7,8 @@ the square root and after bias correction, RMSProp's mean square starts at 0 (TF
 momentum-decay schedule. Every wrapper also takes ``clip_grad_norm``: the global gradient norm is clipped to it
 before the step (not in 2018; modern practice), and a ``learning_rate`` that may be a schedule (ours:
 ``{"type": "linear", "initial": 2.5e-4, "final": 0, "timesteps": 500000}``, ``torchforce.core.schedules``) set
-from the agent's timestep before each update. Info: ``loss`` (before the step) and ``grad_norm`` (before clipping).
+from the agent's timestep before each update. Info: ``loss`` (before the step) and ``grad_norm`` (before clipping),
+as tensors (see ``Info``).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import torch
 
 from torchforce.core.optimizers.base import (
     Batch,
+    Info,
     Objective,
     Optimizer,
     Reference,
@@ -74,15 +76,16 @@ class TorchOptimizer(Optimizer):
         *,
         reference_fn: Any = None,
         kl_fn: Any = None,
-    ) -> dict[str, float]:
+    ) -> Info:
         """``minimize(loss_fn(batch, reference))``: the loss is evaluated once (``kl_fn`` is not needed)."""
         return self.minimize(loss_fn(batch, compute_reference(reference_fn, batch)))
 
-    def minimize(self, loss: torch.Tensor) -> dict[str, float]:
+    def minimize(self, loss: torch.Tensor) -> Info:
         """One step down the gradient of ``loss`` (a scalar tensor) with respect to this optimizer's parameters:
         the gradient, clipped to ``clip_grad_norm``, then the torch optimizer's step. The ``.grad`` of every
         parameter is left as it was (the gradient goes to this optimizer's parameters only, so an actor's loss
-        that runs through a critic leaves the critic alone). Returns ``loss`` and ``grad_norm``."""
+        that runs through a critic leaves the critic alone). Returns ``loss`` and ``grad_norm`` as tensors: nothing is
+        read back from the device."""
         grads = [
             None if grad is None else in_layout_of(parameter, grad)
             for parameter, grad in zip(self.parameters, gradients(loss, self.parameters, fill_zeros=False), strict=True)
@@ -93,7 +96,7 @@ class TorchOptimizer(Optimizer):
             scale = torch.clamp(self.clip_grad_norm / (grad_norm + 1e-6), max=1.0)
             torch._foreach_mul_(present, scale)  # each grad.mul_(scale), in one call
         self._apply_gradients(grads)
-        return {"loss": float(loss.detach()), "grad_norm": 0.0 if grad_norm is None else float(grad_norm)}
+        return {"loss": loss.detach(), "grad_norm": 0.0 if grad_norm is None else grad_norm}
 
     def _apply_gradients(self, grads: list[torch.Tensor | None]) -> None:
         """One step of the torch optimizer with ``grads`` (None: no gradient); ``.grad`` is left as it was."""
