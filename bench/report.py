@@ -1,5 +1,6 @@
 """The benchmark report: markdown tables (median and range over seeds, ratio torchforce/SB3, targets) and the
-learning-curve PNGs, from the records of one run. ``python bench/report.py RESULTS.jsonl`` prints it again.
+learning-curve PNGs, from the records of one run. ``python bench/report.py RESULTS.jsonl`` prints it again;
+``python bench/report.py FIRST.jsonl LATER.jsonl`` reports runs together (seeds added later with ``--first-seed``).
 """
 
 from __future__ import annotations
@@ -483,8 +484,9 @@ def render_tasks(records: list[dict], plots: Path, relative_to: Path | None) -> 
     for run in _select(records, kind="task"):
         tasks.setdefault(run["task"], []).append(run)
     budgets = ", ".join(f"{name} {runs[0]['budget']:,}" for name, runs in tasks.items())
+    heading = f"Runs {meta['runs']}" if meta.get("runs") else f"Run `{meta.get('run', '?')}` of {meta.get('date', '?')}"
     parts = [
-        f"Run `{meta.get('run', '?')}` of {meta.get('date', '?')}{' (--quick)' if meta.get('quick') else ''}: seeds "
+        f"{heading}{' (--quick)' if meta.get('quick') else ''}: seeds "
         f"{meta.get('seeds')}, device {meta.get('device', 'cpu')}, one torch thread for both libraries; environment "
         f"steps per run (all copies together): {budgets}. torchforce trains the shipped experiment as its worker "
         "builds it (without checkpoints, summaries and evaluation rounds), SB3 the zoo's entry on the same "
@@ -571,10 +573,49 @@ def write(records: list[dict], *, plots: Path, readme: Path | None = None, task_
     return text
 
 
+def merged(runs: list[list[dict]]) -> list[dict]:
+    """The records of several runs as one: the tasks of all of them, under one meta record that names each run
+    with its date and seeds (the first run's otherwise). The same seed of a task and library twice is refused:
+    the runs would be counted as two seeds."""
+    seen: dict[tuple[str, str, int], str] = {}
+    metas, rest = [], []
+    for records in runs:
+        meta = _one(records, kind="meta") or {}
+        metas.append(meta)
+        for record in records:
+            if record.get("kind") == "meta":
+                continue
+            if record.get("kind") == "task":
+                key = (record["task"], record["library"], record["seed"])
+                if key in seen:
+                    raise ValueError(
+                        f"{key[0]} {key[1]} seed {key[2]} is in run {seen[key]} and in run {meta.get('run')}"
+                    )
+                seen[key] = str(meta.get("run"))
+            rest.append(record)
+    if len(metas) == 1:
+        return [metas[0], *rest] if metas[0] else rest
+    first = metas[0]
+    described = " and ".join(f"`{meta.get('run', '?')}` (seeds {meta.get('seeds')})" for meta in metas)
+    together = {
+        "run": " + ".join(str(meta.get("run", "?")) for meta in metas),
+        "date": " and ".join(str(meta.get("date", "?")) for meta in metas),
+        "seeds": sorted({seed for meta in metas for seed in meta.get("seeds") or []}),
+        "runs": described,
+    }
+    return [{**first, **together}, *rest]
+
+
 def main() -> None:
-    path = Path(sys.argv[1])
-    records = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-    print(write(records, plots=path.with_suffix("")))
+    paths = [Path(argument) for argument in sys.argv[1:]]
+    if not paths:
+        sys.exit("usage: python bench/report.py RESULTS.jsonl [MORE.jsonl ...]")
+    runs = [[json.loads(line) for line in path.read_text().splitlines() if line.strip()] for path in paths]
+    try:
+        records = merged(runs)
+    except ValueError as error:
+        sys.exit(f"report.py: {error}")
+    print(write(records, plots=paths[-1].with_suffix("")))
 
 
 if __name__ == "__main__":

@@ -7,10 +7,13 @@ its own, learning on MuJoCo and Atari tasks (``bench/tasks.py``).
     python bench/run.py --only tasks --tasks hopper_ppo --seeds 3 --steps 50000   # MuJoCo/Atari tasks
     python bench/run.py --only tasks --quick                                      # every task, 3,000 steps, 1 seed
     python bench/run.py --only tasks --tasks pong_ppo --seeds 3 --jobs 6          # 6 runs at once (6+ cores)
+    python bench/run.py --only tasks --tasks halfcheetah_ddpg --seeds 1 --first-seed 1   # seed 1 only, to add
 
 Raw records go to ``<out>/<run id>.jsonl`` (one JSON object a line, comparable across runs) with the episode logs
 beside them; the report (tables, ratios, learning-curve PNGs) is written from those records. A full run (all parts,
-not --quick) also rewrites the results section of bench/README.md and its plots under bench/report/.
+not --quick) also rewrites the results section of bench/README.md and its plots under bench/report/. Seeds that did
+not fit one session run later with ``--first-seed``, and ``python bench/report.py FIRST.jsonl LATER.jsonl`` reports
+the runs together (each seed's pair of libraries still ran side by side, on one day).
 """
 
 from __future__ import annotations
@@ -211,6 +214,12 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="short micro loops and one seed (a few minutes)")
     parser.add_argument("--seeds", type=int, help="number of seeds of the learning runs (default 10; --quick: 1)")
     parser.add_argument(
+        "--first-seed",
+        type=int,
+        default=0,
+        help="the first seed (default 0): --seeds 2 --first-seed 1 runs seeds 1 and 2, to add to an earlier run",
+    )
+    parser.add_argument(
         "--only", choices=("micro", "learning", "tasks"), help="run one part only (tasks run only when asked)"
     )
     parser.add_argument("--cap", type=int, default=100_000, help="environment steps per learning run at most")
@@ -224,7 +233,8 @@ def main() -> None:
     )
     arguments = parser.parse_args()
     tasks = arguments.only == "tasks"
-    seeds = list(range(arguments.seeds or (1 if arguments.quick else 3 if tasks else 10)))
+    count = arguments.seeds or (1 if arguments.quick else 3 if tasks else 10)
+    seeds = list(range(arguments.first_seed, arguments.first_seed + count))
     names, unavailable = task_names(arguments.tasks) if tasks else ([], {})
     steps = arguments.steps or (QUICK_TASK_STEPS if arguments.quick and tasks else None)
 

@@ -139,3 +139,25 @@ def test_the_harness_runs_both_libraries_at_once(tmp_path):
     for run in runs:
         assert run["steps"] >= 1500 and run["episodes"] > 0 and run["final_return"] is not None
         assert len(Path(run["curve"]).read_text().splitlines()) == run["episodes"]
+
+
+def test_runs_of_other_days_report_together_and_a_seed_counts_once(report, tmp_path):
+    first = [
+        {"kind": "meta", "run": "r1", "date": "d1", "seeds": [0]},
+        {"kind": "task", **run("torchforce", 0, 1100.0, 70.0)},
+        {"kind": "task", **run("sb3", 0, 1000.0, 100.0)},
+    ]
+    later = [
+        {"kind": "meta", "run": "r2", "date": "d2", "seeds": [1]},
+        {"kind": "task", **run("torchforce", 1, 1300.0, 70.0)},
+        {"kind": "task", **run("sb3", 1, 1000.0, 100.0)},
+    ]
+    records = report.merged([first, later])
+    assert [record["kind"] for record in records] == ["meta", "task", "task", "task", "task"]
+    assert records[0]["seeds"] == [0, 1] and records[0]["run"] == "r1 + r2"
+    text = report.render_tasks(records, tmp_path, None)
+    assert "Runs `r1` (seeds [0]) and `r2` (seeds [1]): seeds [0, 1]" in text
+    assert "| 1,200 ± " in text  # the mean over both runs' seeds
+    with pytest.raises(ValueError, match="hopper_ppo torchforce seed 1 is in run r2 and in run r2"):
+        report.merged([first, later, later])
+    assert report.merged([first]) == first
