@@ -82,8 +82,10 @@ def test_servers_start_from_the_agents_parameters_and_a_run_changes_them():
         runner.close()
 
 
-def test_a_chunk_returns_once_its_changes_are_on_the_servers():
-    # the driver reads the servers as soon as the last chunk is in: a change still on its way would be missed
+@pytest.mark.parametrize("sync_every", [1, 3])
+def test_a_chunk_returns_once_its_changes_are_on_the_servers(sync_every):
+    # the driver reads the servers as soon as the last chunk is in: a change still on its way would be missed, and
+    # so would updates fewer than sync_every since the last exchange
     class SlowServer(ParameterServer):  # defined here, so that Ray sends the class itself to its process
         """A server whose exchange takes a while, and which answers reads meanwhile (two calls at a time)."""
 
@@ -99,15 +101,20 @@ def test_a_chunk_returns_once_its_changes_are_on_the_servers():
         for names in layout
     ]
     spec = {key: value for key, value in PPO.items() if key != "seed"}
-    worker = distributed.Worker(0, spec, MINIMAL, 1, 0, servers, layout, {})
-    result = worker.run(40, None, False)  # 4 episodes: two updates, the second's change sent at the chunk's end
-    assert result["syncs"] == 2
-    on_servers = {
-        name: value for part in ray.get([server.get.remote() for server in servers]) for name, value in part.items()
-    }
-    worked = worker.agent.get_parameters()
-    assert all(np.array_equal(on_servers[name], worked[name].numpy()) for name in worked)
-    worker.close()
+    worker = distributed.Worker(0, spec, MINIMAL, 1, 0, servers, layout, {}, sync_every)
+    try:
+        result = worker.run(40, None, False)  # 4 episodes: two updates, the last one at the chunk's end
+        assert worker.agent.updates == 2 and result["syncs"] == (2 if sync_every == 1 else 1)
+        on_servers = {
+            name: value for part in ray.get([server.get.remote() for server in servers]) for name, value in part.items()
+        }
+        worked = worker.agent.get_parameters()
+        assert not all(np.array_equal(on_servers[name], values[name]) for name in worked)
+        assert all(np.array_equal(on_servers[name], worked[name].numpy()) for name in worked)
+    finally:
+        worker.close()
+        for server in servers:
+            ray.kill(server)
 
 
 def test_episode_limits_callbacks_and_history():

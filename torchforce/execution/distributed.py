@@ -161,10 +161,10 @@ class Worker:
 
     def _settle(self) -> None:
         """Wait until the servers have taken the change in flight, so that a chunk's changes are all on the servers
-        when it returns (the driver reads them once the last chunk is in). Its answer stays for the next fold."""
+        when it returns (the driver reads them once the last chunk is in). Its answer is left where it is."""
         if self.pending is not None:
             waited = time.monotonic()
-            _ray().wait(self.pending, num_returns=len(self.pending))
+            _ray().wait(self.pending, num_returns=len(self.pending), fetch_local=False)
             self.sync_seconds += time.monotonic() - waited
 
     def ready(self) -> str:
@@ -206,6 +206,8 @@ class Worker:
             resume=self._started,
         )
         self._started = True
+        if self.agent.updates > self.pulled_at:  # updates short of sync_every: the next chunk's pull would drop them
+            self._push()
         self._settle()
         return {
             "episodes": episodes,
@@ -268,7 +270,8 @@ class DistributedRunner(BaseRunner):
     parameter servers. ``agent_spec`` is what builds the workers' agents (``agent.spec`` when it can be rebuilt
     from it); ``agent_kwargs`` add to it (a network object, say). Worker ``i`` is seeded ``seed + 1 + i``.
     ``sync_every``: a worker exchanges its parameters with the servers after this many updates of its own (1, the
-    default, after every update as 2018 did; more trades fresher parameters for less waiting)."""
+    default, after every update as 2018 did; more trades fresher parameters for less waiting), and at the end of
+    each chunk it runs, when it has updates not yet sent: a chunk returns once all its changes are on the servers."""
 
     def __init__(
         self,
