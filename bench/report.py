@@ -5,11 +5,11 @@ learning-curve PNGs, from the records of one run. ``python bench/report.py RESUL
 
 from __future__ import annotations
 
+import argparse
 import json
 import math
 import re
 import statistics
-import sys
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
@@ -574,48 +574,60 @@ def write(records: list[dict], *, plots: Path, readme: Path | None = None, task_
 
 
 def merged(runs: list[list[dict]]) -> list[dict]:
-    """The records of several runs as one: the tasks of all of them, under one meta record that names each run
-    with its date and seeds (the first run's otherwise). The same seed of a task and library twice is refused:
-    the runs would be counted as two seeds."""
-    seen: dict[tuple[str, str, int], str] = {}
-    metas, rest = [], []
-    for records in runs:
-        meta = _one(records, kind="meta") or {}
-        metas.append(meta)
-        for record in records:
-            if record.get("kind") == "meta":
-                continue
-            if record.get("kind") == "task":
-                key = (record["task"], record["library"], record["seed"])
-                if key in seen:
-                    raise ValueError(
-                        f"{key[0]} {key[1]} seed {key[2]} is in run {seen[key]} and in run {meta.get('run')}"
-                    )
-                seen[key] = str(meta.get("run"))
-            rest.append(record)
-    if len(metas) == 1:
-        return [metas[0], *rest] if metas[0] else rest
-    first = metas[0]
-    described = " and ".join(f"`{meta.get('run', '?')}` (seeds {meta.get('seeds')})" for meta in metas)
+    """The records of several task runs as one: their tasks under one meta record that names each run with its date
+    and seeds (the first run's otherwise). Refused: runs other than of tasks, runs of other devices or budgets, a
+    task whose settings differ between runs, and the same seed of a task and library in two runs (it would count
+    as two seeds), unless the earlier one failed: the later one replaces it."""
+    if len(runs) == 1:
+        return runs[0]
+    metas = [_one(records, kind="meta") or {} for records in runs]
+    for meta, records in zip(metas, runs, strict=True):
+        others = {record.get("kind") for record in records} - {"meta", "task"}
+        if others or meta.get("quick"):
+            what = "a --quick run" if meta.get("quick") else f"{', '.join(sorted(map(str, others)))} records"
+            raise ValueError(f"only task runs report together; run {meta.get('run')} has {what}")
+        for key in ("device", "steps"):
+            if meta.get(key) != metas[0].get(key):
+                raise ValueError(
+                    f"run {meta.get('run')} has {key} {meta.get(key)}, run {metas[0].get('run')} {metas[0].get(key)}"
+                )
+    tasks: dict[tuple[str, str, int], tuple[dict, str]] = {}
+    settings: dict[tuple[str, str], tuple[Any, ...]] = {}
+    for meta, records in zip(metas, runs, strict=True):
+        for record in _select(records, kind="task"):
+            key = (record["task"], record["library"], record["seed"])
+            same = (record["budget"], record["settings"], record["threshold"], record["window"])
+            if settings.setdefault(key[:2], same) != same:
+                raise ValueError(f"{key[0]} {key[1]}: run {meta.get('run')} has other settings or budget")
+            earlier = tasks.get(key)
+            if earlier is not None and not earlier[0].get("error"):
+                raise ValueError(f"{key[0]} {key[1]} seed {key[2]} is in run {earlier[1]} and in run {meta.get('run')}")
+            tasks[key] = record, str(meta.get("run"))
+    described = " and ".join(
+        f"`{meta.get('run', '?')}` of {meta.get('date', '?')} (seeds {meta.get('seeds')})" for meta in metas
+    )
     together = {
         "run": " + ".join(str(meta.get("run", "?")) for meta in metas),
         "date": " and ".join(str(meta.get("date", "?")) for meta in metas),
         "seeds": sorted({seed for meta in metas for seed in meta.get("seeds") or []}),
         "runs": described,
+        "unavailable": {name: why for meta in metas for name, why in (meta.get("unavailable") or {}).items()},
     }
-    return [{**first, **together}, *rest]
+    return [{**metas[0], **together}, *(record for record, _ in tasks.values())]
 
 
 def main() -> None:
-    paths = [Path(argument) for argument in sys.argv[1:]]
-    if not paths:
-        sys.exit("usage: python bench/report.py RESULTS.jsonl [MORE.jsonl ...]")
-    runs = [[json.loads(line) for line in path.read_text().splitlines() if line.strip()] for path in paths]
+    parser = argparse.ArgumentParser(description="The benchmark report of one run's records, or of task runs together")
+    parser.add_argument("results", nargs="+", type=Path, help="RESULTS.jsonl files (later seeds: --first-seed)")
+    parser.add_argument("--plots", type=Path, help="where the plots go (default: beside the last file's records)")
+    arguments = parser.parse_args()
+    runs = [[json.loads(line) for line in path.read_text().splitlines() if line.strip()] for path in arguments.results]
     try:
         records = merged(runs)
     except ValueError as error:
-        sys.exit(f"report.py: {error}")
-    print(write(records, plots=paths[-1].with_suffix("")))
+        parser.exit(2, f"report.py: {error}\n")
+    plots = (arguments.plots or arguments.results[-1].with_suffix("")).resolve()
+    print(write(records, plots=plots, task_plots=plots))
 
 
 if __name__ == "__main__":

@@ -12,8 +12,9 @@ its own, learning on MuJoCo and Atari tasks (``bench/tasks.py``).
 Raw records go to ``<out>/<run id>.jsonl`` (one JSON object a line, comparable across runs) with the episode logs
 beside them; the report (tables, ratios, learning-curve PNGs) is written from those records. A full run (all parts,
 not --quick) also rewrites the results section of bench/README.md and its plots under bench/report/. Seeds that did
-not fit one session run later with ``--first-seed``, and ``python bench/report.py FIRST.jsonl LATER.jsonl`` reports
-the runs together (each seed's pair of libraries still ran side by side, on one day).
+not fit one session run later with ``--first-seed`` (their plots stay beside their records), and ``python
+bench/report.py FIRST.jsonl LATER.jsonl --plots bench/report`` reports the runs together (each seed's pair of
+libraries still ran side by side, on one day).
 """
 
 from __future__ import annotations
@@ -233,6 +234,8 @@ def main() -> None:
     )
     arguments = parser.parse_args()
     tasks = arguments.only == "tasks"
+    if arguments.first_seed < 0:
+        parser.error(f"--first-seed must be 0 or more, got {arguments.first_seed}")
     count = arguments.seeds or (1 if arguments.quick else 3 if tasks else 10)
     seeds = list(range(arguments.first_seed, arguments.first_seed + count))
     names, unavailable = task_names(arguments.tasks) if tasks else ([], {})
@@ -271,7 +274,8 @@ def main() -> None:
 
     full = arguments.only is None and not arguments.quick
     plots = HERE / "report" if full else arguments.out / run_id
-    task_plots = HERE / "report" if tasks and not arguments.quick else plots
+    # later seeds alone (--first-seed) are part of a run: report.py --plots bench/report draws them with the rest
+    task_plots = HERE / "report" if tasks and not arguments.quick and not arguments.first_seed else plots
     text = report.write(records.all, plots=plots, readme=HERE / "README.md" if full else None, task_plots=task_plots)
     print(text)
     print(f"raw results: {records.path}  ({time.perf_counter() - started:.0f} s)")

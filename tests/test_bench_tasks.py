@@ -142,22 +142,29 @@ def test_the_harness_runs_both_libraries_at_once(tmp_path):
 
 
 def test_runs_of_other_days_report_together_and_a_seed_counts_once(report, tmp_path):
-    first = [
-        {"kind": "meta", "run": "r1", "date": "d1", "seeds": [0]},
-        {"kind": "task", **run("torchforce", 0, 1100.0, 70.0)},
-        {"kind": "task", **run("sb3", 0, 1000.0, 100.0)},
-    ]
-    later = [
-        {"kind": "meta", "run": "r2", "date": "d2", "seeds": [1]},
-        {"kind": "task", **run("torchforce", 1, 1300.0, 70.0)},
-        {"kind": "task", **run("sb3", 1, 1000.0, 100.0)},
-    ]
+    def task_run(name, seeds, *tasks):
+        return [{"kind": "meta", "run": name, "date": f"{name} date", "seeds": seeds, "device": "cpu"}, *tasks]
+
+    first = task_run("r1", [0], {"kind": "task", **run("torchforce", 0, 1100.0, 70.0)})
+    first.append({"kind": "task", **run("sb3", 0, 1000.0, 100.0)})
+    later = task_run("r2", [1], {"kind": "task", **run("torchforce", 1, 1300.0, 70.0)})
+    later.append({"kind": "task", **run("sb3", 1, 1000.0, 100.0)})
     records = report.merged([first, later])
     assert [record["kind"] for record in records] == ["meta", "task", "task", "task", "task"]
     assert records[0]["seeds"] == [0, 1] and records[0]["run"] == "r1 + r2"
     text = report.render_tasks(records, tmp_path, None)
-    assert "Runs `r1` (seeds [0]) and `r2` (seeds [1]): seeds [0, 1]" in text
-    assert "| 1,200 ± " in text  # the mean over both runs' seeds
-    with pytest.raises(ValueError, match="hopper_ppo torchforce seed 1 is in run r2 and in run r2"):
-        report.merged([first, later, later])
+    assert "Runs `r1` of r1 date (seeds [0]) and `r2` of r2 date (seeds [1]): seeds [0, 1]" in text
+    assert f"| 1,200 ± {12.706 * 100.0:,.0f} |" in text  # 1100 and 1300: s = 141.4, t(0.975, 1 df) = 12.706
     assert report.merged([first]) == first
+
+    with pytest.raises(ValueError, match="hopper_ppo torchforce seed 1 is in run r2 and in run r3"):
+        report.merged([first, later, task_run("r3", [1], {"kind": "task", **run("torchforce", 1, 1.0, 1.0)})])
+    failed = task_run("r0", [1], {"kind": "task", **run("torchforce", 1, None, None, error="exit 1")})
+    assert len(report.merged([failed, first, later])) == 5  # a failed seed is run again: the later run replaces it
+    other_budget = task_run("r3", [2], {"kind": "task", **run("torchforce", 2, 1.0, 1.0), "budget": 5})
+    with pytest.raises(ValueError, match="hopper_ppo torchforce: run r3 has other settings or budget"):
+        report.merged([first, other_budget])
+    with pytest.raises(ValueError, match="run r3 has device cuda, run r1 cpu"):
+        report.merged([first, [{**later[0], "run": "r3", "device": "cuda"}, *later[1:]]])
+    with pytest.raises(ValueError, match="only task runs report together; run r3 has learning records"):
+        report.merged([first, task_run("r3", [1], {"kind": "learning", "seed": 1})])
