@@ -57,6 +57,19 @@ def processes_with_token(cluster):
     return found
 
 
+def intact_environment(pid):
+    """The NAME=value entries of a process's environment, or None when it has ended or its environment has been
+    written over, even in part (a worker's title, then zeros: entries with no '=' before the last)."""
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as file:
+            variables = file.read().split(b"\0")
+    except OSError:
+        return None
+    if variables[-1] != b"" or not all(b"=" in variable for variable in variables[:-1]):
+        return None
+    return variables[:-1]
+
+
 def owners(sockets):
     """pid -> command name of the processes that own the sockets."""
     names = {}
@@ -122,18 +135,16 @@ def test_every_process_of_the_cluster_listens_on_loopback_only(cluster):
 def test_the_clusters_processes_keep_their_temporary_files_in_its_folder(cluster):
     """Every process of the cluster has the cluster's folder as its temp dir, so what Ray leaves there (the
     dashboard's forkserver folder, which outlives the signal that ends it) goes when the folder goes."""
-    # (the processes whose environment can be read: Ray's workers write their titles over theirs)
-    readable = processes_with_token(cluster) & cluster_processes(cluster)
-    assert set(cluster.pids) <= readable
-    for pid in readable:
-        try:
-            with open(f"/proc/{pid}/environ", "rb") as file:
-                variables = file.read().split(b"\0")
-        except OSError:
-            continue  # the process ended while we looked
-        if not any(b"=" in variable for variable in variables):
-            continue  # a worker wrote its title over its environment between the two reads
+    # One read of each process's environment serves both checks: Ray's workers write their titles over their
+    # environments at any moment, so a second read may find what the first did not.
+    checked = set()
+    for pid in cluster_processes(cluster):
+        variables = intact_environment(pid)
+        if variables is None or f"RAY_AUTH_TOKEN_PATH={cluster.auth_token_path}".encode() not in variables:
+            continue  # ended, written over (in whole or in part), or not the cluster's
         assert f"TMPDIR={cluster.temp_dir}".encode() in variables, pid
+        checked.add(pid)
+    assert set(cluster.pids) <= checked  # the processes the cluster started itself keep their environments
     if cluster.dashboard_address is not None:
         assert list(Path(cluster.temp_dir).glob("pymp-*")), sorted(os.listdir(cluster.temp_dir))
 
