@@ -8,11 +8,15 @@ exit code 2 and changes nothing.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
+import threading
+import urllib.parse
 from pathlib import Path
 
 import pytest
@@ -22,6 +26,7 @@ ray = pytest.importorskip("ray")
 from tests.client.conftest import tfcli, wait_for  # noqa: E402
 from torchforce.client import Experiment, Project  # noqa: E402
 from torchforce.client import ray_cluster as clusters  # noqa: E402
+from torchforce.client.backends.ray import RayBackend  # noqa: E402
 from torchforce.execution.ray_cluster import (  # noqa: E402
     cluster_processes,
     is_loopback,
@@ -269,3 +274,72 @@ def test_a_ray_run_resumes_here_and_a_deleted_cluster_leaves_its_results_home(pr
     assert experiment.stop().status == "stopped"
     log = episodes(experiment)
     assert [episode["episode"] for episode in log] == list(range(1, len(log) + 1))
+
+
+class Forwarder:
+    """A loopback port that refuses connections until it is opened, then passes each one on to ``target`` and
+    counts them: the real dashboard, silent for a moment."""
+
+    def __init__(self, target: tuple[str, int]) -> None:
+        self.target, self.connections = target, 0
+        self.socket = socket.socket()
+        self.socket.bind(("127.0.0.1", 0))  # bound, not listening: a connection is refused
+        self.port = self.socket.getsockname()[1]
+
+    def open(self) -> None:
+        self.socket.listen()
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def close(self) -> None:
+        self.socket.close()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                client, _ = self.socket.accept()
+            except OSError:
+                return  # closed
+            self.connections += 1
+            upstream = socket.create_connection(self.target)
+            for source, sink in ((client, upstream), (upstream, client)):
+                threading.Thread(target=self._pipe, args=(source, sink), daemon=True).start()
+
+    @staticmethod
+    def _pipe(source: socket.socket, sink: socket.socket) -> None:
+        try:
+            while data := source.recv(65536):
+                sink.sendall(data)
+        except OSError:
+            pass
+        finally:
+            for end in (source, sink):
+                with contextlib.suppress(OSError):
+                    end.shutdown(socket.SHUT_RDWR)
+
+
+def test_a_status_read_believes_a_moment_old_silence_and_an_action_asks_again(project):
+    """Listing a silent cluster's experiments waits once, not once each; but a start, a stop or a wait on one asks
+    the cluster again (a queue that polled through one silent moment can start its next run)."""
+    record = project.store.cluster(CLUSTER)
+    real = urllib.parse.urlsplit(record.runtime["dashboard"])
+    forwarder = Forwarder((str(real.hostname), int(real.port or 0)))
+    address = f"127.0.0.1:{forwarder.port}"
+    project.store.add_cluster(
+        "flaky",
+        {"type": "ray", "name": "flaky", "address": address, "storage": "/tmp"},
+        "attached",
+        {"dashboard": f"http://{address}", "storage": "/tmp", "token": record.runtime.get("token")},
+    )
+    try:
+        assert RayBackend(project, "flaky").job_status("raysubmit_none") == "UNREACHABLE"  # nothing listens yet
+        forwarder.open()
+        assert RayBackend(project, "flaky").job_status("raysubmit_none") == "UNREACHABLE"
+        assert forwarder.connections == 0  # a status read a moment later does not ask
+        assert RayBackend(project, "flaky").job_status("raysubmit_none", fresh=True) is None  # known: no such job
+        assert forwarder.connections > 0
+        seen = forwarder.connections
+        assert RayBackend(project, "flaky").job_status("raysubmit_none") is None  # the answer clears the silence
+        assert RayBackend(project, "flaky").client is not None and forwarder.connections > seen  # actions ask
+    finally:
+        forwarder.close()
+        project.store.remove_cluster("flaky")

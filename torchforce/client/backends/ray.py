@@ -68,18 +68,26 @@ class RayBackend(Backend):
 
     @property
     def client(self) -> Any:
-        """The cluster's Ray Jobs client; a ClientError when the cluster does not answer."""
+        """The cluster's Ray Jobs client for an action (a submission, a stop, a log): asked afresh even if the
+        cluster did not answer a moment ago; a ClientError when it does not answer now."""
+        return self._jobs(fresh=True)
+
+    def _jobs(self, fresh: bool) -> Any:
+        """The Jobs client. A status read (``fresh`` false) within UNREACHABLE_SECONDS of the cluster's last failure
+        to answer is refused without asking, so that listing a silent cluster's experiments waits once, not once
+        each; an answer clears that failure."""
         if self._client is None:
             from torchforce.client.ray_cluster import headers, reach
 
             failed = _unreachable.get(self.dashboard)
-            if failed is not None and time.monotonic() - failed < UNREACHABLE_SECONDS:
+            if not fresh and failed is not None and time.monotonic() - failed < UNREACHABLE_SECONDS:
                 raise ClientError(f"the Ray cluster '{self.cluster}' at {self.dashboard} did not answer just now")
             try:
                 reach(self.dashboard, runtime=self.record.runtime)
             except ClientError:
                 _unreachable[self.dashboard] = time.monotonic()
                 raise
+            _unreachable.pop(self.dashboard, None)
             from ray.job_submission import JobSubmissionClient
 
             try:
@@ -161,13 +169,15 @@ class RayBackend(Backend):
             if path.is_file() and not path.is_symlink() and path.name != CONTROL:
                 target.upload(path, str(path.relative_to(source)))
 
-    def job_status(self, handle: Handle | None) -> str | None:
+    def job_status(self, handle: Handle | None, fresh: bool = False) -> str | None:
+        """The Ray job's status; "UNREACHABLE" when the cluster does not answer (``fresh``: ask it even if it did
+        not answer a moment ago), None when it knows no such job."""
         if not isinstance(handle, str):
             return None
         from ray.exceptions import RayError
 
         try:
-            return str(self.client.get_job_status(handle).value)
+            return str(self._jobs(fresh).get_job_status(handle).value)
         except ClientError:
             return "UNREACHABLE"
         except (OSError, RayError):  # the cluster stopped answering: nothing is judged
@@ -186,14 +196,14 @@ class RayBackend(Backend):
         if folder is None:
             raise ValueError("the Ray backend signals through the experiment's folder")
         self.storage(folder).write_text(CONTROL, json.dumps({"request": request, "at": time.time()}))
-        if request == "stop" and self.job_status(handle) == "PENDING":
+        if request == "stop" and self.job_status(handle, fresh=True) == "PENDING":
             try:
                 self.client.stop_job(handle)
             except _job_errors():
                 pass  # it has started meanwhile: its worker reads the request
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            status = self.job_status(handle)
+            status = self.job_status(handle, fresh=True)  # a wait asks each time: one silent moment is not its end
             if status is None or status in ENDED:
                 return True
             time.sleep(0.2)
