@@ -123,7 +123,10 @@ def test_episode_limits_callbacks_and_history():
     workers = []
     try:
         runner.run(num_episodes=15, chunk=50, episode_finished=lambda r, worker: workers.append(worker) or True)
-        assert runner.global_episode == 15 == len(workers) and set(workers) == {0, 1}
+        assert runner.global_episode == 15 == len(workers)
+        # each chunk of 50 steps is 5 episodes of one worker, named by its index (which worker's chunks land
+        # first is the scheduler's business: one worker may have done all three)
+        assert set(workers) <= {0, 1} and all(workers.count(index) % 5 == 0 for index in (0, 1)), workers
         runner.run(num_timesteps=100, chunk=50, episode_finished=lambda r: r.global_episode < 17)  # 2018's form
         assert runner.global_episode == 17
         state = runner.state_dict()

@@ -325,8 +325,9 @@ def stop_local_cluster(cluster: LocalRayCluster, timeout: float = 30) -> None:
     """End the cluster's processes, and only them: the ``ray start`` processes, their descendants, their sessions.
 
     The set is collected first; then the ``ray start`` processes get SIGTERM (they end their children), and
-    whatever is left of the set once they have ended (or after ``timeout`` seconds) gets SIGKILL. Every signal goes
-    to a PID only while it is still the process collected. Idempotent; leaves ``temp_dir`` alone.
+    whatever is left of the set once they have ended (or after ``timeout`` seconds) gets SIGKILL, as does any
+    member a later look finds (one started meanwhile). Every signal goes to a PID only while it is still the
+    process collected. Idempotent; leaves ``temp_dir`` alone.
     """
     members = _members(cluster)
     roots = {pid: members[pid] for pid in cluster.pids if pid in members}
@@ -340,6 +341,15 @@ def stop_local_cluster(cluster: LocalRayCluster, timeout: float = 30) -> None:
         for pid in members:
             _signal(pid, signal.SIGKILL, members)
         _wait_until_gone(cluster, members, 5)
+    # A process the cluster started while it was being stopped (a worker a raylet was starting) is not in the set:
+    # look again, a few times, until a look finds none.
+    for _ in range(3):
+        late = _members(cluster)
+        if not late:
+            break
+        for pid in late:
+            _signal(pid, signal.SIGKILL, late)
+        _wait_until_gone(cluster, late, 5)
 
 
 def cluster_processes(cluster: LocalRayCluster) -> set[int]:
