@@ -340,7 +340,7 @@ def test_a_ray_job_waiting_for_cpus_shows_pending_cannot_pause_and_stops(project
         def stop_job(self, job: str) -> None:
             jobs[job] = "STOPPED"
 
-    monkeypatch.setattr(RayBackend, "job_status", lambda self, handle: jobs.get(handle))
+    monkeypatch.setattr(RayBackend, "job_status", lambda self, handle, fresh=False: jobs.get(handle))
     monkeypatch.setattr(RayBackend, "client", property(lambda self: Jobs()))
     (row,) = json.loads(cli(capsys, "experiment", "list", "--json")[1])
     assert (row["status"], row["queue"]) == ("pending", None)
