@@ -338,18 +338,14 @@ def stop_local_cluster(cluster: LocalRayCluster, timeout: float = 30) -> None:
     deadline = time.monotonic() + timeout
     _wait_until_gone(cluster, roots, timeout)
     if not _wait_until_gone(cluster, members, min(2.0, max(0.0, deadline - time.monotonic()))):
-        for pid in members:
-            _signal(pid, signal.SIGKILL, members)
-        _wait_until_gone(cluster, members, 5)
+        _kill(cluster, members)
     # A process the cluster started while it was being stopped (a worker a raylet was starting) is not in the set:
     # look again, a few times, until a look finds none.
     for _ in range(3):
         late = _members(cluster)
         if not late:
             break
-        for pid in late:
-            _signal(pid, signal.SIGKILL, late)
-        _wait_until_gone(cluster, late, 5)
+        _kill(cluster, late)
 
 
 def cluster_processes(cluster: LocalRayCluster) -> set[int]:
@@ -602,6 +598,13 @@ def _signal(pid: int, signum: int, members: dict[int, int]) -> None:
     if pid in members and _same_process(pid, members[pid]):
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.kill(pid, signum)
+
+
+def _kill(cluster: LocalRayCluster, members: dict[int, int]) -> None:
+    """SIGKILL every one of ``members`` that is still the process collected, and wait (5 s at most) for their end."""
+    for pid in members:
+        _signal(pid, signal.SIGKILL, members)
+    _wait_until_gone(cluster, members, 5)
 
 
 def _wait_until_gone(cluster: LocalRayCluster, members: dict[int, int], timeout: float) -> bool:
