@@ -1,14 +1,18 @@
 """The update's hot path reads no tensor back to the host: on a GPU every such read (``float(loss)``, ``.item()``,
 ``.cpu()``...) waits for the device to finish its queue. An update that nobody reports (no summary due) reads what
 it needs once (PPO: the rewards, terminals and values its advantages are computed from), never once per minibatch
-step or per gradient step. Counted on the CPU by wrapping the tensor methods that read values back."""
+step or per gradient step. Acting reads back once a step, the actions and what updates keep of it together
+(``torchforce.agents.transfer.to_host``). Counted on the CPU by wrapping the tensor methods that read values back."""
 
 import contextlib
 
+import numpy as np
 import pytest
 import torch
 
+from torchforce.agents import agent as agent_module
 from torchforce.agents import create_agent
+from torchforce.agents import policy_gradient
 from torchforce.environments import make
 
 READS = ("item", "tolist", "numpy", "cpu", "__float__", "__int__", "__bool__", "__index__")
@@ -110,3 +114,72 @@ OFF_POLICY_FLOAT = {
 def test_an_off_policy_update_reads_nothing_back(spec, environment):
     # (dqn_nstep computes its n-step returns on the host, once per update, as PPO its advantages)
     assert set(reads_per_update(spec, environment)) == {0}
+
+
+IMAGE_PPO = {
+    "type": "ppo",
+    "network": [
+        {"type": "divide", "scale": 255},
+        {"type": "conv2d", "size": 4, "window": 4, "stride": 4},
+        {"type": "flatten"},
+        {"type": "dense", "size": 16},
+    ],
+    "update_mode": {"unit": "timesteps", "batch_size": 12, "frequency": 12},
+    "memory": {"type": "latest", "capacity": 24},
+    "baseline_mode": "network",
+    "baseline": {"type": "mlp", "sizes": []},
+    "seed": 0,
+}
+
+
+@pytest.mark.parametrize(
+    "options, transfers",
+    [({}, 1), ({"actions_exploration": {"type": "constant", "constant": 0.5}}, 2)],
+    ids=["policy's actions", "exploration"],
+)
+def test_acting_brings_actions_log_pi_and_v_back_in_one_transfer(options, transfers):
+    """An image PPO agent keeps log pi(a|s) and V(s) of its rows (``_acted_fields``): with the policy's own actions
+    they come back with the actions, in one transfer; where exploration may replace them, log pi is of the actions
+    taken, a second transfer. Nothing else is read back while acting."""
+    agent = create_agent(
+        {**IMAGE_PPO, **options},
+        states={"type": "uint8", "shape": (32, 32, 4)},
+        actions={"type": "int", "num_actions": 3},
+    )
+    assert agent._records_acting
+    calls: list[int] = []
+    outside = [0]
+    inside = [False]
+
+    def counted(to_host):
+        def transfer(*groups):
+            calls[-1] += 1
+            inside[0] = True
+            try:
+                return to_host(*groups)
+            finally:
+                inside[0] = False
+
+        return transfer
+
+    def counting(method):
+        def read(self, *args, **kwargs):
+            if calls and not inside[0]:
+                outside[0] += 1
+            return method(self, *args, **kwargs)
+
+        return read
+
+    generator = np.random.default_rng(0)
+    with pytest.MonkeyPatch.context() as patch:
+        for module in (agent_module, policy_gradient):
+            patch.setattr(module, "to_host", counted(module.to_host))
+        for name in READS:
+            patch.setattr(torch.Tensor, name, counting(getattr(torch.Tensor, name)))
+        patch.setattr(agent, "_maybe_update", lambda: None)  # acting only: updates read on their own (above)
+        for _ in range(8):
+            calls.append(0)
+            agent.act(generator.integers(0, 256, (3, 32, 32, 4), dtype=np.uint8))
+            agent.observe(terminal=np.zeros(3, dtype=np.int8), reward=np.ones(3, dtype=np.float32))
+    assert calls == [transfers] * 8
+    assert outside[0] == 0

@@ -35,6 +35,7 @@ from torchforce.agents.state import (
     saver_spec,
     state_dicts,
 )
+from torchforce.agents.transfer import to_device, to_host
 from torchforce.agents.transitions import Transitions
 from torchforce.agents.update_mode import Schedule, UpdateMode, check_capacity, check_retrieval
 from torchforce.core.explorations import (
@@ -92,6 +93,7 @@ class Agent:
         # whether act records what _acted_fields names (an agent sets it once built), and what _acted reads
         self._records_acting = False
         self._acting_forward: list[Any] = []
+        self._acted_kept: Batch | None = None  # see _act_rows
         self._explore_first: bool | None = None  # see _explores_first, decided at the first act
         self._warned_truncation = False
         self._last_act: tuple[Any, Any, Any] | None = None  # states, internals, actions of the last act
@@ -267,11 +269,15 @@ class Agent:
                 self._store(episodes.complete_waiting(batch))
                 self._maybe_update()
         before = episodes.internals
-        actions, episodes.internals = self._act_rows(batch, before, deterministic=deterministic)
-        if self.timestep < self.random_timesteps and not deterministic:
+        at_random = self.timestep < self.random_timesteps and not deterministic
+        record = self.learning and self._records_acting
+        actions, episodes.internals = self._act_rows(
+            batch, before, deterministic=deterministic, record=record and not at_random
+        )
+        if at_random:
             actions = uniform_actions(self.actions_spec, rows, self.rng)
         if self.learning:
-            episodes.record(batch, before, actions, self._acted(actions) if self._records_acting else {})
+            episodes.record(batch, before, actions, self._acted(actions, self._acted_kept) if record else {})
         episodes.acted = True
         self.timestep += rows
         output = self._as_output(actions, batched)
@@ -428,9 +434,9 @@ class Agent:
 
     def as_tensors(self, batch: Batch) -> dict[str, torch.Tensor]:
         """A batch of numpy arrays as tensors on the agent's device (sharing the arrays' memory on the CPU)."""
-        if self.device.type == "cpu":  # shares the arrays' memory; .to() would cost a call per state on every act
+        if self.device.type == "cpu":  # shares the arrays' memory, without a call per state on every act
             return {name: torch.from_numpy(values) for name, values in batch.items()}
-        return {name: torch.from_numpy(values).to(self.device) for name, values in batch.items()}
+        return {name: to_device(values, self.device) for name, values in batch.items()}
 
     def _act_independent(
         self, batch: Batch, rows: int, deterministic: bool
@@ -487,10 +493,14 @@ class Agent:
                 module.train(training)
 
     def _act_rows(
-        self, batch: Batch, internals: dict[str, torch.Tensor], *, deterministic: bool
+        self, batch: Batch, internals: dict[str, torch.Tensor], *, deterministic: bool, record: bool = False
     ) -> tuple[dict[str, np.ndarray], dict[str, torch.Tensor]]:
         """Actions for the (preprocessed) batch from the policy, then exploration unless deterministic. Where
-        exploration is drawn first (``_explores_first``) and replaces every row's actions, the policy is left out."""
+        exploration is drawn first (``_explores_first``) and replaces every row's actions, the policy is left out.
+        ``record``: ``act`` records what ``_acted_fields`` names. Where exploration cannot change the policy's
+        actions, that is computed here (``_acted_kept``), on the device, and comes back to the host together with
+        the actions; else ``_acted`` computes it from the final actions."""
+        self._acted_kept = None
         drawn = self._draw_exploration(batch) if not deterministic and self._explores_first() else None
         if drawn is not None:
             replaced = {name: draw for name, draw in drawn.items() if draw is not None and draw[0].all()}
@@ -499,17 +509,18 @@ class Agent:
                 return self._drawn_actions(replaced), internals
         self._set_training(False)
         noise = self._add_variable_noise(self.variable_noise) if self.variable_noise and not deterministic else None
+        keep = record and drawn is None and (deterministic or not self.explorations)
         with torch.inference_mode():
             sampled, internals, *forward = self.policy.act_forward(
                 self.as_tensors(batch), internals, self._act_deterministically(deterministic)
             )
+            kept = self._acted_tensors(forward, sampled) if keep else {}
+            actions, kept_on_host = to_host(sampled, kept)
         self._acting_forward = forward  # the distribution parameters and embedding, for _acted
+        if keep:
+            self._acted_kept = kept_on_host
         if noise is not None:
             self._remove_variable_noise(noise)
-        if self.device.type == "cpu":
-            actions = {name: values.numpy() for name, values in sampled.items()}
-        else:
-            actions = {name: values.cpu().numpy() for name, values in sampled.items()}
         if drawn is not None:
             for name, draw in drawn.items():
                 actions[name] = replace_drawn(actions[name], draw)
@@ -525,9 +536,14 @@ class Agent:
                 )
         return actions, internals
 
-    def _acted(self, actions: dict[str, np.ndarray]) -> Batch:
-        """What ``_acted_fields`` names, for the rows just acted and their final ``actions`` (after exploration),
-        from ``_acting_forward``: called by ``act`` when ``_records_acting``."""
+    def _acted(self, actions: dict[str, np.ndarray], kept: Batch | None) -> Batch:
+        """What ``_acted_fields`` names, for the rows just acted and their final ``actions`` (after exploration):
+        from ``kept`` (``_acted_tensors`` of the policy's actions, on the host), or where exploration may have
+        changed the actions (``kept`` None) from ``_acting_forward``. Called by ``act`` when ``_records_acting``."""
+        raise NotImplementedError(f"{type(self).__name__} records nothing of acting")
+
+    def _acted_tensors(self, forward: list[Any], actions: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        """The tensors of ``_acted``, per row, from acting's pass (``forward``) and the actions taken."""
         raise NotImplementedError(f"{type(self).__name__} records nothing of acting")
 
     def _act_deterministically(self, deterministic: bool) -> bool:

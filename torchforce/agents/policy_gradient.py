@@ -18,6 +18,7 @@ from torch import nn
 from torchforce.agents.agent import LearningAgent
 from torchforce.agents.batches import STATE_DTYPES, Batch
 from torchforce.agents.config import PolicyGradientConfig
+from torchforce.agents.transfer import to_host
 from torchforce.agents.transitions import FlatBatch, Transitions, group
 from torchforce.agents.update_mode import default_latest_capacity
 from torchforce.core.baselines import build_pg_baseline, regularization_loss, shared_state_values, state_values
@@ -98,18 +99,20 @@ class PolicyGradientAgent(LearningAgent):
             fields["value"] = np.dtype(np.float32)
         return fields
 
-    def _acted(self, actions: dict[str, np.ndarray]) -> Batch:
-        params, embedding = self._acting_forward
-        taken = {name: np.asarray(values, self.fields[f"actions/{name}"].dtype) for name, values in actions.items()}
-        with torch.inference_mode():
-            log_prob = self.policy.log_prob(params, self.as_tensors(taken))
-            acted = {
-                "log_prob": log_prob.cpu().numpy(),
-                "version": np.full(len(log_prob), self.policy.version, dtype=np.int64),
-            }
-            if self.baseline is not None and self.baseline_mode is not None:
-                acted["value"] = shared_state_values(self.baseline, self.baseline_mode, {}, embedding).cpu().numpy()
-        return acted
+    def _acted(self, actions: dict[str, np.ndarray], kept: Batch | None) -> Batch:
+        if kept is None:  # exploration may have changed the actions: log pi of the ones taken
+            taken = {name: np.asarray(value, self.fields[f"actions/{name}"].dtype) for name, value in actions.items()}
+            with torch.inference_mode():
+                (kept,) = to_host(self._acted_tensors(self._acting_forward, self.as_tensors(taken)))
+        rows = len(kept["log_prob"])
+        return {**kept, "version": np.full(rows, self.policy.version, dtype=np.int64)}
+
+    def _acted_tensors(self, forward: list[Any], actions: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        params, embedding = forward
+        tensors = {"log_prob": self.policy.log_prob(params, actions)}
+        if self.baseline is not None and self.baseline_mode is not None:
+            tensors["value"] = shared_state_values(self.baseline, self.baseline_mode, {}, embedding)
+        return tensors
 
     def _with_advantages(self, batch: Transitions) -> Data:
         """The batch as a flat dict plus ``advantages`` A_t, ``returns`` (the baseline's targets) and

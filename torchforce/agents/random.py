@@ -24,7 +24,7 @@ class RandomAgent(Agent):
         self._load_on_start()
 
     def _act_rows(
-        self, batch: Batch, internals: dict[str, torch.Tensor], *, deterministic: bool
+        self, batch: Batch, internals: dict[str, torch.Tensor], *, deterministic: bool, record: bool = False
     ) -> tuple[dict[str, np.ndarray], dict[str, torch.Tensor]]:
         rows = next(iter(batch.values())).shape[0]
         actions: dict[str, np.ndarray] = {}

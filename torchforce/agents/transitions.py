@@ -8,6 +8,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
+from torchforce.agents.transfer import to_device
+
 FlatBatch = Mapping[str, torch.Tensor]
 """A flat batch (``Transitions.flat``, plus what an agent adds) as an optimizer hands it to a loss function."""
 
@@ -34,7 +36,7 @@ class Transitions:
 
         def tensors(prefix: str) -> dict[str, torch.Tensor]:
             return {
-                key[len(prefix) :]: torch.from_numpy(np.ascontiguousarray(values)).to(device)
+                key[len(prefix) :]: to_device(np.ascontiguousarray(values), device)
                 for key, values in data.items()
                 if key.startswith(prefix)
             }
@@ -44,10 +46,10 @@ class Transitions:
             states=tensors("states/"),
             internals=tensors("internals/"),
             actions=tensors("actions/"),
-            reward=torch.from_numpy(data["reward"]).to(device),
-            terminal=torch.from_numpy(data["terminal"]).to(device),
+            reward=to_device(data["reward"], device),
+            terminal=to_device(data["terminal"], device),
             next_states=tensors("next_states/"),
-            weights=None if weights is None else torch.from_numpy(weights).to(device),
+            weights=None if weights is None else to_device(weights, device),
             indices=data.get("indices"),
             acted=tensors("acted/"),
         )
