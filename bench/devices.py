@@ -15,6 +15,10 @@ and epsilon at its final value throughout, since acting at random leaves the net
 and would make the first 100k steps look faster than the rest. Updates are timed around ``Agent._learn``, with
 the device synchronized before the clock stops, so a GPU's queued kernels count where they were launched.
 
+On CUDA a last untimed segment counts the host's waits for the device (torch's sync debug mode warns at each):
+per ``act``/``observe`` step outside updates, where the actions' one trip back to the host is the only wait the
+hot path needs, and per update.
+
 Records go to ``<out>/devices-<time>.jsonl``; the table is printed and written beside them as ``.md``. Never part
 of ``make test`` or CI. A GPU machine runs the whole default set in a few minutes: see bench/README.md, "Devices".
 """
@@ -37,6 +41,7 @@ POINTS = {
 }
 STEPS = {"breakout_ppo": 8192, "breakout_dqn": 4000}  # 8 PPO updates of 1,024 rows; 1,000 DQN updates
 WARMUP = {"breakout_ppo": 1024, "breakout_dqn": 1000}
+SYNC_ROWS = {"breakout_ppo": 1024, "breakout_dqn": 512}  # the segment that counts host synchronizations (CUDA)
 QUICK_STEPS, QUICK_WARMUP = 256, 64
 
 
@@ -59,6 +64,47 @@ def build(task: str, device: str, environments: int, mode: str, warmup: int) -> 
     vector.seed(0)
     network = {} if spec["network"] is None else {"network": spec["network"]}
     return create_agent(agent_spec, states=vector.states, actions=vector.actions, **network), vector
+
+
+def count_host_syncs(runner: Any, agent: Any, rows: int, environments: int) -> dict[str, float | None]:
+    """Run ``rows`` more environment steps with torch's CUDA sync debug mode on, and count its warnings: per act
+    (one ``act`` and ``observe`` of every environment) outside updates, and per update (``Agent._learn``)."""
+    import warnings
+
+    import torch
+
+    counts = {"acting": 0, "updates": 0}
+    calls = {"updates": 0}
+    where = ["acting"]
+    learn = agent._learn
+
+    def counted_learn(*args: Any, **kwargs: Any) -> Any:
+        where[0] = "updates"
+        calls["updates"] += 1
+        try:
+            return learn(*args, **kwargs)
+        finally:
+            where[0] = "acting"
+
+    def on_warning(message: Any, *rest: Any, **options: Any) -> None:
+        if "synchroniz" in str(message):  # "called a synchronizing CUDA operation"
+            counts[where[0]] += 1
+
+    agent._learn = counted_learn
+    with warnings.catch_warnings():
+        warnings.simplefilter("always")
+        warnings.showwarning = on_warning
+        torch.cuda.set_sync_debug_mode("warn")
+        try:
+            runner.run(num_timesteps=rows)
+        finally:
+            torch.cuda.set_sync_debug_mode("default")
+            agent._learn = learn
+    acts = rows // environments
+    return {
+        "host_syncs_per_act": counts["acting"] / acts,
+        "host_syncs_per_update": counts["updates"] / calls["updates"] if calls["updates"] else None,
+    }
 
 
 def child(arguments: argparse.Namespace) -> None:
@@ -95,6 +141,13 @@ def child(arguments: argparse.Namespace) -> None:
         runner.run(num_timesteps=arguments.steps)
         synchronize()
         seconds = time.perf_counter() - started
+        agent._learn = learn
+        syncs: dict[str, Any] = {"host_syncs_per_act": None, "host_syncs_per_update": None}
+        if device.type == "cuda":
+            try:
+                syncs = count_host_syncs(runner, agent, arguments.sync_rows, arguments.environments)
+            except Exception as error:  # a count that fails leaves the timed figures standing
+                syncs["host_syncs_error"] = f"{type(error).__name__}: {error}"
     finally:
         runner.close()
     result = {
@@ -107,6 +160,7 @@ def child(arguments: argparse.Namespace) -> None:
         "peak_rss_mb": peak_rss_mb(),
         "gpu_peak_mb": torch.cuda.max_memory_allocated(device) / 2**20 if device.type == "cuda" else None,
         "device_name": torch.cuda.get_device_name(device) if device.type == "cuda" else None,
+        **syncs,
     }
     print(json.dumps(result))
 
@@ -115,8 +169,8 @@ def run_point(point: dict[str, Any]) -> dict[str, Any]:
     from learning import run_child
 
     command = [sys.executable, str(HERE / "devices.py"), "--child"]
-    for key in ("task", "device", "environments", "mode", "threads", "steps", "warmup"):
-        command += [f"--{key}", str(point[key])]
+    for key in ("task", "device", "environments", "mode", "threads", "steps", "warmup", "sync_rows"):
+        command += [f"--{key.replace('_', '-')}", str(point[key])]
     what = f"{point['task']} on {point['device']} ({point['environments']} {point['mode']})"
     return run_child(command, what)
 
@@ -133,12 +187,13 @@ def plan(arguments: argparse.Namespace) -> list[dict[str, Any]]:
             settings = [(count, mode) for count, mode in POINTS[task] if not arguments.modes or mode in arguments.modes]
         steps = QUICK_STEPS if arguments.quick else arguments.steps or STEPS[task]
         warmup = QUICK_WARMUP if arguments.quick else arguments.warmup or WARMUP[task]
+        sync_rows = QUICK_WARMUP if arguments.quick else SYNC_ROWS[task]
         for device in devices:
             for threads in arguments.threads if device == "cpu" else [1]:
                 for count, mode in settings:
                     points.append(
                         {"task": task, "device": device, "environments": count, "mode": mode, "threads": threads}
-                        | {"steps": steps, "warmup": warmup}
+                        | {"steps": steps, "warmup": warmup, "sync_rows": sync_rows}
                     )
     return points
 
@@ -153,14 +208,14 @@ def table(records: list[dict[str, Any]]) -> str:
     }
     lines = [
         "| task | device | envs | vectorization | torch threads | steps/s | vs CPU | updates | ms per update | "
-        "update share | peak RSS MB | GPU peak MB |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "update share | peak RSS MB | GPU peak MB | host syncs per act, per update |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for record in records:
         if record.get("error"):
             lines.append(
                 f"| {record['task']} | {record['device']} | {record['environments']} | {record['mode']} | "
-                f"{record['threads']} | failed | | | | | | |"
+                f"{record['threads']} | failed | | | | | | | |"
             )
             continue
         base = cpu.get((record["task"], record["environments"], record["mode"]))
@@ -168,11 +223,17 @@ def table(records: list[dict[str, Any]]) -> str:
         per_update = 1e3 * record["update_seconds"] / record["updates"] if record["updates"] else None
         device = record["device_name"] or record["device"]
         gpu = "" if record["gpu_peak_mb"] is None else f"{record['gpu_peak_mb']:,.0f}"
+        syncs = ""
+        if record.get("host_syncs_per_act") is not None:
+            in_updates = record["host_syncs_per_update"]
+            syncs = f"{record['host_syncs_per_act']:.2f}, " + ("-" if in_updates is None else f"{in_updates:.1f}")
+        elif record.get("host_syncs_error"):
+            syncs = "failed"
         lines.append(
             f"| {record['task']} | {device} | {record['environments']} | {record['mode']} | {record['threads']} | "
             f"{record['steps_per_second']:,.0f} | {speedup} | {record['updates']} | "
             f"{'-' if per_update is None else f'{per_update:.1f}'} | "
-            f"{record['update_seconds'] / record['seconds']:.0%} | {record['peak_rss_mb']:,.0f} | {gpu} |"
+            f"{record['update_seconds'] / record['seconds']:.0%} | {record['peak_rss_mb']:,.0f} | {gpu} | {syncs} |"
         )
     return "\n".join(lines)
 
@@ -192,6 +253,7 @@ def main() -> None:
     parser.add_argument("--task", help=argparse.SUPPRESS)
     parser.add_argument("--device", help=argparse.SUPPRESS)
     parser.add_argument("--mode", help=argparse.SUPPRESS)
+    parser.add_argument("--sync-rows", type=int, help=argparse.SUPPRESS)
     arguments = parser.parse_args()
     if arguments.child:
         arguments.environments, arguments.threads = int(arguments.environments[0]), int(arguments.threads[0])

@@ -48,11 +48,48 @@ def test_the_table_gives_a_gpu_point_its_speed_up_over_the_one_thread_cpu_point(
     records = [
         base | {"device": "cpu", "threads": 1, "steps_per_second": 400.0, "device_name": None, "gpu_peak_mb": None},
         base | {"device": "cpu", "threads": 16, "steps_per_second": 800.0, "device_name": None, "gpu_peak_mb": None},
-        base | {"device": "cuda", "threads": 1, "steps_per_second": 1000.0, "device_name": "H100", "gpu_peak_mb": 512},
+        base
+        | {"device": "cuda", "threads": 1, "steps_per_second": 1000.0, "device_name": "H100", "gpu_peak_mb": 512}
+        | {"host_syncs_per_act": 1.0, "host_syncs_per_update": 3.0},
         base | {"device": "cuda", "threads": 1, "environments": 16, "error": "failed (exit 1)"},
     ]
     rows = devices.table(records).splitlines()[2:]
     assert rows[0].split(" | ")[6] == ""  # a CPU point has no speed-up
     assert rows[2].split(" | ")[1:7] == ["H100", "8", "sync", "1", "1,000", "2.50x"]
     assert rows[2].split(" | ")[8:10] == ["1250.0", "50%"]  # ms per update, update share
+    assert rows[2].split(" | ")[-1] == "1.00, 3.0 |"  # host synchronizations per act and per update
+    assert rows[0].split(" | ")[-1] == " |"  # counted on CUDA only
     assert "failed" in rows[3]
+
+
+def test_host_synchronizations_are_counted_per_act_and_per_update_apart(devices, monkeypatch):
+    """The count's bookkeeping, with torch's sync debug mode stood in for: each warning it would give goes to the
+    acting or to the update it came from."""
+    import warnings
+
+    import torch
+
+    modes = []
+    monkeypatch.setattr(torch.cuda, "set_sync_debug_mode", modes.append)
+
+    def synchronize():
+        warnings.warn("called a synchronizing CUDA operation", UserWarning, stacklevel=1)
+
+    class Agent:
+        def _learn(self):
+            synchronize()
+            synchronize()
+            synchronize()
+
+    class Runner:
+        def run(self, num_timesteps):
+            for step in range(num_timesteps // 8):  # 8 environments a step
+                synchronize()  # the actions back to the host
+                if step % 4 == 3:
+                    agent._learn()
+                warnings.warn("something else", UserWarning, stacklevel=1)
+
+    agent = Agent()
+    counts = devices.count_host_syncs(Runner(), agent, rows=128, environments=8)
+    assert counts == {"host_syncs_per_act": 1.0, "host_syncs_per_update": 3.0}
+    assert modes == ["warn", "default"] and agent._learn.__func__ is Agent._learn  # left as found
