@@ -5,6 +5,7 @@
     python bench/profiles.py dqn     # cProfile of DQN training on CartPole (the shipped config), top functions
     python bench/profiles.py collect [--environment HalfCheetah-v5]   # one vectorized step of collection
     python bench/profiles.py ppo-atari   # Breakout PPO: updates and collection, both libraries
+    python bench/profiles.py dqn-atari   # Breakout DQN: one update, both libraries and bare torch
 
 ``act`` times, call by call (median of many calls, one torch thread): the same MLP as plain torch functional calls
 on the agent's own weights (the floor for eager PyTorch), the policy's forward and sampling (``Policy.act``), and the
@@ -27,6 +28,12 @@ rest (stepping the copies, acting, recording); then it times the same update (4 
 frames through the Nature CNN and both heads: forward, backward, gradient clipping, fused Adam) as bare torch on
 random frames, with the frames channels-first in memory (SB3's layout) and channels-last (torchforce's): the floor
 of eager PyTorch for this arithmetic on one thread.
+
+``dqn-atari`` times Breakout DQN's update call by call: torchforce's shipped ``breakout_dqn`` agent and SB3's DQN with
+the zoo's entry, each on its own replay memory of the same ``atari_env`` frames, updating from 2,000 steps on for
+``--timesteps`` more (one update every 4 steps: the retrieval of 32 rows, the Q-network over their states, the target
+network over their next states, the Huber loss, backward, gradient clipping, Adam); then the same update as bare torch
+modules on random frames, channels-first and channels-last. SB3's run writes nothing but its timing (no games).
 """
 
 from __future__ import annotations
@@ -300,10 +307,61 @@ def profile_ppo_atari(timesteps: int) -> None:
         print(f"  bare torch, frames {name}: {np.median(seconds):.2f} s an update (median of {len(seconds)})")
 
 
-def bare_ppo_update(layout: torch.memory_format, repeats: int = 5) -> list[float]:
-    """Seconds of one PPO update's arithmetic (16 minibatch steps of 256 frames) as plain torch modules."""
-    generator = torch.Generator().manual_seed(0)
-    torso = torch.nn.Sequential(
+def profile_dqn_atari(timesteps: int, fill: int = 2_000) -> None:
+    import tempfile
+    from pathlib import Path
+
+    import devices
+    import sb3_tasks
+    import tasks
+
+    from torchforce.execution import Runner
+
+    torch.set_num_threads(1)
+    spent: dict[str, list[float]] = {"torchforce": [], "sb3": []}
+
+    def timed(call: Callable[..., object], library: str) -> Callable[..., object]:
+        def wrapper(*args: object, **kwargs: object) -> object:
+            begin = time.perf_counter()
+            result = call(*args, **kwargs)
+            spent[library].append(time.perf_counter() - begin)
+            return result
+
+        return wrapper
+
+    agent, vector = devices.build("breakout_dqn", "cpu", 1, "sync", fill)  # updates from `fill` steps on
+    agent._learn = timed(agent._learn, "torchforce")
+    runner = Runner(agent, vector, torch_threads=1)
+    try:
+        runner.run(num_timesteps=fill + timesteps)
+    finally:
+        runner.close()
+    entry = sb3_tasks.ZOO["dqn_atari"]
+    entry = {**entry, "hyperparameters": {**entry["hyperparameters"], "learning_starts": fill}}
+    game, options = tasks.atari_setup(tasks.experiment(tasks.TASKS["breakout_dqn"])["environment"])
+    with tempfile.TemporaryDirectory() as folder:
+        environments = sb3_tasks.atari_environments(entry, game, options, 0, Path(folder))
+        model = sb3_tasks.build(entry, environments, seed=0, device="cpu")
+        model.train = timed(model.train, "sb3")
+        try:
+            model.learn(total_timesteps=fill + timesteps)
+        finally:
+            environments.close()
+    print(f"Breakout DQN, one torch thread: milliseconds an update of 32 rows (from {fill:,} steps on):")
+    for library, seconds in spent.items():
+        print(
+            f"  {library:10s} {len(seconds):5d} updates: median {1e3 * np.median(seconds):.1f}, mean "
+            f"{1e3 * np.mean(seconds):.1f}"
+        )
+    for layout in (torch.contiguous_format, torch.channels_last):
+        seconds = bare_dqn_update(layout)
+        name = "channels-first" if layout is torch.contiguous_format else "channels-last"
+        print(f"  bare torch, frames {name}: median {1e3 * np.median(seconds):.1f} ({len(seconds)} updates)")
+
+
+def nature_torso(layout: torch.memory_format) -> torch.nn.Module:
+    """The Nature CNN (Mnih et al. 2015) up to its 512 features, as plain torch modules."""
+    return torch.nn.Sequential(
         torch.nn.Conv2d(4, 32, 8, 4),
         torch.nn.ReLU(),
         torch.nn.Conv2d(32, 64, 4, 2),
@@ -314,6 +372,43 @@ def bare_ppo_update(layout: torch.memory_format, repeats: int = 5) -> list[float
         torch.nn.Linear(3136, 512),
         torch.nn.ReLU(),
     ).to(memory_format=layout)
+
+
+def bare_dqn_update(layout: torch.memory_format, updates: int = 300) -> list[float]:
+    """Seconds of each of ``updates`` DQN updates (32 rows; Q and target networks; Huber loss, clipping at 10,
+    fused Adam) as plain torch modules, after 20 that warm up."""
+    generator = torch.Generator().manual_seed(0)
+    online, target = (torch.nn.Sequential(nature_torso(layout), torch.nn.Linear(512, 4)) for _ in range(2))
+    target.load_state_dict(online.state_dict())
+    optimizer = torch.optim.Adam(online.parameters(), lr=1e-4, fused=True)
+    frames = torch.randint(0, 256, (2, 4096, 84, 84, 4), dtype=torch.uint8, generator=generator)  # (rows, 84, 84, 4)
+
+    def images(batch: torch.Tensor) -> torch.Tensor:
+        batch = batch.permute(0, 3, 1, 2)  # channels-last in memory
+        return (batch if layout is torch.channels_last else batch.contiguous()).float() / 255.0
+
+    seconds = []
+    for _ in range(updates + 20):
+        begin = time.perf_counter()
+        rows = torch.randint(0, 4096, (32,), generator=generator)
+        states, next_states = images(frames[0, rows]), images(frames[1, rows])
+        actions, rewards = torch.randint(0, 4, (32,), generator=generator), torch.randn(32, generator=generator)
+        q = online(states).gather(1, actions[:, None]).squeeze(1)
+        with torch.no_grad():
+            targets = rewards + 0.99 * target(next_states).max(1).values
+        loss = F.smooth_l1_loss(q, targets)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(online.parameters(), 10.0)
+        optimizer.step()
+        seconds.append(time.perf_counter() - begin)
+    return seconds[20:]
+
+
+def bare_ppo_update(layout: torch.memory_format, repeats: int = 5) -> list[float]:
+    """Seconds of one PPO update's arithmetic (16 minibatch steps of 256 frames) as plain torch modules."""
+    generator = torch.Generator().manual_seed(0)
+    torso = nature_torso(layout)
     policy, value = torch.nn.Linear(512, 4), torch.nn.Linear(512, 1)
     parameters = [*torso.parameters(), *policy.parameters(), *value.parameters()]
     optimizer = torch.optim.Adam(parameters, lr=2.5e-4, eps=1e-5, fused=True)
@@ -349,7 +444,7 @@ def bare_ppo_update(layout: torch.memory_format, repeats: int = 5) -> list[float
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("what", choices=("act", "step", "dqn", "collect", "ppo-atari"))
+    parser.add_argument("what", choices=("act", "step", "dqn", "collect", "ppo-atari", "dqn-atari"))
     parser.add_argument("--timesteps", type=int, default=20_000, help="environment steps to profile (all but act)")
     parser.add_argument("--environment", default="CartPole-v1", help="collect: CartPole-v1 or one of micro.HEAVY")
     parser.add_argument("--task", default="halfcheetah_ppo", help="step: a single-environment MuJoCo task of tasks.py")
@@ -362,6 +457,8 @@ def main() -> None:
         profile_collect(arguments.environment, arguments.timesteps)
     elif arguments.what == "ppo-atari":
         profile_ppo_atari(arguments.timesteps)
+    elif arguments.what == "dqn-atari":
+        profile_dqn_atari(arguments.timesteps)
     else:
         profile_dqn(arguments.timesteps)
 
