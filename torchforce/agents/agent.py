@@ -514,11 +514,13 @@ class Agent:
             sampled, internals, *forward = self.policy.act_forward(
                 self.as_tensors(batch), internals, self._act_deterministically(deterministic)
             )
-            kept = self._acted_tensors(forward, sampled) if keep else {}
-            actions, kept_on_host = to_host(sampled, kept)
+            if keep:
+                actions, self._acted_kept = to_host(sampled, self._acted_tensors(forward, sampled))
+            elif self.device.type == "cpu":  # every act of most agents: as cheap as it can be
+                actions = {name: values.numpy() for name, values in sampled.items()}
+            else:
+                (actions,) = to_host(sampled)
         self._acting_forward = forward  # the distribution parameters and embedding, for _acted
-        if keep:
-            self._acted_kept = kept_on_host
         if noise is not None:
             self._remove_variable_noise(noise)
         if drawn is not None:

@@ -25,10 +25,15 @@ def to_device(array: np.ndarray, device: torch.device) -> torch.Tensor:
 
 def to_host(*groups: dict[str, torch.Tensor]) -> list[dict[str, np.ndarray]]:
     """Each group of tensors (of one device, no gradients) as numpy arrays, in order, once all have arrived."""
-    tensors = [tensor for group in groups for tensor in group.values()]
-    if not tensors or tensors[0].device.type == "cpu":
-        return [{name: tensor.numpy() for name, tensor in group.items()} for group in groups]
-    device = tensors[0].device
+    for group in groups:
+        for tensor in group.values():
+            if not tensor.is_cpu:
+                return _copied(groups, tensor.device)
+    return [{name: tensor.numpy() for name, tensor in group.items()} for group in groups]
+
+
+def _copied(groups: tuple[dict[str, torch.Tensor], ...], device: torch.device) -> list[dict[str, np.ndarray]]:
+    """``to_host`` of tensors on ``device``: on CUDA pinned copies queued on its stream, then one wait for them all."""
     if device.type != "cuda":
         return [{name: tensor.cpu().numpy() for name, tensor in group.items()} for group in groups]
     arrived = []
