@@ -1,6 +1,9 @@
 """Agents on a GPU (``device="cuda"``): modules and optimizer state live on the device, memories stay in numpy,
-checkpoints move between devices, and the fused Adam path gives torch's own results there. Skipped without CUDA
-(CI has none; these run on a lent GPU machine)."""
+checkpoints move between devices, the fused Adam path gives torch's own results there, and acting waits for the
+device at most once a step (torch's sync debug mode counts the waits). Skipped without CUDA (CI has none; these run
+on a lent GPU machine)."""
+
+import warnings
 
 import numpy as np
 import pytest
@@ -113,3 +116,59 @@ def test_ppo_learns_cartpole_on_the_gpu():
         agent_kwargs={"device": "cuda"},
     )
     assert result.solved, result.evaluations[-3:]
+
+
+def test_arrays_go_through_pinned_memory_and_come_back_in_one_wait():
+    from torchforce.agents.transfer import to_device, to_host
+
+    array = np.arange(12, dtype=np.float32).reshape(3, 4)
+    tensor = to_device(array, torch.device("cuda"))
+    assert tensor.is_cuda and torch.equal(tensor.cpu(), torch.from_numpy(array))
+    groups = [{"a": tensor * 2}, {"b": tensor.sum(1), "c": tensor.long()}]
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        torch.cuda.set_sync_debug_mode("warn")
+        try:
+            first, second = to_host(*groups)
+        finally:
+            torch.cuda.set_sync_debug_mode("default")
+    assert sum("synchroniz" in str(warning.message) for warning in caught) <= 1
+    np.testing.assert_array_equal(first["a"], array * 2)
+    np.testing.assert_array_equal(second["b"], array.sum(1))
+    assert second["c"].dtype == np.int64
+
+
+def test_an_image_ppo_agent_waits_for_the_gpu_at_most_once_an_act():
+    """log pi(a|s) and V(s), kept from acting for the update, come back with the actions (``transfer.to_host``)."""
+    spec = {
+        "type": "ppo",
+        "network": [
+            {"type": "divide", "scale": 255},
+            {"type": "conv2d", "size": 4, "window": 4, "stride": 4},
+            {"type": "flatten"},
+            {"type": "dense", "size": 16},
+        ],
+        "update_mode": {"unit": "timesteps", "batch_size": 12, "frequency": 12},
+        "baseline_mode": "network",
+        "baseline": {"type": "mlp", "sizes": []},
+    }
+    image = {"type": "uint8", "shape": (32, 32, 4)}
+    agent = create_agent(spec, states=image, actions={"type": "int", "num_actions": 3}, device="cuda", seed=0)
+    assert agent._records_acting
+    agent._maybe_update = lambda: None  # acting only
+    generator = np.random.default_rng(0)
+
+    def step():
+        agent.act(generator.integers(0, 256, (3, 32, 32, 4), dtype=np.uint8))
+        agent.observe(terminal=np.zeros(3, dtype=np.int8), reward=np.ones(3, dtype=np.float32))
+
+    step()  # allocations, cuDNN's choices
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        torch.cuda.set_sync_debug_mode("warn")
+        try:
+            for _ in range(4):
+                step()
+        finally:
+            torch.cuda.set_sync_debug_mode("default")
+    assert sum("synchroniz" in str(warning.message) for warning in caught) <= 4
