@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 import torch
 
+from tests.agents.test_host_reads import IMAGE_PPO
 from torchforce.agents import create_agent
 from torchforce.core.optimizers import build_optimizer
 from torchforce.environments import make
@@ -140,20 +141,8 @@ def test_arrays_go_through_pinned_memory_and_come_back_in_one_wait():
 
 def test_an_image_ppo_agent_waits_for_the_gpu_at_most_once_an_act():
     """log pi(a|s) and V(s), kept from acting for the update, come back with the actions (``transfer.to_host``)."""
-    spec = {
-        "type": "ppo",
-        "network": [
-            {"type": "divide", "scale": 255},
-            {"type": "conv2d", "size": 4, "window": 4, "stride": 4},
-            {"type": "flatten"},
-            {"type": "dense", "size": 16},
-        ],
-        "update_mode": {"unit": "timesteps", "batch_size": 12, "frequency": 12},
-        "baseline_mode": "network",
-        "baseline": {"type": "mlp", "sizes": []},
-    }
     image = {"type": "uint8", "shape": (32, 32, 4)}
-    agent = create_agent(spec, states=image, actions={"type": "int", "num_actions": 3}, device="cuda", seed=0)
+    agent = create_agent(IMAGE_PPO, states=image, actions={"type": "int", "num_actions": 3}, device="cuda")
     assert agent._records_acting
     agent._maybe_update = lambda: None  # acting only
     generator = np.random.default_rng(0)
