@@ -272,20 +272,8 @@ def profile_ppo_atari(timesteps: int) -> None:
 
     torch.set_num_threads(1)
     spent: dict[str, list[float]] = {"torchforce": [], "sb3": []}
-
-    def timed_method(cls: type, name: str, library: str) -> None:
-        method = getattr(cls, name)
-
-        def wrapper(self: object, *args: object, **kwargs: object) -> object:
-            begin = time.perf_counter()
-            result = method(self, *args, **kwargs)
-            spent[library].append(time.perf_counter() - begin)
-            return result
-
-        setattr(cls, name, wrapper)
-
-    timed_method(PPOAgent, "_update", "torchforce")
-    timed_method(PPO, "train", "sb3")
+    PPOAgent._update = timing(PPOAgent._update, spent["torchforce"])
+    PPO.train = timing(PPO.train, spent["sb3"])
     task = tasks.TASKS["breakout_ppo"]
     spec = tasks.experiment(task)
     print(f"Breakout PPO, {timesteps:,} steps a library, one torch thread; seconds per update of 1,024 steps:")
@@ -301,10 +289,7 @@ def profile_ppo_atari(timesteps: int) -> None:
             f"  {library:10s} {total:7.1f} s in all: {len(updates)} updates, {np.median(updates):.2f} s each "
             f"(median), {updating / total:.0%} of the run; the rest {rest:.2f} s per 1,024 steps"
         )
-    for layout in (torch.contiguous_format, torch.channels_last):
-        seconds = bare_ppo_update(layout)
-        name = "channels-first" if layout is torch.contiguous_format else "channels-last"
-        print(f"  bare torch, frames {name}: {np.median(seconds):.2f} s an update (median of {len(seconds)})")
+    print_floors(bare_ppo_update, lambda seconds: f"{np.median(seconds):.2f} s an update (median of {len(seconds)})")
 
 
 def profile_dqn_atari(timesteps: int, fill: int = 2_000) -> None:
@@ -319,18 +304,8 @@ def profile_dqn_atari(timesteps: int, fill: int = 2_000) -> None:
 
     torch.set_num_threads(1)
     spent: dict[str, list[float]] = {"torchforce": [], "sb3": []}
-
-    def timed(call: Callable[..., object], library: str) -> Callable[..., object]:
-        def wrapper(*args: object, **kwargs: object) -> object:
-            begin = time.perf_counter()
-            result = call(*args, **kwargs)
-            spent[library].append(time.perf_counter() - begin)
-            return result
-
-        return wrapper
-
     agent, vector = devices.build("breakout_dqn", "cpu", 1, "sync", fill)  # updates from `fill` steps on
-    agent._learn = timed(agent._learn, "torchforce")
+    agent._learn = timing(agent._learn, spent["torchforce"])
     runner = Runner(agent, vector, torch_threads=1)
     try:
         runner.run(num_timesteps=fill + timesteps)
@@ -342,7 +317,7 @@ def profile_dqn_atari(timesteps: int, fill: int = 2_000) -> None:
     with tempfile.TemporaryDirectory() as folder:
         environments = sb3_tasks.atari_environments(entry, game, options, 0, Path(folder))
         model = sb3_tasks.build(entry, environments, seed=0, device="cpu")
-        model.train = timed(model.train, "sb3")
+        model.train = timing(model.train, spent["sb3"])
         try:
             model.learn(total_timesteps=fill + timesteps)
         finally:
@@ -353,10 +328,25 @@ def profile_dqn_atari(timesteps: int, fill: int = 2_000) -> None:
             f"  {library:10s} {len(seconds):5d} updates: median {1e3 * np.median(seconds):.1f}, mean "
             f"{1e3 * np.mean(seconds):.1f}"
         )
-    for layout in (torch.contiguous_format, torch.channels_last):
-        seconds = bare_dqn_update(layout)
-        name = "channels-first" if layout is torch.contiguous_format else "channels-last"
-        print(f"  bare torch, frames {name}: median {1e3 * np.median(seconds):.1f} ({len(seconds)} updates)")
+    print_floors(bare_dqn_update, lambda seconds: f"median {1e3 * np.median(seconds):.1f} ({len(seconds)} updates)")
+
+
+def timing(call: Callable[..., object], seconds: list[float]) -> Callable[..., object]:
+    """``call`` wrapped to append the seconds each call takes to ``seconds``; set on a class, it wraps a method."""
+
+    def wrapper(*args: object, **kwargs: object) -> object:
+        begin = time.perf_counter()
+        result = call(*args, **kwargs)
+        seconds.append(time.perf_counter() - begin)
+        return result
+
+    return wrapper
+
+
+def print_floors(update: Callable[[torch.memory_format], list[float]], line: Callable[[list[float]], str]) -> None:
+    """One line per layout of the frames in memory: ``line`` of the seconds a bare-torch ``update`` takes."""
+    for layout, name in ((torch.contiguous_format, "channels-first"), (torch.channels_last, "channels-last")):
+        print(f"  bare torch, frames {name}: {line(update(layout))}")
 
 
 def nature_torso(layout: torch.memory_format) -> torch.nn.Module:
