@@ -137,10 +137,14 @@ TASK_RESULT: dict[str, Any] = dict.fromkeys(
 
 
 def task_names(asked: str | None) -> tuple[list[str], dict[str, str]]:
-    """The tasks to run (``asked``: comma-separated; None: all) that can run here, and why the others cannot."""
+    """The tasks to run (``asked``: comma-separated; None: every shipped experiment, no variant) that can run here,
+    and why the others cannot."""
     from tasks import TASKS, unavailable
 
-    names = list(TASKS) if asked is None else [name.strip() for name in asked.split(",") if name.strip()]
+    if asked is None:
+        names = [name for name, task in TASKS.items() if not task.agent]
+    else:
+        names = [name.strip() for name in asked.split(",") if name.strip()]
     unknown = [name for name in names if name not in TASKS]
     if unknown:
         raise SystemExit(f"unknown task(s) {', '.join(unknown)}; known: {', '.join(TASKS)}")
@@ -226,7 +230,11 @@ def main() -> None:
     parser.add_argument("--cap", type=int, default=100_000, help="environment steps per learning run at most")
     parser.add_argument("--eval-every", type=int, default=2_500, help="steps between evaluations")
     parser.add_argument("--out", type=Path, default=HERE / "results", help="directory of the raw results")
-    parser.add_argument("--tasks", help="--only tasks: which, comma-separated (default: every one that can run)")
+    parser.add_argument(
+        "--tasks",
+        help="--only tasks: which, comma-separated (default: every shipped experiment that can run; variants such "
+        "as breakout_ppo_bfloat16 only by name)",
+    )
     parser.add_argument("--steps", type=int, help="--only tasks: steps a run (default: the experiment's; --quick 3000)")
     parser.add_argument("--device", default="cpu", help="--only tasks: the torch device of both libraries")
     parser.add_argument(

@@ -26,7 +26,7 @@ import json
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -47,6 +47,7 @@ class Task:
     window: int
     atari: bool = False
     note: str = ""
+    agent: dict[str, Any] = field(default_factory=dict)  # options that replace the shipped agent's (a variant)
 
 
 TASKS: dict[str, Task] = {
@@ -60,6 +61,24 @@ TASKS: dict[str, Task] = {
     "breakout_dqn": Task("breakout_dqn", "dqn_atari", 10.0, 20, atari=True),
     "pong_ppo": Task("pong_ppo", "ppo_atari", -10.0, 20, atari=True),
     "breakout_ppo": Task("breakout_ppo", "ppo_atari", 10.0, 20, atari=True),
+    "breakout_ppo_bfloat16": Task(
+        "breakout_ppo",
+        "ppo_atari",
+        10.0,
+        20,
+        atari=True,
+        note="torchforce's networks in bfloat16 (mixed_precision), SB3 in float32",
+        agent={"mixed_precision": "bfloat16"},
+    ),
+    "breakout_dqn_bfloat16": Task(
+        "breakout_dqn",
+        "dqn_atari",
+        10.0,
+        20,
+        atari=True,
+        note="torchforce's networks in bfloat16 (mixed_precision), SB3 in float32",
+        agent={"mixed_precision": "bfloat16"},
+    ),
 }
 
 
@@ -69,7 +88,8 @@ class TaskUnavailable(Exception):
 
 def experiment(task: Task) -> dict[str, Any]:
     """The shipped experiment of ``task``, resolved as ``tfcli experiment new`` resolves it (configs inline,
-    defaults filled in), in a throwaway project whose configs are the shipped ones."""
+    defaults filled in), in a throwaway project whose configs are the shipped ones; a variant's agent options
+    replace the shipped agent's."""
     from torchforce.client.experiment_file import resolve_experiment
     from torchforce.client.project import Project
     from torchforce.configs import folder
@@ -79,7 +99,8 @@ def experiment(task: Task) -> dict[str, Any]:
         raise TaskUnavailable(f"no experiment config torchforce/configs/experiments/{path.name}")
     with tempfile.TemporaryDirectory() as root:
         project, _ = Project.init(root)
-        return resolve_experiment(project, json.loads(path.read_text()), build=False)
+        spec = resolve_experiment(project, json.loads(path.read_text()), build=False)
+    return {**spec, "agent": {**spec["agent"], **task.agent}} if task.agent else spec
 
 
 def unavailable(name: str) -> str | None:

@@ -51,6 +51,7 @@ from torch import Tensor, nn
 from torchforce.agents import Agent
 from torchforce.core import preprocessors as steps
 from torchforce.core.named import NamedModules
+from torchforce.core.networks import Network
 from torchforce.core.policy import Policy
 from torchforce.spec import StateSpec
 
@@ -93,6 +94,9 @@ class ActingPolicy(nn.Module):
             {name: _torch_preprocessing(preprocessing.get(name), name) for name in self.state_specs}
         )
         self.policy = copy.deepcopy(policy).to("cpu").requires_grad_(False)
+        for network in self.policy.modules():  # a mixed-precision agent's policy exports in float32, as it is stored
+            if isinstance(network, Network):
+                network.autocast_dtype = None
         self.eval()  # as the agent acts: dropout off, batch normalization with its running statistics
 
     @property

@@ -139,6 +139,9 @@ CASES = {
         },
     ),
     "dqn-replay": ("int", DQN),
+    # the networks' arithmetic in bfloat16 under autocast: parameters and optimizer state stay float32
+    "ppo-bfloat16": ("int", {**PPO, "mixed_precision": "bfloat16"}),
+    "ddpg-bfloat16": ("float", {**DDPG, "mixed_precision": "bfloat16"}),
     "dqn-prioritized-preprocessed": (
         "int",
         {**DQN, **PREPROCESSING, "memory": {"type": "prioritized_replay", "capacity": 64}, "double_q_model": True},

@@ -121,14 +121,36 @@ class Agent:
             raise SpecError("device", "CUDA is not available on this machine", got=device, hint='Use "cpu".')
         return resolved
 
-    def _record_spec(self, **arguments: Any) -> None:
-        """Record the resolved spec for checkpoints: the config's options (defaults included), the states and
-        actions, and the constructor's other ``arguments`` (``network``, ``action_values``)."""
+    def _finish(self, **arguments: Any) -> None:
+        """The last step of every agent's construction, once all its modules exist: each network computes in the
+        config's ``mixed_precision``, and the resolved spec is recorded for checkpoints (the config's options,
+        defaults included, the states and actions, and the constructor's other ``arguments``: ``network``,
+        ``action_values``)."""
+        if isinstance(self.config, LearningConfig):
+            self._set_precision(self.config.mixed_precision)
         spec = self.config.to_spec()
         spec.update({key: jsonable(value) for key, value in arguments.items()})
         spec["states"] = jsonable(self.states_spec)
         spec["actions"] = jsonable(self.actions_spec)
         self.spec = spec
+
+    def _set_precision(self, precision: str | None) -> None:
+        """Every network of the agent's modules (targets too) computes its matrix products and convolutions in
+        ``precision`` under torch.autocast ("bfloat16"), or in float32 (None)."""
+        from torchforce.core.networks import Network
+
+        dtype = None if precision is None else getattr(torch, precision)
+        if dtype is torch.bfloat16 and self.device.type == "cuda" and not torch.cuda.is_bf16_supported():
+            raise SpecError(
+                "mixed_precision",
+                f"this GPU ({torch.cuda.get_device_name(self.device)}) has no bfloat16 arithmetic",
+                got=precision,
+                hint="Use null (float32).",
+            )
+        for module in self.trainable_modules().values():
+            for network in module.modules():
+                if isinstance(network, Network):
+                    network.autocast_dtype = dtype
 
     def _setup_learning(
         self,

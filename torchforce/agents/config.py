@@ -335,6 +335,12 @@ class LearningConfig(AgentConfig):
     entropy_regularization: float | None = option(
         None, "Weight of the entropy bonus in the policy loss; null: none.", Number(minimum=0.0, nullable=True)
     )
+    mixed_precision: str | None = option(
+        None,
+        'The networks\' matrix products and convolutions in bfloat16 ("bfloat16", torch.autocast; parameters, '
+        "optimizer state, heads and losses stay float32); null: float32 throughout.",
+        Choice(("bfloat16",), nullable=True),
+    )
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -45,7 +45,7 @@ class ConstantAgent(Agent):
         for name in action_values:
             if name not in self.actions_spec:
                 raise unknown_name_error(f"action_values.{name}", "action", name, self.actions_spec)
-        self._record_spec()
+        self._finish()
         self._load_on_start()
 
     def _act_rows(

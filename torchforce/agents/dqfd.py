@@ -69,7 +69,7 @@ class DQFDAgent(QLearningAgent):
         # pre-training counts updates, not timesteps: the target follows as often, in updates, as when online
         self.pretrain_sync = max(1, self.target_sync.sync_frequency // self.update_mode.frequency)
         self.pretrained = 0  # pre-training updates so far
-        self._record_spec(network=network)
+        self._finish(network=network)
         self._load_on_start()
 
     # ------------------------------------------------------------------ demonstrations

@@ -48,7 +48,7 @@ class DQNAgent(QLearningAgent):
         super().__init__(states, actions, network, config=config, double_q_model=config.double_q_model)
         self._full_batch: dict[str, torch.Tensor] | None = None
         self._td_error: torch.Tensor | None = None
-        self._record_spec(network=network)
+        self._finish(network=network)
         self._load_on_start()
 
     # ------------------------------------------------------------------ the update

@@ -50,7 +50,7 @@ class DQNNstepAgent(QLearningAgent):
         config = DQNNstepConfig.resolve(config, options)
         super().__init__(states, actions, network, config=config, double_q_model=config.double_q_model)
         self.horizon = config.horizon
-        self._record_spec(network=network)
+        self._finish(network=network)
         self._load_on_start()
 
     # ------------------------------------------------------------------ the update

@@ -130,7 +130,7 @@ class NAFAgent(LearningAgent):
             sync_frequency=config.target_sync_frequency,
             update_weight=config.target_update_weight,
         )
-        self._record_spec(network=network)
+        self._finish(network=network)
         self._load_on_start()
 
     def trainable_modules(self) -> dict[str, torch.nn.Module]:

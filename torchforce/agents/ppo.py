@@ -89,7 +89,7 @@ class PPOAgent(PolicyGradientAgent):
                 expected=f"at most {MAX_STEPS}",
                 hint=f"Lower {key}, or step_optimizer's num_steps.",
             )
-        self._record_spec(network=network)
+        self._finish(network=network)
         self._load_on_start()
 
     def _follow_schedules(self) -> None:

@@ -20,7 +20,7 @@ class RandomAgent(Agent):
     def __init__(self, states: Any, actions: Any, *, config: RandomConfig | None = None, **options: Any) -> None:
         config = RandomConfig.resolve(config, options)
         super().__init__(states, actions, config=config)
-        self._record_spec()
+        self._finish()
         self._load_on_start()
 
     def _act_rows(

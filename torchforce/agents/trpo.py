@@ -67,7 +67,7 @@ class TRPOAgent(PolicyGradientAgent):
             **line_search,
         }
         self.optimizer = build_optimizer(optimizer, list(self.policy.parameters()))
-        self._record_spec(network=network)
+        self._finish(network=network)
         self._load_on_start()
 
     def _update(self, batch: Transitions) -> Info:

@@ -43,7 +43,7 @@ class VPGAgent(PolicyGradientAgent):
             path="optimizer",
             without_kl="the vpg agent",
         )
-        self._record_spec(network=network)
+        self._finish(network=network)
         self._load_on_start()
 
     def _update(self, batch: Transitions) -> Info:

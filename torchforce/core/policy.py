@@ -83,7 +83,7 @@ class Policy(nn.Module):
         self, states: dict[str, torch.Tensor], internals: dict[str, torch.Tensor], deterministic: bool
     ) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor], Params, torch.Tensor]:
         """``act``, and the distribution parameters and embedding the actions came from."""
-        embedding, next_internals = self.network.forward(states, internals)
+        embedding, next_internals = self.network.forward_unhooked(states, internals)
         params = {name: head.forward(embedding) for name, head in self._heads}
         actions = {name: head.sample(params[name], deterministic) for name, head in self._heads}
         return actions, next_internals, params, embedding

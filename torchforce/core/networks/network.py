@@ -89,6 +89,34 @@ class Network(nn.Module):
         self.internals: dict[str, tuple[int, ...]] = {}
         # a zero that moves with the network: its device without walking the parameters on every act and loss
         self.register_buffer("_zero", torch.zeros(()), persistent=False)
+        # the agent's mixed_precision: the dtype torch.autocast computes the network's matrix products and
+        # convolutions in; None: float32 throughout
+        self.autocast_dtype: torch.dtype | None = None
+
+    def __call__(
+        self, states: dict[str, Tensor], internals: dict[str, Tensor] | None = None
+    ) -> tuple[Tensor, dict[str, Tensor]]:
+        """``forward`` through ``Module.__call__`` (hooks run), in the network's precision."""
+        if self.autocast_dtype is None:
+            return super().__call__(states, internals)
+        return self._autocast(super().__call__, states, internals)
+
+    def forward_unhooked(
+        self, states: dict[str, Tensor], internals: dict[str, Tensor]
+    ) -> tuple[Tensor, dict[str, Tensor]]:
+        """``forward`` in the network's precision, without ``Module.__call__``'s few microseconds (and its hooks):
+        acting's hot path."""
+        if self.autocast_dtype is None:
+            return self.forward(states, internals)
+        return self._autocast(self.forward, states, internals)
+
+    def _autocast(
+        self, forward: Callable[..., tuple[Tensor, dict[str, Tensor]]], states: dict[str, Tensor], internals: Any
+    ) -> tuple[Tensor, dict[str, Tensor]]:
+        with torch.autocast(self._zero.device.type, dtype=self.autocast_dtype):
+            embedding, next_internals = forward(states, internals)
+        # float32 out: the heads, distributions, losses and recurrent state computed from it keep full precision
+        return embedding.float(), {name: value.float() for name, value in next_internals.items()}
 
     def initial_internals(self, batch_size: int) -> dict[str, Tensor]:
         """Zero recurrent state for ``batch_size`` rows, on the network's device."""
