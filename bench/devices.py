@@ -6,6 +6,7 @@
     python bench/devices.py --devices cuda --tasks breakout_ppo --environments 8 16 32 --modes subprocess
     python bench/devices.py --threads 1 16       # CPU points with 1 and with 16 torch threads
     python bench/devices.py --quick              # a smoke of the harness: a few hundred steps a point
+    python bench/devices.py --mixed-precision    # the same points with the networks in bfloat16 (mixed_precision)
 
 Each point is a fresh process (``learning.run_child``): the experiment's agent and environments as its worker
 builds them (``tasks.py``), with the point's device, number of environments and vectorization. It first runs
@@ -18,6 +19,9 @@ the device synchronized before the clock stops, so a GPU's queued kernels count 
 On CUDA a last untimed segment counts the host's waits for the device (torch's sync debug mode warns at each):
 per ``act``/``observe`` step outside updates, where the actions' one trip back to the host is the only wait the
 hot path needs, and per update.
+
+``--mixed-precision`` runs each point's agent with ``mixed_precision: "bfloat16"`` (the ``*_bfloat16`` variants of
+``bench/tasks.py``): its networks under torch.autocast, on a GPU on its tensor cores.
 
 Records go to ``<out>/devices-<time>.jsonl``; the table is printed and written beside them as ``.md``. Never part
 of ``make test`` or CI. A GPU machine runs the whole default set in a few minutes: see bench/README.md, "Devices".
@@ -180,14 +184,15 @@ def plan(arguments: argparse.Namespace) -> list[dict[str, Any]]:
 
     devices = arguments.devices or ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
     points = []
-    for task in arguments.tasks:
+    for base in arguments.tasks:
+        task = f"{base}_bfloat16" if arguments.mixed_precision else base  # a variant of bench/tasks.py
         if arguments.environments:
             settings = [(count, mode) for count in arguments.environments for mode in arguments.modes or ["sync"]]
         else:
-            settings = [(count, mode) for count, mode in POINTS[task] if not arguments.modes or mode in arguments.modes]
-        steps = QUICK_STEPS if arguments.quick else arguments.steps or STEPS[task]
-        warmup = QUICK_WARMUP if arguments.quick else arguments.warmup or WARMUP[task]
-        sync_rows = QUICK_WARMUP if arguments.quick else SYNC_ROWS[task]
+            settings = [(count, mode) for count, mode in POINTS[base] if not arguments.modes or mode in arguments.modes]
+        steps = QUICK_STEPS if arguments.quick else arguments.steps or STEPS[base]
+        warmup = QUICK_WARMUP if arguments.quick else arguments.warmup or WARMUP[base]
+        sync_rows = QUICK_WARMUP if arguments.quick else SYNC_ROWS[base]
         for device in devices:
             for threads in arguments.threads if device == "cpu" else [1]:
                 for count, mode in settings:
@@ -248,6 +253,9 @@ def main() -> None:
     parser.add_argument("--steps", type=int, help="timed environment steps a point (default: per task)")
     parser.add_argument("--warmup", type=int, help="untimed steps before them (default: per task)")
     parser.add_argument("--quick", action="store_true", help=f"{QUICK_STEPS} steps a point: a smoke of the harness")
+    parser.add_argument(
+        "--mixed-precision", action="store_true", help='the agents with mixed_precision "bfloat16" (autocast)'
+    )
     parser.add_argument("--out", type=Path, default=HERE / "results", help="directory of the records")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--task", help=argparse.SUPPRESS)

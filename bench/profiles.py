@@ -6,6 +6,7 @@
     python bench/profiles.py collect [--environment HalfCheetah-v5]   # one vectorized step of collection
     python bench/profiles.py ppo-atari   # Breakout PPO: updates and collection, both libraries
     python bench/profiles.py dqn-atari   # Breakout DQN: one update, both libraries and bare torch
+    python bench/profiles.py ppo-atari --mixed-precision   # the same with torchforce's networks in bfloat16
 
 ``act`` times, call by call (median of many calls, one torch thread): the same MLP as plain torch functional calls
 on the agent's own weights (the floor for eager PyTorch), the policy's forward and sampling (``Policy.act``), and the
@@ -34,11 +35,16 @@ the zoo's entry, each on its own replay memory of the same ``atari_env`` frames,
 ``--timesteps`` more (one update every 4 steps: the retrieval of 32 rows, the Q-network over their states, the target
 network over their next states, the Huber loss, backward, gradient clipping, Adam); then the same update as bare torch
 modules on random frames, channels-first and channels-last. SB3's run writes nothing but its timing (no games).
+
+``--mixed-precision`` runs both Atari profiles with torchforce's agent in bfloat16 (``mixed_precision``, the
+``*_bfloat16`` variants of ``bench/tasks.py``) and the bare-torch updates under the same ``torch.autocast``; SB3
+stays float32.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import cProfile
 import json
 import pstats
@@ -51,6 +57,7 @@ import torch
 import torch.nn.functional as F
 
 CALLS = 20_000
+PRECISION = {False: "", True: ", torchforce's networks and bare torch in bfloat16 (SB3 float32)"}
 
 
 def median_us(call: Callable[[], object], calls: int = CALLS) -> float:
@@ -261,7 +268,7 @@ def profile_collect(environment: str, steps: int) -> None:
     pstats.Stats(profiler, stream=sys.stdout).sort_stats("tottime").print_stats(20)
 
 
-def profile_ppo_atari(timesteps: int) -> None:
+def profile_ppo_atari(timesteps: int, mixed_precision: bool = False) -> None:
     import tempfile
     from pathlib import Path
 
@@ -274,9 +281,12 @@ def profile_ppo_atari(timesteps: int) -> None:
     spent: dict[str, list[float]] = {"torchforce": [], "sb3": []}
     PPOAgent._update = timing(PPOAgent._update, spent["torchforce"])
     PPO.train = timing(PPO.train, spent["sb3"])
-    task = tasks.TASKS["breakout_ppo"]
+    task = tasks.TASKS["breakout_ppo_bfloat16" if mixed_precision else "breakout_ppo"]
     spec = tasks.experiment(task)
-    print(f"Breakout PPO, {timesteps:,} steps a library, one torch thread; seconds per update of 1,024 steps:")
+    print(
+        f"Breakout PPO, {timesteps:,} steps a library, one torch thread{PRECISION[mixed_precision]}; seconds per "
+        "update of 1,024 steps:"
+    )
     for library, train in (("torchforce", tasks.train_torchforce), ("sb3", tasks.train_sb3)):
         with tempfile.TemporaryDirectory() as folder:
             curve = tasks.Curve(Path(folder) / "curve.jsonl")
@@ -289,10 +299,14 @@ def profile_ppo_atari(timesteps: int) -> None:
             f"  {library:10s} {total:7.1f} s in all: {len(updates)} updates, {np.median(updates):.2f} s each "
             f"(median), {updating / total:.0%} of the run; the rest {rest:.2f} s per 1,024 steps"
         )
-    print_floors(bare_ppo_update, lambda seconds: f"{np.median(seconds):.2f} s an update (median of {len(seconds)})")
+    print_floors(
+        bare_ppo_update,
+        lambda seconds: f"{np.median(seconds):.2f} s an update (median of {len(seconds)})",
+        mixed_precision,
+    )
 
 
-def profile_dqn_atari(timesteps: int, fill: int = 2_000) -> None:
+def profile_dqn_atari(timesteps: int, mixed_precision: bool = False, fill: int = 2_000) -> None:
     import tempfile
     from pathlib import Path
 
@@ -304,7 +318,8 @@ def profile_dqn_atari(timesteps: int, fill: int = 2_000) -> None:
 
     torch.set_num_threads(1)
     spent: dict[str, list[float]] = {"torchforce": [], "sb3": []}
-    agent, vector = devices.build("breakout_dqn", "cpu", 1, "sync", fill)  # updates from `fill` steps on
+    task = "breakout_dqn_bfloat16" if mixed_precision else "breakout_dqn"
+    agent, vector = devices.build(task, "cpu", 1, "sync", fill)  # updates from `fill` steps on
     agent._learn = timing(agent._learn, spent["torchforce"])
     runner = Runner(agent, vector, torch_threads=1)
     try:
@@ -322,13 +337,20 @@ def profile_dqn_atari(timesteps: int, fill: int = 2_000) -> None:
             model.learn(total_timesteps=fill + timesteps)
         finally:
             environments.close()
-    print(f"Breakout DQN, one torch thread: milliseconds an update of 32 rows (from {fill:,} steps on):")
+    print(
+        f"Breakout DQN, one torch thread{PRECISION[mixed_precision]}: milliseconds an update of 32 rows (from "
+        f"{fill:,} steps on):"
+    )
     for library, seconds in spent.items():
         print(
             f"  {library:10s} {len(seconds):5d} updates: median {1e3 * np.median(seconds):.1f}, mean "
             f"{1e3 * np.mean(seconds):.1f}"
         )
-    print_floors(bare_dqn_update, lambda seconds: f"median {1e3 * np.median(seconds):.1f} ({len(seconds)} updates)")
+    print_floors(
+        bare_dqn_update,
+        lambda seconds: f"median {1e3 * np.median(seconds):.1f} ({len(seconds)} updates)",
+        mixed_precision,
+    )
 
 
 def timing(call: Callable[..., object], seconds: list[float]) -> Callable[..., object]:
@@ -343,10 +365,18 @@ def timing(call: Callable[..., object], seconds: list[float]) -> Callable[..., o
     return wrapper
 
 
-def print_floors(update: Callable[[torch.memory_format], list[float]], line: Callable[[list[float]], str]) -> None:
-    """One line per layout of the frames in memory: ``line`` of the seconds a bare-torch ``update`` takes."""
+def print_floors(
+    update: Callable[[torch.memory_format], list[float]],
+    line: Callable[[list[float]], str],
+    mixed_precision: bool = False,
+) -> None:
+    """One line per layout of the frames in memory: ``line`` of the seconds a bare-torch ``update`` takes (under
+    bfloat16 autocast with ``mixed_precision``)."""
     for layout, name in ((torch.contiguous_format, "channels-first"), (torch.channels_last, "channels-last")):
-        print(f"  bare torch, frames {name}: {line(update(layout))}")
+        precision = torch.autocast("cpu", dtype=torch.bfloat16) if mixed_precision else contextlib.nullcontext()
+        with precision:
+            seconds = update(layout)
+        print(f"  bare torch, frames {name}: {line(seconds)}")
 
 
 def nature_torso(layout: torch.memory_format) -> torch.nn.Module:
@@ -438,6 +468,9 @@ def main() -> None:
     parser.add_argument("--timesteps", type=int, default=20_000, help="environment steps to profile (all but act)")
     parser.add_argument("--environment", default="CartPole-v1", help="collect: CartPole-v1 or one of micro.HEAVY")
     parser.add_argument("--task", default="halfcheetah_ppo", help="step: a single-environment MuJoCo task of tasks.py")
+    parser.add_argument(
+        "--mixed-precision", action="store_true", help="ppo-atari, dqn-atari: torchforce's networks in bfloat16"
+    )
     arguments = parser.parse_args()
     if arguments.what == "act":
         profile_act()
@@ -446,9 +479,9 @@ def main() -> None:
     elif arguments.what == "collect":
         profile_collect(arguments.environment, arguments.timesteps)
     elif arguments.what == "ppo-atari":
-        profile_ppo_atari(arguments.timesteps)
+        profile_ppo_atari(arguments.timesteps, arguments.mixed_precision)
     elif arguments.what == "dqn-atari":
-        profile_dqn_atari(arguments.timesteps)
+        profile_dqn_atari(arguments.timesteps, arguments.mixed_precision)
     else:
         profile_dqn(arguments.timesteps)
 

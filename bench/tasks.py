@@ -26,7 +26,7 @@ import json
 import sys
 import tempfile
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -61,24 +61,16 @@ TASKS: dict[str, Task] = {
     "breakout_dqn": Task("breakout_dqn", "dqn_atari", 10.0, 20, atari=True),
     "pong_ppo": Task("pong_ppo", "ppo_atari", -10.0, 20, atari=True),
     "breakout_ppo": Task("breakout_ppo", "ppo_atari", 10.0, 20, atari=True),
-    "breakout_ppo_bfloat16": Task(
-        "breakout_ppo",
-        "ppo_atari",
-        10.0,
-        20,
-        atari=True,
+}
+# every Atari task with torchforce's networks in bfloat16 (the agent's mixed_precision), SB3 as it is: run by name
+TASKS |= {
+    f"{name}_bfloat16": replace(
+        task,
         note="torchforce's networks in bfloat16 (mixed_precision), SB3 in float32",
         agent={"mixed_precision": "bfloat16"},
-    ),
-    "breakout_dqn_bfloat16": Task(
-        "breakout_dqn",
-        "dqn_atari",
-        10.0,
-        20,
-        atari=True,
-        note="torchforce's networks in bfloat16 (mixed_precision), SB3 in float32",
-        agent={"mixed_precision": "bfloat16"},
-    ),
+    )
+    for name, task in TASKS.items()
+    if task.atari
 }
 
 

@@ -42,6 +42,19 @@ def test_a_dqn_point_times_steady_state_updates_on_the_cpu(tmp_path):
     assert "| breakout_dqn | cpu | 1 | sync | 1 |" in records.with_suffix(".md").read_text()
 
 
+def test_mixed_precision_points_are_the_bfloat16_variants_with_their_base_tasks_settings(devices):
+    import argparse
+
+    arguments = argparse.Namespace(tasks=["breakout_ppo", "breakout_dqn"], devices=["cpu"], environments=None)
+    arguments.__dict__.update(modes=None, threads=[1], steps=None, warmup=None, quick=False, mixed_precision=True)
+    points = [(p["task"], p["environments"], p["mode"], p["steps"], p["warmup"]) for p in devices.plan(arguments)]
+    assert points == [
+        ("breakout_ppo_bfloat16", 8, "sync", 8192, 1024),
+        ("breakout_ppo_bfloat16", 16, "subprocess", 8192, 1024),
+        ("breakout_dqn_bfloat16", 1, "sync", 4000, 1000),
+    ]
+
+
 def test_the_table_gives_a_gpu_point_its_speed_up_over_the_one_thread_cpu_point(devices):
     base = {"task": "breakout_ppo", "environments": 8, "mode": "sync", "error": None, "updates": 4}
     base |= {"seconds": 10.0, "update_seconds": 5.0, "peak_rss_mb": 900.0}

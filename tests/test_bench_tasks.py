@@ -102,6 +102,8 @@ def test_task_table_and_targets(report):
     assert lines[5] == "| total training seconds (mean) | 70 | 100 | 0.70 |"
     assert "| the zoo's published score, at its budget | | 2,410.4 (PPO Hopper-v3, 1M steps, one run) | |" in lines
     assert lines[-1] == "Failed runs (left out above): sb3 seed 3."
+    variant = report.task_table("hopper_ppo_bfloat16", runs).splitlines()  # a variant: its task's published score
+    assert "| the zoo's published score, at its budget | | 2,410.4 (PPO Hopper-v3, 1M steps, one run) | |" in variant
     targets = report.task_targets({"hopper_ppo": runs}).splitlines()
     assert targets[2:] == [
         "| hopper_ppo | final return >= SB3's | 1,200.0 vs 1,000.0 | yes |",
@@ -168,3 +170,22 @@ def test_runs_of_other_days_report_together_and_a_seed_counts_once(report, tmp_p
         report.merged([first, [{**later[0], "run": "r3", "device": "cuda"}, *later[1:]]])
     with pytest.raises(ValueError, match="only task runs report together; run r3 has learning records"):
         report.merged([first, task_run("r3", [1], {"kind": "learning", "seed": 1})])
+
+
+def test_a_variant_changes_the_shipped_agent_and_runs_only_when_named(monkeypatch):
+    """``breakout_ppo_bfloat16`` is the shipped ``breakout_ppo`` with the agent's ``mixed_precision`` set, and
+    ``run.py`` trains it only when named: the default set is the shipped experiments."""
+    monkeypatch.syspath_prepend(str(BENCH))
+    modules = {}
+    for name in ("tasks", "run"):
+        spec = importlib.util.spec_from_file_location(f"bench_{name}", BENCH / f"{name}.py")
+        modules[name] = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(modules[name])
+    tasks, run = modules["tasks"], modules["run"]
+    shipped = tasks.experiment(tasks.TASKS["breakout_ppo"])
+    variant = tasks.experiment(tasks.TASKS["breakout_ppo_bfloat16"])
+    assert variant["agent"] == {**shipped["agent"], "mixed_precision": "bfloat16"}
+    assert {**variant, "agent": None} == {**shipped, "agent": None}
+    names, _ = run.task_names(None)
+    assert "breakout_ppo" in names and not [name for name in names if name.endswith("_bfloat16")]
+    assert run.task_names("breakout_dqn_bfloat16")[0] == ["breakout_dqn_bfloat16"]
