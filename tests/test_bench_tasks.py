@@ -180,6 +180,7 @@ def test_a_variant_changes_the_shipped_agent_and_runs_only_when_named(monkeypatc
     for name in ("tasks", "run"):
         spec = importlib.util.spec_from_file_location(f"bench_{name}", BENCH / f"{name}.py")
         modules[name] = importlib.util.module_from_spec(spec)
+        monkeypatch.setitem(sys.modules, f"bench_{name}", modules[name])  # dataclasses look their module up
         spec.loader.exec_module(modules[name])
     tasks, run = modules["tasks"], modules["run"]
     shipped = tasks.experiment(tasks.TASKS["breakout_ppo"])
