@@ -51,7 +51,7 @@ from torch import Tensor, nn
 from torchforce.agents import Agent
 from torchforce.core import preprocessors as steps
 from torchforce.core.named import NamedModules
-from torchforce.core.networks import Network
+from torchforce.core.networks import set_autocast
 from torchforce.core.policy import Policy
 from torchforce.spec import StateSpec
 
@@ -94,9 +94,7 @@ class ActingPolicy(nn.Module):
             {name: _torch_preprocessing(preprocessing.get(name), name) for name in self.state_specs}
         )
         self.policy = copy.deepcopy(policy).to("cpu").requires_grad_(False)
-        for network in self.policy.modules():  # a mixed-precision agent's policy exports in float32, as it is stored
-            if isinstance(network, Network):
-                network.autocast_dtype = None
+        set_autocast(self.policy, None)  # a mixed-precision agent's policy exports in float32, as it is stored
         self.eval()  # as the agent acts: dropout off, batch normalization with its running statistics
 
     @property

@@ -137,7 +137,7 @@ class Agent:
     def _set_precision(self, precision: str | None) -> None:
         """Every network of the agent's modules (targets too) computes its matrix products and convolutions in
         ``precision`` under torch.autocast ("bfloat16"), or in float32 (None)."""
-        from torchforce.core.networks import Network
+        from torchforce.core.networks import set_autocast
 
         dtype = None if precision is None else getattr(torch, precision)
         if dtype is torch.bfloat16 and self.device.type == "cuda" and not torch.cuda.is_bf16_supported():
@@ -148,9 +148,7 @@ class Agent:
                 hint="Use null (float32).",
             )
         for module in self.trainable_modules().values():
-            for network in module.modules():
-                if isinstance(network, Network):
-                    network.autocast_dtype = dtype
+            set_autocast(module, dtype)
 
     def _setup_learning(
         self,

@@ -73,9 +73,10 @@ class Policy(nn.Module):
     def act(
         self, states: dict[str, torch.Tensor], internals: dict[str, torch.Tensor], deterministic: bool
     ) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
-        """Actions and next internals: acting's hot path. It calls ``forward`` of the network and the heads
-        directly, since ``Module.__call__`` costs a few microseconds each, as much as the math of a small MLP on
-        one state; so forward hooks registered on them do not run when acting (they do in updates)."""
+        """Actions and next internals: acting's hot path. It calls the network's ``forward_unhooked`` and the
+        heads' ``forward`` directly, since ``Module.__call__`` costs a few microseconds each, as much as the math
+        of a small MLP on one state; so forward hooks registered on them do not run when acting (they do in
+        updates)."""
         actions, next_internals, _, _ = self.act_forward(states, internals, deterministic)
         return actions, next_internals
 

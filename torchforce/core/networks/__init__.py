@@ -18,6 +18,7 @@ from torchforce.core.networks.network import (
     ModuleNetwork,
     Network,
     build_network,
+    set_autocast,
     shipped_networks,
 )
 
@@ -29,5 +30,6 @@ __all__ = [
     "Network",
     "Value",
     "build_network",
+    "set_autocast",
     "shipped_networks",
 ]

@@ -135,6 +135,14 @@ class Network(nn.Module):
         raise NotImplementedError
 
 
+def set_autocast(module: nn.Module, dtype: torch.dtype | None) -> None:
+    """Every `Network` within ``module`` computes its matrix products and convolutions in ``dtype`` under
+    torch.autocast (None: float32)."""
+    for network in module.modules():
+        if isinstance(network, Network):
+            network.autocast_dtype = dtype
+
+
 def _flat_layers(spec: Sequence[Any], path: str) -> Iterator[tuple[Any, str]]:
     """The layer specs of a (nested) list, in order, with their paths (``network[1][2]``)."""
     for index, item in enumerate(spec):
