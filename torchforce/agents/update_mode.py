@@ -10,7 +10,7 @@ import warnings
 from dataclasses import dataclass
 from typing import Any
 
-from torchforce.spec import SpecError, did_you_mean, expect_choice, expect_dict, expect_int
+from torchforce.spec import SpecError, SpecWarning, did_you_mean, expect_choice, expect_dict, expect_int
 
 UNITS = ("timesteps", "episodes", "sequences")
 KEYS = ("unit", "batch_size", "frequency", "length", "first_update")
@@ -110,7 +110,7 @@ def check_capacity(mode: UpdateMode, capacity: int, *, on_policy: bool, path: st
             f"{path}: {capacity} timesteps hold the {batch_size} episodes an update reads (update_mode batch_size) "
             f"only while they average at most {capacity / batch_size:g} timesteps; with longer episodes every "
             "update fails. memory.capacity counts timesteps, not episodes.",
-            UserWarning,
+            SpecWarning,
             stacklevel=4,
         )
     staged = Schedule(mode).next_at
@@ -119,7 +119,7 @@ def check_capacity(mode: UpdateMode, capacity: int, *, on_policy: bool, path: st
             f"{path}: an on-policy agent writes the {staged} timesteps of its first update (update_mode "
             f"batch_size/first_update, rounded up to frequency {mode.frequency}) to memory at once; with one "
             f"environment they do not fit in {capacity} and that update fails. Raise memory.capacity to {staged}.",
-            UserWarning,
+            SpecWarning,
             stacklevel=4,
         )
 

@@ -27,7 +27,7 @@ from torchforce.client.commands import (
 )
 from torchforce.client.completion import SHELLS, completion_script
 from torchforce.client.errors import ClientError, ClientWarning
-from torchforce.spec import SpecError, did_you_mean
+from torchforce.spec import SpecError, SpecWarning, did_you_mean
 
 EXIT_USAGE = 2
 EXIT_BROKEN_PIPE = 141  # as a shell reports a process that SIGPIPE ended
@@ -165,7 +165,8 @@ def main(argv: list[str] | None = None) -> int:
 
 @contextmanager
 def _warnings_as_lines() -> Iterator[None]:
-    """Print a ClientWarning as one ``tfcli: warning: ...`` line on stderr; other warnings as Python does."""
+    """Print a ClientWarning or SpecWarning as one ``tfcli: warning: ...`` line on stderr (the code line Python
+    would show is tfcli's own or torchforce's, not the user's); other warnings as Python does."""
     with warnings.catch_warnings():
         warnings.simplefilter("always", ClientWarning)
         show = warnings.showwarning
@@ -173,7 +174,7 @@ def _warnings_as_lines() -> Iterator[None]:
         def one_line(
             message: Any, category: type[Warning], filename: str, lineno: int, file: Any = None, line: Any = None
         ) -> None:
-            if issubclass(category, ClientWarning):
+            if issubclass(category, (ClientWarning, SpecWarning)):
                 print(f"tfcli: warning: {message}", file=sys.stderr)
             else:
                 show(message, category, filename, lineno, file, line)

@@ -54,7 +54,7 @@ from typing import Any
 
 import numpy as np
 
-from torchforce.spec import SpecError, StateSpec, expect_bool, expect_float, expect_int, unknown_name_error
+from torchforce.spec import SpecError, SpecWarning, StateSpec, expect_bool, expect_float, expect_int, unknown_name_error
 from torchforce.spec.checks import expect_elements
 from torchforce.spec.errors import what_it_is
 from torchforce.spec.registry import Registry
@@ -760,6 +760,7 @@ def build_reward_preprocessing(spec: Any, *, path: str = "reward_preprocessing")
             warnings.warn(
                 f"{path}: per-instance {kind_name(preprocessor)} maps every scalar reward to 0; "
                 "use running_standardize or standardize with across_batch=true.",
+                SpecWarning,
                 stacklevel=2,
             )
     return stack

@@ -139,6 +139,12 @@ def _rebuild(path: str, message: str, got: Any, expected: str | None, hint: str 
     return SpecError(path, message, got=got, expected=expected, hint=hint, file=file)
 
 
+class SpecWarning(UserWarning):
+    """A spec that works, but not as its author likely meant (a memory that an update may outgrow, an exploration
+    that fits none of an action's elements, bfloat16 on a CPU that computes it in software). ``tfcli`` prints it as
+    one ``tfcli: warning: ...`` line."""
+
+
 class SpecError(ValueError):
     """A spec that cannot be used.
 
