@@ -136,9 +136,9 @@ TASK_RESULT: dict[str, Any] = dict.fromkeys(
 )
 
 
-def task_names(asked: str | None) -> tuple[list[str], dict[str, str]]:
-    """The tasks to run (``asked``: comma-separated; None: every shipped experiment, no variant) that can run here,
-    and why the others cannot."""
+def task_names(asked: str | None, device: str = "cpu") -> tuple[list[str], dict[str, str]]:
+    """The tasks to run (``asked``: comma-separated; None: every shipped experiment, no variant) that can run here
+    on the torch ``device``, and why the others cannot."""
     from tasks import TASKS, unavailable
 
     if asked is None:
@@ -148,7 +148,7 @@ def task_names(asked: str | None) -> tuple[list[str], dict[str, str]]:
     unknown = [name for name in names if name not in TASKS]
     if unknown:
         raise SystemExit(f"unknown task(s) {', '.join(unknown)}; known: {', '.join(TASKS)}")
-    reasons = {name: unavailable(name) for name in names}
+    reasons = {name: unavailable(name, device) for name in names}
     for name, reason in reasons.items():
         if reason is not None:
             print(f"task {name}: unavailable, {reason}", flush=True)
@@ -246,7 +246,7 @@ def main() -> None:
         parser.error(f"--first-seed must be 0 or more, got {arguments.first_seed}")
     count = arguments.seeds or (1 if arguments.quick else 3 if tasks else 10)
     seeds = list(range(arguments.first_seed, arguments.first_seed + count))
-    names, unavailable = task_names(arguments.tasks) if tasks else ([], {})
+    names, unavailable = task_names(arguments.tasks, arguments.device) if tasks else ([], {})
     steps = arguments.steps or (QUICK_TASK_STEPS if arguments.quick and tasks else None)
 
     run_id = time.strftime("%Y%m%d-%H%M%S")

@@ -95,9 +95,16 @@ def experiment(task: Task) -> dict[str, Any]:
     return {**spec, "agent": {**spec["agent"], **task.agent}} if task.agent else spec
 
 
-def unavailable(name: str) -> str | None:
-    """Why the task ``name`` cannot run here, or None when it can."""
+def unavailable(name: str, device: str = "cpu") -> str | None:
+    """Why the task ``name`` cannot run here on the torch ``device``, or None when it can."""
+    from torchforce.core.networks import cpu_bfloat16_native
+
     task = TASKS[name]
+    if task.agent.get("mixed_precision") == "bfloat16" and device == "cpu" and cpu_bfloat16_native() is False:
+        return (
+            "its networks compute in bfloat16, which this CPU (no AVX512-BF16 or AMX instructions) does in software, "
+            "several times slower than float32; run it on a CPU with them, or with --device cuda"
+        )
     try:
         spec = experiment(task)
         if task.atari:

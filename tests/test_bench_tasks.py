@@ -12,6 +12,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+import torchforce.core.networks
+
 BENCH = Path(__file__).resolve().parent.parent / "bench"
 
 
@@ -189,4 +191,12 @@ def test_a_variant_changes_the_shipped_agent_and_runs_only_when_named(monkeypatc
     assert {**variant, "agent": None} == {**shipped, "agent": None}
     names, _ = run.task_names(None)
     assert "breakout_ppo" in names and not [name for name in names if name.endswith("_bfloat16")]
-    assert run.task_names("breakout_dqn_bfloat16")[0] == ["breakout_dqn_bfloat16"]
+    # a bfloat16 variant runs where the device computes bfloat16 in hardware: on a CPU without it, it is named
+    for native in (True, None):
+        monkeypatch.setattr(torchforce.core.networks, "cpu_bfloat16_native", lambda native=native: native)
+        assert run.task_names("breakout_dqn_bfloat16")[0] == ["breakout_dqn_bfloat16"]
+    monkeypatch.setattr(torchforce.core.networks, "cpu_bfloat16_native", lambda: False)
+    names, reasons = run.task_names("breakout_dqn_bfloat16,breakout_dqn")
+    assert names == ["breakout_dqn"]
+    assert "no AVX512-BF16 or AMX instructions" in reasons["breakout_dqn_bfloat16"]
+    assert run.task_names("breakout_dqn_bfloat16", "cuda")[0] == ["breakout_dqn_bfloat16"]

@@ -3,17 +3,25 @@ products and convolutions in bfloat16 under torch.autocast, while parameters, op
 distributions and the losses stay float32. Checked by recording, for every ``F.linear``/``F.conv2d`` call while
 agents act and update, whether its weight belongs to a network and what dtype it returned."""
 
+import platform
+import warnings
+
 import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
 
+import torchforce.core.networks
 from tests.agents.test_host_reads import IMAGE_PPO
 from torchforce.agents import create_agent
-from torchforce.core.networks import Network
+from torchforce.core.networks import Network, cpu_bfloat16_native
 from torchforce.environments import make
 from torchforce.export import export_policy
 from torchforce.spec import SpecError
+
+SLOW = 'mixed_precision "bfloat16": this CPU has no bfloat16 instructions'
+# the other tests run on whatever CPU this is: below, the warning is checked where it is the point
+pytestmark = pytest.mark.filterwarnings(f"ignore:{SLOW.replace(':', '.')}")  # a filter's fields are split at colons
 
 IMAGE_STATES = {"type": "uint8", "shape": (32, 32, 4)}
 THREE_ACTIONS = {"type": "int", "num_actions": 3}
@@ -160,3 +168,36 @@ def test_an_exported_policy_computes_in_float32(tmp_path):
         embedding, _ = agent.policy.network({"state": frames}, {})
         expected = agent.policy.heads["action"](embedding)[0].argmax(-1)
     assert torch.equal(exported(frames), expected)
+
+
+@pytest.mark.parametrize("native", [True, False, None])
+def test_a_cpu_without_bfloat16_instructions_is_named_and_still_computes(native, monkeypatch):
+    """Without AVX512-BF16 or AMX torch computes bfloat16 in software, several times slower: the agent says so,
+    and still builds (a checkpoint moved to such a machine restores). A CPU with them, or one torch cannot tell
+    about, and float32 on any CPU, say nothing."""
+    monkeypatch.setattr(torchforce.core.networks, "cpu_bfloat16_native", lambda: native)
+    if native is False:
+        with pytest.warns(UserWarning, match=SLOW) as caught:
+            agent = build("ppo-image", mixed_precision="bfloat16")
+        assert "Use null (float32) here" in str(caught[0].message)
+        assert caught[0].filename == __file__  # the line that built the agent, through create_agent
+    else:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            agent = build("ppo-image", mixed_precision="bfloat16")
+    assert all(network.autocast_dtype is torch.bfloat16 for network in networks(agent))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        build("ppo-image")
+
+
+def test_cpu_bfloat16_native_reads_the_instructions_torch_reports(monkeypatch):
+    monkeypatch.setattr(platform, "machine", lambda: "x86_64")
+    for avx512_bf16, amx, expected in ((True, False, True), (False, True, True), (False, False, False)):
+        monkeypatch.setattr(torch.cpu, "_is_avx512_bf16_supported", lambda value=avx512_bf16: value, raising=False)
+        monkeypatch.setattr(torch.cpu, "_is_amx_tile_supported", lambda value=amx: value, raising=False)
+        assert cpu_bfloat16_native() is expected
+    monkeypatch.delattr(torch.cpu, "_is_amx_tile_supported")
+    assert cpu_bfloat16_native() is None  # a torch that cannot tell
+    monkeypatch.setattr(platform, "machine", lambda: "arm64")
+    assert cpu_bfloat16_native() is None

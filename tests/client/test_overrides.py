@@ -219,3 +219,18 @@ def test_an_override_of_a_file_is_validated_like_the_file_and_not_blamed_on_it(p
     assert err.startswith("tfcli: --set: not KEY=VALUE;")
     assert main(["experiment", "new", "-f", "spec.json", "-t", "100", "--set", "num_environments=3"]) == 0
     assert json.loads((project.root / "experiments" / "f" / "experiment.json").read_text())["num_environments"] == 3
+
+
+def test_a_spec_warning_is_one_line_naming_what_to_change(project, capsys, monkeypatch):
+    """A spec that works but not as meant (here bfloat16 on a CPU that computes it in software) is told as one
+    ``tfcli: warning:`` line, not as Python's warning with tfcli's own code line; the experiment is created."""
+    import torchforce.core.networks
+
+    monkeypatch.setattr(torchforce.core.networks, "cpu_bfloat16_native", lambda: False)
+    argv = ["experiment", "new", "-n", "half", "-A", "dqn_cartpole", "-E", "cartpole", "--episodes", "5"]
+    assert main([*argv, "--set", "agent.mixed_precision=bfloat16"]) == 0
+    err = capsys.readouterr().err
+    assert err.startswith('tfcli: warning: mixed_precision "bfloat16": this CPU has no bfloat16 instructions')
+    assert err.count("\n") == 1 and "Use null (float32) here" in err
+    spec = json.loads((project.root / "experiments" / "half" / "experiment.json").read_text())
+    assert spec["agent"]["mixed_precision"] == "bfloat16"

@@ -18,6 +18,7 @@ from torchforce.core.networks.network import (
     ModuleNetwork,
     Network,
     build_network,
+    cpu_bfloat16_native,
     set_autocast,
     shipped_networks,
 )
@@ -30,6 +31,7 @@ __all__ = [
     "Network",
     "Value",
     "build_network",
+    "cpu_bfloat16_native",
     "set_autocast",
     "shipped_networks",
 ]

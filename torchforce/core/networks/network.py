@@ -11,6 +11,7 @@ read like ``dense1.weight``.
 from __future__ import annotations
 
 import inspect
+import platform
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
@@ -141,6 +142,16 @@ def set_autocast(module: nn.Module, dtype: torch.dtype | None) -> None:
     for network in module.modules():
         if isinstance(network, Network):
             network.autocast_dtype = dtype
+
+
+def cpu_bfloat16_native() -> bool | None:
+    """Whether this CPU has bfloat16 instructions (x86: AVX512-BF16 or AMX tiles). Without them torch computes
+    bfloat16 matrix products and convolutions in software, several times slower than float32. None where torch
+    cannot tell (CPUs other than x86)."""
+    checks = [getattr(torch.cpu, name, None) for name in ("_is_avx512_bf16_supported", "_is_amx_tile_supported")]
+    if platform.machine().lower() not in ("x86_64", "amd64") or not all(checks):
+        return None
+    return any(check() for check in checks if check is not None)
 
 
 def _flat_layers(spec: Sequence[Any], path: str) -> Iterator[tuple[Any, str]]:
