@@ -284,6 +284,7 @@ def test_public_names() -> None:
         "Frequency",
         "Registry",
         "SpecError",
+        "SpecWarning",
         "StateSpec",
         "check_kwargs",
         "check_provided",
