@@ -7,7 +7,7 @@ import pytest
 
 from torchforce.agents import Agent, create_agent
 from torchforce.environments import make
-from torchforce.spec import SpecError
+from torchforce.spec import SpecError, SpecWarning
 
 MLP = [{"type": "dense", "size": 16}, {"type": "dense", "size": 16}]
 PPO = {"type": "ppo", "network": MLP, "update_mode": {"unit": "episodes", "batch_size": 2}, "seed": 1}
@@ -253,6 +253,7 @@ def test_a_memory_that_fits_episodes_of_only_a_few_steps_warns():
         "they average at most 5 timesteps; with longer episodes every update fails. memory.capacity counts "
         "timesteps, not episodes."
     ]
+    assert caught[0].category is SpecWarning and caught[0].filename == __file__  # the line that built the agent
 
 
 def test_an_on_policy_memory_smaller_than_the_first_update_warns():
@@ -266,6 +267,7 @@ def test_an_on_policy_memory_smaller_than_the_first_update_warns():
         "batch_size/first_update, rounded up to frequency 10) to memory at once; with one environment they do not "
         "fit in 50 and that update fails. Raise memory.capacity to 100."
     ]
+    assert caught[0].category is SpecWarning and caught[0].filename == __file__
 
 
 def test_an_episode_longer_than_the_memory_names_the_capacity_when_it_is_stored():

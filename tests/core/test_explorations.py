@@ -17,7 +17,7 @@ from torchforce.core.explorations import (
     build_explorations,
     explore,
 )
-from torchforce.spec import ActionSpec, SpecError
+from torchforce.spec import ActionSpec, SpecError, SpecWarning
 
 INT = ActionSpec("move", "int", (3,), num_actions=5)
 BOOL = ActionSpec("jump", "bool", ())
@@ -179,9 +179,10 @@ def test_per_action_exploration_applies_only_to_the_named_action():
 def test_shared_spec_skips_actions_it_does_not_fit_with_a_warning():
     actions = {"force": FLOAT, "move": INT}
     with pytest.warns(
-        UserWarning, match="actions_exploration: gaussian_noise adds noise to float actions, and action 'move' is int"
-    ):
+        SpecWarning, match="actions_exploration: gaussian_noise adds noise to float actions, and action 'move' is int"
+    ) as caught:
         explorations = build_explorations({"type": "gaussian_noise"}, actions)
+    assert caught[0].filename == __file__
     assert list(explorations) == ["force"]
     with pytest.warns(UserWarning, match="float action 'force' has no min_value/max_value"):
         assert list(build_explorations("epsilon_decay", actions)) == ["move"]

@@ -21,7 +21,7 @@ from torchforce.core.preprocessors import (
     build_preprocessing,
     build_reward_preprocessing,
 )
-from torchforce.spec import SpecError, StateSpec
+from torchforce.spec import SpecError, SpecWarning, StateSpec
 
 IMAGE = StateSpec("screen", (210, 160, 3), "float", min_value=0.0, max_value=255.0)
 VECTOR = StateSpec("position", (2,), "float")
@@ -334,8 +334,9 @@ def test_reward_preprocessing():
     running = build_reward_preprocessing({"type": "running_standardize"})
     outs = [running.process(np.array([reward], dtype=np.float32)) for reward in (1.0, 3.0, 8.0)]
     np.testing.assert_allclose(np.concatenate(outs), [1.0, 1 / np.sqrt(2), 4 / np.sqrt(13)], rtol=1e-6)
-    with pytest.warns(UserWarning, match="maps every scalar reward to 0"):
+    with pytest.warns(SpecWarning, match="maps every scalar reward to 0") as caught:
         build_reward_preprocessing({"type": "standardize"})
+    assert caught[0].filename == __file__
 
 
 @pytest.mark.parametrize(

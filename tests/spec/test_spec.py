@@ -301,6 +301,7 @@ def test_public_names() -> None:
         "normalize_states",
         "parse_frequency",
         "unknown_name_error",
+        "warn_spec",
     }
     assert set(torchforce.spec.__all__) == expected
     assert all(hasattr(torchforce.spec, name) for name in expected)

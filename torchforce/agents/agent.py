@@ -9,12 +9,10 @@ bookkeeping), and learns from what ``observe`` tells it. Algorithms subclass ``A
 from __future__ import annotations
 
 import contextlib
-import sys
 import threading
 import time
 import warnings
 from pathlib import Path
-from types import FrameType
 from typing import Any, ClassVar
 
 import numpy as np
@@ -54,9 +52,9 @@ from torchforce.core.optimizers import Info, Optimizer
 from torchforce.core.summaries import Summarizer, learning_rate
 from torchforce.spec import (
     SpecError,
-    SpecWarning,
     normalize_actions,
     normalize_states,
+    warn_spec,
 )
 from torchforce.spec.frequency import Every
 
@@ -152,12 +150,10 @@ class Agent:
             )
         if dtype is torch.bfloat16 and self.device.type == "cpu" and cpu_bfloat16_native() is False:
             # it still computes, so a checkpoint moved to such a machine restores; but it should not go unnoticed
-            warnings.warn(
+            warn_spec(
                 'mixed_precision "bfloat16": this CPU has no bfloat16 instructions (AVX512-BF16 or AMX), so torch '
                 "computes the networks in bfloat16 in software, several times slower than float32 (a Breakout DQN "
-                "update: 6.3x on an AVX2 CPU). Use null (float32) here, or a CPU or GPU with bfloat16 arithmetic.",
-                SpecWarning,
-                stacklevel=_outside_the_package(),
+                "update: 6.3x on an AVX2 CPU). Use null (float32) here, or a CPU or GPU with bfloat16 arithmetic."
             )
         for module in self.trainable_modules().values():
             set_autocast(module, dtype)
@@ -912,14 +908,3 @@ class LearningAgent(Agent):
     update a policy on the schedule of their ``update_mode``. TensorForce 0.4's ``LearningAgent`` under its name."""
 
     learning: ClassVar[bool] = True
-
-
-def _outside_the_package() -> int:
-    """The ``stacklevel`` at which a warning raised by its caller names the first frame outside torchforce: the
-    user's line that built the agent, whichever of torchforce's own functions it went through."""
-    package = str(Path(__file__).resolve().parents[1])
-    frame: FrameType | None = sys._getframe(1)
-    level = 1
-    while frame is not None and frame.f_code.co_filename.startswith(package):
-        frame, level = frame.f_back, level + 1
-    return level

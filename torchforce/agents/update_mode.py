@@ -6,11 +6,10 @@ of rows, so the schedule keeps a "next update at" threshold instead and reports 
 
 from __future__ import annotations
 
-import warnings
 from dataclasses import dataclass
 from typing import Any
 
-from torchforce.spec import SpecError, SpecWarning, did_you_mean, expect_choice, expect_dict, expect_int
+from torchforce.spec import SpecError, did_you_mean, expect_choice, expect_dict, expect_int, warn_spec
 
 UNITS = ("timesteps", "episodes", "sequences")
 KEYS = ("unit", "batch_size", "frequency", "length", "first_update")
@@ -106,21 +105,17 @@ def check_capacity(mode: UpdateMode, capacity: int, *, on_policy: bool, path: st
             hint="Raise memory.capacity (it counts timesteps), or lower update_mode.batch_size.",
         )
     if unit == "episodes" and capacity < EPISODE_ROOM * batch_size:
-        warnings.warn(
+        warn_spec(
             f"{path}: {capacity} timesteps hold the {batch_size} episodes an update reads (update_mode batch_size) "
             f"only while they average at most {capacity / batch_size:g} timesteps; with longer episodes every "
-            "update fails. memory.capacity counts timesteps, not episodes.",
-            SpecWarning,
-            stacklevel=4,
+            "update fails. memory.capacity counts timesteps, not episodes."
         )
     staged = Schedule(mode).next_at
     if on_policy and unit != "episodes" and capacity < staged:
-        warnings.warn(
+        warn_spec(
             f"{path}: an on-policy agent writes the {staged} timesteps of its first update (update_mode "
             f"batch_size/first_update, rounded up to frequency {mode.frequency}) to memory at once; with one "
-            f"environment they do not fit in {capacity} and that update fails. Raise memory.capacity to {staged}.",
-            SpecWarning,
-            stacklevel=4,
+            f"environment they do not fit in {capacity} and that update fails. Raise memory.capacity to {staged}."
         )
 
 

@@ -21,13 +21,12 @@ from __future__ import annotations
 import copy
 import math
 import re
-import warnings
 from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 
-from torchforce.spec import ActionSpec, Registry, SpecError, SpecWarning, expect_float, unknown_name_error
+from torchforce.spec import ActionSpec, Registry, SpecError, expect_float, unknown_name_error, warn_spec
 from torchforce.spec.checks import MAX_TIMESTEP, expect_limited_int
 from torchforce.spec.errors import what_it_is
 
@@ -231,9 +230,7 @@ def build_explorations(
         if exploration.fits(action):
             explorations[name] = copy.deepcopy(exploration) if exploration is spec else exploration
         else:
-            warnings.warn(
-                f"{path}: {_misfit(exploration, action)}; it is not applied there.", SpecWarning, stacklevel=2
-            )
+            warn_spec(f"{path}: {_misfit(exploration, action)}; it is not applied there.")
     if not explorations:
         raise SpecError(path, "this exploration fits none of the actions: " + _misfit(exploration, action), got=spec)
     return explorations

@@ -47,14 +47,13 @@ import collections.abc
 import copy
 import math
 import re
-import warnings
 from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
 import numpy as np
 
-from torchforce.spec import SpecError, SpecWarning, StateSpec, expect_bool, expect_float, expect_int, unknown_name_error
+from torchforce.spec import SpecError, StateSpec, expect_bool, expect_float, expect_int, unknown_name_error, warn_spec
 from torchforce.spec.checks import expect_elements
 from torchforce.spec.errors import what_it_is
 from torchforce.spec.registry import Registry
@@ -757,10 +756,8 @@ def build_reward_preprocessing(spec: Any, *, path: str = "reward_preprocessing")
         if isinstance(preprocessor, Normalize) or (
             isinstance(preprocessor, Standardize) and not preprocessor.across_batch
         ):
-            warnings.warn(
+            warn_spec(
                 f"{path}: per-instance {kind_name(preprocessor)} maps every scalar reward to 0; "
-                "use running_standardize or standardize with across_batch=true.",
-                SpecWarning,
-                stacklevel=2,
+                "use running_standardize or standardize with across_batch=true."
             )
     return stack

@@ -7,7 +7,10 @@ import inspect
 import json
 import reprlib
 import sys
+import warnings
 from collections.abc import Iterable, Iterator
+from pathlib import Path
+from types import FrameType
 from typing import Any
 
 
@@ -143,6 +146,19 @@ class SpecWarning(UserWarning):
     """A spec that works, but not as its author likely meant (a memory that an update may outgrow, an exploration
     that fits none of an action's elements, bfloat16 on a CPU that computes it in software). ``tfcli`` prints it as
     one ``tfcli: warning: ...`` line."""
+
+
+_PACKAGE = str(Path(__file__).resolve().parents[1])
+
+
+def warn_spec(message: str) -> None:
+    """Warn with a SpecWarning that names the first frame outside torchforce: the user's line that built the agent
+    or read the spec, whichever of torchforce's own functions it went through."""
+    frame: FrameType | None = sys._getframe()
+    level = 1  # stacklevel 1 names this function's frame
+    while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE):
+        frame, level = frame.f_back, level + 1
+    warnings.warn(message, SpecWarning, stacklevel=level)
 
 
 class SpecError(ValueError):
