@@ -117,6 +117,29 @@ def test_gaussian_noise_is_added_and_clipped():
     assert clipped.min() == -1.0 and clipped.max() == 1.0
 
 
+def test_noise_sigma_may_be_a_schedule_of_the_timestep():
+    narrowing = {"type": "linear", "initial": 0.4, "final": 0.1, "timesteps": 1000}
+    gaussian = GaussianNoise(sigma=narrowing)
+    for timestep, sigma in ((0, 0.4), (500, 0.25), (1000, 0.1), (5000, 0.1)):
+        explored = explore(
+            FLOAT, np.zeros((20000, 2), np.float32), gaussian, timestep=timestep, rng=np.random.default_rng(1)
+        )
+        assert abs(explored.std() - sigma) < 0.01 * sigma / 0.1, (timestep, explored.std())
+    # the same draws as a constant sigma, scaled: the schedule only changes the scale
+    constant = explore(
+        FLOAT, np.zeros((5, 2), np.float32), GaussianNoise(sigma=0.25), timestep=0, rng=np.random.default_rng(2)
+    )
+    scheduled = explore(FLOAT, np.zeros((5, 2), np.float32), gaussian, timestep=500, rng=np.random.default_rng(2))
+    np.testing.assert_allclose(scheduled, constant, rtol=1e-6)
+    # Ornstein-Uhlenbeck: x <- x + theta (mu - x) + sigma(t) N(0, 1), from x = mu
+    process = OrnsteinUhlenbeck(sigma=narrowing, theta=0.0)
+    first = process.noise((1, 1), np.random.default_rng(3), 0)
+    second = process.noise((1, 1), np.random.default_rng(3), 1000)
+    draw = np.random.default_rng(3).standard_normal((1, 1))
+    np.testing.assert_allclose(first, 0.4 * draw)
+    np.testing.assert_allclose(second, 0.5 * draw)  # 0.4 draw + 0.1 draw
+
+
 def test_ornstein_uhlenbeck_process_and_per_row_reset():
     noise = OrnsteinUhlenbeck(sigma=0.0, mu=1.0, theta=0.5)
     rng = np.random.default_rng(5)
@@ -234,6 +257,15 @@ def test_user_class_by_path():
         ({"type": "epsilon_anneal", "final_epsilon": 1.5}, "actions_exploration.final_epsilon: out of range"),
         ({"type": "epsilon_decay", "half_lives": 0}, "actions_exploration.half_lives: must be positive"),
         ({"type": "gaussian_noise", "sigma": -1}, "actions_exploration.sigma: out of range"),
+        (
+            {"type": "ornstein_uhlenbeck", "sigma": {"type": "linear", "initial": 0.3, "final": -0.1, "timesteps": 9}},
+            "actions_exploration.sigma.final: out of range",
+        ),
+        (
+            {"type": "gaussian_noise", "sigma": {"type": "linear", "initial": 0.3, "timesteps": 9}},
+            "actions_exploration.sigma.final: missing",
+        ),
+        ({"type": "gaussian_noise", "sigma": "0.3"}, "actions_exploration.sigma: not a number or a schedule"),
         (
             {"move": "gaussian_noise"},
             "actions_exploration.move: gaussian_noise adds noise to float actions, and action 'move' is int",

@@ -9,7 +9,9 @@ Two families:
   row; we replace per element. Unbounded float actions have nothing uniform to draw from: an epsilon exploration
   does not apply to them.)
 - **noise** explorations (``gaussian_noise``, ``ornstein_uhlenbeck``) add noise to float actions, which are then
-  clipped to ``[min_value, max_value]`` if bounded. They do not apply to int or bool actions.
+  clipped to ``[min_value, max_value]`` if bounded. They do not apply to int or bool actions. Their ``sigma`` may
+  be a schedule of the global timestep (ours; 2018 took a constant): ``{"type": "linear", "initial": 0.3,
+  "final": 0.1, "timesteps": 300000}`` narrows the noise over a run, as RLlib's ``scale_timesteps`` does.
 
 ``build_explorations`` takes one spec for all actions (it is applied where it fits, with a warning for the actions
 it does not fit) or a dict keyed by action name (each entry must fit its action). The per-action dict works: 2018
@@ -26,6 +28,7 @@ from typing import Any
 
 import numpy as np
 
+from torchforce.core.schedules import Schedule, build_schedule
 from torchforce.spec import ActionSpec, Registry, SpecError, expect_float, unknown_name_error, warn_spec
 from torchforce.spec.checks import MAX_TIMESTEP, expect_limited_int
 from torchforce.spec.errors import what_it_is
@@ -58,7 +61,7 @@ class Exploration:
     def epsilon(self, timestep: int) -> float:
         raise NotImplementedError
 
-    def noise(self, shape: tuple[int, ...], rng: np.random.Generator) -> np.ndarray:
+    def noise(self, shape: tuple[int, ...], rng: np.random.Generator, timestep: int = 0) -> np.ndarray:
         raise NotImplementedError
 
     def reset(self, rows: Any = None) -> None:
@@ -146,20 +149,22 @@ class EpsilonDecay(EpsilonAnneal):
 
 
 class GaussianNoise(Exploration):
-    """Independent ``N(mu, sigma²)`` noise added to each float action element."""
+    """Independent ``N(mu, sigma²)`` noise added to each float action element; ``sigma`` a number or a schedule of
+    the timestep."""
 
     is_noise = True
 
-    def __init__(self, *, sigma: float = 0.3, mu: float = 0.0) -> None:
-        self.sigma = expect_float(sigma, "sigma", minimum=0.0)
+    def __init__(self, *, sigma: float | dict = 0.3, mu: float = 0.0) -> None:
+        self.sigma: Schedule = build_schedule(sigma, "sigma")
         self.mu = expect_float(mu, "mu")
 
-    def noise(self, shape: tuple[int, ...], rng: np.random.Generator) -> np.ndarray:
-        return self.mu + self.sigma * rng.standard_normal(shape)
+    def noise(self, shape: tuple[int, ...], rng: np.random.Generator, timestep: int = 0) -> np.ndarray:
+        return self.mu + self.sigma.value(timestep) * rng.standard_normal(shape)
 
 
 class OrnsteinUhlenbeck(Exploration):
-    """Temporally correlated noise: ``x ← x + θ(μ - x) + σ·N(0, 1)``, added to the action; starts at ``x = μ``.
+    """Temporally correlated noise: ``x ← x + θ(μ - x) + σ·N(0, 1)``, added to the action; starts at ``x = μ``;
+    ``σ`` a number or a schedule of the timestep.
 
     The state ``x`` is kept per batch row and action element (shape ``[B, *shape]``), so parallel environments
     get independent processes; ``reset(rows)`` puts those rows back to ``μ`` (at their episode starts). A call
@@ -168,16 +173,16 @@ class OrnsteinUhlenbeck(Exploration):
 
     is_noise = True
 
-    def __init__(self, *, sigma: float = 0.3, mu: float = 0.0, theta: float = 0.15) -> None:
-        self.sigma = expect_float(sigma, "sigma", minimum=0.0)
+    def __init__(self, *, sigma: float | dict = 0.3, mu: float = 0.0, theta: float = 0.15) -> None:
+        self.sigma: Schedule = build_schedule(sigma, "sigma")
         self.mu = expect_float(mu, "mu")
         self.theta = expect_float(theta, "theta", minimum=0.0)
         self.state: np.ndarray | None = None
 
-    def noise(self, shape: tuple[int, ...], rng: np.random.Generator) -> np.ndarray:
+    def noise(self, shape: tuple[int, ...], rng: np.random.Generator, timestep: int = 0) -> np.ndarray:
         if self.state is None or self.state.shape != shape:
             self.state = np.full(shape, self.mu)
-        self.state += self.theta * (self.mu - self.state) + self.sigma * rng.standard_normal(shape)
+        self.state += self.theta * (self.mu - self.state) + self.sigma.value(timestep) * rng.standard_normal(shape)
         return self.state.copy()
 
     def reset(self, rows: Any = None) -> None:
@@ -271,7 +276,7 @@ def explore(
     if exploration.is_noise:
         if action.type != "float":
             raise ValueError(_misfit(exploration, action))
-        explored = (values + exploration.noise(values.shape, rng)).astype(values.dtype, copy=False)
+        explored = (values + exploration.noise(values.shape, rng, timestep)).astype(values.dtype, copy=False)
         if action.bounded:
             np.clip(explored, action.min_value, action.max_value, out=explored)
         return explored
