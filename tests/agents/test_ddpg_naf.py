@@ -118,6 +118,29 @@ def test_random_timesteps_act_uniformly_then_by_the_policy(kind):
     assert first.min() < -0.95 and first.max() > 0.95 and abs(first.std() - 3**-0.5) < 0.06, first
 
 
+@pytest.mark.parametrize("kind", ["ddpg", "naf"])
+def test_a_sigma_schedule_narrows_the_noise_with_the_agents_timestep(kind):
+    narrowing = {"type": "linear", "initial": 0.5, "final": 0.0, "timesteps": 200}
+    agent = build(
+        kind,
+        update_mode={"unit": "timesteps", "batch_size": 16, "frequency": 10**6},
+        actions_exploration={"type": "gaussian_noise", "sigma": narrowing},
+    )
+    state, spread = FLOAT.reset(), []
+    for _ in range(240):
+        timestep = agent.timestep
+        noise = float(agent.act(state) - agent.act(state, deterministic=True, independent=True))
+        spread.append((timestep, noise))
+        state, terminal, reward = FLOAT.execute(0.0)
+        agent.observe(terminal, reward)
+        if terminal:
+            state = FLOAT.reset()
+    early = np.array([noise for timestep, noise in spread if timestep < 50])  # sigma 0.5 to 0.375
+    late = [noise for timestep, noise in spread if timestep >= 200]  # sigma 0: the policy's action itself
+    assert 0.3 < early.std() < 0.6, early.std()
+    np.testing.assert_allclose(late, 0.0, atol=1e-6)
+
+
 # ---------------------------------------------------------------------------------------------- NAF
 
 
