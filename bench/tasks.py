@@ -72,6 +72,19 @@ TASKS |= {
     for name, task in TASKS.items()
     if task.atari
 }
+# NAF with a faster optimizer and noise that narrows over the run (tried 2026-11-29, bench/README.md): run by name
+TASKS["halfcheetah_naf_narrowing"] = replace(
+    TASKS["halfcheetah_naf"],
+    note="SB3 has no NAF: compared with SB3's DDPG. torchforce's NAF with Adam 1e-3 and a gradient-norm clip of 1, "
+    "its Gaussian noise narrowing from 0.3 to 0.1 over 300k steps",
+    agent={
+        "optimizer": {"type": "adam", "learning_rate": 1e-3, "clip_grad_norm": 1.0},
+        "actions_exploration": {
+            "type": "gaussian_noise",
+            "sigma": {"type": "linear", "initial": 0.3, "final": 0.1, "timesteps": 300_000},
+        },
+    },
+)
 
 
 class TaskUnavailable(Exception):

@@ -191,6 +191,10 @@ def test_a_variant_changes_the_shipped_agent_and_runs_only_when_named(monkeypatc
     assert {**variant, "agent": None} == {**shipped, "agent": None}
     names, _ = run.task_names(None)
     assert "breakout_ppo" in names and not [name for name in names if name.endswith("_bfloat16")]
+    assert "halfcheetah_naf" in names and "halfcheetah_naf_narrowing" not in names
+    naf, narrowing = (tasks.experiment(tasks.TASKS[name]) for name in ("halfcheetah_naf", "halfcheetah_naf_narrowing"))
+    changed = {key for key in naf["agent"] if naf["agent"][key] != narrowing["agent"][key]}
+    assert changed == {"optimizer", "actions_exploration"} and narrowing["agent"]["optimizer"]["learning_rate"] == 1e-3
     # a bfloat16 variant runs where the device computes bfloat16 in hardware: on a CPU without it, it is named
     for native in (True, None):
         monkeypatch.setattr(torchforce.core.networks, "cpu_bfloat16_native", lambda native=native: native)
