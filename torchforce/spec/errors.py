@@ -5,6 +5,7 @@ from __future__ import annotations
 import difflib
 import inspect
 import json
+import os
 import reprlib
 import sys
 import warnings
@@ -148,7 +149,7 @@ class SpecWarning(UserWarning):
     one ``tfcli: warning: ...`` line."""
 
 
-_PACKAGE = str(Path(__file__).resolve().parents[1])
+_PACKAGE = str(Path(__file__).resolve().parents[1]) + os.sep  # with the separator: not a sibling torchforce_x.py
 
 
 def warn_spec(message: str) -> None:
