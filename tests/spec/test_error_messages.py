@@ -256,9 +256,10 @@ class NoParameters(Optimizer):
             "int",
             {"type": "ppo", "network": MLP, "update_mode": {"batch_size": 2, "repeat_update": 2}},
             {},
-            "agent.update_mode.repeat_update: 'repeat_update' is a 0.3.5 key and is gone in 0.4.\n"
-            "  Repeat the optimization with PPO's optimization_steps, or with a multi_step optimizer: "
-            '{"type": "multi_step", "num_steps": N, "optimizer": {...}}. ' + LEGACY_HINT,
+            "agent.update_mode.repeat_update: 'repeat_update' is the 0.3.5 name; use 'updates' (each update on a "
+            "batch of its own, as in 0.3.5).\n  Agents learning from what they just collected (VPG, PPO, TRPO) update "
+            "once per batch: train longer on it with PPO's epochs or optimization_steps, or with a multi_step "
+            "optimizer. " + LEGACY_HINT,
         ),
         (
             "int",

@@ -62,7 +62,8 @@ AGENTS = Registry(
 # A whole agent spec that may name a shipped config: a bare name, not a path or a "module:Class".
 SHIPPED_NAME = re.compile(r"[\w-]+")
 
-# 0.3.5 keys and where they went in 0.4 (docs/tensorforce-0.4.md, Keys of 0.3.5).
+# 0.3.5 keys and where they went in 0.4 (docs/tensorforce-0.4.md, Keys of 0.3.5); repeat_update, which 0.4 dropped, is
+# torchforce's update_mode.updates.
 LEGACY_KEYS = {
     "states_spec": "states",
     "actions_spec": "actions",
@@ -79,7 +80,7 @@ LEGACY_KEYS = {
     "batch_size": "update_mode.batch_size",
     "first_update": "update_mode.first_update",
     "update_frequency": "update_mode.frequency",
-    "repeat_update": "update_mode (repeat_update is gone: use a multi_step optimizer)",
+    "repeat_update": "update_mode.updates",
     "keep_last_timestep": "update_mode",
 }
 

@@ -37,7 +37,7 @@ from torchforce.agents.state import (
 )
 from torchforce.agents.transfer import to_device, to_host
 from torchforce.agents.transitions import Transitions
-from torchforce.agents.update_mode import Schedule, UpdateMode, check_capacity, check_retrieval
+from torchforce.agents.update_mode import Schedule, UpdateMode, check_capacity, check_retrieval, check_updates
 from torchforce.core.explorations import (
     Drawn,
     build_explorations,
@@ -209,6 +209,7 @@ class Agent:
         )
         check_retrieval(self.update_mode, self.memory, memory)
         check_capacity(self.update_mode, self.memory.capacity, on_policy=on_policy)
+        check_updates(self.update_mode, on_policy=on_policy, agent=self.name)
         unit = default_update_mode["unit"]
         if unit_reason is not None and self.update_mode.unit != unit:
             raise SpecError("update_mode.unit", unit_reason, got=self.update_mode.unit, expected=f'"{unit}"')

@@ -323,7 +323,9 @@ class LearningConfig(AgentConfig):
         None, "Preprocessing of the reward: a list of steps or one step; null: none."
     )
     update_mode: dict | None = option(
-        None, "When to update on what: unit, batch_size, frequency; null: the agent's default."
+        None,
+        "When to update on what: unit, batch_size, frequency, first_update, updates (each time one is due); "
+        "null: the agent's default.",
     )
     memory: dict | str | None = option(
         None, "Where experience is stored: a memory spec (type, capacity); null: the agent's default."

@@ -2,6 +2,8 @@
 
 2018 triggered on ``timestep % frequency == 0``; with many parallel environments the counters jump by the number
 of rows, so the schedule keeps a "next update at" threshold instead and reports how many thresholds were crossed.
+``updates`` (not in 0.4; 0.3.5's ``repeat_update``) makes each crossing that many updates, each on a batch of its
+own: more than one update per timestep for off-policy agents (SB3's ``gradient_steps``).
 """
 
 from __future__ import annotations
@@ -12,15 +14,15 @@ from typing import Any
 from torchforce.spec import SpecError, did_you_mean, expect_choice, expect_dict, expect_int, warn_spec
 
 UNITS = ("timesteps", "episodes", "sequences")
-KEYS = ("unit", "batch_size", "frequency", "length", "first_update")
+KEYS = ("unit", "batch_size", "frequency", "length", "first_update", "updates")
 # 0.3.5 agent keys that belong to updating, found inside update_mode: what became of each in 0.4
 # (docs/tensorforce-0.4.md, Keys of 0.3.5).
 LEGACY_KEYS = {
     "update_frequency": ("'update_frequency' is the 0.3.5 name; use 'frequency'", None),
     "repeat_update": (
-        "'repeat_update' is a 0.3.5 key and is gone in 0.4",
-        "Repeat the optimization with PPO's optimization_steps, or with a multi_step optimizer: "
-        '{"type": "multi_step", "num_steps": N, "optimizer": {...}}.',
+        "'repeat_update' is the 0.3.5 name; use 'updates' (each update on a batch of its own, as in 0.3.5)",
+        "Agents learning from what they just collected (VPG, PPO, TRPO) update once per batch: train longer on it "
+        "with PPO's epochs or optimization_steps, or with a multi_step optimizer.",
     ),
     "keep_last_timestep": (
         "'keep_last_timestep' is a 0.3.5 key and is gone in 0.4",
@@ -39,6 +41,7 @@ class UpdateMode:
     frequency: int
     length: int = 8
     first_update: int = 0
+    updates: int = 1
 
     @classmethod
     def from_spec(cls, spec: Any, default: dict[str, Any], path: str = "update_mode") -> UpdateMode:
@@ -57,7 +60,8 @@ class UpdateMode:
         frequency = expect_int(merged.get("frequency", batch_size), f"{path}.frequency", minimum=1)
         length = expect_int(merged.get("length", 8), f"{path}.length", minimum=1)
         first_update = expect_int(merged.get("first_update", 0), f"{path}.first_update", minimum=0)
-        return cls(unit, batch_size, frequency, length, first_update)
+        updates = expect_int(merged.get("updates", 1), f"{path}.updates", minimum=1)
+        return cls(unit, batch_size, frequency, length, first_update, updates)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -66,6 +70,7 @@ class UpdateMode:
             "frequency": self.frequency,
             "length": self.length,
             "first_update": self.first_update,
+            "updates": self.updates,
         }
 
 
@@ -119,6 +124,20 @@ def check_capacity(mode: UpdateMode, capacity: int, *, on_policy: bool, path: st
         )
 
 
+def check_updates(mode: UpdateMode, *, on_policy: bool, agent: str, path: str = "update_mode.updates") -> None:
+    """More than one update per threshold needs a batch of its own for each: only agents that sample from a
+    replay memory have one; an on-policy agent learns once from what it collected."""
+    if on_policy and mode.updates != 1:
+        raise SpecError(
+            path,
+            f"{agent} learns once from each batch it collected, so there is no other batch for a second update",
+            got=mode.updates,
+            expected="1",
+            hint="Train longer on each batch with PPO's epochs or optimization_steps, or with a multi_step "
+            'optimizer: {"type": "multi_step", "num_steps": N, "optimizer": {...}}.',
+        )
+
+
 def check_retrieval(mode: UpdateMode, memory: Any, spec: Any) -> None:
     """A memory that cannot retrieve the update's unit (``prioritized_replay`` draws single timesteps, never whole
     episodes or sequences) is an error when the agent is built, not at its first update. ``spec`` is the memory's
@@ -146,12 +165,13 @@ class Schedule:
         self.next_at = -(-needed // mode.frequency) * mode.frequency  # first multiple of frequency >= needed
 
     def due(self, count: int) -> int:
-        """The number of updates due now that ``count`` units are stored; advances the threshold past them."""
+        """The number of updates due now that ``count`` units are stored (``updates`` per threshold crossed);
+        advances the threshold past them."""
         if count < self.next_at:
             return 0
         crossed = (count - self.next_at) // self.mode.frequency + 1
         self.next_at += crossed * self.mode.frequency
-        return crossed
+        return crossed * self.mode.updates
 
     def state_dict(self) -> dict[str, int]:
         return {"next_at": self.next_at}
