@@ -86,6 +86,18 @@ TASKS["halfcheetah_naf_narrowing"] = replace(
     },
 )
 
+# NAF with two updates per step, each on a fresh batch (update_mode.updates, NAF's I = 2), its target moving 0.01 a
+# step: about the 0.005 per update of the shipped config (tried 2026-11-30, bench/README.md): run by name
+TASKS["halfcheetah_naf_updates2"] = replace(
+    TASKS["halfcheetah_naf"],
+    note="SB3 has no NAF: compared with SB3's DDPG. torchforce's NAF with two updates per environment step "
+    "(update_mode.updates 2) and target_update_weight 0.01",
+    agent={
+        "update_mode": {"unit": "timesteps", "batch_size": 256, "frequency": 1, "first_update": 10000, "updates": 2},
+        "target_update_weight": 0.01,
+    },
+)
+
 
 class TaskUnavailable(Exception):
     """The task cannot run here: its experiment config or its environment is missing."""

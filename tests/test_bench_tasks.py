@@ -195,6 +195,11 @@ def test_a_variant_changes_the_shipped_agent_and_runs_only_when_named(monkeypatc
     naf, narrowing = (tasks.experiment(tasks.TASKS[name]) for name in ("halfcheetah_naf", "halfcheetah_naf_narrowing"))
     changed = {key for key in naf["agent"] if naf["agent"][key] != narrowing["agent"][key]}
     assert changed == {"optimizer", "actions_exploration"} and narrowing["agent"]["optimizer"]["learning_rate"] == 1e-3
+    updates2 = tasks.experiment(tasks.TASKS["halfcheetah_naf_updates2"])["agent"]
+    assert "halfcheetah_naf_updates2" not in names
+    changed = {key for key in naf["agent"] if naf["agent"][key] != updates2[key]}
+    assert changed == {"update_mode", "target_update_weight"}
+    assert updates2["update_mode"] == {**naf["agent"]["update_mode"], "updates": 2}
     # a bfloat16 variant runs where the device computes bfloat16 in hardware: on a CPU without it, it is named
     for native in (True, None):
         monkeypatch.setattr(torchforce.core.networks, "cpu_bfloat16_native", lambda native=native: native)

@@ -8,7 +8,8 @@ entries of L are Linear heads on the same embedding (``AdvantageHeads``). The TD
     y = r + gamma * [terminal != 1] * V'(s')
 from the target network's V head (2018 used the log-density of its Gaussian instead: a quirk, fixed), with the
 squared or Huber (``huber_loss``) error; the target network (policy and heads) follows slowly,
-``target_update_weight`` of the way every ``target_sync_frequency`` timesteps. All float actions form one vector a
+``target_update_weight`` of the way every ``target_sync_frequency`` timesteps. Algorithm 1's I updates per step, each
+on a minibatch of its own, are ``update_mode.updates`` (default 1). All float actions form one vector a
 of their flattened elements. ``double_q_model`` is accepted for 2018 configs and changes nothing: V' needs no
 argmax. Float actions only, as in 2018: bool and int actions are the DQN agents' (a SpecError points there).
 """
