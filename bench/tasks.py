@@ -50,6 +50,13 @@ class Task:
     agent: dict[str, Any] = field(default_factory=dict)  # options that replace the shipped agent's (a variant)
 
 
+def shipped_agent(name: str) -> dict[str, Any]:
+    """The shipped agent config ``name`` (torchforce/configs/agents/<name>.json), for variants that change a part."""
+    from torchforce.configs import shipped
+
+    return json.loads(shipped("agents", name).read_text())
+
+
 TASKS: dict[str, Task] = {
     "halfcheetah_ppo": Task("halfcheetah_ppo", "ppo_halfcheetah", 1500.0, 100),
     "hopper_ppo": Task("hopper_ppo", "ppo_hopper", 1000.0, 100),
@@ -86,6 +93,7 @@ TASKS["halfcheetah_naf_narrowing"] = replace(
     },
 )
 
+
 # NAF with two updates per step, each on a fresh batch (update_mode.updates, NAF's I = 2), its target moving 0.01 a
 # step: about the 0.005 per update of the shipped config (tried 2026-11-30, bench/README.md): run by name
 TASKS["halfcheetah_naf_updates2"] = replace(
@@ -93,7 +101,7 @@ TASKS["halfcheetah_naf_updates2"] = replace(
     note="SB3 has no NAF: compared with SB3's DDPG. torchforce's NAF with two updates per environment step "
     "(update_mode.updates 2) and target_update_weight 0.01",
     agent={
-        "update_mode": {"unit": "timesteps", "batch_size": 256, "frequency": 1, "first_update": 10000, "updates": 2},
+        "update_mode": {**shipped_agent("naf_halfcheetah")["update_mode"], "updates": 2},
         "target_update_weight": 0.01,
     },
 )

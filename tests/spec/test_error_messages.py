@@ -257,9 +257,9 @@ class NoParameters(Optimizer):
             {"type": "ppo", "network": MLP, "update_mode": {"batch_size": 2, "repeat_update": 2}},
             {},
             "agent.update_mode.repeat_update: 'repeat_update' is the 0.3.5 name; use 'updates' (each update on a "
-            "batch of its own, as in 0.3.5).\n  Agents learning from what they just collected (VPG, PPO, TRPO) update "
-            "once per batch: train longer on it with PPO's epochs or optimization_steps, or with a multi_step "
-            "optimizer. " + LEGACY_HINT,
+            "batch of its own, as in 0.3.5).\n  Agents learning from what they just collected (VPG, PPO, TRPO, DQN "
+            "n-step) update once per batch: train longer on it with PPO's epochs or optimization_steps, or with a "
+            "multi_step optimizer. " + LEGACY_HINT,
         ),
         (
             "int",

@@ -21,8 +21,8 @@ LEGACY_KEYS = {
     "update_frequency": ("'update_frequency' is the 0.3.5 name; use 'frequency'", None),
     "repeat_update": (
         "'repeat_update' is the 0.3.5 name; use 'updates' (each update on a batch of its own, as in 0.3.5)",
-        "Agents learning from what they just collected (VPG, PPO, TRPO) update once per batch: train longer on it "
-        "with PPO's epochs or optimization_steps, or with a multi_step optimizer.",
+        "Agents learning from what they just collected (VPG, PPO, TRPO, DQN n-step) update once per batch: train "
+        "longer on it with PPO's epochs or optimization_steps, or with a multi_step optimizer.",
     ),
     "keep_last_timestep": (
         "'keep_last_timestep' is a 0.3.5 key and is gone in 0.4",
