@@ -22,8 +22,9 @@ lint: setup
 	$(BIN)/ruff format --check torchforce tests bench
 	$(BIN)/mypy
 
+# the log ends with the 25 slowest tests, to keep the suite's time in view (CI runs this target)
 test: lint
-	$(BIN)/python -m pytest -n 2 --dist loadgroup -q
+	$(BIN)/python -m pytest -n 2 --dist loadgroup -q --durations=25
 
 bench: setup
 	$(PIP) install -q -c constraints.txt -e ".[dev,bench]"
