@@ -18,3 +18,16 @@ def pytest_collection_modifyitems(items):
     """The learning tests take up to a minute or two each: run them first, so parallel workers share them instead
     of one worker finishing them alone after everything else."""
     items.sort(key=lambda item: item.get_closest_marker("learning") is None)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """Refuse to run a grouped test on whichever worker: each worker would start its Ray module's cluster again."""
+    if getattr(item.config.option, "loadgroup", False) and item.get_closest_marker("xdist_group"):
+        if "@" not in item.nodeid:
+            pytest.fail(
+                "--dist loadgroup: pytest-xdist did not tag this test with its xdist_group, so it spreads the "
+                "group's tests over the workers. pytest 9.2 with pytest-xdist 3.8 does this: install with "
+                "`-c constraints.txt` (pytest 9.1.1).",
+                pytrace=False,
+            )
