@@ -763,3 +763,43 @@ def test_plain_optimizers_minimize_a_loss_and_only_the_others_need_the_closure()
         {"type": "evolutionary", "learning_rate": 0.1},
     ):
         assert build_optimizer(spec, parameters).needs_closure
+
+
+# -- building and training without torch's compiler ---------------------------------------------------------------
+
+WITHOUT_THE_COMPILER = """
+import json, sys
+import torch
+from torchforce.core.optimizers.torch_optimizers import without_the_compiler
+from torchforce.execution.training import train
+
+method = torch.optim.Optimizer.add_param_group.__wrapped__
+with without_the_compiler():
+    agent, result = train(sys.argv[1], "CartPole-v1", num_timesteps=300, seed=0)
+    inside = {"imported": "torch._dynamo" in sys.modules, "updates": agent.updates}
+after = {"unmarked": not hasattr(method, "__dynamo_disable")}
+torch.optim.Adam([torch.nn.Parameter(torch.zeros(2))])  # as torch marks it: with its compiler
+after["marked_by_torch"] = "torch._dynamo" in sys.modules and method.__dynamo_disable is not method
+print(json.dumps({"inside": inside, "after": after}))
+"""
+
+
+def test_an_agent_trains_without_importing_the_compiler_and_torch_marks_its_optimizers_after(tmp_path):
+    """``without_the_compiler`` (tfcli's spec checks and workers): an agent is built and updated without
+    ``torch._dynamo`` (seconds of import); after the block, torch's own mark comes back."""
+    import json
+    import subprocess
+    import sys
+
+    from torchforce.configs import shipped
+
+    config = tmp_path / "vpg.json"
+    spec = json.loads(shipped("agents", "vpg_cartpole").read_text())
+    config.write_text(json.dumps({**spec, "update_mode": {"unit": "episodes", "batch_size": 2}}))
+    done = subprocess.run(
+        [sys.executable, "-c", WITHOUT_THE_COMPILER, str(config)], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert result["inside"]["imported"] is False and result["inside"]["updates"] > 0, result
+    assert result["after"] == {"unmarked": True, "marked_by_torch": True}, result

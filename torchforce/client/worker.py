@@ -869,13 +869,19 @@ def main(argv: list[str] | None = None) -> int:
 
     import torch
 
+    from torchforce.core.optimizers.torch_optimizers import without_the_compiler
+
     torch.set_num_threads(1)
     name = args.folder.name
     try:
-        run = ExperimentRun(
-            args.folder, args.resume, trust_pickle=True if args.trust_pickle else None, resume_if_any=args.resume_if_any
-        )
-        outcome = run.run()
+        with without_the_compiler():  # a run compiles nothing: torch's compiler stays unimported (seconds)
+            run = ExperimentRun(
+                args.folder,
+                args.resume,
+                trust_pickle=True if args.trust_pickle else None,
+                resume_if_any=args.resume_if_any,
+            )
+            outcome = run.run()
     except BaseException as error:  # noqa: BLE001 - every failure is recorded, then re-raised as an exit code
         LOG.error("the experiment failed:\n%s", traceback.format_exc())
         message = f"{type(error).__name__}: {error}".strip().splitlines()[0][:500]

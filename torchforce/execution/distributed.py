@@ -106,10 +106,12 @@ class Worker:
     ) -> None:
         import torch
 
+        from torchforce.core.optimizers.torch_optimizers import skip_compiler_import
         from torchforce.environments import make_vector
         from torchforce.execution.runner import Runner
 
         torch.set_num_threads(1)
+        skip_compiler_import()  # the actor's process runs this worker only, and compiles nothing: seconds sooner
         self.index, self.servers, self.layout, self.sync_every = index, servers, layout, sync_every
         self.node = f"{socket.gethostname()}:{_ray().get_runtime_context().get_node_id()[:8]}"
         self.incarnation = f"{os.getpid()}@{time.time():.6f}"  # a process Ray restarts is a new incarnation

@@ -13,7 +13,8 @@ as tensors (see ``Info``).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from typing import Any
 
 import torch
@@ -114,6 +115,39 @@ class TorchOptimizer(Optimizer):
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         self.torch_optimizer.load_state_dict(state["torch"])
+
+
+def skip_compiler_import() -> list[Any]:
+    """Let torch optimizers be built and stepped without importing torch's compiler, where nothing compiles.
+
+    ``torch.optim.Optimizer`` marks some of its methods as never to be compiled; torch imports its compiler
+    (``torch._dynamo``, seconds) the first time one of them runs, only to make that mark, and keeps it on the
+    method's function. Here the functions that have no mark yet carry themselves as theirs, so nothing is imported;
+    returns them (``without_the_compiler`` unmarks them again). Where a torch release marks them some other way,
+    nothing changes: the import only stays."""
+    marking = torch._disable_dynamo(lambda: None).__code__  # the wrapper that marks on its first call
+    functions = [
+        method.__wrapped__
+        for method in vars(torch.optim.Optimizer).values()
+        if getattr(method, "__code__", None) is marking and hasattr(method, "__wrapped__")
+    ]
+    unmarked = [function for function in functions if not hasattr(function, "__dynamo_disable")]
+    for function in unmarked:
+        setattr(function, "__dynamo_disable", function)
+    return unmarked
+
+
+@contextmanager
+def without_the_compiler() -> Iterator[None]:
+    """``skip_compiler_import`` for the block (an agent built to check a spec, a run that compiles nothing); after
+    it, the first use marks the methods as torch would."""
+    marked = skip_compiler_import()
+    try:
+        yield
+    finally:
+        for function in marked:
+            if getattr(function, "__dynamo_disable", None) is function:
+                delattr(function, "__dynamo_disable")
 
 
 def in_layout_of(parameter: torch.Tensor, grad: torch.Tensor) -> torch.Tensor:
