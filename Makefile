@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 PIP := $(BIN)/python -m pip
 
-.PHONY: setup demo test lint bench clean
+.PHONY: setup demo test test-learning lint bench clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -22,9 +22,15 @@ lint: setup
 	$(BIN)/ruff format --check torchforce tests bench
 	$(BIN)/mypy
 
-# the log ends with the 25 slowest tests, to keep the suite's time in view (CI runs this target)
+# Every test but the long learning runs; the log ends with the 25 slowest, to keep the suite's time in view (CI runs
+# this target, within about 20 minutes on two cores).
 test: lint
-	$(BIN)/python -m pytest -n 2 --dist loadgroup -q --durations=25
+	$(BIN)/python -m pytest -n 2 --dist loadgroup -q --durations=25 -m "not long"
+
+# The long learning runs: every learning agent's shipped config on CartPole or Pendulum, over seeds (about 7 minutes
+# on two cores). Run them after changing an agent, a shipped config or what they build on.
+test-learning: setup
+	$(BIN)/python -m pytest -n 2 --dist loadgroup -q --durations=10 -m long
 
 bench: setup
 	$(PIP) install -q -c constraints.txt -e ".[dev,bench]"

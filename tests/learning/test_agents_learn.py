@@ -3,6 +3,8 @@ that names it), reaches a deterministic mean return over 20 evaluation episodes 
 within 100,000 environment steps, or of at least -200 on Pendulum-v1 within 20,000 (DDPG) or 30,000 (NAF), for
 at least 2 of 3 seeds.
 
+These are the long learning runs (marked ``long``): ``make test`` leaves them out, ``make test-learning`` runs them.
+
 The policy-gradient agents (PPO, VPG, TRPO) train the whole budget and must also end it solved: the policy a user
 keeps at the end scores 475 or more too. The value-based ones stop at their first evaluation at the threshold
 (value-based learning on CartPole keeps oscillating after it, in SB3 as here). DQfD learns from demonstrations."""
@@ -17,6 +19,7 @@ from torchforce.environments import make
 from torchforce.execution.evaluation import evaluate
 from torchforce.execution.training import train
 
+pytestmark = pytest.mark.long
 THRESHOLD = 475.0
 BUDGET = 100_000
 # experiment, whole budget, threshold, budget, steps between evaluations
