@@ -24,6 +24,18 @@ COLORS = {"torchforce": "tab:blue", "sb3": "tab:orange"}
 # ---------------------------------------------------------------------------------------------- numbers
 
 
+def replace_section(readme: Path, name: str, lines: list[str]) -> None:
+    """Put ``lines`` between ``<!-- NAME:begin -->`` and ``<!-- NAME:end -->`` of ``readme`` (a bench script's
+    table)."""
+    text = readme.read_text()
+    begin, end = f"<!-- {name}:begin -->", f"<!-- {name}:end -->"
+    if begin not in text or end not in text:
+        raise SystemExit(f"{readme} has no {begin} ... {end} section to replace")
+    head, rest = text.split(begin, 1)
+    _, tail = rest.split(end, 1)
+    readme.write_text(head + begin + "\n" + "\n".join(lines) + "\n" + end + tail)
+
+
 def median(values: Iterable[float]) -> float:
     values = list(values)
     return statistics.median(values) if values else math.nan

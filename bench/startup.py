@@ -107,17 +107,6 @@ def table(records: list[dict]) -> list[str]:
     return lines
 
 
-def update_readme(lines: list[str]) -> None:
-    readme = HERE / "README.md"
-    text = readme.read_text()
-    begin, end = "<!-- startup:begin -->", "<!-- startup:end -->"
-    if begin not in text or end not in text:
-        raise SystemExit(f"{readme} has no {begin} ... {end} section to replace")
-    head, rest = text.split(begin, 1)
-    _, tail = rest.split(end, 1)
-    readme.write_text(head + begin + "\n" + "\n".join(lines) + "\n" + end + tail)
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--repeats", type=int, default=DEFAULTS["repeats"], help="runs per point (median reported)")
@@ -153,7 +142,9 @@ def main(argv: list[str] | None = None) -> int:
     print("\n".join(lines))
     print(f"records: {out}")
     if not args.no_readme and args.repeats == DEFAULTS["repeats"]:
-        update_readme(lines)
+        from report import replace_section
+
+        replace_section(HERE / "README.md", "startup", lines)
         print("bench/README.md updated")
     return 0
 

@@ -106,17 +106,6 @@ def table(records: list[dict]) -> list[str]:
     return lines
 
 
-def update_readme(lines: list[str]) -> None:
-    readme = HERE / "README.md"
-    text = readme.read_text()
-    begin, end = "<!-- threads:begin -->", "<!-- threads:end -->"
-    if begin not in text or end not in text:
-        raise SystemExit(f"{readme} has no {begin} ... {end} section to replace")
-    head, rest = text.split(begin, 1)
-    _, tail = rest.split(end, 1)
-    readme.write_text(head + begin + "\n" + "\n".join(lines) + "\n" + end + tail)
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--steps", type=int, default=DEFAULTS["steps"], help="environment steps per run")
@@ -157,7 +146,9 @@ def main(argv: list[str] | None = None) -> int:
     print("\n".join(lines))
     print(f"records: {out}")
     if not args.no_readme and all(getattr(args, key) == value for key, value in DEFAULTS.items()):
-        update_readme(lines)
+        from report import replace_section
+
+        replace_section(HERE / "README.md", "threads", lines)
         print("bench/README.md updated")
     return 0
 
