@@ -15,6 +15,8 @@ from torchforce.spec import SpecError, did_you_mean, expect_choice, expect_dict,
 
 UNITS = ("timesteps", "episodes", "sequences")
 KEYS = ("unit", "batch_size", "frequency", "length", "first_update", "updates")
+# how an agent that updates once per batch it collected learns more from each batch
+TRAIN_LONGER = "with PPO's epochs or optimization_steps, or with a multi_step optimizer"
 # 0.3.5 agent keys that belong to updating, found inside update_mode: what became of each in 0.4
 # (docs/tensorforce-0.4.md, Keys of 0.3.5).
 LEGACY_KEYS = {
@@ -22,7 +24,7 @@ LEGACY_KEYS = {
     "repeat_update": (
         "'repeat_update' is the 0.3.5 name; use 'updates' (each update on a batch of its own, as in 0.3.5)",
         "Agents learning from what they just collected (VPG, PPO, TRPO, DQN n-step) update once per batch: train "
-        "longer on it with PPO's epochs or optimization_steps, or with a multi_step optimizer.",
+        f"longer on it {TRAIN_LONGER}.",
     ),
     "keep_last_timestep": (
         "'keep_last_timestep' is a 0.3.5 key and is gone in 0.4",
@@ -133,8 +135,8 @@ def check_updates(mode: UpdateMode, *, on_policy: bool, agent: str, path: str = 
             f"{agent} learns once from each batch it collected, so there is no other batch for a second update",
             got=mode.updates,
             expected="1",
-            hint="Train longer on each batch with PPO's epochs or optimization_steps, or with a multi_step "
-            'optimizer: {"type": "multi_step", "num_steps": N, "optimizer": {...}}.',
+            hint=f"Train longer on each batch {TRAIN_LONGER}: "
+            '{"type": "multi_step", "num_steps": N, "optimizer": {...}}.',
         )
 
 
