@@ -23,7 +23,7 @@ lint: setup
 	$(BIN)/mypy
 
 # Every test but the long learning runs; the log ends with the 25 slowest, to keep the suite's time in view (CI runs
-# this target, within about 20 minutes on two cores).
+# this target: about 22 minutes of tests on two slow cores).
 test: lint
 	$(BIN)/python -m pytest -n 2 --dist loadgroup -q --durations=25 -m "not long"
 
