@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 PIP := $(BIN)/python -m pip
 
-.PHONY: setup demo test test-learning lint bench clean
+.PHONY: setup demo test test-quick test-learning lint bench clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -26,6 +26,11 @@ lint: setup
 # this target: about 22 minutes of tests on two slow cores).
 test: lint
 	$(BIN)/python -m pytest -n 2 --dist loadgroup -q --durations=25 -m "not long"
+
+# The quick loop while working: every test but those marked slow (Ray clusters, real runs, the fresh install: about
+# 100 tests, three quarters of the suite's time) and the long learning runs; about 7 minutes on two cores.
+test-quick: setup
+	$(BIN)/python -m pytest -n 2 --dist loadgroup -q --durations=10 -m "not slow and not long"
 
 # The long learning runs: every learning agent's shipped config on CartPole or Pendulum, over seeds (about 7 minutes
 # on two cores). Run them after changing an agent, a shipped config or what they build on.

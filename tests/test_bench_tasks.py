@@ -121,6 +121,7 @@ def test_the_tasks_block_says_which_tasks_did_not_run(report, tmp_path):
     assert list(tmp_path.iterdir()) == []  # no curve to draw: no plot
 
 
+@pytest.mark.slow
 def test_the_harness_runs_both_libraries_at_once(tmp_path):
     """``run.py --only tasks --jobs 2``: torchforce and SB3 train side by side in two processes, and both records
     come back, in plan order, each with its own episodes; nothing is left in the temp directory."""

@@ -1,10 +1,12 @@
 """A fresh install of the core package, as a user gets it: ``pip install torchforce`` without extras into a new
 virtual environment (torch pinned through constraints.txt, as the Makefile and CI pin it), then, from a folder
-outside the repository, the README's first library example verbatim and its tfcli quick start. The optional
-packages (MuJoCo, ale-py, pygame, Ray) must not come along, and using what needs them must say which extra to
-install.
+outside the repository, the README's first library example (on a smaller budget: tests/test_readme_library.py runs
+it verbatim) and its tfcli quick start. The optional packages (MuJoCo, ale-py, pygame, Ray) must not come along,
+and using what needs them must say which extra to install.
 
 pip resolves every dependency for real (the configured package indexes), so this takes a few minutes: marked slow.
+It installs with ``--no-compile`` and lets Python write the bytecode of the modules it imports on first use: pip
+would byte-compile every file of torch, half of the install here (75 s against 38), for the few this test imports.
 Everything it makes lives in pytest's temporary folder, and the environment is removed afterwards; the package is
 built from a copy of its source, so no ``build/`` or ``*.egg-info`` is left in the repository."""
 
@@ -103,12 +105,13 @@ def test_core_install_runs_the_readme_without_the_optional_packages(tmp_path, ve
     for name in ("pyproject.toml", "README.md"):
         shutil.copy2(ROOT / name, source / name)
     shutil.copytree(ROOT / "torchforce", source / "torchforce", ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
-    env = {key: value for key, value in os.environ.items() if key not in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV")}
+    unset = ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV", "PYTHONDONTWRITEBYTECODE")  # bytecode: see the docstring
+    env = {key: value for key, value in os.environ.items() if key not in unset}
     env.update(XDG_DATA_HOME=str(tmp_path / "data"), MPLBACKEND="Agg", PIP_NO_INPUT="1")
     run([sys.executable, "-m", "venv", venv], tmp_path, env)
     python, tfcli = venv / "bin" / "python", venv / "bin" / "tfcli"
     run(
-        [python, "-m", "pip", "install", "-q", "-c", ROOT / "constraints.txt", source],
+        [python, "-m", "pip", "install", "-q", "--no-compile", "-c", ROOT / "constraints.txt", source],
         tmp_path,
         env,
         timeout=INSTALL_SECONDS,
@@ -132,7 +135,9 @@ def test_core_install_runs_the_readme_without_the_optional_packages(tmp_path, ve
 
     example = tmp_path / "example"
     example.mkdir()
-    (example / "readme_library.py").write_text(readme_block("## The library", "python"))
+    code, changed = re.subn(r"num_timesteps=[\d_]+", "num_timesteps=4_000", readme_block("## The library", "python"))
+    assert changed == 1, code
+    (example / "readme_library.py").write_text(code)
     run([python, "readme_library.py"], example, env)
 
     project = tmp_path / "project"

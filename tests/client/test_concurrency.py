@@ -64,6 +64,7 @@ def root(tmp_path: Path) -> Path:
     return root
 
 
+@pytest.mark.slow
 def test_twenty_concurrent_new_and_list_calls_leave_a_consistent_database(root):
     names = [f"run-{i}" for i in range(10)]
     creators = [launch(root, "experiment", "new", "-n", name, *CHEAP) for name in names]

@@ -65,6 +65,7 @@ def test_the_help_says_what_editors_do_with_them(capsys):
     assert '"json.schemas"' in out and '"yaml.schemas"' in out and "agent.schema.json" in out
 
 
+@pytest.mark.slow
 def test_the_written_schemas_check_the_shipped_configs(tmp_path):
     """End to end with the real command line: the files it writes validate every shipped agent config."""
     result = tfcli(tmp_path, "config", "schema", "-o", "s")

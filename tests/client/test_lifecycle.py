@@ -73,6 +73,7 @@ def table_row(table: str, name: str) -> list[str]:
     return next(row.split() for row in rows if row.split()[0] == name)
 
 
+@pytest.mark.slow
 def test_the_whole_journey_through_the_real_command_line(cli_root):
     root = cli_root
     created = tfcli(root, "experiment", "new", "-n", "journey", *PPO, "-t", "24000")
@@ -134,6 +135,7 @@ def test_the_whole_journey_through_the_real_command_line(cli_root):
     assert f"Recent       {recent}\n" in text and "Results      experiments/journey/results" in text
 
 
+@pytest.mark.slow
 def test_a_pause_right_after_start_pauses_and_the_run_resumes(project):
     experiment = Experiment(
         project, name="early", agent="ppo_cartpole", environment="cartpole", total_timesteps=2000, seed=0
@@ -148,6 +150,7 @@ def test_a_pause_right_after_start_pauses_and_the_run_resumes(project):
     assert experiment.progress()["timesteps"] >= 2000
 
 
+@pytest.mark.slow
 def test_a_paused_and_resumed_run_ends_exactly_as_an_uninterrupted_one(project):
     budget = 16000
     straight = Experiment(
@@ -197,6 +200,7 @@ def episode_scalars(summaries: Path) -> list[tuple[int, float]]:
     return [(event.step, event.value) for event in accumulator.Scalars("episode/return")]
 
 
+@pytest.mark.slow
 def test_a_killed_worker_fails_and_resumes_as_an_uninterrupted_run_losing_at_most_a_saver_period(project):
     period = 6.0  # seconds: by timesteps a period would pass between two reads of the progress file
     common = dict(
@@ -270,6 +274,7 @@ def test_stop_checkpoints_and_ends_for_good(project):
 TIMESTEPS = {"simple_a3c": 300}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", names("experiments"))
 def test_every_shipped_experiment_runs_a_few_episodes(project, name):
     # episodes cut at 100 steps, so that every experiment ends some within 1,000 (a Pong game lasts longer)
@@ -284,6 +289,7 @@ def test_every_shipped_experiment_runs_a_few_episodes(project, name):
     assert progress["timesteps"] >= timesteps and progress["episodes"] >= 1
 
 
+@pytest.mark.slow
 def test_a_distributed_experiment_runs_pauses_and_resumes_on_a_private_ray_cluster(project):
     experiment = Experiment(
         project,
@@ -314,6 +320,7 @@ def test_a_distributed_experiment_runs_pauses_and_resumes_on_a_private_ray_clust
     assert "resumed from checkpoint" in (experiment.results / "worker.log").read_text()
 
 
+@pytest.mark.slow
 def test_a_multi_threaded_experiment_runs_pauses_and_resumes(project):
     experiment = Experiment(
         project,
@@ -340,6 +347,7 @@ def test_a_multi_threaded_experiment_runs_pauses_and_resumes(project):
     assert experiment.progress()["timesteps"] >= 40000 > paused_at
 
 
+@pytest.mark.slow
 def test_logs_watch_and_delete(project):
     root = project.root
     assert tfcli(root, "experiment", "new", "-n", "small", *PPO, "-t", "400").returncode == 0
@@ -355,6 +363,7 @@ def test_logs_watch_and_delete(project):
     assert not (root / "experiments" / "small").exists() and project.store.experiment("small") is None
 
 
+@pytest.mark.slow
 def test_a_gke_cluster_in_the_spec_needs_a_link_or_runs_here_with_c_local(project):
     root = project.root
     created = tfcli(root, "experiment", "new", "-n", "clustered", *PPO, "-t", "400", "--cluster", "small_cluster")
@@ -375,6 +384,7 @@ def test_a_gke_cluster_in_the_spec_needs_a_link_or_runs_here_with_c_local(projec
     assert "Runs on      local (its spec names the cluster 'small-cluster'; this run is on this machine)" in shown
 
 
+@pytest.mark.slow
 def test_progress_is_complete_when_the_episode_limit_ends_the_run(project):
     root = project.root
     created = tfcli(root, "experiment", "new", "-n", "by-episodes", *PPO, "--episodes", "8", "-t", "100000")

@@ -132,6 +132,7 @@ def paused_and_held(folder: Path, process: subprocess.Popen) -> None:
     assert not (folder / "results" / "control.json").exists()  # the pause was answered
 
 
+@pytest.mark.slow
 def test_hold_after_pause_holds_until_a_stop_request(folder):
     set_total_timesteps(folder, 10**7)
     with worker(folder, "--resume-if-any", "--hold-after-pause") as process:

@@ -29,7 +29,8 @@ PPO = {
 }
 
 
-pytestmark = pytest.mark.xdist_group("ray-runner")  # one test worker runs the module: one cluster for it
+# one test worker runs the module: one cluster for it (half a minute to start)
+pytestmark = [pytest.mark.xdist_group("ray-runner"), pytest.mark.slow]
 
 
 @pytest.fixture(scope="module", autouse=True)

@@ -27,7 +27,8 @@ from torchforce.execution.ray_cluster import (  # noqa: E402
     stop_local_cluster,
 )
 
-pytestmark = pytest.mark.xdist_group("ray-cluster")  # one test worker runs the module: one cluster for it
+# one test worker runs the module: one cluster for it (half a minute to start)
+pytestmark = [pytest.mark.xdist_group("ray-cluster"), pytest.mark.slow]
 
 
 @pytest.fixture(scope="module")
