@@ -28,6 +28,7 @@ import shutil
 import socket
 import tempfile
 import time
+import uuid
 from collections.abc import Callable
 from typing import Any, NotRequired, TypedDict
 
@@ -99,7 +100,7 @@ class Worker:
         environment: Any,
         num_environments: int,
         seed: int | None,
-        servers: list[Any],
+        servers: list[Any],  # the parameter servers' actor names or handles
         layout: list[list[str]],
         agent_kwargs: dict[str, Any],
         sync_every: int = 1,
@@ -112,7 +113,10 @@ class Worker:
 
         torch.set_num_threads(1)
         skip_compiler_import()  # the actor's process runs this worker only, and compiles nothing: seconds sooner
-        self.index, self.servers, self.layout, self.sync_every = index, servers, layout, sync_every
+        # the servers by name (how DistributedRunner passes them: an actor handle among a restartable actor's
+        # arguments is a reference Ray cannot restore for a restart, and it warns so in the job's log), or handles
+        self.servers = [_ray().get_actor(server) if isinstance(server, str) else server for server in servers]
+        self.index, self.layout, self.sync_every = index, layout, sync_every
         self.node = f"{socket.gethostname()}:{_ray().get_runtime_context().get_node_id()[:8]}"
         self.incarnation = f"{os.getpid()}@{time.time():.6f}"  # a process Ray restarts is a new incarnation
         self.environments = make_vector(environment, num_environments, seed=seed)
@@ -340,7 +344,12 @@ class DistributedRunner(BaseRunner):
         parameters = {name: value.cpu().numpy() for name, value in agent.get_parameters().items()}
         self.layout = shard(parameters, self.num_parameter_servers)
         server_class = ray.remote(num_cpus=0)(ParameterServer)
-        self.servers = [server_class.remote({name: parameters[name] for name in names}) for names in self.layout]
+        run = uuid.uuid4().hex[:12]  # the servers are named actors, which the workers look up (see Worker)
+        self.server_names = [f"torchforce-ps-{run}-{i}" for i in range(len(self.layout))]
+        self.servers = [
+            server_class.options(name=name).remote({key: parameters[key] for key in names})
+            for name, names in zip(self.server_names, self.layout, strict=True)
+        ]
         spec = agent_spec if agent_spec is not None else agent.spec
         if isinstance(spec, dict):  # each worker gets its own seed; only the driver saves and summarizes
             spec = {
@@ -370,7 +379,7 @@ class DistributedRunner(BaseRunner):
                 environment,
                 num_environments,
                 None if seed is None else seed + 1 + i,
-                self.servers,
+                self.server_names,
                 self.layout,
                 dict(agent_kwargs or {}),
                 self.sync_every,
