@@ -15,8 +15,9 @@ machine, every process listening on 127.0.0.1 only, in its own temporary folder,
 workers are placed with a placement group of one CPU each, spread over the nodes.
 
 Faults: a worker whose process dies (killed, out of memory, its node lost) is restarted by Ray (up to
-``MAX_WORKER_RESTARTS`` times): its new agent pulls the servers' parameters, and the run goes on. Only the chunk it
-had under way is lost: its steps are not counted and its episodes not recorded (``on_lost_worker`` is told).
+``MAX_WORKER_RESTARTS`` times): its new agent finds the servers by their actor names, pulls their parameters, and
+the run goes on. Only the chunk it had under way is lost: its steps are not counted and its episodes not recorded
+(``on_lost_worker`` is told).
 
 Install Ray with ``pip install torchforce[ray]``.
 """
