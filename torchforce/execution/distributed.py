@@ -346,10 +346,10 @@ class DistributedRunner(BaseRunner):
         self.layout = shard(parameters, self.num_parameter_servers)
         server_class = ray.remote(num_cpus=0)(ParameterServer)
         run = uuid.uuid4().hex[:12]  # the servers are named actors, which the workers look up (see Worker)
-        self.server_names = [f"torchforce-ps-{run}-{i}" for i in range(len(self.layout))]
+        server_names = [f"torchforce-ps-{run}-{i}" for i in range(len(self.layout))]
         self.servers = [
             server_class.options(name=name).remote({key: parameters[key] for key in names})
-            for name, names in zip(self.server_names, self.layout, strict=True)
+            for name, names in zip(server_names, self.layout, strict=True)
         ]
         spec = agent_spec if agent_spec is not None else agent.spec
         if isinstance(spec, dict):  # each worker gets its own seed; only the driver saves and summarizes
@@ -380,7 +380,7 @@ class DistributedRunner(BaseRunner):
                 environment,
                 num_environments,
                 None if seed is None else seed + 1 + i,
-                self.server_names,
+                server_names,
                 self.layout,
                 dict(agent_kwargs or {}),
                 self.sync_every,
