@@ -8,8 +8,11 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
+import platform
 import re
 import statistics
+import textwrap
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
@@ -34,6 +37,24 @@ def replace_section(readme: Path, name: str, lines: list[str]) -> None:
     head, rest = text.split(begin, 1)
     _, tail = rest.split(end, 1)
     readme.write_text(head + begin + "\n" + "\n".join(lines) + "\n" + end + tail)
+
+
+def publish(what: str, table: list[str], records: Path, section: str | None) -> None:
+    """Print a bench script's run: its heading (``what``, then this machine: cores, processor, Python, torch and the
+    load average at the end) over ``table``; with ``section``, also put them into that section of bench/README.md
+    (``replace_section``)."""
+    import torch
+
+    heading = (
+        f"{what}; {os.cpu_count()} cores ({platform.processor() or platform.machine()}), Python "
+        f"{platform.python_version()}, torch {torch.__version__}, load average {os.getloadavg()[0]:.1f} at the end."
+    )
+    lines = [*textwrap.wrap(heading, width=120), "", *table]
+    print("\n".join(lines))
+    print(f"records: {records}")
+    if section is not None:
+        replace_section(Path(__file__).resolve().parent / "README.md", section, lines)
+        print("bench/README.md updated")
 
 
 def median(values: Iterable[float]) -> float:

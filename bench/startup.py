@@ -22,14 +22,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
-import textwrap
 import time
 from pathlib import Path
 
@@ -130,22 +127,10 @@ def main(argv: list[str] | None = None) -> int:
                     print(f"repeat {repeat}: {record['point']:<6} {record['mode']:<7} {record['seconds']:6.2f} s")
     finally:
         shutil.rmtree(root.parent, ignore_errors=True)
-    import torch
+    from report import publish
 
-    load = os.getloadavg()
-    heading = (
-        f"Run `{stamp}`: {args.repeats} runs a point; {os.cpu_count()} cores "
-        f"({platform.processor() or platform.machine()}), Python {platform.python_version()}, torch "
-        f"{torch.__version__}, load average {load[0]:.1f} at the end."
-    )
-    lines = [*textwrap.wrap(heading, width=120), "", *table(records)]
-    print("\n".join(lines))
-    print(f"records: {out}")
-    if not args.no_readme and args.repeats == DEFAULTS["repeats"]:
-        from report import replace_section
-
-        replace_section(HERE / "README.md", "startup", lines)
-        print("bench/README.md updated")
+    update = not args.no_readme and args.repeats == DEFAULTS["repeats"]
+    publish(f"Run `{stamp}`: {args.repeats} runs a point", table(records), out, "startup" if update else None)
     return 0
 
 

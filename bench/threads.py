@@ -18,11 +18,9 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import statistics
 import subprocess
 import sys
-import textwrap
 import time
 from pathlib import Path
 
@@ -134,22 +132,13 @@ def main(argv: list[str] | None = None) -> int:
                         f"({record['threads_in_run']} threads)",
                         flush=True,
                     )
-    import torch
+    from report import publish
 
-    load = os.getloadavg()
-    heading = (
-        f"Run `{stamp}`: {args.steps:,} steps of the shipped `ppo_cartpole` on CartPole-v1, {args.repeats} runs a "
-        f"point; {os.cpu_count()} cores ({platform.processor() or platform.machine()}), torch {torch.__version__}, "
-        f"load average {load[0]:.1f} at the end."
+    what = (
+        f"Run `{stamp}`: {args.steps:,} steps of the shipped `ppo_cartpole` on CartPole-v1, {args.repeats} runs a point"
     )
-    lines = [*textwrap.wrap(heading, width=120), "", *table(records)]
-    print("\n".join(lines))
-    print(f"records: {out}")
-    if not args.no_readme and all(getattr(args, key) == value for key, value in DEFAULTS.items()):
-        from report import replace_section
-
-        replace_section(HERE / "README.md", "threads", lines)
-        print("bench/README.md updated")
+    update = not args.no_readme and all(getattr(args, key) == value for key, value in DEFAULTS.items())
+    publish(what, table(records), out, "threads" if update else None)
     return 0
 
 
