@@ -211,7 +211,7 @@ def headers(runtime: dict[str, Any]) -> dict[str, str]:
         return {}
 
 
-def _get_json(url: str, runtime: dict[str, Any], timeout: float) -> Any:
+def get_json(url: str, runtime: dict[str, Any], timeout: float) -> Any:
     """GET ``url`` (never through a proxy for a loopback address) and parse its JSON."""
     request = urllib.request.Request(url, headers=headers(runtime))
     local = urllib.parse.urlsplit(url).hostname in ("127.0.0.1", "localhost", "::1")
@@ -262,7 +262,7 @@ def _stop_and_bring_home(project: Any, record: ClusterRecord, experiments: list[
 def reach(dashboard: str, timeout: float = REACH_TIMEOUT, runtime: dict[str, Any] | None = None) -> str:
     """The Ray version a cluster's Jobs API reports; a ClientError if nothing answers there."""
     try:
-        data = _get_json(f"{dashboard.rstrip('/')}/api/version", runtime or {}, timeout)
+        data = get_json(f"{dashboard.rstrip('/')}/api/version", runtime or {}, timeout)
     except (OSError, ValueError, urllib.error.URLError) as error:
         reason = getattr(error, "reason", error)
         raise ClientError(
@@ -288,9 +288,9 @@ def status(record: ClusterRecord) -> dict[str, Any]:
     if not dashboard:
         return result
     try:
-        nodes = _get_json(f"{dashboard}/api/v0/nodes?limit=1000", record.runtime, REACH_TIMEOUT)
+        nodes = get_json(f"{dashboard}/api/v0/nodes?limit=1000", record.runtime, REACH_TIMEOUT)
         nodes = [node for node in nodes["data"]["result"]["result"] if node.get("state") == "ALIVE"]
-        report = _get_json(f"{dashboard}/api/cluster_status", record.runtime, REACH_TIMEOUT)
+        report = get_json(f"{dashboard}/api/cluster_status", record.runtime, REACH_TIMEOUT)
     except (OSError, ValueError, KeyError, TypeError) as error:
         result["state"] = f"unreachable ({getattr(error, 'reason', error)})"
         return result
