@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 import pytest
 
-from torchforce.spec import Frequency, SpecError, parse_frequency
+from torchforce.spec import Frequency, SpecError, SpecWarning, parse_frequency
 
 EXPECTED = "expected a whole number and a unit, like '600s', '100e' or '5000t'"
 UNITS = "  Units: s = seconds, t = timesteps, e = episodes; a bare number means seconds."
@@ -29,6 +30,29 @@ def test_parse(value: Any, frequency: Frequency) -> None:
     parsed = parse_frequency(value, "saver_frequency")
     assert parsed == frequency
     assert type(parsed.amount) is int
+
+
+@pytest.mark.parametrize(
+    ("value", "said"),
+    [
+        (50000, "every 50000 seconds (13.9 hours); write '50000s' to say so, or '50000t' for timesteps"),
+        ("600", "every 600 seconds (10 minutes); write '600s'"),
+        (30.0, "every 30 seconds; write '30s'"),
+        (1, "every 1 second; write '1s'"),
+    ],
+)
+def test_a_bare_number_means_seconds_and_warns_naming_the_path(value: Any, said: str) -> None:
+    with pytest.warns(SpecWarning) as caught:
+        assert parse_frequency(value, "experiment.evaluation.frequency").unit == "seconds"
+    (warning,) = caught
+    assert str(warning.message).startswith(f"experiment.evaluation.frequency: {value!r} has no unit, so it means {said}")
+
+
+@pytest.mark.parametrize("value", ["600s", "50000t", "10e", Frequency(600, "seconds")])
+def test_a_frequency_with_its_unit_does_not_warn(value: Any) -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        parse_frequency(value, "experiment.saver_frequency")
 
 
 def test_a_frequency_passes_through_and_prints_as_written() -> None:
@@ -55,7 +79,7 @@ def message(value: Any, path: str = "saver_frequency") -> str:
         ("600S", "Write '600s'."),
         ("100E", "Write '100e'."),
         ("600 s", "Write '600s'."),
-        (" 600", "Write '600'."),
+        (" 600", "Write '600s'."),
     ],
 )
 def test_near_misses_get_a_suggestion(value: str, hint: str) -> None:

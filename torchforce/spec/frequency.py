@@ -1,8 +1,10 @@
 """Frequencies as the 2018 client writes them: ``"600s"`` (seconds), ``"5000t"`` (timesteps), ``"100e"`` (episodes).
 
-A bare number (``600`` or ``"600"``) means seconds, as in tensorforce-client's ``^(\\d+)([ste])?$``. ``Every`` is the
-timer that every saver uses (the agent's ``saver``, the ThreadedRunner's ``save_frequency``, the client worker's
-``saver_frequency``): due once a frequency has passed since it was last marked.
+A bare number (``600`` or ``"600"``) means seconds, as in tensorforce-client's ``^(\\d+)([ste])?$``, and warns: the
+2018 documentation always wrote the unit, and a user who writes ``50000`` for an evaluation every 50k steps would
+otherwise wait 14 hours for it. ``Every`` is the timer that every saver uses (the agent's ``saver``, the
+ThreadedRunner's ``save_frequency``, the client worker's ``saver_frequency``): due once a frequency has passed since
+it was last marked.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from torchforce.spec.errors import SpecError
+from torchforce.spec.errors import SpecError, warn_spec
 
 Unit = Literal["seconds", "timesteps", "episodes"]
 UNITS: dict[str, Unit] = {"s": "seconds", "t": "timesteps", "e": "episodes"}
@@ -38,7 +40,8 @@ class Frequency:
 def parse_frequency(value: Any, path: str) -> Frequency:
     """A Frequency from ``"600s"``, ``"100e"``, ``"5000t"``, ``600``/``"600"`` (seconds) or a Frequency.
 
-    The amount must be at least 1; anything else is a SpecError naming ``path``.
+    The amount must be at least 1; anything else is a SpecError naming ``path``. A bare number warns (a
+    SpecWarning) that it means seconds.
     """
     if isinstance(value, Frequency):
         amount, unit = value.amount, value.unit
@@ -55,7 +58,21 @@ def parse_frequency(value: Any, path: str) -> Frequency:
         raise SpecError(path, "unknown frequency unit", got=unit, expected="'seconds', 'timesteps' or 'episodes'")
     if isinstance(amount, bool) or not isinstance(amount, int) or amount < 1:
         raise SpecError(path, "out of range", got=value, expected="an amount of at least 1, like '600s'")
+    if not isinstance(value, Frequency) and not str(value)[-1:].isalpha():  # no unit: seconds
+        warn_spec(
+            f"{path}: {value!r} has no unit, so it means every {_duration(amount)}; write "
+            f"'{amount}s' to say so, or '{amount}t' for timesteps, '{amount}e' for episodes"
+        )
     return value if isinstance(value, Frequency) else Frequency(amount, unit)
+
+
+def _duration(seconds: int) -> str:
+    """``seconds``, and past a minute the same in the largest unit that keeps it at least 1: '30 seconds',
+    '600 seconds (10 minutes)', '50000 seconds (13.9 hours)'."""
+    for size, name in ((86400, "days"), (3600, "hours"), (60, "minutes")):
+        if seconds >= size:
+            return f"{seconds} seconds ({seconds / size:.3g} {name})"
+    return f"{seconds} second{'s' if seconds > 1 else ''}"
 
 
 def _hint(text: str) -> str:
@@ -66,7 +83,7 @@ def _hint(text: str) -> str:
         if unit.lower() in OTHER_UNITS:
             return f"There is no '{unit}' unit; write '{amount * OTHER_UNITS[unit.lower()]}s'."
         if unit.lower() in UNITS or unit == "":
-            return f"Write '{amount}{unit.lower()}'."
+            return f"Write '{amount}{unit.lower() or 's'}'."
     return UNIT_HINT
 
 
