@@ -204,7 +204,7 @@ def test_state_preprocessing_is_part_of_the_module(tmp_path):
 @pytest.mark.parametrize(
     ("preprocessing", "message"),
     [
-        ({"type": "running_standardize"}, r"step 0 \(RunningStandardize\) cannot be exported: its statistics change"),
+        ({"type": "running_standardize"}, r"step 0 \(RunningStandardize\) cannot be exported: its statistics are each"),
         ({"type": "sequence", "length": 2}, r"step 0 \(Sequence\) cannot be exported: it stacks the last frames"),
         (
             [{"type": "clip", "min_value": -1, "max_value": 1}, {"type": "normalize"}, {"type": "running_standardize"}],
@@ -217,6 +217,48 @@ def test_preprocessing_that_keeps_state_is_refused(tmp_path, preprocessing, mess
     with pytest.raises(ExportError, match=message):
         export_policy(agent, tmp_path / "policy.pt")
     assert list(tmp_path.iterdir()) == []
+
+
+RUN_LONG = [  # the MuJoCo PPO configs' state normalization (ppo_halfcheetah, ppo_hopper)
+    {"type": "running_standardize", "reset_after_batch": False},
+    {"type": "clip", "min_value": -10.0, "max_value": 10.0},
+]
+
+
+def see(agent, states: np.ndarray) -> None:
+    """A training step on ``states`` (one per row): their statistics go into the agent's running_standardize."""
+    agent.act(states)
+    agent.observe(terminal=np.zeros(len(states), dtype=bool), reward=np.zeros(len(states)))
+
+
+@pytest.mark.parametrize("format", ["torchscript", "onnx"])
+def test_run_long_statistics_are_exported_frozen_as_act_applies_them(tmp_path, format):
+    if format == "onnx":
+        onnx_available()
+    agent, env = agent_for({**PPO_GAUSSIAN, "states_preprocessing": RUN_LONG}, "Pendulum-v1")
+    for seed in range(3):  # statistics from states around 5 +- 3: raw states would act otherwise
+        see(agent, 5.0 + random_states(env.states, 8, 3.0, seed=100 + seed))
+    path = export_policy(agent, tmp_path / f"policy{'.onnx' if format == 'onnx' else '.pt'}")
+    states = 5.0 + random_states(env.states, 64, 3.0, seed=7)
+
+    def exported() -> np.ndarray:
+        return run_torchscript(path, states)[0] if format == "torchscript" else run_onnx(path, {"state": states})[0]
+
+    expected = agent.act(states, deterministic=True, independent=True)
+    np.testing.assert_allclose(exported(), expected, rtol=0, atol=1e-6)
+    assert len(np.unique(expected)) > 10  # the actions vary: the comparison means something
+    see(agent, -20.0 + random_states(env.states, 8, seed=9))  # the agent's statistics move on; the file's do not
+    moved = agent.act(states, deterministic=True, independent=True)
+    assert not np.allclose(moved, expected, atol=1e-3)
+    np.testing.assert_allclose(exported(), expected, rtol=0, atol=1e-6)
+
+
+def test_run_long_statistics_before_a_second_state_pass_states_through(tmp_path):
+    agent, env = agent_for({**PPO_GAUSSIAN, "states_preprocessing": RUN_LONG}, "Pendulum-v1")
+    path = export_policy(agent, tmp_path / "policy.pt")  # no state seen yet: nothing to standardize by
+    states = random_states(env.states, 16, 3.0, seed=2)
+    expected = agent.act(states, deterministic=True, independent=True)
+    np.testing.assert_allclose(run_torchscript(path, states)[0], expected, rtol=0, atol=1e-6)
 
 
 def test_normalize_and_grayscale_images(tmp_path):

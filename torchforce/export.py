@@ -10,7 +10,10 @@ The module computes what ``agent.act(states, deterministic=True, independent=Tru
 - Inputs: one tensor per state, in the order of the agent's state names (sorted; a single state is ``state``),
   each ``[batch, *shape]`` (any batch size): float32 for float states, int64 for int states, bool for bool states.
 - The state preprocessing the agent applies when it acts is part of the module: ``clip``, ``divide``,
-  ``flatten``, ``expand_dims``, ``standardize``, ``normalize``, ``grayscale``.
+  ``flatten``, ``expand_dims``, ``standardize``, ``normalize``, ``grayscale``, and ``running_standardize`` with
+  ``reset_after_batch`` false (a run-long normalizer, as SB3's VecNormalize) with its statistics frozen as they are at
+  export, as ``act(..., independent=True)`` applies them (SB3 users save VecNormalize's statistics beside the model
+  for the same reason).
 - Outputs: one tensor per action, in the order of the action names (a single action is ``action``), each
   ``[batch, *shape]``: int64 for int actions (the mode: the argmax of a categorical's logits, of a Q-learning
   agent's Q-values), bool for bool actions, float32 for float actions (a Gaussian's mean clipped into the action's
@@ -19,7 +22,8 @@ The module computes what ``agent.act(states, deterministic=True, independent=Tru
 
 Refused with an ``ExportError`` that says why: agents without a policy network (``random``, ``constant``),
 recurrent networks (their state would have to go in and out at every step), and state preprocessing that keeps
-state from step to step (``sequence``, ``running_standardize``), that torch cannot reproduce exactly
+state from step to step (``sequence``; ``running_standardize`` with per-episode statistics, its default), that torch
+cannot reproduce exactly
 (``image_resize`` resamples with Pillow) or that is the user's own class.
 
 The names, order, shapes and dtypes of the inputs and outputs travel with the file as JSON (``describe``): in
@@ -39,12 +43,14 @@ import importlib
 import json
 import logging
 import os
+import re
 import secrets
 import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 from torch import Tensor, nn
 
@@ -232,7 +238,29 @@ class _Grayscale(nn.Module):
         return gray if self.remove_rank else gray.unsqueeze(-1)
 
 
-TORCH_STEPS: dict[type, Callable[[Any], nn.Module]] = {
+class _FrozenStandardize(nn.Module):
+    """``running_standardize``'s shared statistics as they were at export: ``(x - mean) / std`` in float64, then
+    float32, as numpy computes it; without statistics yet, the states as float32."""
+
+    mean: Tensor
+    std: Tensor
+
+    def __init__(self, statistics: tuple[np.ndarray, np.ndarray] | None) -> None:
+        super().__init__()
+        mean, std = (np.zeros(()), np.ones(())) if statistics is None else statistics
+        self.register_buffer("mean", torch.from_numpy(np.asarray(mean, dtype=np.float64)))
+        self.register_buffer("std", torch.from_numpy(np.asarray(std, dtype=np.float64)))
+
+    def forward(self, x: Tensor) -> Tensor:
+        return ((x.double() - self.mean) / self.std).float()
+
+
+def _frozen_standardize(step: steps.RunningStandardize) -> nn.Module | None:
+    """The step with its statistics frozen; None for per-episode statistics, which cannot be."""
+    return None if step.reset_after_batch else _FrozenStandardize(step.frozen_statistics())
+
+
+TORCH_STEPS: dict[type, Callable[[Any], nn.Module | None]] = {
     steps.Clip: lambda step: _Clip(step.min_value, step.max_value),
     steps.Divide: lambda step: _Divide(step.scale),
     steps.Flatten: lambda step: _Flatten(),
@@ -240,10 +268,14 @@ TORCH_STEPS: dict[type, Callable[[Any], nn.Module]] = {
     steps.Standardize: lambda step: _Standardize(step.across_batch),
     steps.Normalize: lambda step: _Normalize(),
     steps.Grayscale: lambda step: _Grayscale(step.weights, step.remove_rank),
+    steps.RunningStandardize: _frozen_standardize,
 }
 WHY_NOT = {
     steps.Sequence: "it stacks the last frames of each episode (state kept from step to step)",
-    steps.RunningStandardize: "its statistics change with every state it sees (state kept from step to step)",
+    steps.RunningStandardize: (
+        "its statistics are each episode's own and change with every step (reset_after_batch true, the default); "
+        "with reset_after_batch false (statistics over the whole run) it exports, frozen as they are"
+    ),
     steps.ImageResize: "it resamples with Pillow, which torch does not reproduce exactly",
 }
 
@@ -256,15 +288,21 @@ def _torch_preprocessing(stack: steps.PreprocessorStack | None, state: str) -> n
     modules = []
     for index, step in enumerate(stack):
         convert = TORCH_STEPS.get(type(step))
-        if convert is None:
+        module = None if convert is None else convert(step)
+        if module is None:
             kind = type(step)
             why = WHY_NOT.get(kind, "it is not one of torchforce's stateless steps")
             raise ExportError(
                 f"states_preprocessing of '{state}', step {index} ({kind.__name__}) cannot be exported: {why}. "
-                f"Exportable steps: {', '.join(sorted(k.__name__.lower() for k in TORCH_STEPS))}"
+                f"Exportable steps: {', '.join(sorted(_spec_name(k) for k in TORCH_STEPS))}"
             )
-        modules.append(convert(step))
+        modules.append(module)
     return nn.Sequential(*modules)
+
+
+def _spec_name(step: type) -> str:
+    """A step's type as a spec writes it: ``ExpandDims`` -> ``expand_dims``."""
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", step.__name__).lower()
 
 
 # ---------------------------------------------------------------------------------------------- files

@@ -45,7 +45,8 @@ def test_a_bare_number_means_seconds_and_warns_naming_the_path(value: Any, said:
     with pytest.warns(SpecWarning) as caught:
         assert parse_frequency(value, "experiment.evaluation.frequency").unit == "seconds"
     (warning,) = caught
-    assert str(warning.message).startswith(f"experiment.evaluation.frequency: {value!r} has no unit, so it means {said}")
+    path = "experiment.evaluation.frequency"
+    assert str(warning.message).startswith(f"{path}: {value!r} has no unit, so it means {said}")
 
 
 @pytest.mark.parametrize("value", ["600s", "50000t", "10e", Frequency(600, "seconds")])

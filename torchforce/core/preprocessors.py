@@ -321,6 +321,16 @@ class RunningStandardize(Preprocessor):
             return values.astype(np.float32)
         return _standardized(values, self._count, self._mean, self._m2)
 
+    def frozen_statistics(self) -> tuple[np.ndarray, np.ndarray] | None:
+        """The shared statistics as ``process_frozen`` applies them: ``(mean, std)`` in float64, the sample std
+        floored at EPSILON; None before a second sample (states pass through). Per-episode statistics
+        (``reset_after_batch``) are no one set to freeze: a ValueError."""
+        if self.reset_after_batch:
+            raise ValueError("per-episode statistics (reset_after_batch) change with every step of an episode")
+        if self._mean is None or self._m2 is None or self._count <= 1:
+            return None
+        return self._mean.copy(), np.maximum(np.sqrt(self._m2 / (self._count - 1)), EPSILON)
+
     def reset(self, rows: Any = None) -> None:
         if not self.reset_after_batch:
             return

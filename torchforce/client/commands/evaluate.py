@@ -54,8 +54,12 @@ def add_parsers(experiments: argparse._SubParsersAction) -> None:
         description="Write the trained agent's acting policy as a module that maps a batch of states to its "
         "deterministic\nactions (the mode of a discrete action, the mean of a continuous one), with the state "
         "preprocessing\nincluded: TorchScript (torch.jit.load) or ONNX (onnxruntime; exporting needs onnx and "
-        "onnxscript).\nOne tensor per state in, one per action out, in name order; the file says which in its "
-        "metadata.",
+        "onnxscript).\nA run-long running_standardize (the MuJoCo PPO configs' normalization) goes in with its "
+        "statistics frozen\nas they are at the checkpoint. The states go in as the agent gets them from its "
+        "environment (Atari:\nthe wrappers' 84x84x4 uint8 frame stacks, not raw screens). One tensor per state in, "
+        "one per action\nout, in name order; their names, shapes and dtypes travel in the file as JSON: TorchScript's "
+        "extra file\ntorchforce.json (torch.jit.load(path, _extra_files={'torchforce.json': ''})), ONNX's metadata "
+        "property\ntorchforce.",
         examples=[
             "tfcli experiment export -e cp --format onnx",
             "tfcli experiment export -e cp --format torchscript -o cp_policy.pt --checkpoint best",
