@@ -9,6 +9,7 @@ import hashlib
 import json
 import os
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -18,6 +19,7 @@ import torch
 from torchforce.agents import create_agent
 from torchforce.client import Experiment, Project
 from torchforce.client.cli import main
+from torchforce.client.commands.evaluate import episode_bar
 from torchforce.client.evaluate import build_environment, environment_spec, find_checkpoint, restore_agent
 from torchforce.client.experiment_file import worker_agent_spec
 from torchforce.client.worker import ExperimentRun
@@ -383,6 +385,28 @@ def test_an_environment_with_its_own_render_records_and_evaluation_reports_lengt
     assert [round(float(frame.mean()) / 40) for frame in frames] == [0, 1, 2, 3, 4] * 2
     short = evaluate_episodes(agent, env, episodes=3, max_episode_timesteps=2)
     assert (short.lengths, short.video) == ([2, 2, 2], None)
+
+
+def test_each_step_reaches_the_hook_with_its_episode_and_step():
+    env = Painted()
+    agent = create_agent(SMALL_PPO, states=env.states, actions=env.actions)
+    seen: list[tuple[int, int]] = []
+    evaluate_episodes(agent, env, episodes=2, on_step=lambda episode, step: seen.append((episode, step)))
+    assert seen == [(1, 1), (1, 2), (1, 3), (1, 4), (2, 1), (2, 2), (2, 3), (2, 4)]
+
+
+def test_a_terminal_gets_a_bar_of_episodes_and_steps_and_anything_else_none(capsys):
+    with episode_bar(3, video=False, shown=False) as hook:
+        assert hook is None
+    assert capsys.readouterr().err == ""
+    with episode_bar(2, video=True, shown=True) as hook:
+        assert capsys.readouterr().err == ""  # nothing before the first step: restoring the agent is not counted
+        for episode, step in [(1, 1), (1, 2), (2, 1)]:
+            time.sleep(0.2)  # past the bar's refresh interval: each step is drawn
+            hook(episode, step)
+    bar = capsys.readouterr().err
+    assert "episode 1/2" in bar and "episode 2/2: 3step" in bar and "rendering every frame for the video" in bar
+    assert bar.endswith("\r")  # cleared at the end, before the table
 
 
 # ---------------------------------------------------------------------------------------------- environment

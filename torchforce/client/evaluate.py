@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import os
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeGuard
@@ -285,8 +286,10 @@ def evaluate_experiment(
     checkpoint: str = "latest",
     video: str | Path | None = None,
     seed: int | None = None,
+    on_step: Callable[[int, int], object] | None = None,
 ) -> dict[str, Any]:
-    """Play ``episodes`` deterministic episodes with the agent of ``checkpoint``; ``video``: record them (MP4).
+    """Play ``episodes`` deterministic episodes with the agent of ``checkpoint``; ``video``: record them (MP4);
+    ``on_step(episode, step)``: called after each step (``evaluate_episodes``).
     Returns the report ``tfcli experiment evaluate --json`` prints: the experiment, the checkpoint, the
     environment, the seed, per episode return and length, their mean and standard deviation, the video."""
     from torchforce.execution.evaluation import VideoError, check_video_path, evaluate_episodes
@@ -311,6 +314,7 @@ def evaluate_experiment(
                 deterministic=True,
                 max_episode_timesteps=spec["max_timesteps_per_episode"],
                 video=video,
+                on_step=on_step,
             )
         except VideoError as error:
             raise ClientError(str(error), hint=_video_hint(str(error))) from None

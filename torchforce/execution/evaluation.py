@@ -93,18 +93,21 @@ def evaluate_episodes(
     max_episode_timesteps: int | None = None,
     video: str | Path | None = None,
     fps: int | None = None,
+    on_step: Callable[[int, int], object] | None = None,
 ) -> Evaluation:
     """Play ``episodes`` episodes acted with ``independent=True``: the agent's counters, memory and training rows
     are untouched, so evaluation can run in the middle of training. An episode ends at a terminal (1 or 2) or
     after ``max_episode_timesteps`` steps. ``video``: an ``.mp4`` file to record the episodes into, one after the
-    other, at ``fps`` frames per second (default: the environment's ``render_fps``, else 30)."""
+    other, at ``fps`` frames per second (default: the environment's ``render_fps``, else 30). ``on_step(episode,
+    step)`` is called after each step (both counted from 1): a progress bar's hook, as rendering a video may take
+    far longer than playing (MuJoCo through software EGL: about 0.1 s a frame)."""
     episodes = expect_int(episodes, "episodes", minimum=1)
     max_episode_timesteps = expect_int(max_episode_timesteps, "max_episode_timesteps", minimum=1, allow_none=True)
     fps = expect_int(fps, "fps", minimum=1, allow_none=True)
     recorder = None if video is None else VideoRecorder(environment, Path(video), fps=fps)
     returns, lengths = [], []
     with recorder if recorder is not None else contextlib.nullcontext():
-        for _ in range(episodes):
+        for episode in range(1, episodes + 1):
             state = environment.reset() if recorder is None else recorder.reset()
             agent.start_independent_episode()  # recurrent policies carry their own state through the episode
             total, steps = 0.0, 0
@@ -115,6 +118,8 @@ def evaluate_episodes(
                     recorder.capture()
                 total += reward
                 steps += 1
+                if on_step is not None:
+                    on_step(episode, steps)
                 if terminal or (max_episode_timesteps is not None and steps >= max_episode_timesteps):
                     break
             returns.append(total)

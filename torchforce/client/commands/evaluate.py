@@ -4,7 +4,11 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
+import sys
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 from torchforce.client.commands import add_command, command, positive_int
 from torchforce.client.commands.output import format_table, print_json, relative
@@ -30,7 +34,9 @@ def add_parsers(experiments: argparse._SubParsersAction) -> None:
         "periodic\nevaluation kept, or one at a timestep) and play deterministic episodes on a fresh copy of its "
         "environment:\na table of each episode's return and length, their mean and standard deviation. --video "
         "records the\nepisodes as an MP4 (needs imageio and imageio-ffmpeg, and an environment that renders "
-        "images).\nThe results and checkpoints stay as they are. A run on a cluster: download its results first.",
+        "images;\nMuJoCo without a GPU renders about 10 frames a second). On a terminal a progress bar shows the "
+        "episodes as\nthey play. The results and checkpoints stay as they are. A run on a cluster: download its "
+        "results first.",
         examples=[
             "tfcli experiment evaluate -e cp",
             "tfcli experiment evaluate -e cp --checkpoint best --episodes 20 --json",
@@ -96,9 +102,15 @@ def _checkpoint_argument(parser: argparse.ArgumentParser) -> None:
 @command("experiment", "evaluate")
 def experiment_evaluate(args: argparse.Namespace) -> None:
     experiment = Experiment.load(Project.find(), args.experiment)
-    report = evaluate_experiment(
-        experiment, episodes=args.episodes, checkpoint=args.checkpoint, video=args.video, seed=args.seed
-    )
+    with episode_bar(args.episodes, video=args.video is not None, shown=sys.stderr.isatty()) as on_step:
+        report = evaluate_experiment(
+            experiment,
+            episodes=args.episodes,
+            checkpoint=args.checkpoint,
+            video=args.video,
+            seed=args.seed,
+            on_step=on_step,
+        )
     if args.json:
         print_json(report)
         return
@@ -117,6 +129,45 @@ def experiment_evaluate(args: argparse.Namespace) -> None:
     )
     if report["video"] is not None:
         print(f"Video: {relative_path(report['video'])} ({report['frames']} frames)")
+
+
+@contextlib.contextmanager
+def episode_bar(episodes: int, *, video: bool, shown: bool) -> Iterator[Callable[[int, int], object] | None]:
+    """A progress bar on stderr while the episodes play (``shown``: on a terminal; elsewhere none, and the hook is
+    None): the episode, its steps and the steps per second (with a video, the rendering's pace). It appears at the
+    first step (restoring the agent is not counted) and is gone when the episodes end, before the table."""
+    if not shown:
+        yield None
+        return
+    from tqdm import tqdm
+
+    bars: list[Any] = []  # the bar, from the first step on
+    current = [0]
+
+    def on_step(episode: int, step: int) -> None:
+        if not bars:
+            postfix = "rendering every frame for the video" if video else None
+            bars.append(
+                tqdm(
+                    desc=f"episode {episode}/{episodes}",
+                    postfix=postfix,
+                    unit="step",
+                    file=sys.stderr,
+                    dynamic_ncols=True,
+                    leave=False,
+                )
+            )
+            current[0] = episode
+        if episode != current[0]:
+            current[0] = episode
+            bars[0].set_description_str(f"episode {episode}/{episodes}", refresh=False)
+        bars[0].update()
+
+    try:
+        yield on_step
+    finally:
+        for bar in bars:
+            bar.close()
 
 
 @command("experiment", "export")
