@@ -392,6 +392,21 @@ def test_an_unknown_experiment(root, capsys, argv):
 
 def test_an_unknown_experiment_among_known_ones(root, capsys):
     assert "no experiment named 'beta'" in bad(root, capsys, "experiment", "compare", EXISTING, "beta")
+    assert "no experiment named 'beta'" in bad(root, capsys, "experiment", "compare", "-e", EXISTING, "beta")
+
+
+def test_compare_takes_its_names_with_or_without_e_and_needs_one(root, capsys):
+    def compared(*argv: str) -> list:
+        code = main(["experiment", "compare", *argv, "--json"])
+        out, err = capsys.readouterr()
+        assert code == 0 and err == "", (out, err)
+        return json.loads(out)
+
+    with_e = compared("-e", EXISTING)
+    assert compared(EXISTING) == with_e
+    assert [row["name"] for row in with_e] == [EXISTING]
+    err = bad(root, capsys, "experiment", "compare")
+    assert "compare needs the experiments or groups to compare" in err and "-e NAME" in err
 
 
 # ---------------------------------------------------------------------------------------------- wrong states

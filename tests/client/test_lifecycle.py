@@ -15,6 +15,7 @@ import torch
 from tests.client.conftest import kill_workers, tfcli, wait_for, wait_until_done
 from torchforce.agents import create_agent
 from torchforce.client import Experiment, Project
+from torchforce.client.commands.views import short_return
 from torchforce.client.experiment_file import worker_agent_spec
 from torchforce.client.worker import Checkpoints
 from torchforce.configs import names
@@ -131,7 +132,7 @@ def test_the_whole_journey_through_the_real_command_line(cli_root):
         "Experiment   journey\nStatus       finished\nAgent        ppo (configs/agents/ppo_cartpole.json)"
     )
     assert "Environment  CartPole-v1 x 4" in text and "Progress     24,000 timesteps" in text and "(100%)" in text
-    recent = ", ".join(f"{value:g}" for value in shown["recent_returns"])
+    recent = ", ".join(short_return(value) for value in shown["recent_returns"])
     assert f"Recent       {recent}\n" in text and "Results      experiments/journey/results" in text
 
 

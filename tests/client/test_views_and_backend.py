@@ -15,7 +15,7 @@ from tests.client.conftest import fake_worker
 from torchforce.client import Experiment
 from torchforce.client.backends import local
 from torchforce.client.commands.output import format_table
-from torchforce.client.commands.views import progress_fraction
+from torchforce.client.commands.views import progress_fraction, short_return
 from torchforce.client.worker import ExperimentRun
 
 # ---------------------------------------------------------------------------------------------- progress and tables
@@ -36,6 +36,14 @@ from torchforce.client.worker import ExperimentRun
 )
 def test_progress_is_the_larger_fraction_and_complete_once_finished(spec, progress, status, expected):
     assert progress_fraction(spec, progress, status) == expected
+
+
+@pytest.mark.parametrize(
+    ("value", "shown"),
+    [(-23.8908, "-23.89"), (-8.02694, "-8.03"), (22.5, "22.5"), (500.0, "500"), (1.0, "1"), (-0.001, "0"), (0.0, "0")],
+)
+def test_show_gives_recent_returns_to_two_decimals_at_most(value, shown):
+    assert short_return(value) == shown
 
 
 def test_numeric_columns_stay_right_aligned_when_a_row_shows_a_dash():

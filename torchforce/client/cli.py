@@ -37,7 +37,8 @@ DESCRIPTION = """Run reinforcement-learning experiments from the command line.
   tfcli init                                    make this folder a project
   tfcli experiment new -n NAME -A AGENT -E ENV  create an experiment (validated completely first)
   tfcli experiment start -e NAME --follow       run it (on this machine) with a progress bar
-  tfcli experiment list | show | logs | plot | compare | pause | stop | download | delete
+  tfcli experiment list | show | logs | watch | plot | compare | pause | stop | download | delete
+  tfcli experiment evaluate | export -e NAME    play a trained agent (returns, video); export it (TorchScript, ONNX)
   tfcli gcloud link -r PROJECT --key-file KEY   link a Google Cloud project (for GKE clusters)
   tfcli cluster create | list | delete          Ray clusters here or attached; GKE clusters
   tfcli sweep new -f FILE --start               a hyperparameter search (Optuna); sweep show | plot | stop

@@ -650,9 +650,12 @@ class ExperimentRun:
         remaining_steps = None if spec["total_timesteps"] is None else spec["total_timesteps"] - self.runner.timestep
         remaining_episodes = None if spec["episodes"] is None else spec["episodes"] - self.runner.episode
         if (remaining_steps is None or remaining_steps > 0) and (remaining_episodes is None or remaining_episodes > 0):
-            LOG.info(
-                "running %s: %s more timesteps, %s more episodes", spec["name"], remaining_steps, remaining_episodes
-            )
+            left = [
+                f"{count:,} more {unit}"
+                for count, unit in ((remaining_steps, "timesteps"), (remaining_episodes, "episodes"))
+                if count is not None
+            ]
+            LOG.info("running %s: %s", spec["name"], " or ".join(left) or "until stopped")
             limits = {
                 "num_timesteps": remaining_steps,
                 "num_episodes": remaining_episodes,

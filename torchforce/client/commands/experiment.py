@@ -258,9 +258,15 @@ def _add_results(experiments: argparse._SubParsersAction) -> None:
         "return.\nA group shows its runs' figures together: the final mean return across seeds with a 95% "
         "bootstrap\nconfidence interval and the interquartile mean (IQM), and how many seeds reached the threshold, "
         "how\nfast (median, min-max).",
-        examples=["tfcli experiment compare cp cp-seed3 --threshold 475", "tfcli experiment compare cp-group other"],
+        examples=[
+            "tfcli experiment compare -e cp cp-seed3 --threshold 475",
+            "tfcli experiment compare cp-group other   # -e may be left out",
+        ],
     )
-    compare.add_argument("experiments", nargs="+", metavar="NAME", help="the experiments and groups to compare")
+    compare.add_argument(
+        "-e", "--experiment", nargs="+", default=[], metavar="NAME", help="the experiments and groups to compare"
+    )
+    compare.add_argument("experiments", nargs="*", metavar="NAME", help="the same, without -e")
     compare.add_argument(
         "--threshold", type=float, help="report steps and time until the mean return (last --window) reaches it"
     )
@@ -658,8 +664,14 @@ def experiment_plot(args: argparse.Namespace) -> None:
 
 @command("experiment", "compare")
 def experiment_compare(args: argparse.Namespace) -> None:
+    names = [*args.experiment, *args.experiments]
+    if not names:
+        raise ClientError(
+            "compare needs the experiments or groups to compare",
+            hint="Give their names: tfcli experiment compare -e NAME [NAME ...]",
+        )
     summaries: list[Summary | GroupSummary] = []
-    for item in resolve(Project.find(), args.experiments):
+    for item in resolve(Project.find(), names):
         if isinstance(item, Group):
             logs = {run.name: read_episodes(run.episode_log()) for run in item.runs}
             summaries.append(summarize_group(item.name, logs, item.seeds, args.threshold, args.window))

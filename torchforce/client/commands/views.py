@@ -338,7 +338,7 @@ def show_lines(experiment: Experiment, row: dict[str, Any], recent: list[float])
         + (f", {elapsed(row['elapsed_seconds'])}" if row["elapsed_seconds"] else ""),
         f"Speed        {_shown(row, 'steps_per_second', '{:,.0f}'.format) or 0} steps/s",
         "Mean return  " + (_shown(row, "mean_return", f"{{:.2f}} (last {row['window']})".format, also=MEAN_100) or "-"),
-        "Recent       " + (", ".join(f"{value:g}" for value in recent) or "-"),
+        "Recent       " + (", ".join(short_return(value) for value in recent) or "-"),
         f"Checkpoint   {'yes' if experiment.has_checkpoint() else 'none yet'}",
         f"Results      {relative(experiment.results)}"
         + ("" if experiment.storage().local == experiment.results else f" (running: {experiment.storage().location})"),
@@ -383,6 +383,12 @@ def wait_in_queue(experiment: Experiment) -> ExperimentRecord:
             shown = line
         time.sleep(0.5)
     return record
+
+
+def short_return(value: float) -> str:
+    """A return to two decimals at most, as the mean beside it: ``-23.8908`` -> ``-23.89``, ``22.5``, ``500``."""
+    text = f"{value:.2f}".rstrip("0").rstrip(".")
+    return "0" if text == "-0" else text
 
 
 def follow(experiment: Experiment, since: int | None = None) -> int:
