@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import logging
 import statistics
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -20,7 +21,7 @@ from torchforce.client.cli import main
 from torchforce.client.experiment_file import resolve_experiment
 from torchforce.client.report import read_evaluations
 from torchforce.client.worker import PeriodicEvaluation
-from torchforce.spec import SpecError
+from torchforce.spec import SpecError, SpecWarning
 
 EVALUATION = {"frequency": "250t", "episodes": 3}
 
@@ -58,6 +59,32 @@ def model_parameters(folder: Path) -> dict[str, torch.Tensor]:
 def resolve(project: Project, **fields) -> dict:
     raw = {"name": "spec", "agent": "small_ppo", "environment": "cartpole", "total_timesteps": 1000, **fields}
     return resolve_experiment(project, raw, build=False)
+
+
+def built(project: Project, **fields) -> list[str]:
+    """The SpecWarnings of resolving and building an experiment (``resolve`` with ``build``)."""
+    raw = {"name": "spec", "agent": "small_ppo", "environment": "cartpole", "total_timesteps": 1000, **fields}
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        resolve_experiment(project, raw)
+    return [str(w.message) for w in caught if issubclass(w.category, SpecWarning)]
+
+
+def test_a_budget_that_never_reaches_evaluation_or_an_update_warns(project):
+    assert built(project, evaluation={"frequency": "250t"}) == []  # small_ppo updates every 128 timesteps
+    assert built(project, evaluation={"frequency": "5000t"}) == [
+        "experiment.evaluation.frequency: every 5,000 timesteps, but the run ends at 1,000 (total_timesteps): it "
+        "never evaluates, and there will be no best checkpoint"
+    ]
+    assert built(project, total_timesteps=None, episodes=20, evaluation={"frequency": "50e"}) == [
+        "experiment.evaluation.frequency: every 50 episodes, but the run ends at 20 (episodes): it never evaluates, "
+        "and there will be no best checkpoint"
+    ]
+    assert built(project, total_timesteps=100) == [
+        "experiment.total_timesteps: 100, but the agent's first update comes after 128 timesteps (its update_mode: "
+        "batch_size, first_update): the run never learns"
+    ]
+    assert built(project, total_timesteps=128) == []
 
 
 def test_the_evaluation_field_is_resolved_with_its_defaults(project):

@@ -138,7 +138,10 @@ class Experiment:
 
     def generate_locally(self) -> Path:
         """Validate, then create ``experiments/<name>/experiment.json`` and the state database row atomically:
-        on any error nothing is left behind."""
+        on any error nothing is left behind. A name that is taken is refused before the spec is built (seconds)."""
+        if self.raw.get("name") is not None:
+            check_name(self.raw["name"])
+            self._check_name_is_free()
         spec = self.validate()
         from torchforce import __version__
 

@@ -23,6 +23,7 @@ from torchforce.spec import (
     expect_int,
     load_file,
     parse_frequency,
+    warn_spec,
 )
 from torchforce.spec.errors import describe
 
@@ -146,7 +147,33 @@ def resolve_experiment(project: Project, raw: dict[str, Any], *, build: bool = T
         use_modules(modules_folder(project.root))  # the one place user classes come from (as in the worker)
         check_buildable(spec)
         _check_evaluation_environment(spec)
+        _warn_if_never_evaluated(spec)
     return spec
+
+
+def _warn_if_never_evaluated(spec: dict[str, Any]) -> None:
+    """A SpecWarning when evaluation comes every more timesteps (episodes) than the run has: it never evaluates."""
+    if spec["evaluation"] is None:
+        return
+    frequency = parse_frequency(spec["evaluation"]["frequency"], "experiment.evaluation.frequency")
+    budget = {"timesteps": spec["total_timesteps"], "episodes": spec["episodes"]}.get(frequency.unit)
+    if budget is not None and frequency.amount > budget:
+        key = "total_timesteps" if frequency.unit == "timesteps" else "episodes"
+        warn_spec(
+            f"experiment.evaluation.frequency: every {frequency.amount:,} {frequency.unit}, but the run ends at "
+            f"{budget:,} ({key}): it never evaluates, and there will be no best checkpoint"
+        )
+
+
+def _warn_if_never_learning(spec: dict[str, Any], agent: Any) -> None:
+    """A SpecWarning when the agent's first update comes after the run's last timestep: it never learns."""
+    schedule, total = getattr(agent, "schedule", None), spec["total_timesteps"]
+    if schedule is None or total is None or agent.update_mode.unit == "episodes" or schedule.next_at <= total:
+        return
+    warn_spec(
+        f"experiment.total_timesteps: {total:,}, but the agent's first update comes after {schedule.next_at:,} "
+        "timesteps (its update_mode: batch_size, first_update): the run never learns"
+    )
 
 
 def _renamed_timesteps(raw: dict[str, Any]) -> dict[str, Any]:
@@ -483,6 +510,7 @@ def check_buildable(spec: dict[str, Any]) -> None:
                 agent = _prefixed("agent", sources, lambda: create_agent(worker_agent_spec(spec), **kwargs))
         except SpecError as error:
             raise _blame_the_network(error, spec, sources) from None
+        _warn_if_never_learning(spec, agent)
         agent.close()
     finally:
         environment.close()
