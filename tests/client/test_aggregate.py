@@ -150,6 +150,18 @@ def test_threshold_steps_and_time_are_read_off_the_smoothed_log():
     assert summarize("run", log(returns)).final_mean_return == 5.0
 
 
+def test_the_best_mean_is_over_whole_windows_and_timesteps_may_be_the_runs_own():
+    returns = [9.0, 0.0, 0.0, 0.0, 1.0, 1.0, 1.0]  # a lucky first episode: 9 alone, 2.25 over the first four
+    summary = summarize("run", log(returns), window=4)
+    assert summary.best_mean_return == 2.25 and summary.final_mean_return == 0.75
+    assert summarize("run", log(returns[:3]), window=4).best_mean_return == 3.0  # fewer than a window: all of them
+    assert summarize("run", log(returns)).timesteps == 70  # the last episode's end
+    assert summarize("run", log(returns), timesteps=75).timesteps == 75  # the run's progress: steps past it
+    assert summarize("run", [], timesteps=40).timesteps == 40
+    group = summarize_group("g", {"g-s0": log(returns), "g-s1": []}, [0, 1], timesteps={"g-s0": 75, "g-s1": 5})
+    assert [run.timesteps for run in group.runs] == [75, 5] and group.timesteps == 40.0
+
+
 def expected_crossing(returns: list[float], window: int, threshold: float) -> int | None:
     """The episode (from 1) whose smoothed return first reaches ``threshold``, by plain Python."""
     smoothed = plain_running_mean(returns, window)

@@ -224,18 +224,28 @@ class Summary:
         return asdict(self)
 
 
-def summarize(name: str, records: list[dict], threshold: float | None = None, window: int = WINDOW) -> Summary:
+def summarize(
+    name: str,
+    records: list[dict],
+    threshold: float | None = None,
+    window: int = WINDOW,
+    timesteps: int | None = None,
+) -> Summary:
+    """One run's figures from its episode records. ``timesteps``: the run's own count (its progress, as ``list``
+    and ``show`` give it; default: the timestep of its last episode's end). The best mean return is the best over
+    whole windows of ``window`` episodes (a run with fewer: the mean of them all), not over the first few episodes."""
     if not records:
-        return Summary(name, 0, 0, None, None, None, None, threshold, window=window)
+        return Summary(name, 0, timesteps or 0, None, None, None, None, threshold, window=window)
     steps, means = curve(records, window)
     seconds, _ = curve(records, window, by="wall_time")
+    whole = means[min(window, len(means)) - 1 :]
     summary = Summary(
         name=name,
         episodes=len(records),
-        timesteps=int(steps[-1]),
+        timesteps=max(int(steps[-1]), timesteps or 0),
         seconds=float(seconds[-1]),
         final_mean_return=float(means[-1]),
-        best_mean_return=float(means.max()),
+        best_mean_return=float(whole.max()),
         steps_per_second=float(steps[-1] / seconds[-1]) if seconds[-1] > 0 else None,
         threshold=threshold,
         window=window,
@@ -288,10 +298,12 @@ def summarize_group(
     seeds: list[int | None],
     threshold: float | None = None,
     window: int = WINDOW,
+    timesteps: dict[str, int | None] | None = None,
 ) -> GroupSummary:
     """The figures of the group ``name`` from its runs' episode records (``logs``: run name to records, in the
-    order of ``seeds``)."""
-    runs = [summarize(run, records, threshold, window) for run, records in logs.items()]
+    order of ``seeds``; ``timesteps``: run name to its own count, as ``summarize`` takes it)."""
+    counts = timesteps or {}
+    runs = [summarize(run, records, threshold, window, counts.get(run)) for run, records in logs.items()]
     counted = [run for run in runs if run.episodes]
     group = GroupSummary(
         name=name,

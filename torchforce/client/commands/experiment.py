@@ -662,6 +662,12 @@ def experiment_plot(args: argparse.Namespace) -> None:
     print(f"Learning curves of {', '.join(logs)} (smoothed over {args.window} episodes): {Path(path).resolve()}")
 
 
+def progress_timesteps(experiment: Experiment) -> int | None:
+    """The timesteps the run has taken by its progress file (None without a readable count)."""
+    count = experiment.progress().get("timesteps")
+    return count if isinstance(count, int) and not isinstance(count, bool) else None
+
+
 @command("experiment", "compare")
 def experiment_compare(args: argparse.Namespace) -> None:
     names = [*args.experiment, *args.experiments]
@@ -674,9 +680,11 @@ def experiment_compare(args: argparse.Namespace) -> None:
     for item in resolve(Project.find(), names):
         if isinstance(item, Group):
             logs = {run.name: read_episodes(run.episode_log()) for run in item.runs}
-            summaries.append(summarize_group(item.name, logs, item.seeds, args.threshold, args.window))
+            counts = {run.name: progress_timesteps(run) for run in item.runs}
+            summaries.append(summarize_group(item.name, logs, item.seeds, args.threshold, args.window, counts))
         else:
-            summaries.append(summarize(item.name, read_episodes(item.episode_log()), args.threshold, args.window))
+            records, count = read_episodes(item.episode_log()), progress_timesteps(item)
+            summaries.append(summarize(item.name, records, args.threshold, args.window, count))
     if args.json:
         print_json([s.to_dict() for s in summaries])
     else:
