@@ -15,7 +15,7 @@ from tests.client.conftest import fake_worker
 from torchforce.client import Experiment
 from torchforce.client.backends import local
 from torchforce.client.commands.output import format_table
-from torchforce.client.commands.views import progress_fraction, short_return
+from torchforce.client.commands.views import environment_name, progress_fraction, short_return
 from torchforce.client.worker import ExperimentRun
 
 # ---------------------------------------------------------------------------------------------- progress and tables
@@ -36,6 +36,18 @@ from torchforce.client.worker import ExperimentRun
 )
 def test_progress_is_the_larger_fraction_and_complete_once_finished(spec, progress, status, expected):
     assert progress_fraction(spec, progress, status) == expected
+
+
+@pytest.mark.parametrize(
+    ("environment", "name"),
+    [
+        ({"type": "atari", "game": "Breakout", "frame_skip": 4}, "Atari(Breakout)"),
+        ({"type": "gym", "gym_id": "HalfCheetah-v5"}, "HalfCheetah-v5"),
+        ({"type": "minimal_test"}, "minimal_test"),
+    ],
+)
+def test_list_and_show_name_what_the_experiment_plays(environment, name):
+    assert environment_name({"environment": environment}) == name
 
 
 @pytest.mark.parametrize(

@@ -633,7 +633,13 @@ def test_missing_required_key_message():
         (
             [{"type": "dense", "size": 3}],
             {"shape": [4, 4, 1]},
-            r"network\[0\]: layer 'dense' needs an input of shape \[features\].*\n.*flatten",
+            r"network\[0\]: layer 'dense' needs an input of shape \[features\].*\n  An image wants convolutions: the "
+            r"shipped configs ppo_atari, dqn_atari.*flatten",
+        ),
+        (
+            [{"type": "dense", "size": 3}],
+            {"shape": [4, 4]},
+            r"layer 'dense' needs an input of shape \[features\].*\n  Add \{\"type\": \"flatten\"\} before it",
         ),
         ([{"type": "conv2d", "size": 3}], None, r"layer 'conv2d' needs an input of shape \[height, width, channels\]"),
         ([{"type": "dense", "size": 3, "activation": "relux"}], None, r"network\[0\]\.activation\.name: unknown.*relu"),

@@ -30,7 +30,10 @@ def agent_name(spec: dict) -> str:
 
 
 def environment_name(spec: dict) -> str:
+    """What the experiment plays: the Gymnasium id, an Atari game as ``Atari(Breakout)``, else the type."""
     environment = spec["environment"]
+    if environment.get("type") == "atari" and environment.get("game"):
+        return f"Atari({environment['game']})"
     return str(environment.get("gym_id") or environment.get("type", "?"))
 
 

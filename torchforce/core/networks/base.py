@@ -113,7 +113,12 @@ def expect_rank(incoming: Value, rank: int, path: str, layer: str, layout: str) 
     if incoming.rank == rank:
         return
     hint = None
-    if rank == 1 and incoming.rank != 1:
+    if rank == 1 and incoming.rank == 3:  # an image [height, width, channels]
+        hint = (
+            "An image wants convolutions: the shipped configs ppo_atari, dqn_atari (Atari frame stacks), ppo_cnn and "
+            'dqn_visual have them; or add {"type": "flatten"} before it to make the input a vector.'
+        )
+    elif rank == 1 and incoming.rank != 1:
         hint = 'Add {"type": "flatten"} before it to make the input a vector.'
     raise SpecError(
         path,
