@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import time
 
 import numpy as np
@@ -69,6 +70,27 @@ def test_mujoco(tmp_path, monkeypatch):
     state, terminal, reward = env.execute(np.zeros(1, dtype=np.float32))
     assert state.shape == (4,) and reward == 1.0 and terminal == 0
     env.close()
+
+
+def test_mujoco_warnings_go_to_logging_not_to_stderr_and_a_log_file(tmp_path, monkeypatch, caplog, capfd):
+    import mujoco
+
+    monkeypatch.chdir(tmp_path)
+    own = mujoco.get_mju_user_warning()
+    mujoco.set_mju_user_warning(None)  # as in a fresh process
+    try:
+        with caplog.at_level(logging.DEBUG, logger="torchforce.mujoco"):
+            Gym("HalfCheetah-v5", seed=0).close()  # its model: 'settotalmass' is deprecated
+            mujoco.get_mju_user_warning()("Nan, Inf or huge value in QACC at DOF 0")  # as the simulation would say
+        levels = {record.getMessage().split(":")[1].strip().split()[0]: record.levelno for record in caplog.records}
+        assert levels == {"compiler": logging.DEBUG, "Nan,": logging.WARNING}
+        assert list(tmp_path.iterdir()) == [] and "settotalmass" not in capfd.readouterr().err
+        mine = []
+        mujoco.set_mju_user_warning(mine.append)  # a handler of the user's own stays
+        Gym("HalfCheetah-v5", seed=0).close()
+        assert len(mine) == 1 and "settotalmass" in mine[0]
+    finally:
+        mujoco.set_mju_user_warning(own)
 
 
 def test_atari_pong():

@@ -21,6 +21,7 @@ import importlib
 import importlib.util
 import inspect
 import json
+import logging
 import os
 import re
 import sys
@@ -156,6 +157,8 @@ def _make(gym_id: str, spec: Any, max_episode_timesteps: int | None, gym_kwargs:
                 UserWarning,
                 stacklevel=4,
             )
+    if str(spec.entry_point).startswith("gymnasium.envs.mujoco"):
+        _route_mujoco_warnings()
     try:
         # a registered id by its name, so that Gymnasium says when a newer version exists
         made = gym_id if gym_id in gym_registry() else spec
@@ -170,6 +173,27 @@ def _make(gym_id: str, spec: Any, max_episode_timesteps: int | None, gym_kwargs:
         raise SpecError(f"{path}.gym_id", f"cannot make '{gym_id}': {error}", hint=hint) from None
     except TypeError as error:
         raise _kwarg_error(gym_id, spec, gym_kwargs, error, path) from None
+
+
+def _route_mujoco_warnings() -> None:
+    """MuJoCo's warnings into Python's logging (logger ``torchforce.mujoco``), unless the process set a handler of
+    its own: by default MuJoCo prints each to stderr and appends it to ``MUJOCO_LOG.TXT`` in the working folder (a
+    project's, a results folder), and Gymnasium's v5 models raise one on every build ("compiler attribute
+    'settotalmass' is deprecated"), which is about Gymnasium's model file, not the user's spec: deprecations go to
+    the debug level, every other warning (an unstable simulation, a full contact buffer) to the warning level,
+    which reaches stderr without a logging setup and the worker's log with one."""
+    try:
+        import mujoco
+    except ImportError:
+        return  # gymnasium.make says what to install
+    if mujoco.get_mju_user_warning() is not None:
+        return
+    log = logging.getLogger("torchforce.mujoco")
+
+    def handle(message: str) -> None:
+        log.log(logging.DEBUG if "is deprecated" in message else logging.WARNING, "MuJoCo: %s", message)
+
+    mujoco.set_mju_user_warning(handle)
 
 
 def _seed(seed: Any, path: str) -> int | None:
