@@ -87,6 +87,14 @@ def test_a_budget_that_never_reaches_evaluation_or_an_update_warns(project):
     assert built(project, total_timesteps=128) == []
 
 
+def test_an_atari_game_by_its_gymnasium_id_warns_that_its_screens_are_raw(project, capfd):
+    (warning,) = built(project, agent="ppo_atari", environment="ALE/Pong-v5", total_timesteps=2048)
+    assert warning.startswith("experiment.environment: 'ALE/Pong-v5' gives raw 210x160 colour screens")
+    assert '{"type": "atari", "game": "Pong"} applies them' in warning
+    assert built(project, agent="ppo_atari", environment="pong", total_timesteps=2048) == []
+    assert "Stella" not in capfd.readouterr().out  # ALE's banner stays out of tfcli's output
+
+
 def test_the_evaluation_field_is_resolved_with_its_defaults(project):
     assert resolve(project)["evaluation"] is None
     resolved = resolve(project, evaluation={"frequency": 600})["evaluation"]

@@ -148,7 +148,28 @@ def resolve_experiment(project: Project, raw: dict[str, Any], *, build: bool = T
         check_buildable(spec)
         _check_evaluation_environment(spec)
         _warn_if_never_evaluated(spec)
+        _warn_if_raw_atari(spec)
     return spec
+
+
+def _warn_if_raw_atari(spec: dict[str, Any]) -> None:
+    """A SpecWarning for an Atari game by its Gymnasium id: raw 210x160 colour screens, without the standard
+    wrappers (frame skip, 84x84 grayscale, frame stack, no-op reset, episodic life) that the atari type applies."""
+    environment = spec["environment"]
+    gym_id = environment.get("gym_id") if environment.get("type") in ("gym", "openai_gym") else None
+    if not isinstance(gym_id, str):
+        return
+    from torchforce.environments.names import atari_id
+
+    ale = atari_id(gym_id) if gym_id.startswith("ALE/") or "NoFrameskip" in gym_id else None
+    if ale is None:
+        return
+    game = ale.split("/", 1)[1].split("-v")[0]
+    warn_spec(
+        f"experiment.environment: '{gym_id}' gives raw 210x160 colour screens, without the standard Atari "
+        f'wrappers; {{"type": "atari", "game": "{game}"}} applies them (frame skip 4, 84x84 grayscale, '
+        "4 frames stacked, no-op reset, episodic life), as the shipped breakout and pong environments do"
+    )
 
 
 def _warn_if_never_evaluated(spec: dict[str, Any]) -> None:

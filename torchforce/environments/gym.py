@@ -148,6 +148,11 @@ def _make(gym_id: str, spec: Any, max_episode_timesteps: int | None, gym_kwargs:
     import gymnasium
 
     _check_gym_kwargs(gym_id, spec, gym_kwargs, path)
+    if str(spec.entry_point).startswith("ale_py"):
+        import ale_py
+
+        # its banner goes to standard output when a game loads, into the middle of tfcli's tables (as in atari.py)
+        ale_py.ALEInterface.setLoggerMode(ale_py.LoggerMode.Error)
     if str(spec.entry_point).startswith("ale_py") and not gym_id.startswith("ALE/"):
         atari = atari_id(gym_id)
         if atari is not None:
