@@ -664,6 +664,9 @@ class ExperimentRun:
                 "episode_finished": self.episode_finished,
             }
             runner = self.runner
+            # the first progress line's steps/s counts from here, not from the process's start (a resumed run
+            # restored for seconds: its first line said 1 steps/s)
+            self._logged = {"seconds": time.monotonic(), "timesteps": runner.global_timestep}
             if isinstance(runner, DistributedRunner):
                 runner.run(**limits, report=self.step_finished)  # after each chunk a Ray worker returns
             elif isinstance(runner, ThreadedRunner):
