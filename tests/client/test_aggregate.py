@@ -152,8 +152,11 @@ def test_threshold_steps_and_time_are_read_off_the_smoothed_log():
 
 def test_the_best_mean_is_over_whole_windows_and_timesteps_may_be_the_runs_own():
     returns = [9.0, 0.0, 0.0, 0.0, 1.0, 1.0, 1.0]  # a lucky first episode: 9 alone, 2.25 over the first four
-    summary = summarize("run", log(returns), window=4)
+    summary = summarize("run", log(returns), threshold=5.0, window=4)
     assert summary.best_mean_return == 2.25 and summary.final_mean_return == 0.75
+    assert summary.timesteps_to_threshold is None  # 9 alone is no window of 4 that reached 5
+    twins = summarize_group("g", {"g-s0": log(returns), "g-s1": log(returns)}, [0, 1], window=4)
+    assert twins.best_mean_return == pytest.approx(2.25)  # the group's curve, of whole windows too
     assert summarize("run", log(returns[:3]), window=4).best_mean_return == 3.0  # fewer than a window: all of them
     assert summarize("run", log(returns)).timesteps == 70  # the last episode's end
     assert summarize("run", log(returns), timesteps=75).timesteps == 75  # the run's progress: steps past it

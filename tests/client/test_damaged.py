@@ -278,7 +278,7 @@ def lock_holder(root):
 
 def test_a_database_locked_too_long_is_a_clear_error_and_delete_changes_nothing(root, capsys, monkeypatch, lock_holder):
     monkeypatch.setattr(store_module, "BUSY_TIMEOUT", 1.0)
-    new = ["experiment", "new", "-n", "gamma", "-A", "ppo_cartpole", "-E", "cartpole", "-t", "1024"]
+    new = ["experiment", "new", "-n", "gamma", "-A", "ppo_cartpole", "-E", "cartpole", "-t", "1025"]
     for argv in (["experiment", "delete", "-e", FIRST], new):
         err = bad(root, capsys, *argv)
         assert err.startswith(

@@ -80,11 +80,15 @@ def test_a_budget_that_never_reaches_evaluation_or_an_update_warns(project):
         "experiment.evaluation.frequency: every 50 episodes, but the run ends at 20 (episodes): it never evaluates, "
         "and there will be no best checkpoint"
     ]
-    assert built(project, total_timesteps=100) == [
-        "experiment.total_timesteps: 100, but the agent's first update comes after 128 timesteps (its update_mode: "
-        "batch_size, first_update): the run never learns"
+    assert built(project, total_timesteps=128) == [  # its 128th step is complete only at a 129th
+        "experiment.total_timesteps: 128, but the agent's first update needs 128 complete timesteps (its update_mode: "
+        "batch_size, first_update), and a step is complete only at the next one: the run never learns; give it at "
+        "least 129"
     ]
-    assert built(project, total_timesteps=128) == []
+    assert built(project, total_timesteps=129) == []
+    assert len(built(project, total_timesteps=130, num_environments=4)) == 1  # four rows: four steps incomplete
+    assert built(project, total_timesteps=132, num_environments=4) == []
+    assert len(built(project, total_timesteps=None, episodes=20, evaluation={"frequency": "20e"})) == 1
 
 
 def test_an_atari_game_by_its_gymnasium_id_warns_that_its_screens_are_raw(project, capfd):
@@ -92,6 +96,8 @@ def test_an_atari_game_by_its_gymnasium_id_warns_that_its_screens_are_raw(projec
     assert warning.startswith("experiment.environment: 'ALE/Pong-v5' gives raw 210x160 colour screens")
     assert '{"type": "atari", "game": "Pong"} applies them' in warning
     assert built(project, agent="ppo_atari", environment="pong", total_timesteps=2048) == []
+    ram = {"type": "gym", "gym_id": "ALE/Pong-v5", "obs_type": "ram"}  # RAM asked for: nothing to say
+    assert built(project, agent="small_ppo", environment=ram, total_timesteps=2048) == []
     assert "Stella" not in capfd.readouterr().out  # ALE's banner stays out of tfcli's output
 
 

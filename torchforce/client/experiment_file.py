@@ -157,7 +157,7 @@ def _warn_if_raw_atari(spec: dict[str, Any]) -> None:
     wrappers (frame skip, 84x84 grayscale, frame stack, no-op reset, episodic life) that the atari type applies."""
     environment = spec["environment"]
     gym_id = environment.get("gym_id") if environment.get("type") in ("gym", "openai_gym") else None
-    if not isinstance(gym_id, str):
+    if not isinstance(gym_id, str) or environment.get("obs_type", "rgb") != "rgb":  # RAM or grayscale: asked for
         return
     from torchforce.environments.names import atari_id
 
@@ -178,7 +178,9 @@ def _warn_if_never_evaluated(spec: dict[str, Any]) -> None:
         return
     frequency = parse_frequency(spec["evaluation"]["frequency"], "experiment.evaluation.frequency")
     budget = {"timesteps": spec["total_timesteps"], "episodes": spec["episodes"]}.get(frequency.unit)
-    if budget is not None and frequency.amount > budget:
+    # a run that ends with its last episode stops before that episode's evaluation is due
+    last = frequency.amount >= budget if frequency.unit == "episodes" and budget is not None else False
+    if budget is not None and (frequency.amount > budget or last):
         key = "total_timesteps" if frequency.unit == "timesteps" else "episodes"
         warn_spec(
             f"experiment.evaluation.frequency: every {frequency.amount:,} {frequency.unit}, but the run ends at "
@@ -187,13 +189,19 @@ def _warn_if_never_evaluated(spec: dict[str, Any]) -> None:
 
 
 def _warn_if_never_learning(spec: dict[str, Any], agent: Any) -> None:
-    """A SpecWarning when the agent's first update comes after the run's last timestep: it never learns."""
+    """A SpecWarning when the run ends before the agent's first update: it updates once ``next_at`` timesteps are
+    complete, and a step is complete at the next act (or at its episode's end), so the last step of each of the
+    ``num_environments`` rows is not (Runner's step count)."""
     schedule, total = getattr(agent, "schedule", None), spec["total_timesteps"]
-    if schedule is None or total is None or agent.update_mode.unit == "episodes" or schedule.next_at <= total:
+    if schedule is None or total is None or agent.update_mode.unit == "episodes":
+        return
+    rows = spec["num_environments"]
+    if schedule.next_at <= total - rows:
         return
     warn_spec(
-        f"experiment.total_timesteps: {total:,}, but the agent's first update comes after {schedule.next_at:,} "
-        "timesteps (its update_mode: batch_size, first_update): the run never learns"
+        f"experiment.total_timesteps: {total:,}, but the agent's first update needs {schedule.next_at:,} complete "
+        f"timesteps (its update_mode: batch_size, first_update), and a step is complete only at the next one: the "
+        f"run never learns; give it at least {schedule.next_at + rows:,}"
     )
 
 

@@ -232,13 +232,15 @@ def summarize(
     timesteps: int | None = None,
 ) -> Summary:
     """One run's figures from its episode records. ``timesteps``: the run's own count (its progress, as ``list``
-    and ``show`` give it; default: the timestep of its last episode's end). The best mean return is the best over
-    whole windows of ``window`` episodes (a run with fewer: the mean of them all), not over the first few episodes."""
+    and ``show`` give it; default: the timestep of its last episode's end). The best mean return and the threshold
+    are judged over whole windows of ``window`` episodes (a run with fewer: the mean of them all), never over a
+    lucky first few episodes."""
     if not records:
         return Summary(name, 0, timesteps or 0, None, None, None, None, threshold, window=window)
     steps, means = curve(records, window)
     seconds, _ = curve(records, window, by="wall_time")
-    whole = means[min(window, len(means)) - 1 :]
+    first_whole = min(window, len(means)) - 1
+    whole = means[first_whole:]
     summary = Summary(
         name=name,
         episodes=len(records),
@@ -250,11 +252,19 @@ def summarize(
         threshold=threshold,
         window=window,
     )
-    crossed = None if threshold is None else first_crossing(means, threshold)
+    crossed = None if threshold is None else first_crossing(whole, threshold)
     if crossed is not None:
-        summary.timesteps_to_threshold = int(steps[crossed])
-        summary.seconds_to_threshold = float(seconds[crossed])
+        summary.timesteps_to_threshold = int(steps[first_whole + crossed])
+        summary.seconds_to_threshold = float(seconds[first_whole + crossed])
     return summary
+
+
+def whole_windows(records: list[dict], window: int) -> tuple[np.ndarray, np.ndarray]:
+    """A run's smoothed curve (``curve``) from its first whole window of ``window`` episodes on (a run with fewer:
+    its last point, the mean of them all)."""
+    steps, means = curve(records, window)
+    first_whole = min(window, len(means)) - 1
+    return steps[first_whole:], means[first_whole:]
 
 
 @dataclass
@@ -321,7 +331,7 @@ def summarize_group(
         group.final_mean_return = float(np.mean(finals))
         group.final_low, group.final_high = bootstrap_interval(finals)
         group.final_iqm = interquartile_mean(finals)
-        _, curves = aligned([curve(logs[run.name], window) for run in counted])
+        _, curves = aligned([whole_windows(logs[run.name], window) for run in counted])
         group.best_mean_return = float(curves.mean(axis=0).max()) if curves.size else None
     if threshold is not None:
         reached = [run for run in counted if run.timesteps_to_threshold is not None]

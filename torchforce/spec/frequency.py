@@ -71,7 +71,8 @@ def _duration(seconds: int) -> str:
     '600 seconds (10 minutes)', '50000 seconds (13.9 hours)'."""
     for size, name in ((86400, "days"), (3600, "hours"), (60, "minutes")):
         if seconds >= size:
-            return f"{seconds} seconds ({seconds / size:.3g} {name})"
+            amount = f"{seconds / size:,.1f}".removesuffix(".0")
+            return f"{seconds} seconds ({amount} {name})"
     return f"{seconds} second{'s' if seconds > 1 else ''}"
 
 

@@ -21,6 +21,7 @@ left in ``progress.json``, or ``failed`` with the job's log tail.
 
 from __future__ import annotations
 
+import http.client
 import json
 import shlex
 import sys
@@ -39,6 +40,16 @@ from torchforce.client.storage import Storage
 WORKER_MODULE = "torchforce.client.worker"
 UNREACHABLE_SECONDS = 30.0  # a cluster that did not answer is not asked again for this long (by this process)
 _unreachable: dict[str, float] = {}  # dashboard -> when it last failed to answer
+
+
+def _says_no_such_job(error: urllib.error.HTTPError, handle: str) -> bool:
+    """Whether a 404 is the Ray Jobs API's own "Job <id> does not exist" (another server on a dead cluster's port
+    answers 404 to any path: that is no word on the job)."""
+    try:
+        body = error.read(4096).decode(errors="replace")
+    except (OSError, http.client.HTTPException):
+        return False
+    return body.strip() == f"Job {handle} does not exist"
 
 
 def _job_errors() -> tuple[type[BaseException], ...]:
@@ -188,10 +199,10 @@ class RayBackend(Backend):
             job = get_json(url, self.record.runtime, REACH_TIMEOUT)
         except urllib.error.HTTPError as error:
             _unreachable.pop(self.dashboard, None)
-            if error.code == 404:  # the cluster answers, and knows no such job
+            if error.code == 404 and _says_no_such_job(error, handle):  # Ray answers, and knows no such job
                 return None
-            return "UNREACHABLE"  # a refused token, a failing dashboard: nothing is judged
-        except (OSError, ValueError):  # nothing answers, or not with JSON: nothing is judged
+            return "UNREACHABLE"  # a refused token, a failing dashboard, another server there: nothing is judged
+        except (OSError, ValueError, http.client.HTTPException):  # nothing answers, or not with JSON or HTTP
             _unreachable[self.dashboard] = time.monotonic()
             return "UNREACHABLE"
         _unreachable.pop(self.dashboard, None)

@@ -134,7 +134,7 @@ def experiment_evaluate(args: argparse.Namespace) -> None:
 @contextlib.contextmanager
 def episode_bar(episodes: int, *, video: bool, shown: bool) -> Iterator[Callable[[int, int], object] | None]:
     """A progress bar on stderr while the episodes play (``shown``: on a terminal; elsewhere none, and the hook is
-    None): the episode, its steps and the steps per second (with a video, the rendering's pace). It appears at the
+    None): the episode, the steps played so far and their pace (with a video, the rendering's). It appears at the
     first step (restoring the agent is not counted) and is gone when the episodes end, before the table."""
     if not shown:
         yield None

@@ -663,9 +663,8 @@ def experiment_plot(args: argparse.Namespace) -> None:
 
 
 def progress_timesteps(experiment: Experiment) -> int | None:
-    """The timesteps the run has taken by its progress file (None without a readable count)."""
-    count = experiment.progress().get("timesteps")
-    return count if isinstance(count, int) and not isinstance(count, bool) else None
+    """The timesteps the run has taken by its progress file, as list and show read it (None when damaged)."""
+    return views.read_progress(experiment)[0].get("timesteps")
 
 
 @command("experiment", "compare")
