@@ -38,6 +38,8 @@ def test_parse(value: Any, frequency: Frequency) -> None:
         (50000, "every 50000 seconds (13.9 hours); write '50000s' to say so, or '50000t' for timesteps"),
         ("600", "every 600 seconds (10 minutes); write '600s'"),
         (30.0, "every 30 seconds; write '30s'"),
+        (60, "every 60 seconds (1 minute); write '60s'"),
+        (86400000, "every 86400000 seconds (1,000 days); write '86400000s'"),
         (1, "every 1 second; write '1s'"),
     ],
 )

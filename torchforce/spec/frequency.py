@@ -72,7 +72,7 @@ def _duration(seconds: int) -> str:
     for size, name in ((86400, "days"), (3600, "hours"), (60, "minutes")):
         if seconds >= size:
             amount = f"{seconds / size:,.1f}".removesuffix(".0")
-            return f"{seconds} seconds ({amount} {name})"
+            return f"{seconds} seconds ({amount} {name.removesuffix('s') if amount == '1' else name})"
     return f"{seconds} second{'s' if seconds > 1 else ''}"
 
 
