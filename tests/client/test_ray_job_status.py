@@ -33,7 +33,7 @@ class Dashboard(http.server.BaseHTTPRequestHandler):
         self.wfile.write(data)
 
     def log_message(self, *args: object) -> None:
-        pass
+        """Quiet: no line on stderr for each request."""
 
 
 @pytest.fixture

@@ -178,9 +178,11 @@ def _warn_if_never_evaluated(spec: dict[str, Any]) -> None:
         return
     frequency = parse_frequency(spec["evaluation"]["frequency"], "experiment.evaluation.frequency")
     budget = {"timesteps": spec["total_timesteps"], "episodes": spec["episodes"]}.get(frequency.unit)
+    if budget is None:
+        return
     # a run that ends with its last episode stops before that episode's evaluation is due
-    last = frequency.amount >= budget if frequency.unit == "episodes" and budget is not None else False
-    if budget is not None and (frequency.amount > budget or last):
+    never = frequency.amount >= budget if frequency.unit == "episodes" else frequency.amount > budget
+    if never:
         key = "total_timesteps" if frequency.unit == "timesteps" else "episodes"
         warn_spec(
             f"experiment.evaluation.frequency: every {frequency.amount:,} {frequency.unit}, but the run ends at "

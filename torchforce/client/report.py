@@ -239,7 +239,7 @@ def summarize(
         return Summary(name, 0, timesteps or 0, None, None, None, None, threshold, window=window)
     steps, means = curve(records, window)
     seconds, _ = curve(records, window, by="wall_time")
-    first_whole = min(window, len(means)) - 1
+    first_whole = first_whole_window(len(means), window)
     whole = means[first_whole:]
     summary = Summary(
         name=name,
@@ -263,8 +263,13 @@ def whole_windows(records: list[dict], window: int) -> tuple[np.ndarray, np.ndar
     """A run's smoothed curve (``curve``) from its first whole window of ``window`` episodes on (a run with fewer:
     its last point, the mean of them all)."""
     steps, means = curve(records, window)
-    first_whole = min(window, len(means)) - 1
+    first_whole = first_whole_window(len(means), window)
     return steps[first_whole:], means[first_whole:]
+
+
+def first_whole_window(episodes: int, window: int) -> int:
+    """The index of a smoothed curve's first point over a whole window (with fewer episodes: the last point)."""
+    return min(window, episodes) - 1
 
 
 @dataclass
