@@ -47,6 +47,7 @@ STEPS = {"breakout_ppo": 8192, "breakout_dqn": 4000}  # 8 PPO updates of 1,024 r
 WARMUP = {"breakout_ppo": 1024, "breakout_dqn": 1000}
 SYNC_ROWS = {"breakout_ppo": 1024, "breakout_dqn": 512}  # the segment that counts host synchronizations (CUDA)
 QUICK_STEPS, QUICK_WARMUP = 256, 64
+SYNC_WARNING = "called a synchronizing CUDA operation"  # what torch's sync debug mode says at each host wait
 
 
 def build(task: str, device: str, environments: int, mode: str, warmup: int) -> tuple[Any, Any]:
@@ -91,7 +92,7 @@ def count_host_syncs(runner: Any, agent: Any, rows: int, environments: int) -> d
             where[0] = "acting"
 
     def on_warning(message: Any, *rest: Any, **options: Any) -> None:
-        if "synchroniz" in str(message):  # "called a synchronizing CUDA operation"
+        if SYNC_WARNING in str(message):  # not torch's one "prototype feature" notice when the mode is set
             counts[where[0]] += 1
 
     agent._learn = counted_learn

@@ -12,7 +12,7 @@
 # Wheels the machine lacks come from .whl/ (bench/gpu_wheels.sh fetches them here). With the device tool:
 #
 #   bash bench/gpu_wheels.sh        # here, once: Gymnasium, ALE and SB3 for Python 3.12 into .whl/
-#   run(command="bash bench/gpu_check.sh", carry=[".whl"], timeout_s=540)   # 8.5 minutes at most, about 5 expected
+#   run(command="bash bench/gpu_check.sh", carry=[".whl"], timeout_s=540)   # 8.5 minutes at most; 6.3 on 2026-11-30
 #
 # Output goes to $OUT (the device tool's folder that comes back; bench/results/gpu-check here): gpu_check.log
 # with everything printed, and devices.py's records and tables (three runs, six files). GPU_CHECK_QUICK=1 runs

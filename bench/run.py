@@ -42,9 +42,7 @@ def machine() -> dict[str, Any]:
             cpu = next(line.split(":", 1)[1].strip() for line in handle if line.startswith("model name"))
     except (OSError, StopIteration):
         pass
-    versions = {
-        name: metadata.version(name) for name in ("torchforce", "torch", "stable_baselines3", "gymnasium", "numpy")
-    }
+    versions = {name: _version(name) for name in ("torchforce", "torch", "stable_baselines3", "gymnasium", "numpy")}
     return {
         "cpu": cpu,
         "cores": os.cpu_count(),
@@ -53,6 +51,20 @@ def machine() -> dict[str, Any]:
         "versions": versions,
         "torch_threads": 1,
     }
+
+
+def _version(name: str) -> str | None:
+    """The installed distribution's version; for a package run from a source tree on PYTHONPATH (the GPU
+    machine's torchforce), the module's own ``__version__``."""
+    try:
+        return metadata.version(name)
+    except metadata.PackageNotFoundError:
+        import importlib
+
+        try:
+            return getattr(importlib.import_module(name), "__version__", None)
+        except ImportError:
+            return None
 
 
 class Records:

@@ -38,6 +38,12 @@ DQN = {
 }
 
 
+def host_waits(caught):
+    """The host's waits for the GPU among warnings that torch's sync debug mode raised: one "called a synchronizing
+    CUDA operation" each (the mode's first use in a process also says it is a "prototype feature": not a wait)."""
+    return sum("called a synchronizing CUDA operation" in str(warning.message) for warning in caught)
+
+
 def run_episodes(agent, env, episodes):
     for _ in range(episodes):
         state, terminal = env.reset(), 0
@@ -133,7 +139,7 @@ def test_arrays_go_through_pinned_memory_and_come_back_in_one_wait():
             first, second = to_host(*groups)
         finally:
             torch.cuda.set_sync_debug_mode("default")
-    assert sum("synchroniz" in str(warning.message) for warning in caught) <= 1
+    assert host_waits(caught) <= 1
     np.testing.assert_array_equal(first["a"], array * 2)
     np.testing.assert_array_equal(second["b"], array.sum(1))
     assert second["c"].dtype == np.int64
@@ -160,4 +166,4 @@ def test_an_image_ppo_agent_waits_for_the_gpu_at_most_once_an_act():
                 step()
         finally:
             torch.cuda.set_sync_debug_mode("default")
-    assert sum("synchroniz" in str(warning.message) for warning in caught) <= 4
+    assert host_waits(caught) <= 4
