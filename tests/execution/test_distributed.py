@@ -35,9 +35,10 @@ pytestmark = [pytest.mark.xdist_group("ray-runner"), pytest.mark.slow]
 
 @pytest.fixture(scope="module", autouse=True)
 def cluster():
-    """One local Ray cluster for the module (loopback only), which the runners use (and so leave running)."""
+    """One local Ray cluster for the module (loopback only), which the runners use (and so leave running). It
+    declares a GPU: Ray counts it and hands out shares of it, and with no CUDA behind it agents compute on the CPU."""
     with tempfile.TemporaryDirectory(prefix="tf-ray-") as folder:
-        init_private(num_cpus=2, object_store_memory=OBJECT_STORE, temp_dir=folder)
+        init_private(num_cpus=2, num_gpus=1, object_store_memory=OBJECT_STORE, temp_dir=folder)
         try:
             yield
         finally:
@@ -156,6 +157,24 @@ def test_the_shared_model_learns_the_minimal_task():
         if outcomes[-1][0] and outcomes[-1][1] >= 9.0:  # out of 10
             return
     pytest.fail(f"no try learned: {outcomes}")
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="the cluster's GPU is declared, not real")
+def test_the_workers_of_an_agent_on_a_gpu_share_the_clusters_gpus():
+    """Workers of an "auto" agent ask for half of the cluster's one GPU each (Ray shows an actor only the GPUs it
+    asked for); seeing no CUDA behind it, their agents compute on the CPU, and the run goes on."""
+    runner = DistributedRunner(main_agent({**PPO, "device": "auto"}), MINIMAL, num_workers=2, seed=1)
+    try:
+        assert runner.placement.bundle_specs == [{"CPU": 1, "GPU": 0.5}] * 2
+        runner.run(num_episodes=10, chunk=50)
+        assert runner.global_episode == 10
+    finally:
+        runner.close()
+    plain = DistributedRunner(main_agent(), MINIMAL, num_workers=2, seed=1)  # an agent on the CPU asks for none
+    try:
+        assert plain.placement.bundle_specs == [{"CPU": 1}] * 2
+    finally:
+        plain.close()
 
 
 def test_bad_arguments():

@@ -123,13 +123,13 @@ class NoParameters(Optimizer):
             "int",
             {"type": "random", "device": "gpu"},
             {},
-            'agent.device: not a torch device; expected "cpu" or "cuda", got "gpu".',
+            'agent.device: not a torch device; expected "cpu", "cuda", "cuda:N" or "auto", got "gpu".',
         ),
         (
             "int",
             {"type": "random", "device": 3},
             {},
-            'agent.device: not a torch device; expected "cpu" or "cuda", got 3.',
+            'agent.device: not a torch device; expected "cpu", "cuda", "cuda:N" or "auto", got 3.',
         ),
         (
             "int",
@@ -354,8 +354,21 @@ def test_cuda_device_without_cuda(device: str, monkeypatch: pytest.MonkeyPatch) 
     env = ENVS["int"]
     spec = {"type": "ppo", "network": MLP, "device": device}
     assert message(create_agent, spec, states=env.states, actions=env.actions) == (
-        f'agent.device: CUDA is not available on this machine; got "{device}".\n  Use "cpu".'
+        f'agent.device: CUDA is not available on this machine; got "{device}".\n  Use "cpu", or "auto" (a GPU where '
+        "there is one, else the CPU)."
     )
+
+
+@pytest.mark.parametrize("available", [False, True])
+def test_auto_device_is_a_gpu_where_this_process_sees_one(available: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    from torchforce.agents.agent import Agent
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: available)
+    assert Agent._device("auto") == torch.device("cuda" if available else "cpu")
+    if not available:  # an agent built with "auto" on this machine computes on the CPU
+        env = ENVS["int"]
+        agent = create_agent({"type": "ppo", "network": MLP, "device": "auto"}, states=env.states, actions=env.actions)
+        assert agent.device == torch.device("cpu") and agent.act(env.reset()) in range(env.actions["num_actions"])
 
 
 # -- environments: Gym, MultiState, the action-space adapter -------------------------------------------------------

@@ -56,6 +56,7 @@ from torchforce.spec import (
     normalize_states,
     warn_spec,
 )
+from torchforce.spec.device import AUTO_DEVICE
 from torchforce.spec.frequency import Every
 
 
@@ -112,14 +113,26 @@ class Agent:
 
     @staticmethod
     def _device(device: str | None) -> torch.device:
+        """The torch device of ``device``: None is the CPU, ``"auto"`` a GPU where this process sees one (CUDA),
+        else the CPU, as SB3's ``device="auto"``; an experiment meant for a cluster's GPUs says ``"auto"`` so that
+        it also builds, and runs, on a machine without one."""
         if device is None:
             return torch.device("cpu")
+        if device == AUTO_DEVICE:
+            return torch.device("cuda" if torch.cuda.is_available() else "cpu")
         try:
             resolved = torch.device(device)
         except (RuntimeError, TypeError):
-            raise SpecError("device", "not a torch device", got=device, expected='"cpu" or "cuda"') from None
+            raise SpecError(
+                "device", "not a torch device", got=device, expected='"cpu", "cuda", "cuda:N" or "auto"'
+            ) from None
         if resolved.type == "cuda" and not torch.cuda.is_available():
-            raise SpecError("device", "CUDA is not available on this machine", got=device, hint='Use "cpu".')
+            raise SpecError(
+                "device",
+                "CUDA is not available on this machine",
+                got=device,
+                hint='Use "cpu", or "auto" (a GPU where there is one, else the CPU).',
+            )
         return resolved
 
     def _finish(self, **arguments: Any) -> None:

@@ -196,7 +196,11 @@ class AgentConfig:
         1000, "2018 key with no effect beyond this check: the most rows observe buffered.", Integer(minimum=1)
     )
     scope: str | None = scope_option(None)
-    device: str | None = option(None, 'The torch device to compute on ("cpu", "cuda", "cuda:1"); null: the CPU.')
+    device: str | None = option(
+        None,
+        'The torch device to compute on ("cpu", "cuda", "cuda:1", or "auto": a GPU where there is one, else the '
+        "CPU); null: the CPU.",
+    )
     saver: dict | None = option(None, "Checkpointing: directory, seconds or steps, load, basename; null: off.")
     summarizer: dict | None = option(None, "TensorBoard summaries: directory, steps, labels; null: off.")
     execution: dict | None = option(None, "2018 execution spec; single or multi-threaded (a runner distributes).")

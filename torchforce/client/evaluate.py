@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any, TypeGuard
 from torchforce.client.checkpoints import Checkpoints, check_inside, plain_name
 from torchforce.client.errors import ClientError
 from torchforce.client.experiment import Experiment
-from torchforce.client.experiment_file import acted_environment, worker_agent_spec
+from torchforce.client.experiment_file import acted_environment, runnable_here, worker_agent_spec
 from torchforce.client.modules import modules_folder, use_modules
 from torchforce.spec import SpecError
 
@@ -232,7 +232,7 @@ def restore_agent(experiment: Experiment, checkpoint: Checkpoint, environment: E
     if spec["network"] is not None:
         kwargs["network"] = spec["network"]
     model = _model_file(checkpoint.folder)
-    agent = create_agent(_runnable_here(worker_agent_spec(spec)), **kwargs)
+    agent = create_agent(runnable_here(worker_agent_spec(spec)), **kwargs)
     try:
         agent.restore_model(checkpoint.folder, file=model)
     except (OSError, ValueError, KeyError, RuntimeError) as error:
@@ -242,17 +242,6 @@ def restore_agent(experiment: Experiment, checkpoint: Checkpoint, environment: E
             hint="The checkpoint must come from this experiment's agent and network (experiment.json unchanged).",
         ) from None
     return agent
-
-
-def _runnable_here(agent_spec: dict[str, Any]) -> dict[str, Any]:
-    """The agent spec on the CPU when it names a CUDA device and this machine has none (an agent trained on a
-    cluster's GPU, evaluated here: checkpoints load onto the CPU anyway)."""
-    import torch
-
-    device = agent_spec.get("device")
-    if isinstance(device, str) and device.startswith("cuda") and not torch.cuda.is_available():
-        return {key: value for key, value in agent_spec.items() if key != "device"}
-    return agent_spec
 
 
 def _model_file(folder: Path) -> str:

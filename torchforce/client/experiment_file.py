@@ -25,6 +25,7 @@ from torchforce.spec import (
     parse_frequency,
     warn_spec,
 )
+from torchforce.spec.device import needs_gpu
 from torchforce.spec.errors import describe
 
 # A name is a folder name and, with "_" as "-", the start of Kubernetes names (Jobs and Services "NAME-worker-0"):
@@ -536,9 +537,17 @@ def check_buildable(spec: dict[str, Any]) -> None:
                     hint="Give the network in one place: drop -M/network or the agent's 'network'.",
                 )
             kwargs["network"] = spec["network"]
+        worker_spec = worker_agent_spec(spec)
+        agent_spec = runnable_here(worker_spec)
+        if agent_spec is not worker_spec:
+            warn_spec(
+                f"experiment.agent.device: {spec['agent']['device']!r}, and this machine has no CUDA: the agent was "
+                "checked on the CPU, and the run starts only where there is a GPU (a cluster with GPUs: start -c); "
+                '"auto" takes a GPU where there is one, else the CPU'
+            )
         try:
             with without_the_compiler():
-                agent = _prefixed("agent", sources, lambda: create_agent(worker_agent_spec(spec), **kwargs))
+                agent = _prefixed("agent", sources, lambda: create_agent(agent_spec, **kwargs))
         except SpecError as error:
             raise _blame_the_network(error, spec, sources) from None
         _warn_if_never_learning(spec, agent)
@@ -576,6 +585,19 @@ def worker_agent_spec(spec: dict[str, Any], *, summaries: str | None = None) -> 
     if spec["seed"] is not None:
         agent["seed"] = spec["seed"]
     return agent
+
+
+def runnable_here(agent_spec: dict[str, Any]) -> dict[str, Any]:
+    """``agent_spec`` on the CPU when it names a CUDA device and this machine has none (an experiment made here for
+    a cluster's GPUs, or an agent trained there and evaluated here: checkpoints load onto the CPU anyway); else
+    ``agent_spec`` itself."""
+    if not needs_gpu(agent_spec.get("device")):
+        return agent_spec
+    import torch
+
+    if torch.cuda.is_available():
+        return agent_spec
+    return {key: value for key, value in agent_spec.items() if key != "device"}
 
 
 def acted_environment(spec: dict[str, Any], environment: Any) -> Any:

@@ -24,6 +24,7 @@ Install Ray with ``pip install torchforce[ray]``.
 
 from __future__ import annotations
 
+import math
 import os
 import shutil
 import socket
@@ -38,6 +39,7 @@ import numpy as np
 from torchforce.agents import Agent, create_agent
 from torchforce.execution.base import BaseRunner
 from torchforce.execution.runner import episode_callback
+from torchforce.spec.device import needs_gpu, uses_gpu
 
 CHUNK = 1_000  # steps a worker runs between two reports to the driver
 OBJECT_STORE = 200 * 1024**2  # bytes: parameters and results are small; Ray's default takes a share of all memory
@@ -270,6 +272,23 @@ class Absence:
         return min(0.1 * self.calls, 2.0)
 
 
+def worker_resources(device: Any, cluster_gpus: float, num_workers: int) -> dict[str, float]:
+    """What each of ``num_workers`` workers whose agents compute on ``device`` asks of a Ray cluster with
+    ``cluster_gpus`` GPUs: a CPU, and for an agent on a GPU (``"cuda"``, ``"auto"``) an equal share of the GPUs, at
+    most one each (Ray shows an actor only the GPUs it asked for, so a worker asking for none computes on the CPU).
+    ``"cuda"`` on a cluster without GPUs is refused; ``"auto"`` there computes on the CPUs."""
+    bundle: dict[str, float] = {"CPU": 1}
+    if needs_gpu(device) and not cluster_gpus:
+        raise ValueError(f"the workers' agents compute on {device!r} (device), and the Ray cluster has no GPUs")
+    if uses_gpu(device) and cluster_gpus:
+        bundle["GPU"] = min(1.0, math.floor(1e4 * cluster_gpus / num_workers) / 1e4)  # Ray's resolution: 1e-4
+    return bundle
+
+
+def _described(bundle: dict[str, float]) -> str:
+    return "one CPU" + (f" and {bundle['GPU']:g} GPU" if "GPU" in bundle else "")
+
+
 class DistributedRunner(BaseRunner):
     """Trains ``agent`` (a local agent: its spec and initial parameters start the servers and workers, and it
     receives the servers' parameters for ``save_model`` and after each run) with ``num_workers`` Ray workers, each
@@ -333,13 +352,15 @@ class DistributedRunner(BaseRunner):
         agent_spec: Any,
         agent_kwargs: dict[str, Any] | None,
     ) -> None:
-        """The servers, and the workers placed one CPU each, spread over the nodes."""
+        """The servers, and the workers placed one CPU each (and a share of the GPUs for agents on a GPU), spread
+        over the nodes."""
         ray = _ray()
         from ray.util.placement_group import placement_group
         from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
         self.workers, self.servers, self.placement = [], [], None
-        cpus = ray.cluster_resources().get("CPU", 0)
+        resources = ray.cluster_resources()
+        cpus = resources.get("CPU", 0)
         if cpus < self.num_workers:
             raise ValueError(f"{self.num_workers} distributed workers need a CPU each; the Ray cluster has {cpus:g}")
         parameters = {name: value.cpu().numpy() for name, value in agent.get_parameters().items()}
@@ -358,18 +379,21 @@ class DistributedRunner(BaseRunner):
                 for key, value in spec.items()
                 if key not in ("seed", "states", "actions", "saver", "summarizer")
             }
-        self.placement = placement_group([{"CPU": 1}] * self.num_workers, strategy="SPREAD")
+        device = spec.get("device") if isinstance(spec, dict) else None
+        bundle = worker_resources(device, resources.get("GPU", 0), self.num_workers)
+        self.placement = placement_group([bundle] * self.num_workers, strategy="SPREAD")
         try:
             ray.get(self.placement.ready(), timeout=PLACEMENT_TIMEOUT)
         except ray.exceptions.GetTimeoutError:
             raise RuntimeError(
-                f"the Ray cluster placed no {self.num_workers} workers of one CPU each within "
+                f"the Ray cluster placed no {self.num_workers} workers of {_described(bundle)} each within "
                 f"{PLACEMENT_TIMEOUT:.0f} s (are its CPUs taken by other work?)"
             ) from None
         self.workers = [
             ray.remote(Worker)
             .options(
                 num_cpus=1,
+                num_gpus=bundle.get("GPU", 0),
                 max_restarts=MAX_WORKER_RESTARTS,
                 max_task_retries=0,
                 scheduling_strategy=PlacementGroupSchedulingStrategy(self.placement, placement_group_bundle_index=i),

@@ -8,11 +8,14 @@ progress, logs and checkpoint pointers from; ``download`` brings them into the e
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from torchforce.client.errors import ClientError, ClientWarning
 from torchforce.client.storage import Storage
+from torchforce.spec.device import needs_gpu, uses_gpu
 
 Handle = int | str
 
@@ -34,6 +37,29 @@ class Launch:
         flags = ["--resume"] if self.resume else []
         flags += ["--max-restarts", str(self.max_restarts)] if self.max_restarts else []
         return flags + (["--trust-pickle"] if self.trust_pickle else [])
+
+
+def check_gpus(spec: dict[str, Any], where: str, gpus: float | None) -> None:
+    """Refuse a run whose agent computes on a GPU only (``agent.device`` "cuda") ``where`` there are no GPUs
+    (``gpus``: how many there are; None: not known, nothing checked), and warn when GPUs there would stay idle."""
+    device = spec["agent"].get("device")
+    if gpus is None:
+        return
+    if needs_gpu(device) and not gpus:
+        raise ClientError(
+            f"experiment '{spec['name']}' computes on {device!r} (agent.device), and {where} has no GPUs",
+            hint=f"Start it where there are GPUs, or make a copy that takes a GPU only where there is one: 'tfcli "
+            f"experiment new -n {spec['name']}-auto -f experiments/{spec['name']}/experiment.json --set "
+            "agent.device=auto'.",
+        )
+    if gpus and not uses_gpu(device):
+        warnings.warn(
+            f"{where} has {gpus:g} GPU{'s' if gpus != 1 else ''}, and experiment '{spec['name']}' computes on the CPU "
+            f'(agent.device {"null" if device is None else repr(device)}): they stay idle; agent.device "auto" or '
+            '"cuda" puts the agent on them',
+            ClientWarning,
+            stacklevel=2,
+        )
 
 
 class Backend:

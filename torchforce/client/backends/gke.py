@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from torchforce.client import gke, manifests
-from torchforce.client.backends.base import Backend, Handle, Launch
+from torchforce.client.backends.base import Backend, Handle, Launch, check_gpus
 from torchforce.client.errors import ClientError
 from torchforce.client.gcloud import Cloud, Link, Result
 from torchforce.client.gcs import GcsStorage
@@ -85,6 +85,7 @@ class GkeBackend(Backend):
                 hint=f"Delete it ('tfcli cluster delete -c {self.cluster}') and create it again.",
             )
         gke.check_fits(self.manifest(spec, manifests.job_name(spec["name"], "0000"), ["python"], 0), record)
+        check_gpus(spec, f"the GKE cluster '{self.cluster}'", int(record.spec.get("gpus_per_node") or 0))
 
     def manifest(self, spec: dict[str, Any], name: str, entrypoint: list[str], max_restarts: int) -> dict[str, Any]:
         """The RayJob of a run of the experiment ``spec`` on this cluster."""

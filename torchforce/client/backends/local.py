@@ -11,11 +11,13 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
-from torchforce.client.backends.base import Backend, Handle, Launch
+from torchforce.client.backends.base import Backend, Handle, Launch, check_gpus
 from torchforce.client.errors import ClientError
 from torchforce.client.modules import modules_folder
 from torchforce.client.worker import Signals
+from torchforce.spec.device import needs_gpu
 
 WORKER_MODULE = "torchforce.client.worker"
 # The worker's pause and stop signals. They stay blocked from before the worker's exec until it has installed its
@@ -88,6 +90,13 @@ def worker_signals_blocked() -> Iterator[None]:
 class LocalBackend(Backend):
     name = "local"
     supported_run_modes = ("single", "multi-threaded", "distributed")
+
+    def check(self, spec: dict[str, Any]) -> None:
+        """An agent on "cuda" needs CUDA on this machine."""
+        if needs_gpu(spec["agent"].get("device")):
+            import torch
+
+            check_gpus(spec, "this machine", torch.cuda.device_count())
 
     def start(self, folder: Path, project_root: Path, launch: Launch) -> int:
         results = folder / "results"

@@ -32,10 +32,11 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from torchforce.client.backends.base import Backend, Handle, Launch
+from torchforce.client.backends.base import Backend, Handle, Launch, check_gpus
 from torchforce.client.errors import ClientError
 from torchforce.client.modules import modules_folder
 from torchforce.client.storage import Storage
+from torchforce.spec.device import uses_gpu
 
 WORKER_MODULE = "torchforce.client.worker"
 UNREACHABLE_SECONDS = 30.0  # a cluster that did not answer is not asked again for this long (by this process)
@@ -127,6 +128,7 @@ class RayBackend(Backend):
                 f"{state['cpus']:g}",
                 hint="Give fewer workers (--num-workers), or a larger cluster (more nodes or cpus per node).",
             )
+        check_gpus(spec, f"the Ray cluster '{self.cluster}'", state["gpus"])
 
     def storage(self, folder: Path) -> Storage:
         root = Storage(self.record.runtime.get("storage") or self.spec.storage or "")
@@ -162,19 +164,32 @@ class RayBackend(Backend):
         command += launch.worker_flags()
         submission = f"tfcli-{folder.name}-{uuid.uuid4().hex[:8]}"
         spec = json.loads((folder / "experiment.json").read_text())
+        learns_here = spec.get("run_mode") != "distributed"
         try:
             self.client.submit_job(
                 entrypoint=shlex.join(command),
                 submission_id=submission,
                 # the job's own process: the run itself in the single and multi-threaded modes; in the distributed
-                # one, the Ray workers it starts ask for a CPU each and the driver only coordinates
-                entrypoint_num_cpus=0 if spec.get("run_mode") == "distributed" else 1,
+                # one, the Ray workers it starts ask for a CPU each (and a share of the GPUs: worker_resources) and
+                # the driver only coordinates
+                entrypoint_num_cpus=1 if learns_here else 0,
+                # an agent on a GPU gets one: Ray places the job on a node that has it and shows it that GPU alone
+                entrypoint_num_gpus=self._job_gpus(spec) if learns_here else 0,
                 runtime_env=runtime_env,
                 metadata={"torchforce_experiment": folder.name, "torchforce_project": self.project.name},
             )
         except _job_errors() as error:
             raise ClientError(f"submitting the job to the Ray cluster '{self.cluster}' failed: {error}") from None
         return submission
+
+    def _job_gpus(self, spec: dict[str, Any]) -> float:
+        """The GPUs of a run whose agent computes on a GPU ("cuda", "auto"): one where the cluster has one, else
+        none (an "auto" agent then computes on the CPU)."""
+        from torchforce.client.ray_cluster import status
+
+        if not uses_gpu(spec.get("agent", {}).get("device")):
+            return 0
+        return min(1.0, status(self.record)["gpus"] or 0)
 
     @staticmethod
     def _upload_results(source: Path, target: Storage) -> None:
