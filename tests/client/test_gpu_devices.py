@@ -19,17 +19,26 @@ from torchforce.client.backends.base import check_gpus
 from torchforce.client.backends.ray import RayBackend
 from torchforce.client.errors import ClientError, ClientWarning
 from torchforce.execution.distributed import worker_resources
-from torchforce.spec.device import needs_gpu, uses_gpu
+from torchforce.spec.device import gpu_index, needs_gpu, uses_gpu
 
-pytestmark = pytest.mark.skipif(torch.cuda.is_available(), reason="about machines without CUDA")
+WITHOUT_CUDA = pytest.mark.skipif(torch.cuda.is_available(), reason="about a machine without CUDA")
 
 
 @pytest.mark.parametrize(
     ("device", "needs", "uses"),
-    [(None, False, False), ("cpu", False, False), ("auto", False, True), ("cuda", True, True), ("cuda:1", True, True)],
+    [
+        (None, False, False),
+        ("cpu", False, False),
+        ("auto", False, True),
+        ("cuda", True, True),
+        ("cuda:1", True, True),
+        ("cuda:x", False, False),  # not a device: building the agent says so, wherever it is built
+        (3, False, False),
+    ],
 )
 def test_what_a_device_asks_of_the_machine(device, needs, uses):
     assert (needs_gpu(device), uses_gpu(device)) == (needs, uses)
+    assert gpu_index(device) == (1 if device == "cuda:1" else 0)
 
 
 @pytest.mark.parametrize(
@@ -40,6 +49,9 @@ def test_what_a_device_asks_of_the_machine(device, needs, uses):
         ("auto", 1, 2, {"CPU": 1, "GPU": 0.5}),
         ("cuda", 1, 3, {"CPU": 1, "GPU": 0.3333}),  # rounded down to Ray's resolution: 3 of them fit on one GPU
         ("cuda", 8, 2, {"CPU": 1, "GPU": 1.0}),  # at most one each
+        ("cuda", 2, 3, {"CPU": 1, "GPU": 0.5}),  # two thirds each would not fit: Ray keeps a share within one GPU
+        ("auto", 4, 6, {"CPU": 1, "GPU": 0.5}),
+        ("auto", 0.5, 2, {"CPU": 1, "GPU": 0.25}),  # a cluster declaring half a GPU
     ],
 )
 def test_distributed_workers_share_the_gpus_of_the_cluster(device, gpus, workers, bundle):
@@ -61,6 +73,13 @@ def test_a_run_on_cuda_is_refused_where_there_are_no_gpus_and_idle_gpus_are_poin
         "new -n pong-auto -f experiments/pong/experiment.json --set agent.device=auto'."
     )
     check_gpus(spec, "a cluster", None)  # not known: nothing to say
+    check_gpus({**spec, "agent": {"device": "cuda:1"}}, "this machine", 2)
+    with pytest.raises(ClientError) as refused:
+        check_gpus({**spec, "agent": {"device": "cuda:1"}}, "the Ray cluster 'big'", 4, visible=1)
+    assert str(refused.value).startswith(
+        "experiment 'pong' computes on 'cuda:1' (agent.device), and a run on the Ray cluster 'big' sees 1 GPU, "
+        'numbered from 0\n  Use "cuda" (the first GPU it sees)'
+    )
     for device in ("cuda", "auto"):
         check_gpus({**spec, "agent": {"device": device}}, "a cluster", 2)  # quiet: the agent takes them
     with pytest.warns(ClientWarning) as warned:
@@ -72,15 +91,16 @@ def test_a_run_on_cuda_is_refused_where_there_are_no_gpus_and_idle_gpus_are_poin
 
 
 @pytest.mark.parametrize(
-    ("device", "gpus", "run_mode", "asked"),
-    [("auto", 2, "single", 1.0), ("cuda", 0.5, "single", 0.5), ("auto", 0, "single", 0), (None, 2, "single", 0)],
+    ("device", "gpus", "asked"),
+    [("auto", 2, 1.0), ("cuda", 0.5, 0.5), ("auto", 0, 0), (None, 2, 0), ("cuda", None, 1.0), ("auto", None, 0)],
 )
-def test_a_ray_job_gets_a_gpu_for_an_agent_on_one(device, gpus, run_mode, asked, monkeypatch):
+def test_a_ray_job_gets_a_gpu_for_an_agent_on_one(device, gpus, asked, monkeypatch):
     monkeypatch.setattr("torchforce.client.ray_cluster.status", lambda record: {"gpus": gpus})
     backend = SimpleNamespace(record=None)
-    assert RayBackend._job_gpus(backend, {"run_mode": run_mode, "agent": {"device": device}}) == asked
+    assert RayBackend._job_gpus(backend, {"agent": {"device": device}}) == asked
 
 
+@WITHOUT_CUDA
 def test_an_experiment_for_gpus_is_made_here_and_refused_to_start_here(project: Project):
     made = tfcli(project.root, "experiment", "new", "-n", "gpu", *PPO, "-t", "1100", "--set", "agent.device=cuda")
     assert made.returncode == 0, made.stderr
@@ -96,12 +116,20 @@ def test_an_experiment_for_gpus_is_made_here_and_refused_to_start_here(project: 
     assert Experiment.load(project, "gpu").record().status == "new" and not (folder / "results").exists()
 
     copy = tfcli(
-        project.root, "experiment", "new", "-n", "gpu-auto", "-f", "experiments/gpu/experiment.json",
-        "--set", "agent.device=auto",
-    )  # fmt: skip
+        project.root,
+        "experiment",
+        "new",
+        "-n",
+        "gpu-auto",
+        "-f",
+        "experiments/gpu/experiment.json",
+        "--set",
+        "agent.device=auto",
+    )
     assert copy.returncode == 0 and "warning" not in copy.stderr, copy.stderr
 
 
+@WITHOUT_CUDA
 @pytest.mark.slow
 def test_gke_refuses_cuda_without_gpus_and_points_out_idle_ones(linked: Project, cloud):
     cloud.add_image(IMAGE)
@@ -117,7 +145,33 @@ def test_gke_refuses_cuda_without_gpus_and_points_out_idle_ones(linked: Project,
     assert (created := tfcli(linked.root, "cluster", "create", *gpus)).returncode == 0, created.stderr
     idle = tfcli(linked.root, "experiment", "start", "-e", "cpu", "-c", "gpus", "--dry-run")
     assert idle.returncode == 0, idle.stderr
-    assert "the GKE cluster 'gpus' has 1 GPU, and experiment 'cpu' computes on the CPU" in idle.stderr
+    assert "the GKE cluster 'gpus' has 1 GPU a node, and experiment 'cpu' computes on the CPU" in idle.stderr
     used = tfcli(linked.root, "experiment", "start", "-e", "gpu", "-c", "gpus", "--dry-run")
     assert used.returncode == 0 and "stay idle" not in used.stderr, used.stderr
     assert "nvidia.com/gpu: '1'" in used.stdout  # the head, which learns, has the GPU
+
+
+@WITHOUT_CUDA
+def test_an_own_gke_cluster_without_gpus_is_never_created_for_a_run_on_cuda(linked: Project, cloud):
+    cloud.add_image(IMAGE)
+    spec = linked.root / "configs" / "clusters" / "plain.json"
+    spec.write_text(json.dumps({"name": "plain-one", "num_nodes": 2, "machine_type": "n1-standard-4"}))
+    made = tfcli(
+        linked.root,
+        "experiment",
+        "new",
+        "-n",
+        "gpu",
+        *PPO,
+        "-t",
+        "1100",
+        "--set",
+        "agent.device=cuda",
+        "--cluster",
+        "plain",
+    )
+    assert made.returncode == 0, made.stderr
+    started = tfcli(linked.root, "experiment", "start", "-e", "gpu", "--yes")
+    assert started.returncode == 2 and "and the GKE cluster 'plain-one' has no GPUs" in started.stderr
+    assert not any(call[:4] == ["gcloud", "container", "clusters", "create"] for call in cloud.calls())
+    assert linked.store.clusters() == [] and Experiment.load(linked, "gpu").record().status == "new"

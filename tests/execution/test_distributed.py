@@ -166,15 +166,10 @@ def test_the_workers_of_an_agent_on_a_gpu_share_the_clusters_gpus():
     runner = DistributedRunner(main_agent({**PPO, "device": "auto"}), MINIMAL, num_workers=2, seed=1)
     try:
         assert runner.placement.bundle_specs == [{"CPU": 1, "GPU": 0.5}] * 2
-        runner.run(num_episodes=10, chunk=50)
-        assert runner.global_episode == 10
+        runner.run(num_episodes=4, chunk=20)
+        assert runner.global_episode == 4
     finally:
         runner.close()
-    plain = DistributedRunner(main_agent(), MINIMAL, num_workers=2, seed=1)  # an agent on the CPU asks for none
-    try:
-        assert plain.placement.bundle_specs == [{"CPU": 1}] * 2
-    finally:
-        plain.close()
 
 
 def test_bad_arguments():

@@ -247,7 +247,7 @@ class ExperimentRun:
 
     def build(self) -> None:
         from torchforce.agents import create_agent
-        from torchforce.client.experiment_file import acted_environment, runnable_here, worker_agent_spec
+        from torchforce.client.experiment_file import acted_environment, worker_agent_spec
         from torchforce.environments import make, make_vector
         from torchforce.execution import Runner, ThreadedRunner, clone_worker_agent
 
@@ -274,8 +274,8 @@ class ExperimentRun:
         if spec["network"] is not None:
             kwargs["network"] = spec["network"]
         agent_spec = worker_agent_spec(spec, summaries=str(self.results / "summaries"))
-        if self.distributed:  # the driver's agent only holds what checkpoints save: on the CPU where there is no GPU
-            agent_spec = runnable_here(agent_spec)
+        if self.distributed:  # the driver's agent holds what checkpoints save, and evaluates: on the CPU, leaving
+            agent_spec = {**agent_spec, "device": "cpu"}  # the GPUs to the Ray workers (Ray shows a driver them all)
         self.agent = create_agent(agent_spec, **kwargs)
         self.summarizer = self.agent.summarizer
         if spec.get("evaluation") is not None:  # its own environment: the experiment's unless it names another

@@ -142,11 +142,12 @@ class Worker:
         self.agent.set_parameters(self.base)
         self.pulled_at = self.agent.updates
 
-    @staticmethod
-    def _tensors(parts: list[dict[str, np.ndarray]]) -> dict[str, Any]:
+    def _tensors(self, parts: list[dict[str, np.ndarray]]) -> dict[str, Any]:
+        """The servers' arrays as tensors on the agent's device (a GPU's parameters are compared with them)."""
         import torch
 
-        return {name: torch.from_numpy(np.array(value)) for part in parts for name, value in part.items()}
+        device = self.agent.device
+        return {name: torch.from_numpy(np.array(value)).to(device) for part in parts for name, value in part.items()}
 
     def _push(self) -> None:
         """After an update: send its change to the servers, and fold in their answer to the change sent after the
@@ -161,7 +162,7 @@ class Worker:
             now = {name: fresh[name] + change[name] for name in now}
             self.agent.set_parameters(now)
         self.pending = [
-            server.push_pull.remote({name: change[name].numpy() for name in names})
+            server.push_pull.remote({name: change[name].cpu().numpy() for name in names})
             for server, names in zip(self.servers, self.layout, strict=True)
         ]
         self.base, self.pulled_at = now, self.agent.updates
@@ -181,8 +182,8 @@ class Worker:
         return self.incarnation
 
     def get_state(self) -> dict[str, Any]:
-        """The agent's whole state (to checkpoint)."""
-        return self.agent.state_dict()
+        """The agent's whole state (to checkpoint), its tensors on the CPU: the driver may have no GPU."""
+        return _on_cpu(self.agent.state_dict())
 
     def set_state(self, state: dict[str, Any]) -> None:
         """Continue from a checkpointed agent state; the next chunk starts new episodes with the servers' model."""
@@ -274,15 +275,34 @@ class Absence:
 
 def worker_resources(device: Any, cluster_gpus: float, num_workers: int) -> dict[str, float]:
     """What each of ``num_workers`` workers whose agents compute on ``device`` asks of a Ray cluster with
-    ``cluster_gpus`` GPUs: a CPU, and for an agent on a GPU (``"cuda"``, ``"auto"``) an equal share of the GPUs, at
-    most one each (Ray shows an actor only the GPUs it asked for, so a worker asking for none computes on the CPU).
+    ``cluster_gpus`` GPUs: a CPU, and for an agent on a GPU (``"cuda"``, ``"auto"``) a share of one GPU such that
+    the workers fit on the GPUs (Ray places a fraction of a GPU within one GPU: 3 workers on 2 GPUs get half of one
+    each, not two thirds), at most one each. Ray then gives each worker its GPU (``cuda`` in it is that GPU).
     ``"cuda"`` on a cluster without GPUs is refused; ``"auto"`` there computes on the CPUs."""
     bundle: dict[str, float] = {"CPU": 1}
     if needs_gpu(device) and not cluster_gpus:
         raise ValueError(f"the workers' agents compute on {device!r} (device), and the Ray cluster has no GPUs")
+    whole = math.floor(cluster_gpus)
     if uses_gpu(device) and cluster_gpus:
-        bundle["GPU"] = min(1.0, math.floor(1e4 * cluster_gpus / num_workers) / 1e4)  # Ray's resolution: 1e-4
+        if whole < 1:  # a cluster declaring a fraction of a GPU: the workers share that fraction
+            share = cluster_gpus / num_workers
+        else:
+            share = 1 / math.ceil(num_workers / whole)  # workers per GPU, rounded up
+        bundle["GPU"] = min(1.0, math.floor(1e4 * share) / 1e4)  # Ray's resolution: 1e-4
     return bundle
+
+
+def _on_cpu(value: Any) -> Any:
+    """``value`` with every tensor in it (nested in dicts, lists and tuples) moved to the CPU."""
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        return value.cpu()
+    if isinstance(value, dict):
+        return {key: _on_cpu(item) for key, item in value.items()}
+    if type(value) in (list, tuple):
+        return type(value)(_on_cpu(item) for item in value)
+    return value
 
 
 def _described(bundle: dict[str, float]) -> str:
@@ -333,8 +353,13 @@ class DistributedRunner(BaseRunner):
             from torchforce.execution.ray_cluster import init_private
 
             self._temp = tempfile.mkdtemp(prefix="tf-ray-")
+            import torch
+
             init_private(
-                num_cpus=max(os.cpu_count() or 1, num_workers), object_store_memory=OBJECT_STORE, temp_dir=self._temp
+                num_cpus=max(os.cpu_count() or 1, num_workers),
+                num_gpus=torch.cuda.device_count(),  # this machine's GPUs, for workers of an agent on a GPU
+                object_store_memory=OBJECT_STORE,
+                temp_dir=self._temp,
             )
         try:
             self._start(agent, environment, num_environments, seed, agent_spec, agent_kwargs)
@@ -387,7 +412,7 @@ class DistributedRunner(BaseRunner):
         except ray.exceptions.GetTimeoutError:
             raise RuntimeError(
                 f"the Ray cluster placed no {self.num_workers} workers of {_described(bundle)} each within "
-                f"{PLACEMENT_TIMEOUT:.0f} s (are its CPUs taken by other work?)"
+                f"{PLACEMENT_TIMEOUT:.0f} s (are its CPUs{' or GPUs' if 'GPU' in bundle else ''} taken by other work?)"
             ) from None
         self.workers = [
             ray.remote(Worker)

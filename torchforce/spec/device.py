@@ -8,14 +8,23 @@ created on a laptop and run on a cluster's GPUs.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 AUTO_DEVICE = "auto"
+_CUDA = re.compile(r"cuda(?::(\d+))?")
 
 
 def needs_gpu(device: Any) -> bool:
-    """Whether an agent on ``device`` builds only where CUDA is: ``"cuda"`` or ``"cuda:N"``."""
-    return isinstance(device, str) and (device == "cuda" or device.startswith("cuda:"))
+    """Whether an agent on ``device`` builds only where CUDA is: ``"cuda"`` or ``"cuda:N"`` (a malformed
+    ``"cuda:x"`` is not a device at all, which building the agent says)."""
+    return isinstance(device, str) and _CUDA.fullmatch(device) is not None
+
+
+def gpu_index(device: Any) -> int:
+    """The GPU's number in ``"cuda:N"``; 0 for ``"cuda"`` (torch's current GPU, the first) and every other device."""
+    match = _CUDA.fullmatch(device) if isinstance(device, str) else None
+    return int(match.group(1)) if match is not None and match.group(1) is not None else 0
 
 
 def uses_gpu(device: Any) -> bool:

@@ -15,7 +15,7 @@ from typing import Any
 
 from torchforce.client.errors import ClientError, ClientWarning
 from torchforce.client.storage import Storage
-from torchforce.spec.device import needs_gpu, uses_gpu
+from torchforce.spec.device import gpu_index, needs_gpu, uses_gpu
 
 Handle = int | str
 
@@ -39,24 +39,37 @@ class Launch:
         return flags + (["--trust-pickle"] if self.trust_pickle else [])
 
 
-def check_gpus(spec: dict[str, Any], where: str, gpus: float | None) -> None:
-    """Refuse a run whose agent computes on a GPU only (``agent.device`` "cuda") ``where`` there are no GPUs
-    (``gpus``: how many there are; None: not known, nothing checked), and warn when GPUs there would stay idle."""
+def check_gpus(
+    spec: dict[str, Any], where: str, gpus: float | None, *, per: str = "", visible: float | None = None
+) -> None:
+    """Refuse a run whose agent computes on a GPU only (``agent.device`` "cuda", "cuda:N") ``where`` there are no
+    GPUs, or where a run sees fewer than its N + 1 (``gpus``: how many there are, ``per`` says where: " a node";
+    ``visible``: how many a run sees, if fewer; None: not known, nothing checked), and warn when GPUs there would
+    stay idle."""
     device = spec["agent"].get("device")
     if gpus is None:
         return
+    fix = (
+        f"Start it where there are GPUs, or make a copy that takes a GPU only where there is one: 'tfcli experiment "
+        f"new -n {spec['name']}-auto -f experiments/{spec['name']}/experiment.json --set agent.device=auto'."
+    )
     if needs_gpu(device) and not gpus:
         raise ClientError(
-            f"experiment '{spec['name']}' computes on {device!r} (agent.device), and {where} has no GPUs",
-            hint=f"Start it where there are GPUs, or make a copy that takes a GPU only where there is one: 'tfcli "
-            f"experiment new -n {spec['name']}-auto -f experiments/{spec['name']}/experiment.json --set "
-            "agent.device=auto'.",
+            f"experiment '{spec['name']}' computes on {device!r} (agent.device), and {where} has no GPUs", hint=fix
+        )
+    seen = gpus if visible is None else visible
+    if needs_gpu(device) and gpu_index(device) >= seen:
+        raise ClientError(
+            f"experiment '{spec['name']}' computes on {device!r} (agent.device), and a run on {where} sees "
+            f"{seen:g} GPU{'s' if seen != 1 else ''}{per if visible is None else ''}, numbered from 0",
+            hint=f'Use "cuda" (the first GPU it sees): \'tfcli experiment new -n {spec["name"]}-gpu -f '
+            f"experiments/{spec['name']}/experiment.json --set agent.device=cuda'.",
         )
     if gpus and not uses_gpu(device):
         warnings.warn(
-            f"{where} has {gpus:g} GPU{'s' if gpus != 1 else ''}, and experiment '{spec['name']}' computes on the CPU "
-            f'(agent.device {"null" if device is None else repr(device)}): they stay idle; agent.device "auto" or '
-            '"cuda" puts the agent on them',
+            f"{where} has {gpus:g} GPU{'s' if gpus != 1 else ''}{per}, and experiment '{spec['name']}' computes on the "
+            f'CPU (agent.device {"null" if device is None else repr(device)}): they stay idle; agent.device "auto" '
+            'or "cuda" puts the agent on them',
             ClientWarning,
             stacklevel=2,
         )

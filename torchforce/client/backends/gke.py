@@ -85,7 +85,7 @@ class GkeBackend(Backend):
                 hint=f"Delete it ('tfcli cluster delete -c {self.cluster}') and create it again.",
             )
         gke.check_fits(self.manifest(spec, manifests.job_name(spec["name"], "0000"), ["python"], 0), record)
-        check_gpus(spec, f"the GKE cluster '{self.cluster}'", int(record.spec.get("gpus_per_node") or 0))
+        check_gpus(spec, f"the GKE cluster '{self.cluster}'", int(record.spec.get("gpus_per_node") or 0), per=" a node")
 
     def manifest(self, spec: dict[str, Any], name: str, entrypoint: list[str], max_restarts: int) -> dict[str, Any]:
         """The RayJob of a run of the experiment ``spec`` on this cluster."""
@@ -280,3 +280,4 @@ def check_fits_before_creating(project: Any, cluster: Any, spec: dict[str, Any])
     link = Link.of(project.settings)
     name = manifests.job_name(spec["name"], "0000")
     gke.check_fits(run_manifest(project, link, record.spec, spec, name, ["python"], 0), record)
+    check_gpus(spec, f"the GKE cluster '{cluster.name}'", int(record.spec.get("gpus_per_node") or 0), per=" a node")

@@ -36,7 +36,7 @@ from torchforce.client.backends.base import Backend, Handle, Launch, check_gpus
 from torchforce.client.errors import ClientError
 from torchforce.client.modules import modules_folder
 from torchforce.client.storage import Storage
-from torchforce.spec.device import uses_gpu
+from torchforce.spec.device import needs_gpu, uses_gpu
 
 WORKER_MODULE = "torchforce.client.worker"
 UNREACHABLE_SECONDS = 30.0  # a cluster that did not answer is not asked again for this long (by this process)
@@ -128,7 +128,8 @@ class RayBackend(Backend):
                 f"{state['cpus']:g}",
                 hint="Give fewer workers (--num-workers), or a larger cluster (more nodes or cpus per node).",
             )
-        check_gpus(spec, f"the Ray cluster '{self.cluster}'", state["gpus"])
+        # a run sees the one GPU that Ray gives it (its job, or each distributed worker), as cuda:0
+        check_gpus(spec, f"the Ray cluster '{self.cluster}'", state["gpus"], visible=1)
 
     def storage(self, folder: Path) -> Storage:
         root = Storage(self.record.runtime.get("storage") or self.spec.storage or "")
@@ -187,9 +188,13 @@ class RayBackend(Backend):
         none (an "auto" agent then computes on the CPU)."""
         from torchforce.client.ray_cluster import status
 
-        if not uses_gpu(spec.get("agent", {}).get("device")):
+        device = spec.get("agent", {}).get("device")
+        if not uses_gpu(device):
             return 0
-        return min(1.0, status(self.record)["gpus"] or 0)
+        gpus = status(self.record)["gpus"]
+        if gpus is None:  # not known now (check() found some for a run on "cuda"): one, which it needs
+            return 1.0 if needs_gpu(device) else 0
+        return min(1.0, gpus)
 
     @staticmethod
     def _upload_results(source: Path, target: Storage) -> None:
