@@ -107,6 +107,9 @@ def test_an_experiment_for_gpus_is_made_here_and_refused_to_start_here(project: 
     assert "tfcli: warning: experiment.agent.device: 'cuda', and this machine has no CUDA: the agent was checked " in (
         made.stderr
     )
+    assert "Start it on a cluster with GPUs (this machine has no CUDA): tfcli experiment start -e gpu -c CLUSTER" in (
+        made.stdout
+    )
     folder = project.root / "experiments" / "gpu"
     assert json.loads((folder / "experiment.json").read_text())["agent"]["device"] == "cuda"  # kept as asked
 

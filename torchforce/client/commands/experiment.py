@@ -349,8 +349,26 @@ def _created_experiment(experiment: Experiment, *, start: bool) -> None:
     if start:
         print(started_line(experiment, experiment.start()))
         print(f"Follow it with: tfcli experiment watch -e {experiment.name}")
+    elif _needs_a_gpu_elsewhere(spec):
+        print(
+            "Start it on a cluster with GPUs (this machine has no CUDA): tfcli experiment start -e "
+            f"{experiment.name} -c CLUSTER"
+        )
     else:
         print(f"Start it with: tfcli experiment start -e {experiment.name}")
+
+
+def _needs_a_gpu_elsewhere(spec: dict[str, object]) -> bool:
+    """Whether the experiment's agent computes on "cuda", it names no cluster, and this machine has no CUDA: a
+    start here is refused."""
+    from torchforce.spec.device import needs_gpu
+
+    agent = spec["agent"]
+    if not isinstance(agent, dict) or not needs_gpu(agent.get("device")) or spec.get("cluster"):
+        return False
+    import torch
+
+    return not torch.cuda.is_available()
 
 
 def _check_not_a_group(project: Project, name: object) -> None:
