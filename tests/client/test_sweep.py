@@ -9,6 +9,7 @@ import signal
 from pathlib import Path
 
 import pytest
+import torch
 
 from tests.client.conftest import kill_workers, wait_for
 from tests.client.test_bad_input import bad
@@ -128,6 +129,22 @@ def test_a_bad_sweep_file_names_the_place_and_changes_nothing(sweeps, capsys, ch
     err = bad(sweeps.root, capsys, "sweep", "new", "-f", "bad.json")
     assert err.startswith(f"tfcli: {path}: "), err
     assert words in err and "(in bad.json)" in err.splitlines()[0]
+    assert not (sweeps.root / ".tfcli" / "sweeps").exists()
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="about a machine without CUDA")
+def test_trials_on_cuda_need_a_cluster_where_this_machine_has_no_cuda(sweeps, capsys):
+    agents = sweeps.root / "configs" / "agents"
+    (agents / "vpg_gpu.json").write_text(
+        json.dumps({**json.loads((agents / "vpg_cartpole.json").read_text()), "device": "cuda"})
+    )
+    base = {"agent": "vpg_gpu", "environment": "cartpole", "total_timesteps": 1500}
+    write(sweeps.root, "gpu.json", json.dumps(sweep_file(base=base)))
+    err = bad(sweeps.root, capsys, "sweep", "new", "-f", "gpu.json")
+    assert err.splitlines()[0] == (
+        "tfcli: sweep.base.agent.device: the trials run on this machine (the sweep names no cluster), and it has no "
+        'CUDA; got "cuda" (in gpu.json).'
+    )
     assert not (sweeps.root / ".tfcli" / "sweeps").exists()
 
 

@@ -34,6 +34,7 @@ from torchforce.client.experiment_file import NAME_PATTERN, check_name, resolve_
 from torchforce.client.overrides import Override, dotted, parse_key
 from torchforce.client.project import CONFIG_SUFFIXES, Project
 from torchforce.spec import SpecError, did_you_mean, expect_bool, expect_choice, expect_dict, expect_int, load_file
+from torchforce.spec.device import needs_gpu
 from torchforce.spec.errors import describe
 
 FIELDS = ("name", "description", "base", "space", "metric", "budget", "seeds_per_trial", "sampler", "pruner", "cluster")
@@ -320,8 +321,27 @@ def _resolve(project: Project, raw: Any, *, name: str | None, build: bool) -> Sw
             got="evaluation",
             hint="Give the base an 'evaluation' ({frequency: 10000t, episodes: 10}), or use the metric mean_return.",
         )
+    if build and spec.cluster is None:
+        _check_runs_here(spec)
     _check_trial_experiments(project, spec, build=build)
     return spec
+
+
+def _check_runs_here(spec: SweepSpec) -> None:
+    """Trials on this machine of an agent on "cuda" need CUDA here: each would be refused at its start."""
+    agent = spec.base.get("agent")
+    device = agent.get("device") if isinstance(agent, dict) else None
+    if not needs_gpu(device):
+        return
+    import torch
+
+    if not torch.cuda.is_available():
+        raise SpecError(
+            "sweep.base.agent.device",
+            "the trials run on this machine (the sweep names no cluster), and it has no CUDA",
+            got=device,
+            hint='Name a cluster with GPUs (cluster), or use "auto": a GPU where there is one, else the CPU.',
+        )
 
 
 def _only_keys(value: Any, path: str, keys: tuple[str, ...]) -> dict[str, Any]:
