@@ -110,6 +110,7 @@ def test_an_experiment_for_gpus_is_made_here_and_refused_to_start_here(project: 
     assert "Start it on a cluster with GPUs (this machine has no CUDA): tfcli experiment start -e gpu -c CLUSTER" in (
         made.stdout
     )
+    assert "Created experiment 'gpu' in experiments/gpu: ppo (cuda) on CartPole-v1" in made.stdout
     folder = project.root / "experiments" / "gpu"
     assert json.loads((folder / "experiment.json").read_text())["agent"]["device"] == "cuda"  # kept as asked
 

@@ -26,7 +26,10 @@ from torchforce.client.store import ExperimentRecord
 
 
 def agent_name(spec: dict) -> str:
-    return str(spec["agent"].get("type", "?"))
+    """The agent's type, and where it computes when that is not the CPU: ``ppo (cuda)``, ``ppo (auto)``."""
+    agent = spec["agent"]
+    device = agent.get("device")
+    return str(agent.get("type", "?")) + (f" ({device})" if device not in (None, "cpu") else "")
 
 
 def environment_name(spec: dict) -> str:
