@@ -25,7 +25,7 @@ from torchforce.spec import (
     parse_frequency,
     warn_spec,
 )
-from torchforce.spec.device import needs_gpu
+from torchforce.spec.device import missing_gpu
 from torchforce.spec.errors import describe
 
 # A name is a folder name and, with "_" as "-", the start of Kubernetes names (Jobs and Services "NAME-worker-0"):
@@ -591,11 +591,7 @@ def runnable_here(agent_spec: dict[str, Any]) -> dict[str, Any]:
     """``agent_spec`` on the CPU when it names a CUDA device and this machine has none (an experiment made here for
     a cluster's GPUs, or an agent trained there and evaluated here: checkpoints load onto the CPU anyway); else
     ``agent_spec`` itself."""
-    if not needs_gpu(agent_spec.get("device")):
-        return agent_spec
-    import torch
-
-    if torch.cuda.is_available():
+    if not missing_gpu(agent_spec.get("device")):
         return agent_spec
     return {key: value for key, value in agent_spec.items() if key != "device"}
 

@@ -34,7 +34,7 @@ from torchforce.client.experiment_file import NAME_PATTERN, check_name, resolve_
 from torchforce.client.overrides import Override, dotted, parse_key
 from torchforce.client.project import CONFIG_SUFFIXES, Project
 from torchforce.spec import SpecError, did_you_mean, expect_bool, expect_choice, expect_dict, expect_int, load_file
-from torchforce.spec.device import needs_gpu
+from torchforce.spec.device import missing_gpu
 from torchforce.spec.errors import describe
 
 FIELDS = ("name", "description", "base", "space", "metric", "budget", "seeds_per_trial", "sampler", "pruner", "cluster")
@@ -331,11 +331,7 @@ def _check_runs_here(spec: SweepSpec) -> None:
     """Trials on this machine of an agent on "cuda" need CUDA here: each would be refused at its start."""
     agent = spec.base.get("agent")
     device = agent.get("device") if isinstance(agent, dict) else None
-    if not needs_gpu(device):
-        return
-    import torch
-
-    if not torch.cuda.is_available():
+    if missing_gpu(device):
         raise SpecError(
             "sweep.base.agent.device",
             "the trials run on this machine (the sweep names no cluster), and it has no CUDA",

@@ -282,12 +282,11 @@ def worker_resources(device: Any, cluster_gpus: float, num_workers: int) -> dict
     bundle: dict[str, float] = {"CPU": 1}
     if needs_gpu(device) and not cluster_gpus:
         raise ValueError(f"the workers' agents compute on {device!r} (device), and the Ray cluster has no GPUs")
-    whole = math.floor(cluster_gpus)
     if uses_gpu(device) and cluster_gpus:
-        if whole < 1:  # a cluster declaring a fraction of a GPU: the workers share that fraction
+        if cluster_gpus < 1:  # a cluster declaring a fraction of a GPU: the workers share that fraction
             share = cluster_gpus / num_workers
         else:
-            share = 1 / math.ceil(num_workers / whole)  # workers per GPU, rounded up
+            share = 1 / math.ceil(num_workers / math.floor(cluster_gpus))  # workers per GPU, rounded up
         bundle["GPU"] = min(1.0, math.floor(1e4 * share) / 1e4)  # Ray's resolution: 1e-4
     return bundle
 

@@ -21,6 +21,16 @@ def needs_gpu(device: Any) -> bool:
     return isinstance(device, str) and _CUDA.fullmatch(device) is not None
 
 
+def missing_gpu(device: Any) -> bool:
+    """Whether an agent on ``device`` needs a GPU (``needs_gpu``) and this process sees none (imports torch only
+    then)."""
+    if not needs_gpu(device):
+        return False
+    import torch
+
+    return not torch.cuda.is_available()
+
+
 def gpu_index(device: Any) -> int:
     """The GPU's number in ``"cuda:N"``; 0 for ``"cuda"`` (torch's current GPU, the first) and every other device."""
     match = _CUDA.fullmatch(device) if isinstance(device, str) else None

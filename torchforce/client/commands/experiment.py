@@ -361,14 +361,10 @@ def _created_experiment(experiment: Experiment, *, start: bool) -> None:
 def _needs_a_gpu_elsewhere(spec: dict[str, object]) -> bool:
     """Whether the experiment's agent computes on "cuda", it names no cluster, and this machine has no CUDA: a
     start here is refused."""
-    from torchforce.spec.device import needs_gpu
+    from torchforce.spec.device import missing_gpu
 
     agent = spec["agent"]
-    if not isinstance(agent, dict) or not needs_gpu(agent.get("device")) or spec.get("cluster"):
-        return False
-    import torch
-
-    return not torch.cuda.is_available()
+    return isinstance(agent, dict) and not spec.get("cluster") and missing_gpu(agent.get("device"))
 
 
 def _check_not_a_group(project: Project, name: object) -> None:
