@@ -7,6 +7,7 @@
     python bench/devices.py --threads 1 16       # CPU points with 1 and with 16 torch threads
     python bench/devices.py --quick              # a smoke of the harness: a few hundred steps a point
     python bench/devices.py --mixed-precision    # the same points with the networks in bfloat16 (mixed_precision)
+    python bench/devices.py --devices cuda --libraries torchforce sb3   # and SB3's points beside torchforce's
 
 Each point is a fresh process (``learning.run_child``): the experiment's agent and environments as its worker
 builds them (``tasks.py``), with the point's device, number of environments and vectorization. It first runs
@@ -23,6 +24,14 @@ hot path needs, and per update.
 ``--mixed-precision`` runs each point's agent with ``mixed_precision: "bfloat16"`` (the ``*_bfloat16`` variants of
 ``bench/tasks.py``): its networks under torch.autocast, on a GPU on its tensor cores.
 
+``--libraries torchforce sb3`` adds Stable-Baselines3's points: the zoo's algorithm and hyperparameters
+(``sb3_tasks.ZOO``, as ``bench/run.py --only tasks`` trains them) on the same environments, with the zoo's number
+of them in the agent's process (8 for PPO, 1 for DQN), measured as torchforce's are: ``--warmup`` steps untimed,
+DQN learning from the warm-up's end (``learning_starts``) with epsilon at its final value throughout, updates timed
+around SB3's ``train``. That gives the two libraries' steady-state speeds side by side on one device, which a
+learning run of ``bench/run.py`` cannot show for DQN on Atari in a few minutes: the zoo's DQN acts at random for its
+first 100k steps.
+
 Records go to ``<out>/devices-<time>.jsonl``; the table is printed and written beside them as ``.md``. Never part
 of ``make test`` or CI. A GPU machine runs the whole default set in a few minutes: see bench/README.md, "Devices".
 """
@@ -33,6 +42,7 @@ import argparse
 import json
 import os
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -112,11 +122,78 @@ def count_host_syncs(runner: Any, agent: Any, rows: int, environments: int) -> d
     }
 
 
+def sb3_child(arguments: argparse.Namespace) -> dict[str, Any]:
+    """SB3's point (see the module docstring): the zoo's entry for the task, with DQN in its steady state."""
+    import sb3_tasks
+    import torch
+    from stable_baselines3.common.callbacks import BaseCallback
+    from tasks import TASKS, atari_setup, experiment
+
+    device = torch.device(arguments.device)
+    synchronize = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
+    task = TASKS[arguments.task]
+    entry = sb3_tasks.ZOO[task.sb3]
+    if entry["algorithm"] == "dqn":
+        final = entry["hyperparameters"]["exploration_final_eps"]
+        settings = {"learning_starts": arguments.warmup, "exploration_initial_eps": final}
+        entry = {**entry, "hyperparameters": {**entry["hyperparameters"], **settings}}
+    game, options = atari_setup(experiment(task)["environment"])
+    environments = sb3_tasks.atari_environments(entry, game, options, 0, Path(tempfile.mkdtemp(prefix="tf-sb3-")))
+    model = sb3_tasks.build(entry, environments, seed=0, device=arguments.device)
+    timed = {"seconds": 0.0, "updates": 0, "started": 0.0, "from": 0}
+    train = model.train
+
+    def timed_train(*args: Any, **kwargs: Any) -> Any:
+        started = time.perf_counter()
+        try:
+            return train(*args, **kwargs)
+        finally:
+            synchronize()
+            timed["seconds"] += time.perf_counter() - started
+            timed["updates"] += 1
+
+    class Clock(BaseCallback):  # starts the clock once the warm-up's steps are done
+        def _on_step(self) -> bool:
+            if not timed["started"] and self.num_timesteps >= arguments.warmup:
+                synchronize()
+                if device.type == "cuda":
+                    torch.cuda.reset_peak_memory_stats(device)
+                timed.update(seconds=0.0, updates=0, started=time.perf_counter(), **{"from": self.num_timesteps})
+            return True
+
+    model.train = timed_train
+    try:
+        model.learn(total_timesteps=arguments.warmup + arguments.steps, callback=Clock())
+        synchronize()
+        seconds = time.perf_counter() - timed["started"]
+    finally:
+        environments.close()
+    steps = int(model.num_timesteps) - int(timed["from"])
+    return {
+        "steps": steps,
+        "seconds": seconds,
+        "steps_per_second": steps / seconds,
+        "updates": timed["updates"],
+        "update_seconds": timed["seconds"],
+        "acting_seconds": seconds - timed["seconds"],
+        "gpu_peak_mb": torch.cuda.max_memory_allocated(device) / 2**20 if device.type == "cuda" else None,
+        "device_name": torch.cuda.get_device_name(device) if device.type == "cuda" else None,
+        "environments_used": entry["n_envs"],
+        "host_syncs_per_act": None,
+        "host_syncs_per_update": None,
+    }
+
+
 def child(arguments: argparse.Namespace) -> None:
     import torch
     from learning import peak_rss_mb
 
     from torchforce.execution import Runner
+
+    if arguments.library == "sb3":
+        torch.set_num_threads(arguments.threads)
+        print(json.dumps(sb3_child(arguments) | {"peak_rss_mb": peak_rss_mb()}))
+        return
 
     torch.set_num_threads(arguments.threads)
     device = torch.device(arguments.device)
@@ -174,9 +251,9 @@ def run_point(point: dict[str, Any]) -> dict[str, Any]:
     from learning import run_child
 
     command = [sys.executable, str(HERE / "devices.py"), "--child"]
-    for key in ("task", "device", "environments", "mode", "threads", "steps", "warmup", "sync_rows"):
+    for key in ("task", "library", "device", "environments", "mode", "threads", "steps", "warmup", "sync_rows"):
         command += [f"--{key.replace('_', '-')}", str(point[key])]
-    what = f"{point['task']} on {point['device']} ({point['environments']} {point['mode']})"
+    what = f"{point['library']}'s {point['task']} on {point['device']} ({point['environments']} {point['mode']})"
     return run_child(command, what)
 
 
@@ -194,40 +271,56 @@ def plan(arguments: argparse.Namespace) -> list[dict[str, Any]]:
         steps = QUICK_STEPS if arguments.quick else arguments.steps or STEPS[base]
         warmup = QUICK_WARMUP if arguments.quick else arguments.warmup or WARMUP[base]
         sync_rows = QUICK_WARMUP if arguments.quick else SYNC_ROWS[base]
-        for device in devices:
-            for threads in arguments.threads if device == "cpu" else [1]:
-                for count, mode in settings:
-                    points.append(
-                        {"task": task, "device": device, "environments": count, "mode": mode, "threads": threads}
-                        | {"steps": steps, "warmup": warmup, "sync_rows": sync_rows}
-                    )
+        for library in arguments.libraries:
+            if library == "sb3":  # the zoo's environments, in SB3's process; torchforce's variants are its own
+                if arguments.mixed_precision:
+                    continue
+                import sb3_tasks
+                from tasks import TASKS
+
+                library_settings = [(sb3_tasks.ZOO[TASKS[base].sb3]["n_envs"], "sync")]
+            else:
+                library_settings = settings
+            for device in devices:
+                for threads in arguments.threads if device == "cpu" else [1]:
+                    for count, mode in library_settings:
+                        points.append(
+                            {"task": task, "library": library, "device": device, "environments": count}
+                            | {"mode": mode, "threads": threads, "steps": steps, "warmup": warmup}
+                            | {"sync_rows": sync_rows}
+                        )
     return points
 
 
 def table(records: list[dict[str, Any]]) -> str:
-    """The records as a markdown table; each GPU point's speed-up over the CPU point of the same task,
+    """The records as a markdown table; each GPU point's speed-up over the CPU point of the same library, task,
     environments and vectorization with one torch thread."""
+
+    def key(record: dict[str, Any]) -> tuple:
+        return record.get("library", "torchforce"), record["task"], record["environments"], record["mode"]
+
     cpu = {
-        (record["task"], record["environments"], record["mode"]): record["steps_per_second"]
+        key(record): record["steps_per_second"]
         for record in records
         if record["device"] == "cpu" and record["threads"] == 1 and record.get("steps_per_second")
     }
     lines = [
-        "| task | device | envs | vectorization | torch threads | steps/s | vs CPU | updates | ms per update | "
-        "update share | peak RSS MB | GPU peak MB | host syncs per act, per update |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| library | task | device | envs | vectorization | torch threads | steps/s | vs CPU | updates | "
+        "ms per update | update share | peak RSS MB | GPU peak MB | host syncs per act, per update |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for record in records:
+        device = record.get("device_name") or record["device"]
+        where = (
+            f"| {record.get('library', 'torchforce')} | {record['task']} | {device} | {record['environments']} | "
+            f"{record['mode']} | {record['threads']} |"
+        )
         if record.get("error"):
-            lines.append(
-                f"| {record['task']} | {record['device']} | {record['environments']} | {record['mode']} | "
-                f"{record['threads']} | failed | | | | | | | |"
-            )
+            lines.append(f"{where} failed | | | | | | | |")
             continue
-        base = cpu.get((record["task"], record["environments"], record["mode"]))
+        base = cpu.get(key(record))
         speedup = f"{record['steps_per_second'] / base:.2f}x" if base and record["device"] != "cpu" else ""
         per_update = 1e3 * record["update_seconds"] / record["updates"] if record["updates"] else None
-        device = record["device_name"] or record["device"]
         gpu = "" if record["gpu_peak_mb"] is None else f"{record['gpu_peak_mb']:,.0f}"
         syncs = ""
         if record.get("host_syncs_per_act") is not None:
@@ -236,8 +329,7 @@ def table(records: list[dict[str, Any]]) -> str:
         elif record.get("host_syncs_error"):
             syncs = "failed"
         lines.append(
-            f"| {record['task']} | {device} | {record['environments']} | {record['mode']} | {record['threads']} | "
-            f"{record['steps_per_second']:,.0f} | {speedup} | {record['updates']} | "
+            f"{where} {record['steps_per_second']:,.0f} | {speedup} | {record['updates']} | "
             f"{'-' if per_update is None else f'{per_update:.1f}'} | "
             f"{record['update_seconds'] / record['seconds']:.0%} | {record['peak_rss_mb']:,.0f} | {gpu} | {syncs} |"
         )
@@ -248,6 +340,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--tasks", nargs="+", choices=sorted(POINTS), default=list(POINTS))
     parser.add_argument("--devices", nargs="+", help="torch devices (default: cpu, and cuda where available)")
+    parser.add_argument(
+        "--libraries", nargs="+", choices=("torchforce", "sb3"), default=["torchforce"], help="whose agents"
+    )
     parser.add_argument("--environments", nargs="+", type=int, help="numbers of environments (default: per task)")
     parser.add_argument("--modes", nargs="+", choices=("sync", "subprocess"), help="vectorizations (default: per task)")
     parser.add_argument("--threads", nargs="+", type=int, default=[1], help="torch threads of the CPU points")
@@ -260,6 +355,7 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=HERE / "results", help="directory of the records")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--task", help=argparse.SUPPRESS)
+    parser.add_argument("--library", help=argparse.SUPPRESS)
     parser.add_argument("--device", help=argparse.SUPPRESS)
     parser.add_argument("--mode", help=argparse.SUPPRESS)
     parser.add_argument("--sync-rows", type=int, help=argparse.SUPPRESS)
@@ -284,7 +380,7 @@ def main() -> None:
             handle.flush()
             if not record["error"]:
                 print(
-                    f"  {point['task']} {point['device']} {point['environments']} {point['mode']} "
+                    f"  {point['library']} {point['task']} {point['device']} {point['environments']} {point['mode']} "
                     f"threads {point['threads']}: {record['steps_per_second']:,.0f} steps/s",
                     flush=True,
                 )

@@ -27,25 +27,10 @@ PYTHON=${PYTHON:-python3}
 quick=()
 [[ ${GPU_CHECK_QUICK:-0} == 1 ]] && quick=(--quick)
 
-step() {  # step NAME SECONDS COMMAND...: run COMMAND under a time limit, say how it ended, go on either way
-    local name=$1 limit=$2
-    shift 2
-    echo "=== $name (at most ${limit}s): $*"
-    local start=$SECONDS
-    timeout --kill-after=10 "$limit" "$@"
-    local status=$?
-    echo "=== $name: exit $status after $((SECONDS - start))s$([[ $status == 124 ]] && echo ' (time limit)')"
-}
+source bench/gpu_lib.sh
 
 check() {
-    if compgen -G ".whl/*.whl" >/dev/null; then
-        site=${TMPDIR:-/tmp}/torchforce-site
-        "$PYTHON" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$site" \
-            .whl/*.whl || exit 1
-        export PYTHONPATH=$site:$PWD
-    else
-        export PYTHONPATH=$PWD
-    fi
+    install_wheels || exit 1
 
     echo "=== machine"
     nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>/dev/null || echo "no nvidia-smi"

@@ -200,6 +200,7 @@ class Curve:
             **extra,
         }
         self.handle.write(json.dumps(record) + "\n")
+        self.handle.flush()  # a run stopped from outside keeps its curve so far
 
     def close(self) -> None:
         self.handle.close()
@@ -355,6 +356,8 @@ def child(arguments: argparse.Namespace) -> None:
     started = time.perf_counter()
     task = TASKS[arguments.task]
     spec = experiment(task)
+    if arguments.environments is not None:  # torchforce's environments otherwise than the experiment's
+        spec = {**spec, "num_environments": arguments.environments, "vectorization": arguments.vectorization}
     curve = Curve(Path(arguments.curve))
     games = Path(arguments.games) if task.atari else None
     if games is not None:
@@ -401,7 +404,12 @@ def main() -> None:
     parser.add_argument("--device", default="cpu", help="the torch device of both libraries (cpu, cuda)")
     parser.add_argument("--curve", required=True, help="the episode curve's JSON-lines file")
     parser.add_argument("--games", default=None, help="Atari: the folder of the monitors' game records")
-    child(parser.parse_args())
+    parser.add_argument("--environments", type=int, help="torchforce: this many environments, not the experiment's")
+    parser.add_argument("--vectorization", default="sync", choices=("sync", "subprocess"), help="with --environments")
+    arguments = parser.parse_args()
+    if arguments.environments is not None and arguments.library != "torchforce":
+        parser.error("--environments is torchforce's: SB3 runs the zoo's number of environments")
+    child(arguments)
 
 
 if __name__ == "__main__":

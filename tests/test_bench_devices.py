@@ -21,25 +21,22 @@ def devices():
 
 
 @pytest.mark.slow
-def test_a_dqn_point_times_steady_state_updates_on_the_cpu(tmp_path):
+def test_a_dqn_point_times_steady_state_updates_on_the_cpu_for_both_libraries(tmp_path):
     command = [sys.executable, str(BENCH / "devices.py"), "--tasks", "breakout_dqn", "--devices", "cpu"]
-    command += ["--steps", "96", "--warmup", "32", "--out", str(tmp_path)]
+    command += ["--libraries", "torchforce", "sb3", "--steps", "96", "--warmup", "32", "--out", str(tmp_path)]
     process = subprocess.run(command, capture_output=True, text=True, timeout=300)
     assert process.returncode == 0, process.stderr[-2000:]
     (records,) = tmp_path.glob("devices-*.jsonl")
-    (record,) = [json.loads(line) for line in records.read_text().splitlines()]
-    assert (record["task"], record["device"], record["environments"], record["mode"]) == (
-        "breakout_dqn",
-        "cpu",
-        1,
-        "sync",
-    )
-    assert record["error"] is None and record["steps"] == 96
-    assert record["updates"] == 96 // 4  # from the warm-up's end, one update every 4 steps
-    assert 0 < record["update_seconds"] < record["seconds"]
-    assert record["acting_seconds"] == pytest.approx(record["seconds"] - record["update_seconds"])
-    assert record["gpu_peak_mb"] is None
-    assert "| breakout_dqn | cpu | 1 | sync | 1 |" in records.with_suffix(".md").read_text()
+    ours, theirs = [json.loads(line) for line in records.read_text().splitlines()]
+    for record, library in ((ours, "torchforce"), (theirs, "sb3")):
+        where = (record["library"], record["task"], record["device"], record["environments"], record["mode"])
+        assert where == (library, "breakout_dqn", "cpu", 1, "sync")
+        assert record["error"] is None and record["steps"] == 96
+        assert record["updates"] == 96 // 4  # from the warm-up's end, one update every 4 steps
+        assert 0 < record["update_seconds"] < record["seconds"]
+        assert record["acting_seconds"] == pytest.approx(record["seconds"] - record["update_seconds"])
+        assert record["gpu_peak_mb"] is None
+        assert f"| {library} | breakout_dqn | cpu | 1 | sync | 1 |" in records.with_suffix(".md").read_text()
 
 
 def test_mixed_precision_points_are_the_bfloat16_variants_with_their_base_tasks_settings(devices):
@@ -47,11 +44,28 @@ def test_mixed_precision_points_are_the_bfloat16_variants_with_their_base_tasks_
 
     arguments = argparse.Namespace(tasks=["breakout_ppo", "breakout_dqn"], devices=["cpu"], environments=None)
     arguments.__dict__.update(modes=None, threads=[1], steps=None, warmup=None, quick=False, mixed_precision=True)
+    arguments.libraries = ["torchforce", "sb3"]  # SB3 has no bfloat16 variant: its points are left out
     points = [(p["task"], p["environments"], p["mode"], p["steps"], p["warmup"]) for p in devices.plan(arguments)]
     assert points == [
         ("breakout_ppo_bfloat16", 8, "sync", 8192, 1024),
         ("breakout_ppo_bfloat16", 16, "subprocess", 8192, 1024),
         ("breakout_dqn_bfloat16", 1, "sync", 4000, 1000),
+    ]
+
+
+def test_sb3_points_step_the_zoos_environments_in_its_process_beside_torchforces_points(devices, monkeypatch):
+    import argparse
+
+    monkeypatch.syspath_prepend(str(BENCH))  # as when devices.py runs: the zoo's settings come from sb3_tasks.py
+    arguments = argparse.Namespace(tasks=["breakout_ppo", "breakout_dqn"], devices=["cuda"], environments=[32])
+    arguments.__dict__.update(modes=["subprocess"], threads=[1], steps=None, warmup=None, quick=False)
+    arguments.__dict__.update(mixed_precision=False, libraries=["torchforce", "sb3"])
+    points = [(p["library"], p["task"], p["environments"], p["mode"]) for p in devices.plan(arguments)]
+    assert points == [
+        ("torchforce", "breakout_ppo", 32, "subprocess"),
+        ("sb3", "breakout_ppo", 8, "sync"),  # the zoo's 8 environments, as bench/run.py trains SB3
+        ("torchforce", "breakout_dqn", 32, "subprocess"),
+        ("sb3", "breakout_dqn", 1, "sync"),
     ]
 
 
@@ -65,14 +79,18 @@ def test_the_table_gives_a_gpu_point_its_speed_up_over_the_one_thread_cpu_point(
         | {"device": "cuda", "threads": 1, "steps_per_second": 1000.0, "device_name": "H100", "gpu_peak_mb": 512}
         | {"host_syncs_per_act": 1.0, "host_syncs_per_update": 3.0},
         base | {"device": "cuda", "threads": 1, "environments": 16, "error": "failed (exit 1)"},
+        base
+        | {"library": "sb3", "device": "cuda", "threads": 1, "steps_per_second": 900.0, "device_name": "H100"}
+        | {"gpu_peak_mb": 256},
     ]
     rows = devices.table(records).splitlines()[2:]
-    assert rows[0].split(" | ")[6] == ""  # a CPU point has no speed-up
-    assert rows[2].split(" | ")[1:7] == ["H100", "8", "sync", "1", "1,000", "2.50x"]
-    assert rows[2].split(" | ")[8:10] == ["1250.0", "50%"]  # ms per update, update share
+    assert rows[0].split(" | ")[7] == ""  # a CPU point has no speed-up
+    assert rows[2].split(" | ")[:8] == ["| torchforce", "breakout_ppo", "H100", "8", "sync", "1", "1,000", "2.50x"]
+    assert rows[2].split(" | ")[9:11] == ["1250.0", "50%"]  # ms per update, update share
     assert rows[2].split(" | ")[-1] == "1.00, 3.0 |"  # host synchronizations per act and per update
     assert rows[0].split(" | ")[-1] == " |"  # counted on CUDA only
     assert "failed" in rows[3]
+    assert rows[4].split(" | ")[:8] == ["| sb3", "breakout_ppo", "H100", "8", "sync", "1", "900", ""]  # no SB3 CPU
 
 
 def test_host_synchronizations_are_counted_per_act_and_per_update_apart(devices, monkeypatch):

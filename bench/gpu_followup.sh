@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# The second GPU check of issue 11, for what bench/gpu_check.sh left open, most important first, each step under
+# its own time limit so that what finished comes back even when a later step runs long:
+#
+#   1. the machine and versions, Ray and Stable-Baselines3 among them;
+#   2. bench/distributed.py on the GPU: the shipped breakout_ppo's agent, 8 Breakout copies a worker, in one
+#      process and as 1 and 8 Ray workers sharing the GPU (each asks Ray for its share, as DistributedRunner
+#      does on a cluster), steps/s, and the device each worker's agent computed on, asked of the workers;
+#   3. bench/devices.py with SB3 beside torchforce on the GPU: both libraries' steady state, DQN updating (the
+#      zoo's DQN acts at random for its first 100k steps, so a learning run of a few minutes never shows it);
+#   4. the shipped breakout_ppo's whole budget, 500k steps (2M frames), on the GPU with 16 environments in worker
+#      processes: a learning curve longer than any CPU run here (bench/tasks.py's curve of real games).
+#
+# Ray and the wheels the machine lacks come from .whl/ (bench/gpu_wheels.sh fetches them here). With the device
+# tool:
+#
+#   bash bench/gpu_wheels.sh        # here, once: Gymnasium, ALE, SB3 and Ray for Python 3.12 into .whl/ (36 MB)
+#   run(command="GPU_FOLLOWUP_STEPS='distributed devices' bash bench/gpu_followup.sh", carry=[".whl"], timeout_s=360)
+#   run(command="GPU_FOLLOWUP_STEPS=learning bash bench/gpu_followup.sh", carry=[".whl"], timeout_s=300)
+#
+# All three steps take about 10.5 minutes, more than one call of the device tool may run (10), hence the two calls
+# (GPU_FOLLOWUP_STEPS picks steps; all by default). On 2026-11-30 (bench/README.md, "The second GPU check") each
+# distributed point took 35-45 s, 15-25 s of it starting Ray, the workers and their CUDA, and SB3's and
+# torchforce's device points 25-40 s each with their start-up.
+#
+# Output goes to $OUT (bench/results/gpu-followup here): gpu_followup.log with everything printed, the records and
+# tables of steps 2 and 3, and step 4's curve and result. GPU_CHECK_QUICK=1 runs a smoke of each step instead (to
+# rehearse the script on a machine without a GPU, on the CPU).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+
+OUT=${OUT:-bench/results/gpu-followup}
+mkdir -p "$OUT"
+export PYTHONUNBUFFERED=1 RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0
+PYTHON=${PYTHON:-python3}
+source bench/gpu_lib.sh
+
+if [[ ${GPU_CHECK_QUICK:-0} == 1 ]]; then
+    distributed=(--workers 1 2 --environments 2 --steps 2048)
+    devices=(--quick)
+    learning=(--steps 3000 --environments 2)
+else
+    distributed=(--workers 1 8 --environments 8 --steps 16384)
+    devices=(--modes sync)
+    learning=(--steps 500000 --environments 16)
+fi
+
+check() {
+    install_wheels || exit 1
+    echo "=== machine"
+    nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>/dev/null || echo "no nvidia-smi"
+    echo "cores: $(nproc)"
+    "$PYTHON" - <<'PYTHON' || exit 1
+import platform, ray, stable_baselines3, torch, gymnasium, ale_py, torchforce
+print(f"Python {platform.python_version()}, torch {torch.__version__}, gymnasium {gymnasium.__version__}, "
+      f"ale-py {ale_py.__version__}, Ray {ray.__version__}, SB3 {stable_baselines3.__version__}, "
+      f"CUDA {torch.cuda.is_available()}" + (f": {torch.cuda.get_device_name()}" if torch.cuda.is_available() else ""))
+PYTHON
+    local device=cpu
+    [[ $("$PYTHON" -c "import torch; print(int(torch.cuda.is_available()))") == 1 ]] && device=cuda
+    [[ $device == cpu ]] && echo "=== no CUDA here: every step runs on the CPU"
+
+    local steps=" ${GPU_FOLLOWUP_STEPS:-distributed devices learning} "
+    [[ $steps == *" distributed "* ]] && step "distributed workers on $device" 170 "$PYTHON" bench/distributed.py \
+        --experiment breakout_ppo --device "$device" "${distributed[@]}" --out "$OUT"
+    [[ $steps == *" devices "* ]] && step "SB3 and torchforce on $device" 170 "$PYTHON" bench/devices.py \
+        --devices "$device" --libraries torchforce sb3 "${devices[@]}" --out "$OUT"
+    if [[ $steps == *" learning "* ]]; then
+        step "breakout_ppo's budget on $device" 280 "$PYTHON" bench/tasks.py --task breakout_ppo \
+            --library torchforce --seed 0 --device "$device" --vectorization subprocess "${learning[@]}" \
+            --curve "$OUT/breakout_ppo-curve.jsonl" --games "$(mktemp -d)" > "$OUT/breakout_ppo-result.json"
+        cat "$OUT/breakout_ppo-result.json"
+    fi
+    echo "=== done"
+}
+
+check 2>&1 | tee "$OUT/gpu_followup.log"

@@ -1,0 +1,46 @@
+# Shared by bench/gpu_check.sh and bench/gpu_followup.sh (sourced, not run): a step under its own time limit, and
+# the carried wheels (bench/gpu_wheels.sh: .whl/, or $WHEELS) installed where the lent GPU machine's Python finds
+# them.
+
+step() {  # step NAME SECONDS COMMAND...: run COMMAND under a time limit, say how it ended, go on either way
+    local name=$1 limit=$2
+    shift 2
+    echo "=== $name (at most ${limit}s): $*"
+    local start=$SECONDS status
+    # in a process group of its own, ended whole afterwards: what a stopped step leaves running (a process pool's
+    # workers, a Ray driver and its workers) must not run on into the next step's measurements
+    setsid timeout --kill-after=10 "$limit" "$@" &
+    local group=$!
+    wait "$group"
+    status=$?
+    kill -KILL -- -"$group" 2>/dev/null
+    echo "=== $name: exit $status after $((SECONDS - start))s$([[ $status == 124 ]] && echo ' (time limit)')"
+}
+
+install_wheels() {  # $WHEELS/*.whl, and Ray from $WHEELS/ray/, into a folder of their own first on PYTHONPATH
+    local wheels=${WHEELS:-.whl}
+    export PYTHONPATH=$PWD
+    compgen -G "$wheels/*.whl" >/dev/null || return 0
+    local site=${TMPDIR:-/tmp}/torchforce-site
+    "$PYTHON" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$site" \
+        "$wheels"/*.whl || return 1
+    export PYTHONPATH=$site:$PWD
+    compgen -G "$wheels/ray/ray-*-core.tar.xz" >/dev/null || return 0
+    mkdir -p "$site"
+    tar -C "$site" -xJf "$wheels"/ray/ray-*-core.tar.xz || return 1
+    local wheel name missing=()
+    for wheel in "$wheels"/ray/*.whl; do  # Ray's dependencies, only those the machine lacks (it has protobuf...)
+        name=$(basename "$wheel")
+        name=${name%%-*}
+        case $name in
+            attrs) name=attr ;;
+            protobuf) name=google.protobuf ;;
+            pyyaml) name=yaml ;;
+            rpds_py) name=rpds ;;
+        esac
+        "$PYTHON" -c "import $name" 2>/dev/null || missing+=("$wheel")
+    done
+    echo "Ray's dependencies installed here: ${missing[*]:-none}"
+    ((${#missing[@]} == 0)) || "$PYTHON" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir \
+        --target "$site" "${missing[@]}"
+}
