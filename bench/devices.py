@@ -138,7 +138,8 @@ def sb3_child(arguments: argparse.Namespace) -> dict[str, Any]:
         settings = {"learning_starts": arguments.warmup, "exploration_initial_eps": final}
         entry = {**entry, "hyperparameters": {**entry["hyperparameters"], **settings}}
     game, options = atari_setup(experiment(task)["environment"])
-    environments = sb3_tasks.atari_environments(entry, game, options, 0, Path(tempfile.mkdtemp(prefix="tf-sb3-")))
+    games = tempfile.TemporaryDirectory(prefix="tf-sb3-")  # the monitors' game records, unread here
+    environments = sb3_tasks.atari_environments(entry, game, options, 0, Path(games.name))
     model = sb3_tasks.build(entry, environments, seed=0, device=arguments.device)
     timed = {"seconds": 0.0, "updates": 0, "started": 0.0, "from": 0}
     train = model.train
@@ -168,6 +169,7 @@ def sb3_child(arguments: argparse.Namespace) -> dict[str, Any]:
         seconds = time.perf_counter() - timed["started"]
     finally:
         environments.close()
+        games.cleanup()
     steps = int(model.num_timesteps) - int(timed["from"])
     return {
         "steps": steps,
@@ -190,12 +192,10 @@ def child(arguments: argparse.Namespace) -> None:
 
     from torchforce.execution import Runner
 
+    torch.set_num_threads(arguments.threads)
     if arguments.library == "sb3":
-        torch.set_num_threads(arguments.threads)
         print(json.dumps(sb3_child(arguments) | {"peak_rss_mb": peak_rss_mb()}))
         return
-
-    torch.set_num_threads(arguments.threads)
     device = torch.device(arguments.device)
     synchronize = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
     agent, vector = build(arguments.task, arguments.device, arguments.environments, arguments.mode, arguments.warmup)

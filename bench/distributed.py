@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import tempfile
 import time
 from pathlib import Path
@@ -149,6 +150,7 @@ def distributed(
     rewards = runner.episode_rewards[-50:]
     runner.close()
     ray.shutdown()
+    shutil.rmtree(folder, ignore_errors=True)  # the private cluster's session files and logs
     return {
         "workers": workers,
         "worker_devices": sorted(set(placed)),
