@@ -23,10 +23,10 @@ lint: setup
 	$(BIN)/mypy
 
 # Every test but the long learning runs; the log ends with the 25 slowest, to keep the suite's time in view (CI runs
-# this target). Three test processes on two cores: a third of the tests' time is waiting (for Ray clusters, tfcli
-# subprocesses, workers), which the third process fills: 18.5 minutes of tests against 20.8 with two (2026-11-30).
+# this target: 19-21 minutes of tests on two slow cores). A third test process was tried (2026-11-30): 18.5 minutes
+# once here, 20.6 in a fresh clone's CI, no gain worth more contention among the Ray tests; so two.
 test: lint
-	$(BIN)/python -m pytest -n 3 --dist loadgroup -q --durations=25 -m "not long"
+	$(BIN)/python -m pytest -n 2 --dist loadgroup -q --durations=25 -m "not long"
 
 # The quick loop while working: every test but those marked slow (Ray clusters, real runs, the fresh install: about
 # 100 tests, three quarters of the suite's time) and the long learning runs; about 7 minutes on two cores.
