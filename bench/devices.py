@@ -122,6 +122,22 @@ def count_host_syncs(runner: Any, agent: Any, rows: int, environments: int) -> d
     }
 
 
+def clocked(update: Any, synchronize: Any, timed: dict[str, Any]) -> Any:
+    """``update`` (an agent's or SB3's update call) adding its seconds, the device synchronized before the clock
+    stops, to ``timed["seconds"]``, and one to ``timed["updates"]`` per call."""
+
+    def timed_update(*args: Any, **kwargs: Any) -> Any:
+        started = time.perf_counter()
+        try:
+            return update(*args, **kwargs)
+        finally:
+            synchronize()
+            timed["seconds"] += time.perf_counter() - started
+            timed["updates"] += 1
+
+    return timed_update
+
+
 def sb3_child(arguments: argparse.Namespace) -> dict[str, Any]:
     """SB3's point (see the module docstring): the zoo's entry for the task, with DQN in its steady state."""
     import sb3_tasks
@@ -142,16 +158,6 @@ def sb3_child(arguments: argparse.Namespace) -> dict[str, Any]:
     environments = sb3_tasks.atari_environments(entry, game, options, 0, Path(games.name))
     model = sb3_tasks.build(entry, environments, seed=0, device=arguments.device)
     timed = {"seconds": 0.0, "updates": 0, "started": 0.0, "from": 0}
-    train = model.train
-
-    def timed_train(*args: Any, **kwargs: Any) -> Any:
-        started = time.perf_counter()
-        try:
-            return train(*args, **kwargs)
-        finally:
-            synchronize()
-            timed["seconds"] += time.perf_counter() - started
-            timed["updates"] += 1
 
     class Clock(BaseCallback):  # starts the clock once the warm-up's steps are done
         def _on_step(self) -> bool:
@@ -162,7 +168,7 @@ def sb3_child(arguments: argparse.Namespace) -> dict[str, Any]:
                 timed.update(seconds=0.0, updates=0, started=time.perf_counter(), **{"from": self.num_timesteps})
             return True
 
-    model.train = timed_train
+    model.train = clocked(model.train, synchronize, timed)
     try:
         model.learn(total_timesteps=arguments.warmup + arguments.steps, callback=Clock())
         synchronize()
@@ -201,17 +207,7 @@ def child(arguments: argparse.Namespace) -> None:
     agent, vector = build(arguments.task, arguments.device, arguments.environments, arguments.mode, arguments.warmup)
     timed = {"seconds": 0.0, "updates": 0}
     learn = agent._learn
-
-    def timed_learn(*args: Any, **kwargs: Any) -> Any:
-        started = time.perf_counter()
-        try:
-            return learn(*args, **kwargs)
-        finally:
-            synchronize()
-            timed["seconds"] += time.perf_counter() - started
-            timed["updates"] += 1
-
-    agent._learn = timed_learn
+    agent._learn = clocked(learn, synchronize, timed)
     runner = Runner(agent, vector, torch_threads=arguments.threads)
     try:
         runner.run(num_timesteps=arguments.warmup)

@@ -32,15 +32,7 @@ source bench/gpu_lib.sh
 check() {
     install_wheels || exit 1
 
-    echo "=== machine"
-    nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>/dev/null || echo "no nvidia-smi"
-    echo "cores: $(nproc)"
-    "$PYTHON" - <<'EOF' || exit 1
-import platform, torch, gymnasium, ale_py, torchforce
-print(f"Python {platform.python_version()}, torch {torch.__version__}, gymnasium {gymnasium.__version__}, "
-      f"ale-py {ale_py.__version__}, CUDA {torch.cuda.is_available()}"
-      + (f": {torch.cuda.get_device_name()}" if torch.cuda.is_available() else ""))
-EOF
+    describe_machine gymnasium ale_py || exit 1
     cuda=$("$PYTHON" -c "import torch; print(int(torch.cuda.is_available()))")
 
     step test_cuda 90 "$PYTHON" -m pytest -q -p no:cacheprovider tests/agents/test_cuda.py

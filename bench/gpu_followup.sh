@@ -47,15 +47,7 @@ fi
 
 check() {
     install_wheels || exit 1
-    echo "=== machine"
-    nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>/dev/null || echo "no nvidia-smi"
-    echo "cores: $(nproc)"
-    "$PYTHON" - <<'PYTHON' || exit 1
-import platform, ray, stable_baselines3, torch, gymnasium, ale_py, torchforce
-print(f"Python {platform.python_version()}, torch {torch.__version__}, gymnasium {gymnasium.__version__}, "
-      f"ale-py {ale_py.__version__}, Ray {ray.__version__}, SB3 {stable_baselines3.__version__}, "
-      f"CUDA {torch.cuda.is_available()}" + (f": {torch.cuda.get_device_name()}" if torch.cuda.is_available() else ""))
-PYTHON
+    describe_machine gymnasium ale_py ray stable_baselines3 || exit 1
     local device=cpu
     [[ $("$PYTHON" -c "import torch; print(int(torch.cuda.is_available()))") == 1 ]] && device=cuda
     [[ $device == cpu ]] && echo "=== no CUDA here: every step runs on the CPU"

@@ -17,6 +17,21 @@ step() {  # step NAME SECONDS COMMAND...: run COMMAND under a time limit, say ho
     echo "=== $name: exit $status after $((SECONDS - start))s$([[ $status == 124 ]] && echo ' (time limit)')"
 }
 
+describe_machine() {  # describe_machine MODULE...: the GPU, the cores, Python, torch and each MODULE's version,
+    # and whether torch sees CUDA; fails when a MODULE or torchforce does not import
+    echo "=== machine"
+    nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>/dev/null || echo "no nvidia-smi"
+    echo "cores: $(nproc)"
+    "$PYTHON" - "$@" <<'PYTHON'
+import importlib, platform, sys
+import torch, torchforce
+versions = [f"{name} {importlib.import_module(name).__version__}" for name in sys.argv[1:]]
+cuda = torch.cuda.is_available()
+print(", ".join([f"Python {platform.python_version()}", f"torch {torch.__version__}", *versions, f"CUDA {cuda}"])
+      + (f": {torch.cuda.get_device_name()}" if cuda else ""))
+PYTHON
+}
+
 install_wheels() {  # $WHEELS/*.whl, and Ray from $WHEELS/ray/, into a folder of their own first on PYTHONPATH
     local wheels=${WHEELS:-.whl}
     export PYTHONPATH=$PWD
