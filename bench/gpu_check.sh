@@ -22,8 +22,6 @@ cd "$(dirname "$0")/.."
 
 OUT=${OUT:-bench/results/gpu-check}
 mkdir -p "$OUT"
-export PYTHONUNBUFFERED=1 RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0
-PYTHON=${PYTHON:-python3}
 quick=()
 [[ ${GPU_CHECK_QUICK:-0} == 1 ]] && quick=(--quick)
 

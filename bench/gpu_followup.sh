@@ -31,8 +31,6 @@ cd "$(dirname "$0")/.."
 
 OUT=${OUT:-bench/results/gpu-followup}
 mkdir -p "$OUT"
-export PYTHONUNBUFFERED=1 RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0
-PYTHON=${PYTHON:-python3}
 source bench/gpu_lib.sh
 
 if [[ ${GPU_CHECK_QUICK:-0} == 1 ]]; then

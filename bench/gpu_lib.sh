@@ -2,6 +2,9 @@
 # the carried wheels (bench/gpu_wheels.sh: .whl/, or $WHEELS) installed where the lent GPU machine's Python finds
 # them.
 
+export PYTHONUNBUFFERED=1 RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0  # output as it comes; Ray on loopback
+PYTHON=${PYTHON:-python3}
+
 step() {  # step NAME SECONDS COMMAND...: run COMMAND under a time limit, say how it ended, go on either way
     local name=$1 limit=$2
     shift 2

@@ -1,23 +1,18 @@
 """bench/devices.py, the steps/s of the Atari agents per torch device: one short point run end to end on the CPU
 (its record, the steady-state DQN it measures, the table), and the table's GPU speed-ups against hand records."""
 
-import importlib.util
 import json
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
-BENCH = Path(__file__).resolve().parent.parent / "bench"
+from tests.bench_modules import BENCH, bench_module
 
 
 @pytest.fixture(scope="module")
 def devices():
-    spec = importlib.util.spec_from_file_location("bench_devices", BENCH / "devices.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)  # the standard library only: its neighbours are imported by what runs
-    return module
+    return bench_module("devices")  # the standard library only at import: its neighbours are imported by what runs
 
 
 @pytest.mark.slow

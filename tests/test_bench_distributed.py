@@ -2,20 +2,14 @@
 with the agents on the device asked for and no seed of their own (each point seeds its agents). The points
 themselves start Ray clusters and run for minutes: bench/README.md has their runs, on this machine and on a GPU."""
 
-import importlib.util
-from pathlib import Path
-
 import pytest
 
-BENCH = Path(__file__).resolve().parent.parent / "bench"
+from tests.bench_modules import BENCH, bench_module
 
 
 @pytest.fixture(scope="module")
 def distributed():
-    spec = importlib.util.spec_from_file_location("bench_distributed", BENCH / "distributed.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return bench_module("distributed")  # the standard library only at import: its neighbours are imported by what runs
 
 
 def test_the_default_workload_is_the_shipped_agent_on_cartpole_on_the_device_asked_for(distributed):

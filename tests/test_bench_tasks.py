@@ -1,7 +1,6 @@
 """The statistics of the MuJoCo/Atari benchmark report (bench/report.py): the Student-t interval over seeds, the
 time to a return threshold, curves of several runs on one grid, and the tables' figures, against hand values."""
 
-import importlib.util
 import json
 import math
 import os
@@ -13,16 +12,12 @@ import numpy as np
 import pytest
 
 import torchforce.core.networks
-
-BENCH = Path(__file__).resolve().parent.parent / "bench"
+from tests.bench_modules import BENCH, bench_module
 
 
 @pytest.fixture(scope="module")
 def report():
-    spec = importlib.util.spec_from_file_location("bench_report", BENCH / "report.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return bench_module("report")
 
 
 def test_t_interval_is_the_mean_and_the_student_t_half_width(report):
@@ -179,13 +174,9 @@ def test_a_variant_changes_the_shipped_agent_and_runs_only_when_named(monkeypatc
     """``breakout_ppo_bfloat16`` is the shipped ``breakout_ppo`` with the agent's ``mixed_precision`` set, and
     ``run.py`` trains it only when named: the default set is the shipped experiments."""
     monkeypatch.syspath_prepend(str(BENCH))
-    modules = {}
-    for name in ("tasks", "run"):
-        spec = importlib.util.spec_from_file_location(f"bench_{name}", BENCH / f"{name}.py")
-        modules[name] = importlib.util.module_from_spec(spec)
-        monkeypatch.setitem(sys.modules, f"bench_{name}", modules[name])  # dataclasses look their module up
-        spec.loader.exec_module(modules[name])
-    tasks, run = modules["tasks"], modules["run"]
+    for name in ("tasks", "run"):  # dataclasses look their module up in sys.modules: there for this test only
+        monkeypatch.setitem(sys.modules, f"bench_{name}", None)
+    tasks, run = (bench_module(name, sys.modules) for name in ("tasks", "run"))
     shipped = tasks.experiment(tasks.TASKS["breakout_ppo"])
     variant = tasks.experiment(tasks.TASKS["breakout_ppo_bfloat16"])
     assert variant["agent"] == {**shipped["agent"], "mixed_precision": "bfloat16"}
