@@ -437,7 +437,7 @@ def task_table(name: str, runs: list[dict]) -> str:
         known = [value for value in (a, b) if not math.isnan(value)]
         digits = 1 if known and max(known) < 100 else 0
         lines.append(f"| {label} | {fmt(a, digits)} | {fmt(b, digits)} | {ratio(a, b)} |")
-    zoo = ZOO_SCORES.get(name.removesuffix("_bfloat16"))  # a mixed-precision variant: its task's score
+    zoo = ZOO_SCORES.get(name.removesuffix("_bfloat16").removesuffix("_compiled"))  # a variant: its task's score
     published = ZOO_UNKNOWN if zoo is None else f"{fmt(zoo[1], 1)} ({zoo[0]}, {zoo[2]}, one run)"
     lines.append(f"| the zoo's published score, at its budget | | {published} | |")
     failed = [f"{run['library']} seed {run['seed']}" for run in runs if run["error"] is not None]

@@ -245,7 +245,7 @@ def main() -> None:
     parser.add_argument(
         "--tasks",
         help="--only tasks: which, comma-separated (default: every shipped experiment that can run; variants such "
-        "as breakout_ppo_bfloat16 only by name)",
+        "as breakout_ppo_bfloat16 and halfcheetah_ppo_compiled only by name)",
     )
     parser.add_argument("--steps", type=int, help="--only tasks: steps a run (default: the experiment's; --quick 3000)")
     parser.add_argument("--device", default="cpu", help="--only tasks: the torch device of both libraries")

@@ -79,6 +79,15 @@ TASKS |= {
     for name, task in TASKS.items()
     if task.atari
 }
+# the MuJoCo tasks with torchforce's losses compiled (the agent's compile: torch.compile), SB3 as it is: run by name
+TASKS |= {
+    f"{name}_compiled": replace(
+        TASKS[name],
+        note="torchforce's losses compiled (compile: torch.compile), SB3 uncompiled",
+        agent={"compile": True},
+    )
+    for name in ("halfcheetah_ppo", "hopper_ppo", "halfcheetah_ddpg")
+}
 # NAF with a faster optimizer and noise that narrows over the run (tried 2026-11-29, bench/README.md): run by name
 TASKS["halfcheetah_naf_narrowing"] = replace(
     TASKS["halfcheetah_naf"],
@@ -130,6 +139,7 @@ def experiment(task: Task) -> dict[str, Any]:
 
 def unavailable(name: str, device: str = "cpu") -> str | None:
     """Why the task ``name`` cannot run here on the torch ``device``, or None when it can."""
+    from torchforce.agents.agent import cpp_compiler_found
     from torchforce.core.networks import cpu_bfloat16_native
 
     task = TASKS[name]
@@ -138,6 +148,8 @@ def unavailable(name: str, device: str = "cpu") -> str | None:
             "its networks compute in bfloat16, which this CPU (no AVX512-BF16 or AMX instructions) does in software, "
             "several times slower than float32; run it on a CPU with them, or with --device cuda"
         )
+    if task.agent.get("compile") and device == "cpu" and not cpp_compiler_found():
+        return "its losses compile to C++, and TorchInductor finds no C++ compiler here (g++, or the one $CXX names)"
     try:
         spec = experiment(task)
         if task.atari:

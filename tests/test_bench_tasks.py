@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+import torchforce.agents.agent
 import torchforce.core.networks
 from tests.bench_modules import BENCH, bench_module
 
@@ -99,8 +100,11 @@ def test_task_table_and_targets(report):
     assert lines[5] == "| total training seconds (mean) | 70 | 100 | 0.70 |"
     assert "| the zoo's published score, at its budget | | 2,410.4 (PPO Hopper-v3, 1M steps, one run) | |" in lines
     assert lines[-1] == "Failed runs (left out above): sb3 seed 3."
-    variant = report.task_table("hopper_ppo_bfloat16", runs).splitlines()  # a variant: its task's published score
-    assert "| the zoo's published score, at its budget | | 2,410.4 (PPO Hopper-v3, 1M steps, one run) | |" in variant
+    for name in ("hopper_ppo_bfloat16", "hopper_ppo_compiled"):  # a variant: its task's published score
+        variant = report.task_table(name, runs).splitlines()
+        assert (
+            "| the zoo's published score, at its budget | | 2,410.4 (PPO Hopper-v3, 1M steps, one run) | |" in variant
+        )
     targets = report.task_targets({"hopper_ppo": runs}).splitlines()
     assert targets[2:] == [
         "| hopper_ppo | final return >= SB3's | 1,200.0 vs 1,000.0 | yes |",
@@ -187,6 +191,9 @@ def test_a_variant_changes_the_shipped_agent_and_runs_only_when_named(monkeypatc
     naf, narrowing = (tasks.experiment(tasks.TASKS[name]) for name in ("halfcheetah_naf", "halfcheetah_naf_narrowing"))
     changed = {key for key in naf["agent"] if naf["agent"][key] != narrowing["agent"][key]}
     assert changed == {"optimizer", "actions_exploration"} and narrowing["agent"]["optimizer"]["learning_rate"] == 1e-3
+    compiled = tasks.experiment(tasks.TASKS["halfcheetah_ppo_compiled"])
+    assert compiled["agent"] == {**tasks.experiment(tasks.TASKS["halfcheetah_ppo"])["agent"], "compile": True}
+    assert "halfcheetah_ppo_compiled" not in names
     updates2 = tasks.experiment(tasks.TASKS["halfcheetah_naf_updates2"])["agent"]
     assert "halfcheetah_naf_updates2" not in names
     changed = {key for key in naf["agent"] if naf["agent"][key] != updates2[key]}
@@ -201,3 +208,8 @@ def test_a_variant_changes_the_shipped_agent_and_runs_only_when_named(monkeypatc
     assert names == ["breakout_dqn"]
     assert "no AVX512-BF16 or AMX instructions" in reasons["breakout_dqn_bfloat16"]
     assert run.task_names("breakout_dqn_bfloat16", "cuda")[0] == ["breakout_dqn_bfloat16"]
+    # a compiled variant runs where TorchInductor finds a C++ compiler
+    assert run.task_names("hopper_ppo_compiled")[0] == ["hopper_ppo_compiled"]
+    monkeypatch.setattr(torchforce.agents.agent, "cpp_compiler_found", lambda: False)
+    names, reasons = run.task_names("hopper_ppo_compiled,hopper_ppo")
+    assert names == ["hopper_ppo"] and "no C++ compiler" in reasons["hopper_ppo_compiled"]

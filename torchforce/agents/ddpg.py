@@ -42,6 +42,7 @@ class DDPGAgent(LearningAgent):
     """
 
     name = "ddpg"
+    losses = ("_critic_loss", "_actor_loss")
 
     def __init__(
         self, states: Any, actions: Any, network: Any = None, *, config: DDPGConfig | None = None, **options: Any

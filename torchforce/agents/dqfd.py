@@ -43,6 +43,7 @@ class DQFDAgent(QLearningAgent):
     """
 
     name = "dqfd"
+    losses = ("_loss", "_demo_loss")
     unit_reason = "DQfD learns from single transitions sampled from its memories"
 
     def __init__(

@@ -39,6 +39,7 @@ class DQNAgent(QLearningAgent):
     """
 
     name = "dqn"
+    losses = ("_loss",)
     unit_reason = "DQN learns from single transitions sampled from its replay memory"
 
     def __init__(

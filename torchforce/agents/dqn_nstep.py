@@ -39,6 +39,7 @@ class DQNNstepAgent(QLearningAgent):
     """
 
     name = "dqn_nstep"
+    losses = ("_loss",)
     on_policy = True  # learns from whole episodes, staged per row
     default_update_mode = {"unit": "episodes", "batch_size": 10}
     default_memory = "latest"

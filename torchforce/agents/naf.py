@@ -78,6 +78,7 @@ class NAFAgent(LearningAgent):
     """
 
     name = "naf"
+    losses = ("_loss",)
 
     def __init__(
         self, states: Any, actions: Any, network: Any = None, *, config: NAFConfig | None = None, **options: Any

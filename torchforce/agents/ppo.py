@@ -40,6 +40,7 @@ class PPOAgent(PolicyGradientAgent):
 
     name = "ppo"
     optimizer_key = "step_optimizer"
+    losses = ("_policy_loss", "_baseline_loss")
 
     def __init__(
         self, states: Any, actions: Any, network: Any = None, *, config: PPOConfig | None = None, **options: Any

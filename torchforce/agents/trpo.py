@@ -36,6 +36,7 @@ class TRPOAgent(PolicyGradientAgent):
     """
 
     name = "trpo"
+    losses = ("_loss", "_baseline_loss")  # not _kl: the natural gradient differentiates it twice
 
     def __init__(
         self, states: Any, actions: Any, network: Any = None, *, config: TRPOConfig | None = None, **options: Any

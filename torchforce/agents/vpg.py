@@ -29,6 +29,7 @@ class VPGAgent(PolicyGradientAgent):
     """
 
     name = "vpg"
+    losses = ("_loss", "_baseline_loss")
 
     def __init__(
         self, states: Any, actions: Any, network: Any = None, *, config: VPGConfig | None = None, **options: Any
