@@ -60,8 +60,11 @@ QUICK_STEPS, QUICK_WARMUP = 256, 64
 SYNC_WARNING = "called a synchronizing CUDA operation"  # what torch's sync debug mode says at each host wait
 
 
-def build(task: str, device: str, environments: int, mode: str, warmup: int) -> tuple[Any, Any]:
-    """The agent and environments of ``task``'s experiment with the point's settings (see the module docstring)."""
+def build(
+    task: str, device: str, environments: int, mode: str, warmup: int, agent: dict[str, Any] | None = None
+) -> tuple[Any, Any]:
+    """The agent and environments of ``task``'s experiment with the point's settings (see the module docstring);
+    ``agent``: options that replace the experiment's agent's."""
     from tasks import TASKS, experiment
 
     from torchforce.agents import create_agent
@@ -69,7 +72,7 @@ def build(task: str, device: str, environments: int, mode: str, warmup: int) -> 
     from torchforce.environments import VectorEnvironment, make
 
     spec = {**experiment(TASKS[task]), "num_environments": environments, "vectorization": mode}
-    agent_spec = {**worker_agent_spec(spec), "device": device}
+    agent_spec = {**worker_agent_spec(spec), "device": device, **(agent or {})}
     if agent_spec["type"] == "dqn":  # the steady state: updating from the warm-up's end, epsilon at its final value
         agent_spec["update_mode"] = {**agent_spec["update_mode"], "first_update": warmup}
         final = agent_spec["actions_exploration"]["final_epsilon"]

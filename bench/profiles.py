@@ -7,6 +7,7 @@
     python bench/profiles.py ppo-atari   # Breakout PPO: updates and collection, both libraries
     python bench/profiles.py dqn-atari   # Breakout DQN: one update, both libraries and bare torch
     python bench/profiles.py ppo-atari --mixed-precision   # the same with torchforce's networks in bfloat16
+    python bench/profiles.py compile --task halfcheetah_ppo   # torchforce's updates with and without compile
 
 ``act`` times, call by call (median of many calls, one torch thread): the same MLP as plain torch functional calls
 on the agent's own weights (the floor for eager PyTorch), the policy's forward and sampling (``Policy.act``), and the
@@ -39,6 +40,11 @@ modules on random frames, channels-first and channels-last. SB3's run writes not
 ``--mixed-precision`` runs both Atari profiles with torchforce's agent in bfloat16 (``mixed_precision``, the
 ``*_bfloat16`` variants of ``bench/tasks.py``) and the bare-torch updates under the same ``torch.autocast``; SB3
 stays float32.
+
+``compile`` trains the agent of a task of ``bench/tasks.py`` (its experiment's environments; a DQN agent updating
+from 2,000 steps on, epsilon at its final value, as ``bench/devices.py`` measures it) for ``--timesteps`` steps
+without and then with the agent's ``compile`` (torch.compile of its losses), one torch thread, and times each update
+(``Agent._learn``): the first (which compiles), the median of the others, and the run's seconds outside updates.
 """
 
 from __future__ import annotations
@@ -353,6 +359,36 @@ def profile_dqn_atari(timesteps: int, mixed_precision: bool = False, fill: int =
     )
 
 
+def profile_compile(task: str, timesteps: int, warmup: int = 2_000) -> None:
+    import devices
+    import tasks
+
+    from torchforce.execution import Runner
+
+    torch.set_num_threads(1)
+    spec = tasks.experiment(tasks.TASKS[task])
+    count, mode = spec["num_environments"], spec["vectorization"]
+    plural = "s" if count != 1 else ""
+    print(f"{task} ({count} environment{plural}, {mode}), {timesteps:,} steps each way, one torch thread:")
+    for compiled in (False, True):
+        agent, vector = devices.build(task, "cpu", count, mode, warmup, agent={"compile": compiled})
+        seconds: list[float] = []
+        agent._learn = timing(agent._learn, seconds)
+        runner = Runner(agent, vector, torch_threads=1)
+        begin = time.perf_counter()
+        try:
+            runner.run(num_timesteps=timesteps)
+        finally:
+            runner.close()
+        total = time.perf_counter() - begin
+        later = seconds[1:] or seconds
+        print(
+            f"  compile {str(compiled).lower():5s}: {len(seconds)} updates, the first {seconds[0]:.2f} s, then "
+            f"{1e3 * np.median(later):.1f} ms each (median); {total:.1f} s in all, {total - sum(seconds):.1f} s "
+            "outside updates"
+        )
+
+
 def timing(call: Callable[..., object], seconds: list[float]) -> Callable[..., object]:
     """``call`` wrapped to append the seconds each call takes to ``seconds``; set on a class, it wraps a method."""
 
@@ -464,10 +500,14 @@ def bare_ppo_update(layout: torch.memory_format, repeats: int = 5) -> list[float
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("what", choices=("act", "step", "dqn", "collect", "ppo-atari", "dqn-atari"))
+    parser.add_argument("what", choices=("act", "step", "dqn", "collect", "ppo-atari", "dqn-atari", "compile"))
     parser.add_argument("--timesteps", type=int, default=20_000, help="environment steps to profile (all but act)")
     parser.add_argument("--environment", default="CartPole-v1", help="collect: CartPole-v1 or one of micro.HEAVY")
-    parser.add_argument("--task", default="halfcheetah_ppo", help="step: a single-environment MuJoCo task of tasks.py")
+    parser.add_argument(
+        "--task",
+        default="halfcheetah_ppo",
+        help="step: a single-environment MuJoCo task of tasks.py; compile: any task of tasks.py",
+    )
     parser.add_argument(
         "--mixed-precision", action="store_true", help="ppo-atari, dqn-atari: torchforce's networks in bfloat16"
     )
@@ -480,6 +520,8 @@ def main() -> None:
         profile_collect(arguments.environment, arguments.timesteps)
     elif arguments.what == "ppo-atari":
         profile_ppo_atari(arguments.timesteps, arguments.mixed_precision)
+    elif arguments.what == "compile":
+        profile_compile(arguments.task, arguments.timesteps)
     elif arguments.what == "dqn-atari":
         profile_dqn_atari(arguments.timesteps, arguments.mixed_precision)
     else:

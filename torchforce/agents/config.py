@@ -350,8 +350,8 @@ class LearningConfig(AgentConfig):
     compile: bool = option(
         False,
         "Compile the losses the agent's optimizers step on with torch.compile (TorchInductor), forward and backward: "
-        "faster updates of small networks, after a first update that pays for compiling (15-25 s on a CPU); "
-        "needs a C++ compiler on a CPU.",
+        "faster updates of small networks on small batches (not of CNNs: slower there), after a first update that "
+        "pays for compiling (15-25 s on a CPU); needs a C++ compiler on a CPU.",
         Flag(),
     )
 
