@@ -176,8 +176,9 @@ class Agent:
 
     def _compile_losses(self) -> None:
         """Each loss the agent's optimizers step on (the class's ``losses``) compiled with torch.compile: on small
-        networks most of an update's time is eager PyTorch's cost per operation, which TorchInductor's fused
-        kernels for the loss's forward and backward passes remove. The first call of each loss compiles it (and a
+        networks much of an update's time is eager PyTorch's cost per operation, part of which TorchInductor's fused
+        kernels for the loss's forward and backward passes remove (where the arithmetic dominates, as in CNNs, they
+        can be slower: bench/README.md). The first call of each loss compiles it (and a
         call with other shapes, or without gradients, compiles once more). The numbers differ from uncompiled ones
         in their last bits, so a compiled run repeats compiled runs, not uncompiled ones."""
         if self.device.type == "cpu" and not cpp_compiler_found():
