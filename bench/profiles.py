@@ -7,6 +7,7 @@
     python bench/profiles.py ppo-atari   # Breakout PPO: updates and collection, both libraries
     python bench/profiles.py dqn-atari   # Breakout DQN: one update, both libraries and bare torch
     python bench/profiles.py ppo-atari --mixed-precision   # the same with torchforce's networks in bfloat16
+    python bench/profiles.py ddpg    # HalfCheetah DDPG: one update, both libraries and bare torch, two widths
     python bench/profiles.py compile --task halfcheetah_ppo   # torchforce's updates with and without compile
 
 ``act`` times, call by call (median of many calls, one torch thread): the same MLP as plain torch functional calls
@@ -41,6 +42,11 @@ modules on random frames, channels-first and channels-last. SB3's run writes not
 ``*_bfloat16`` variants of ``bench/tasks.py``) and the bare-torch updates under the same ``torch.autocast``; SB3
 stays float32.
 
+``ddpg`` times HalfCheetah DDPG's update call by call, updating from 2,000 steps on for ``--timesteps`` more (one
+update a step: 256 rows, the critic's step, then the actor's, then the targets): torchforce's ``halfcheetah_ddpg``
+(400x300, the zoo's) and ``halfcheetah_ddpg_256`` (256x256) agents, SB3's DDPG with the zoo's entry, then the same
+update as bare torch modules at both widths: the floor of eager PyTorch for this arithmetic on one thread.
+
 ``compile`` trains the agent of a task of ``bench/tasks.py`` (its experiment's environments; a DQN agent updating
 from 2,000 steps on, epsilon at its final value, as ``bench/devices.py`` measures it) for ``--timesteps`` steps
 without and then with the agent's ``compile`` (torch.compile of its losses), one torch thread, and times each update
@@ -51,6 +57,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import copy
 import cProfile
 import json
 import pstats
@@ -316,22 +323,13 @@ def profile_dqn_atari(timesteps: int, mixed_precision: bool = False, fill: int =
     import tempfile
     from pathlib import Path
 
-    import devices
     import sb3_tasks
     import tasks
-
-    from torchforce.execution import Runner
 
     torch.set_num_threads(1)
     spent: dict[str, list[float]] = {"torchforce": [], "sb3": []}
     task = "breakout_dqn_bfloat16" if mixed_precision else "breakout_dqn"
-    agent, vector = devices.build(task, "cpu", 1, "sync", fill)  # updates from `fill` steps on
-    agent._learn = timing(agent._learn, spent["torchforce"])
-    runner = Runner(agent, vector, torch_threads=1)
-    try:
-        runner.run(num_timesteps=fill + timesteps)
-    finally:
-        runner.close()
+    spent["torchforce"], _ = timed_updates(task, fill + timesteps, fill)  # updates from `fill` steps on
     entry = sb3_tasks.ZOO["dqn_atari"]
     entry = {**entry, "hyperparameters": {**entry["hyperparameters"], "learning_starts": fill}}
     game, options = tasks.atari_setup(tasks.experiment(tasks.TASKS["breakout_dqn"])["environment"])
@@ -359,11 +357,39 @@ def profile_dqn_atari(timesteps: int, mixed_precision: bool = False, fill: int =
     )
 
 
-def profile_compile(task: str, timesteps: int, warmup: int = 2_000) -> None:
-    import devices
+def profile_ddpg(timesteps: int, fill: int = 2_000) -> None:
+    import tempfile
+
+    import sb3_tasks
     import tasks
 
-    from torchforce.execution import Runner
+    torch.set_num_threads(1)
+    update_mode = tasks.experiment(tasks.TASKS["halfcheetah_ddpg"])["agent"]["update_mode"]
+    options = {"update_mode": {**update_mode, "first_update": fill}, "random_timesteps": fill}
+    spent = {
+        f"torchforce {width}": timed_updates(task, fill + timesteps, fill, agent=options)[0]
+        for task, width in (("halfcheetah_ddpg", "400x300"), ("halfcheetah_ddpg_256", "256x256"))
+    }
+    entry = sb3_tasks.ZOO["ddpg_halfcheetah"]
+    entry = {**entry, "hyperparameters": {**entry["hyperparameters"], "learning_starts": fill}}
+    with tempfile.TemporaryDirectory():
+        environments = sb3_tasks.mujoco_environments(entry, "HalfCheetah-v5", 0)
+        model = sb3_tasks.build(entry, environments, seed=0, device="cpu")
+        spent["sb3 400x300"] = []
+        model.train = timing(model.train, spent["sb3 400x300"])
+        try:
+            model.learn(total_timesteps=fill + timesteps)
+        finally:
+            environments.close()
+    for widths in ((400, 300), (256, 256)):
+        spent[f"bare torch {widths[0]}x{widths[1]}"] = bare_ddpg_update(widths)
+    print(f"HalfCheetah DDPG, one torch thread: milliseconds an update of 256 rows (from {fill:,} steps on):")
+    for name, seconds in spent.items():
+        print(f"  {name:20s} {len(seconds):5d} updates: median {1e3 * np.median(seconds):.2f}")
+
+
+def profile_compile(task: str, timesteps: int, warmup: int = 2_000) -> None:
+    import tasks
 
     torch.set_num_threads(1)
     spec = tasks.experiment(tasks.TASKS[task])
@@ -371,22 +397,37 @@ def profile_compile(task: str, timesteps: int, warmup: int = 2_000) -> None:
     plural = "s" if count != 1 else ""
     print(f"{task} ({count} environment{plural}, {mode}), {timesteps:,} steps each way, one torch thread:")
     for compiled in (False, True):
-        agent, vector = devices.build(task, "cpu", count, mode, warmup, agent={"compile": compiled})
-        seconds: list[float] = []
-        agent._learn = timing(agent._learn, seconds)
-        runner = Runner(agent, vector, torch_threads=1)
-        begin = time.perf_counter()
-        try:
-            runner.run(num_timesteps=timesteps)
-        finally:
-            runner.close()
-        total = time.perf_counter() - begin
+        seconds, total = timed_updates(task, timesteps, warmup, agent={"compile": compiled})
         later = seconds[1:] or seconds
         print(
             f"  compile {str(compiled).lower():5s}: {len(seconds)} updates, the first {seconds[0]:.2f} s, then "
             f"{1e3 * np.median(later):.1f} ms each (median); {total:.1f} s in all, {total - sum(seconds):.1f} s "
             "outside updates"
         )
+
+
+def timed_updates(
+    task: str, timesteps: int, warmup: int, agent: dict[str, object] | None = None
+) -> tuple[list[float], float]:
+    """Train ``task``'s agent on its experiment's environments for ``timesteps`` steps, one torch thread, as
+    ``bench/devices.py`` builds it (a DQN agent updating from ``warmup`` steps on; ``agent``: options that replace
+    the shipped agent's): the seconds of each update (``Agent._learn``) and of the whole run."""
+    import devices
+    import tasks
+
+    from torchforce.execution import Runner
+
+    spec = tasks.experiment(tasks.TASKS[task])
+    built, vector = devices.build(task, "cpu", spec["num_environments"], spec["vectorization"], warmup, agent=agent)
+    seconds: list[float] = []
+    built._learn = timing(built._learn, seconds)
+    runner = Runner(built, vector, torch_threads=1)
+    begin = time.perf_counter()
+    try:
+        runner.run(num_timesteps=timesteps)
+    finally:
+        runner.close()
+    return seconds, time.perf_counter() - begin
 
 
 def timing(call: Callable[..., object], seconds: list[float]) -> Callable[..., object]:
@@ -498,9 +539,56 @@ def bare_ppo_update(layout: torch.memory_format, repeats: int = 5) -> list[float
     return seconds[1:]
 
 
+def bare_ddpg_update(widths: tuple[int, int], updates: int = 500) -> list[float]:
+    """Seconds of each of ``updates`` DDPG updates on HalfCheetah's shapes (256 rows, 17 state and 6 action
+    dimensions; actor and critic of two ReLU layers of ``widths``) as plain torch modules, after 20 that warm up:
+    the critic's step on half the squared TD error, the actor's on -Q(s, mu(s)) with gradients for the actor's
+    parameters only, fused Adam for each, the targets moved 0.005 toward the networks."""
+    generator = torch.Generator().manual_seed(0)
+
+    def mlp(inputs: int, outputs: int) -> torch.nn.Sequential:
+        return torch.nn.Sequential(
+            torch.nn.Linear(inputs, widths[0]),
+            torch.nn.ReLU(),
+            torch.nn.Linear(widths[0], widths[1]),
+            torch.nn.ReLU(),
+            torch.nn.Linear(widths[1], outputs),
+        )
+
+    actor, critic = mlp(17, 6), mlp(23, 1)
+    target_actor, target_critic = (copy.deepcopy(network).requires_grad_(False) for network in (actor, critic))
+    actor_optimizer = torch.optim.Adam(actor.parameters(), lr=1e-3, fused=True)
+    critic_optimizer = torch.optim.Adam(critic.parameters(), lr=1e-3, fused=True)
+    policy: list[torch.Tensor] = list(actor.parameters())
+    networks: list[torch.Tensor] = [*policy, *critic.parameters()]
+    targets: list[torch.Tensor] = [*target_actor.parameters(), *target_critic.parameters()]
+    states, next_states = torch.randn(2, 4096, 17, generator=generator)
+    actions, rewards = torch.rand(4096, 6, generator=generator) * 2 - 1, torch.randn(4096, generator=generator)
+    seconds = []
+    for _ in range(updates + 20):
+        begin = time.perf_counter()
+        rows = torch.randint(0, 4096, (256,), generator=generator)
+        with torch.no_grad():
+            next_actions = torch.tanh(target_actor(next_states[rows]))
+            y = rewards[rows] + 0.99 * target_critic(torch.cat([next_states[rows], next_actions], 1)).squeeze(1)
+        q = critic(torch.cat([states[rows], actions[rows]], 1)).squeeze(1)
+        critic_optimizer.zero_grad(set_to_none=True)
+        (0.5 * (y - q).square().mean()).backward()
+        critic_optimizer.step()
+        mu = torch.tanh(actor(states[rows]))
+        actor_loss = -critic(torch.cat([states[rows], mu], 1)).mean()
+        for parameter, gradient in zip(policy, torch.autograd.grad(actor_loss, policy), strict=True):
+            parameter.grad = gradient
+        actor_optimizer.step()
+        with torch.no_grad():
+            torch._foreach_lerp_(targets, networks, 0.005)
+        seconds.append(time.perf_counter() - begin)
+    return seconds[20:]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("what", choices=("act", "step", "dqn", "collect", "ppo-atari", "dqn-atari", "compile"))
+    parser.add_argument("what", choices=("act", "step", "dqn", "collect", "ppo-atari", "dqn-atari", "ddpg", "compile"))
     parser.add_argument("--timesteps", type=int, default=20_000, help="environment steps to profile (all but act)")
     parser.add_argument("--environment", default="CartPole-v1", help="collect: CartPole-v1 or one of micro.HEAVY")
     parser.add_argument(
@@ -522,6 +610,8 @@ def main() -> None:
         profile_ppo_atari(arguments.timesteps, arguments.mixed_precision)
     elif arguments.what == "compile":
         profile_compile(arguments.task, arguments.timesteps)
+    elif arguments.what == "ddpg":
+        profile_ddpg(arguments.timesteps)
     elif arguments.what == "dqn-atari":
         profile_dqn_atari(arguments.timesteps, arguments.mixed_precision)
     else:
