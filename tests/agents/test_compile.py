@@ -12,6 +12,7 @@ import torch
 
 import torchforce.agents.agent
 from tests.agents.test_checkpoint import assert_parameters_equal, assert_trees_equal, build, drive
+from torchforce.agents import create_agent
 
 # one agent of each loss the agents have: PPO's two, VPG's and TRPO's policy-gradient losses (TRPO's through the
 # natural gradient, which differentiates its KL twice, uncompiled), the Q-learning losses, DQFD's margin loss,
@@ -82,3 +83,29 @@ def test_compile_is_a_checked_option():
     with pytest.raises(SpecError) as error:
         build("ppo", compile="yes")
     assert error.value.path == "agent.compile"
+
+
+def space(environment) -> dict:
+    return {"states": environment.states, "actions": environment.actions}
+
+
+def test_compiled_workers_train_one_shared_model_in_threads():
+    """Three PPO workers sharing one compiled model, each in its own thread (the ThreadedRunner): every worker's
+    losses are compiled, the threads' updates run through them, and the shared model learns from all three."""
+    from torchforce.environments import make
+    from torchforce.execution import ThreadedRunner, clone_worker_agent
+
+    spec = {"network": [{"type": "dense", "size": 8}], "update_mode": {"unit": "episodes", "batch_size": 2}}
+    environments = [make("minimal", action_type="int", seed=index) for index in range(3)]
+    main = create_agent({"type": "ppo", **spec, "compile": True, "seed": 0}, **space(environments[0]))
+    agents = clone_worker_agent(main, 3, environments[0], spec["network"], {**spec, "compile": True})
+    initial = main.get_parameters()
+    assert [compiled(agent) for agent in agents] == [[True, True]] * 3
+    torch._dynamo.utils.counters.clear()
+    runner = ThreadedRunner(agents, environments)
+    runner.run(num_episodes=24)
+    assert runner.global_episode == 24
+    assert torch._dynamo.utils.counters["stats"]["unique_graphs"] >= 1
+    assert all(agent.updates > 0 for agent in agents)  # each thread updated the shared model
+    assert any(not torch.equal(value, initial[name]) for name, value in main.get_parameters().items())
+    assert all(agent.get_parameters().keys() == initial.keys() for agent in agents[1:])
