@@ -358,8 +358,6 @@ def profile_dqn_atari(timesteps: int, mixed_precision: bool = False, fill: int =
 
 
 def profile_ddpg(timesteps: int, fill: int = 2_000) -> None:
-    import tempfile
-
     import sb3_tasks
     import tasks
 
@@ -372,15 +370,14 @@ def profile_ddpg(timesteps: int, fill: int = 2_000) -> None:
     }
     entry = sb3_tasks.ZOO["ddpg_halfcheetah"]
     entry = {**entry, "hyperparameters": {**entry["hyperparameters"], "learning_starts": fill}}
-    with tempfile.TemporaryDirectory():
-        environments = sb3_tasks.mujoco_environments(entry, "HalfCheetah-v5", 0)
-        model = sb3_tasks.build(entry, environments, seed=0, device="cpu")
-        spent["sb3 400x300"] = []
-        model.train = timing(model.train, spent["sb3 400x300"])
-        try:
-            model.learn(total_timesteps=fill + timesteps)
-        finally:
-            environments.close()
+    environments = sb3_tasks.mujoco_environments(entry, "HalfCheetah-v5", 0)
+    model = sb3_tasks.build(entry, environments, seed=0, device="cpu")
+    spent["sb3 400x300"] = []
+    model.train = timing(model.train, spent["sb3 400x300"])
+    try:
+        model.learn(total_timesteps=fill + timesteps)
+    finally:
+        environments.close()
     for widths in ((400, 300), (256, 256)):
         spent[f"bare torch {widths[0]}x{widths[1]}"] = bare_ddpg_update(widths)
     print(f"HalfCheetah DDPG, one torch thread: milliseconds an update of 256 rows (from {fill:,} steps on):")
