@@ -10,9 +10,10 @@ servers against stepping and learning).
 Each point starts a private Ray cluster on 127.0.0.1 (its start-up is timed apart), runs ``--steps`` steps of the
 shipped config on CartPole-v1 with ``--environments`` copies per worker, and records steps/s over the run, the
 workers' seconds spent exchanging parameters, and the mean return of the last 50 episodes. ``--time-to R`` also
-records the wall-clock seconds until the mean return of the last 20 episodes first reaches R. Scaling efficiency
-at N workers is (steps/s at N) / (N x steps/s at 1). Results go to ``bench/results/distributed-<time>.jsonl``
-(one JSON object a line) and a table on stdout.
+records the wall-clock seconds until the mean return of the last 20 episodes first reaches R; with
+``--per-worker``, ``--steps`` is each worker's, so that a point with many workers lasts long enough to measure.
+Scaling efficiency at N workers is (steps/s at N) / (N x steps/s at 1). Results go to
+``bench/results/distributed-<time>.jsonl`` (one JSON object a line) and a table on stdout.
 
 ``--experiment NAME`` takes the agent and the environment of a task of ``bench/tasks.py`` instead (the shipped
 experiment's, as its worker builds them: ``breakout_ppo``, Breakout from pixels). ``--device`` is where the agents
@@ -30,6 +31,7 @@ import os
 import shutil
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -171,18 +173,40 @@ def distributed(
     }
 
 
-def main() -> None:
+def planned_points(args: argparse.Namespace) -> list[tuple[Callable[..., dict], tuple]]:
+    """What to run, in order: the one process, then each number of workers for each ``sync_every``."""
+    what = (args.experiment, args.device)
+    plan: list[tuple[Callable[..., dict], tuple]] = [(one_process, (args.config, args.steps, args.environments, *what))]
+    for sync_every in args.sync_every:
+        for workers in args.workers:
+            steps = args.steps * workers if args.per_worker else args.steps
+            arguments = (args.config, steps, args.environments, workers, args.time_to, sync_every, *what)
+            plan.append((distributed, arguments))
+    return plan
+
+
+def parse(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--config", default="dqn_cartpole", help="a shipped agent config (default dqn_cartpole)")
     parser.add_argument("--workers", type=int, nargs="+", default=[1, 2])
     parser.add_argument("--steps", type=int, default=40_000, help="environment steps per point")
+    parser.add_argument(
+        "--per-worker",
+        action="store_true",
+        help="--steps is each worker's: N workers run N x steps (the one process: steps), so every point lasts "
+        "about as long where they scale",
+    )
     parser.add_argument("--environments", type=int, default=4, help="environment copies per worker")
     parser.add_argument("--experiment", help="the agent and environment of this task of bench/tasks.py instead")
     parser.add_argument("--device", default="cpu", help="where the agents compute (cpu, cuda, auto)")
     parser.add_argument("--time-to", type=float, help="also time until the mean return (20) reaches this")
     parser.add_argument("--sync-every", type=int, nargs="+", default=[1], help="updates between exchanges")
     parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results")
-    args = parser.parse_args()
+    return parser.parse_args(argv)
+
+
+def main() -> None:
+    args = parse()
     import multiprocessing
 
     context = multiprocessing.get_context("spawn")  # every point in a fresh process: its own Ray, no leftovers
@@ -190,12 +214,7 @@ def main() -> None:
     path = args.out / f"distributed-{time.strftime('%Y%m%d-%H%M%S')}.jsonl"
     points: list[dict] = []
     base: dict = {}  # steps/s of 1 worker, by sync_every: each point's efficiency is against it
-    what = (args.experiment, args.device)
-    plan = [(one_process, (args.config, args.steps, args.environments, *what))]
-    for sync_every in args.sync_every:
-        for workers in args.workers:
-            arguments = (args.config, args.steps, args.environments, workers, args.time_to, sync_every, *what)
-            plan.append((distributed, arguments))
+    plan = planned_points(args)
     with context.Pool(1, maxtasksperchild=1) as pool, open(path, "w") as file:
         for function, arguments in plan:  # each record written as it comes: a run stopped early keeps its points
             point = pool.apply(function, arguments)

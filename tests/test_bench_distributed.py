@@ -25,3 +25,17 @@ def test_an_experiments_workload_is_its_environment_and_agent_without_a_seed(dis
     assert agent["type"] == "ppo" and agent["device"] == "auto" and "seed" not in agent
     assert agent["update_mode"]["batch_size"] == 1024  # the shipped ppo_atari's, not CartPole's config
     assert set(extra) <= {"network"}
+
+
+def test_per_worker_steps_give_each_point_its_workers_times_the_steps(distributed):
+    """``--per-worker``: 8 workers run 8 x the steps, so the point lasts about as long as 1 worker's where they
+    scale (the one process runs the steps as given); without it every point runs the same steps."""
+    plan = distributed.planned_points(distributed.parse(["--workers", "1", "8", "--steps", "500", "--per-worker"]))
+    assert [(function.__name__, arguments[1]) for function, arguments in plan] == [
+        ("one_process", 500),
+        ("distributed", 500),
+        ("distributed", 4000),
+    ]
+    plan = distributed.planned_points(distributed.parse(["--workers", "1", "8", "--sync-every", "1", "4"]))
+    assert [arguments[1] for _, arguments in plan] == [40_000] * 5
+    assert [(arguments[3], arguments[5]) for _, arguments in plan[1:]] == [(1, 1), (8, 1), (1, 4), (8, 4)]

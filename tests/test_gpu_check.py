@@ -99,3 +99,21 @@ step stuck 1 bash -c 'sleep 600 & echo $! > {left}; wait'
     pid = int(left.read_text())
     gone = subprocess.run(["ps", "-o", "stat=", "-p", str(pid)], capture_output=True, text=True).stdout.strip()
     assert gone in ("", "Z")  # no such process (or a zombie awaiting its reaper), not a sleeping one
+
+
+def test_the_followups_named_steps_measure_scaling_with_each_workers_own_steps(tmp_path):
+    """``scaling`` (CartPole PPO and DQN workers on the CPU cores) and ``long`` (Breakout PPO workers on the GPU)
+    run only when named, each with ``--per-worker`` steps so that the many-worker points last as long as one's."""
+    calls, log = run_check(tmp_path, True, "gpu_followup.sh", GPU_FOLLOWUP_STEPS="scaling long")
+    out = tmp_path / "out"
+    assert calls == [
+        "bench/distributed.py --config ppo_cartpole --environments 8 --time-to 475 --per-worker --workers 1 2 "
+        f"--steps 2048 --out {out}",
+        "bench/distributed.py --config dqn_cartpole --sync-every 4 --per-worker --workers 1 2 --steps 1000 "
+        f"--out {out}",
+        "bench/distributed.py --experiment breakout_ppo --device cuda --environments 8 --per-worker --workers 1 2 "
+        f"--steps 2048 --out {out}",
+    ]
+    assert "=== breakout_ppo workers on cuda, long (at most 330s)" in log and log.rstrip().endswith("=== done")
+    (tmp_path / "default").mkdir()
+    assert "--per-worker" not in " ".join(run_check(tmp_path / "default", True, "gpu_followup.sh")[0])
