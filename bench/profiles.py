@@ -44,8 +44,8 @@ stays float32.
 
 ``ddpg`` times HalfCheetah DDPG's update call by call, updating from 2,000 steps on for ``--timesteps`` more (one
 update a step: 256 rows, the critic's step, then the actor's, then the targets): torchforce's ``halfcheetah_ddpg``
-(400x300, the zoo's) and ``halfcheetah_ddpg_256`` (256x256) agents, SB3's DDPG with the zoo's entry, then the same
-update as bare torch modules at both widths: the floor of eager PyTorch for this arithmetic on one thread.
+(256x256, shipped) and ``halfcheetah_ddpg_400`` (400x300, the zoo's) agents, SB3's DDPG with the zoo's entry, then
+the same update as bare torch modules at both widths: the floor of eager PyTorch for this arithmetic on one thread.
 
 ``compile`` trains the agent of a task of ``bench/tasks.py`` (its experiment's environments; a DQN agent updating
 from 2,000 steps on, epsilon at its final value, as ``bench/devices.py`` measures it) for ``--timesteps`` steps
@@ -366,7 +366,7 @@ def profile_ddpg(timesteps: int, fill: int = 2_000) -> None:
     options = {"update_mode": {**update_mode, "first_update": fill}, "random_timesteps": fill}
     spent = {
         f"torchforce {width}": timed_updates(task, fill + timesteps, fill, agent=options)[0]
-        for task, width in (("halfcheetah_ddpg", "400x300"), ("halfcheetah_ddpg_256", "256x256"))
+        for task, width in (("halfcheetah_ddpg_400", "400x300"), ("halfcheetah_ddpg", "256x256"))
     }
     entry = sb3_tasks.ZOO["ddpg_halfcheetah"]
     entry = {**entry, "hyperparameters": {**entry["hyperparameters"], "learning_starts": fill}}

@@ -199,13 +199,14 @@ def test_a_variant_changes_the_shipped_agent_and_runs_only_when_named(monkeypatc
     changed = {key for key in naf["agent"] if naf["agent"][key] != updates2[key]}
     assert changed == {"update_mode", "target_update_weight"}
     assert updates2["update_mode"] == {**naf["agent"]["update_mode"], "updates": 2}
-    ddpg, narrower = (
-        tasks.experiment(tasks.TASKS[name])["agent"] for name in ("halfcheetah_ddpg", "halfcheetah_ddpg_256")
+    ddpg, zoo_width = (
+        tasks.experiment(tasks.TASKS[name])["agent"] for name in ("halfcheetah_ddpg", "halfcheetah_ddpg_400")
     )
-    assert "halfcheetah_ddpg_256" not in names
-    assert {key for key in ddpg if ddpg[key] != narrower[key]} == {"network", "critic_network"}
-    assert [layer["size"] for layer in ddpg["critic_network"]] == [400, 300]
-    assert [layer["size"] for layer in narrower["network"] + narrower["critic_network"]] == [256] * 4
+    assert "halfcheetah_ddpg_400" not in names
+    assert {key for key in ddpg if ddpg[key] != zoo_width[key]} == {"network", "critic_network"}
+    assert [layer["size"] for layer in ddpg["network"] + ddpg["critic_network"]] == [256] * 4
+    for network in (zoo_width["network"], zoo_width["critic_network"]):
+        assert [(layer["size"], layer["activation"]) for layer in network] == [(400, "relu"), (300, "relu")]
     # a bfloat16 variant runs where the device computes bfloat16 in hardware: on a CPU without it, it is named
     for native in (True, None):
         monkeypatch.setattr(torchforce.core.networks, "cpu_bfloat16_native", lambda native=native: native)
