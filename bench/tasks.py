@@ -26,6 +26,7 @@ import json
 import sys
 import tempfile
 import time
+from copy import deepcopy
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, TextIO
@@ -118,13 +119,11 @@ TASKS["halfcheetah_naf_updates2"] = replace(
 
 # DDPG with the zoo's 400x300 actor and critic, which SB3 trains, in place of the shipped 256x256 (the shipped width
 # until 2026-12-01, bench/README.md): run by name
+ZOO_DDPG_LAYERS = [{"type": "dense", "size": size, "activation": "relu"} for size in (400, 300)]
 TASKS["halfcheetah_ddpg_400"] = replace(
     TASKS["halfcheetah_ddpg"],
     note="torchforce's actor and critic 400x300, as SB3's (the shipped config's: 256x256)",
-    agent={
-        "network": [{"type": "dense", "size": size, "activation": "relu"} for size in (400, 300)],
-        "critic_network": [{"type": "dense", "size": size, "activation": "relu"} for size in (400, 300)],
-    },
+    agent={"network": ZOO_DDPG_LAYERS, "critic_network": ZOO_DDPG_LAYERS},
 )
 
 
@@ -146,7 +145,7 @@ def experiment(task: Task) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as root:
         project, _ = Project.init(root)
         spec = resolve_experiment(project, json.loads(path.read_text()), build=False)
-    return {**spec, "agent": {**spec["agent"], **task.agent}} if task.agent else spec
+    return {**spec, "agent": {**spec["agent"], **deepcopy(task.agent)}} if task.agent else spec  # not shared
 
 
 def unavailable(name: str, device: str = "cpu") -> str | None:
