@@ -1,8 +1,12 @@
 """``mixed_precision: "bfloat16"``: every network of an agent (policy, baseline, critic, targets) computes its matrix
 products and convolutions in bfloat16 under torch.autocast, while parameters, optimizer state, the heads, the
 distributions and the losses stay float32. Checked by recording, for every ``F.linear``/``F.conv2d`` call while
-agents act and update, whether its weight belongs to a network and what dtype it returned."""
+agents act and update, whether its weight belongs to a network and what dtype it returned. A pass without gradients
+reuses each layer's casts of its weights until they change (``Layer.weight_and_bias``): the same numbers as
+autocast's casts on every call, checked layer by layer and over whole training runs."""
 
+import copy
+import pickle
 import platform
 import warnings
 
@@ -14,10 +18,12 @@ import torch.nn.functional as F
 import torchforce.core.networks
 from tests.agents.test_host_reads import IMAGE_PPO
 from torchforce.agents import create_agent
-from torchforce.core.networks import Network, cpu_bfloat16_native
+from torchforce.core.networks import Network, build_network, cpu_bfloat16_native, set_autocast
+from torchforce.core.networks.base import Layer
+from torchforce.core.optimizers import build_optimizer
 from torchforce.environments import make
 from torchforce.export import export_policy
-from torchforce.spec import SpecError
+from torchforce.spec import SpecError, normalize_states
 
 SLOW = 'mixed_precision "bfloat16": this CPU has no bfloat16 instructions'
 # the other tests run on whatever CPU this is: below, the warning is checked where it is the point
@@ -88,10 +94,16 @@ def recorded_dtypes(agent, monkeypatch) -> tuple[set[torch.dtype], set[torch.dty
     inside = {id(parameter) for network in networks(agent) for parameter in network.parameters()}
     seen: tuple[set[torch.dtype], set[torch.dtype]] = (set(), set())
 
+    def in_a_network(weight) -> bool:  # a network's parameter, or a layer's cast of one
+        casts = (
+            copies.weight_cast for network in networks(agent) for copies in cast_copies(network).values() if copies
+        )
+        return id(weight) in inside or any(weight is cast for cast in casts)
+
     def recording(function):
         def call(input, weight, *args, **kwargs):
             output = function(input, weight, *args, **kwargs)
-            seen[0 if id(weight) in inside else 1].add(output.dtype)
+            seen[0 if in_a_network(weight) else 1].add(output.dtype)
             return output
 
         return call
@@ -201,3 +213,127 @@ def test_cpu_bfloat16_native_reads_the_instructions_torch_reports(monkeypatch):
     assert cpu_bfloat16_native() is None  # a torch that cannot tell
     monkeypatch.setattr(platform, "machine", lambda: "arm64")
     assert cpu_bfloat16_native() is None
+
+
+# every layer with a linear map or a convolution, on the input it takes
+LAYERED = {
+    "image": (
+        {"type": "uint8", "shape": (16, 16, 4)},
+        [
+            {"type": "divide", "scale": 255},
+            {"type": "conv2d", "size": 8, "window": 4, "stride": 2},
+            {"type": "flatten"},
+            {"type": "dense", "size": 16},
+            {"type": "dense", "skip": True},
+            {"type": "dueling", "size": 3},
+        ],
+    ),
+    "sequence": (
+        {"type": "float", "shape": (12, 3)},
+        [{"type": "conv1d", "size": 6, "window": 3}, {"type": "flatten"}, {"type": "linear", "size": 5}],
+    ),
+}
+
+
+def layered(name: str, precision=torch.bfloat16):
+    states, layers = LAYERED[name]
+    network = build_network(layers, normalize_states(states)[0])
+    set_autocast(network, precision)
+    rng = np.random.default_rng(1)
+    if states["type"] == "uint8":
+        batch = torch.from_numpy(rng.integers(0, 256, (5, *states["shape"]), dtype=np.uint8))
+    else:
+        batch = torch.from_numpy(rng.uniform(-1.0, 1.0, (5, *states["shape"])).astype(np.float32))
+    return network, {"state": batch}
+
+
+def cast_copies(network) -> dict:
+    return {
+        name: layer.__dict__.get("_cast_copies")
+        for name, layer in network.named_modules()
+        if isinstance(layer, Layer) and isinstance(getattr(layer, "weight", None), torch.Tensor)
+    }
+
+
+def acting(network, batch) -> torch.Tensor:
+    with torch.inference_mode():
+        return network(batch)[0]
+
+
+def casting_every_call(network, batch) -> torch.Tensor:
+    """The pass as autocast computes it with gradients: its own casts of the float32 weights."""
+    with torch.enable_grad():
+        return network(batch)[0].detach()
+
+
+@pytest.mark.parametrize("name", list(LAYERED))
+def test_a_pass_without_gradients_reuses_the_layers_casts_until_a_parameter_changes(name):
+    network, batch = layered(name)
+    assert torch.equal(acting(network, batch), casting_every_call(network, batch))
+    first = cast_copies(network)
+    assert first and all(copies is not None and copies.weight_cast.dtype is torch.bfloat16 for copies in first.values())
+    acting(network, batch)
+    assert all(cast_copies(network)[layer] is copies for layer, copies in first.items()), "cast again"
+
+    other, _ = layered(name)
+    layer = next(module for module in network.modules() if module in (network.get_submodule(n) for n in first))
+
+    def optimizer_step() -> None:
+        optimizer = build_optimizer({"type": "adam", "learning_rate": 0.1}, list(network.parameters()))
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            optimizer.minimize(network(batch)[0].float().square().mean())
+
+    def noise() -> None:  # variable noise, or any other in-place write
+        with torch.no_grad():
+            for parameter in network.parameters():
+                parameter.add_(0.25)
+
+    def replaced() -> None:
+        layer.weight = torch.nn.Parameter(layer.weight.detach() * 2)
+
+    changes = {
+        "an update": optimizer_step,
+        "a restore": lambda: network.load_state_dict(other.state_dict()),
+        "an in-place write": noise,
+        "a replaced parameter": replaced,
+    }
+    for change, apply in changes.items():
+        before = acting(network, batch)
+        apply()
+        after = acting(network, batch)
+        assert not torch.equal(before, after), f"{change}: the pass did not change"
+        assert torch.equal(after, casting_every_call(network, batch)), f"{change}: stale casts"
+
+
+@pytest.mark.parametrize("duplicate", [copy.deepcopy, lambda network: pickle.loads(pickle.dumps(network))])
+def test_a_copy_of_a_network_starts_without_its_casts(duplicate):
+    """A copy's parameters count their versions from 0 again: casts copied with it could pass for current ones."""
+    network, batch = layered("image")
+    acting(network, batch)  # casts at version 0
+    with torch.no_grad():
+        for parameter in network.parameters():
+            parameter.mul_(1.5)
+    clone = duplicate(network)
+    assert all(copies is None for copies in cast_copies(clone).values())
+    assert torch.equal(acting(clone, batch), casting_every_call(network, batch))
+
+
+def test_a_float32_network_keeps_no_casts():
+    network, batch = layered("image", precision=None)
+    acting(network, batch)
+    assert all(copies is None for copies in cast_copies(network).values())
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_an_agent_trains_the_same_as_with_a_cast_on_every_call(case, monkeypatch):
+    """Acting and the targets' passes reuse the layers' casts: the same actions, updates and parameters, bit for
+    bit, as autocast casting the weights on every call."""
+    reusing = build(case, mixed_precision="bfloat16")
+    drive(reusing)
+    assert any(copies is not None for network in networks(reusing) for copies in cast_copies(network).values())
+    monkeypatch.setattr(Layer, "weight_and_bias", lambda layer: (layer.weight, layer.bias))
+    casting = build(case, mixed_precision="bfloat16")
+    drive(casting)
+    assert reusing.updates == casting.updates > 0
+    expected = casting.get_parameters()
+    assert all(torch.equal(value, expected[name]) for name, value in reusing.get_parameters().items())

@@ -124,6 +124,23 @@ def test_adam_state_and_skipped_parameters_match_torch_fused_adam():
     assert_state_equal(optimizer.state_dict()["torch"], reference.state_dict())
 
 
+@pytest.mark.parametrize("spec", [spec for spec, _, _ in WRAPPERS[:3]], ids=lambda s: s["type"])
+def test_a_step_counts_in_the_versions_of_the_parameters_it_moves(spec):
+    """Every in-place write of a tensor counts in its version, which autograd's check of saved tensors and the
+    layers' cast copies (``Layer.weight_and_bias``) rely on; torch's fused Adam kernel alone does not count its
+    writes, so torchforce's Adam counts them itself. A parameter without a gradient keeps its version."""
+    parameters, batch = make_problem()
+    unused = torch.nn.Parameter(torch.ones(4))
+    optimizer = build_optimizer(spec, [*parameters, unused])
+    before = [parameter._version for parameter in (*parameters, unused)]
+    optimizer.step(regression_loss(parameters), batch)
+    assert [parameter._version > version for parameter, version in zip(parameters, before[:2], strict=True)] == [
+        True,
+        True,
+    ]
+    assert unused._version == before[2]
+
+
 @pytest.mark.parametrize("spec", [{"type": "adam"}, {"type": "nadam"}], ids=lambda s: s["type"])
 def test_a_conv_weight_with_a_channels_last_gradient_steps_as_torchs_unfused_optimizer(spec):
     """A conv weight's gradient from channels-last inputs (torchforce's image layout) comes out channels-last while

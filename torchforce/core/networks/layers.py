@@ -162,7 +162,7 @@ class Linear(Layer):
         self.output = Value((size,))
 
     def forward(self, x: Tensor) -> Tensor:
-        return F.linear(x, self.weight, self.bias)
+        return F.linear(x, *self.weight_and_bias())
 
 
 class Dense(Linear):
@@ -203,12 +203,12 @@ class Dense(Linear):
         self.output = activation.output if activation is not None else Value((size,))
 
     def forward(self, x: Tensor) -> Tensor:
-        y = F.linear(x, self.weight, self.bias)
+        y = F.linear(x, *self.weight_and_bias())
         act = self.act
         if act is not None:
             y = act(y)
         if self.skip is not None:
-            y = F.linear(y, self.skip.weight, self.skip.bias) + x
+            y = F.linear(y, *self.skip.weight_and_bias()) + x
             if act is not None:
                 y = act(y)
         return y
@@ -273,7 +273,7 @@ class Conv1d(_Conv):
         x = x.permute(0, 2, 1)
         if self.pad is not None:
             x = F.pad(x, self.pad)
-        x = F.conv1d(x, self.weight, self.bias, self.stride).permute(0, 2, 1)
+        x = F.conv1d(x, *self.weight_and_bias(), self.stride).permute(0, 2, 1)
         return x if self.act is None else self.act(x)
 
 
@@ -284,7 +284,7 @@ class Conv2d(_Conv):
         x = x.permute(0, 3, 1, 2)
         if self.pad is not None:
             x = F.pad(x, self.pad)
-        x = F.conv2d(x, self.weight, self.bias, self.stride).permute(0, 2, 3, 1)
+        x = F.conv2d(x, *self.weight_and_bias(), self.stride).permute(0, 2, 3, 1)
         return x if self.act is None else self.act(x)
 
 
@@ -479,8 +479,8 @@ class Dueling(Layer):
             self.outputs = dict(zip(self.names, (Value((1,)), Value((size,)), Value((1,))), strict=True))
 
     def forward(self, x: Tensor) -> Tensor | tuple[Tensor, dict[str, Tensor]]:
-        expectation = F.linear(x, self.expectation.weight, self.expectation.bias)
-        advantage = F.linear(x, self.advantage.weight, self.advantage.bias)
+        expectation = F.linear(x, *self.expectation.weight_and_bias())
+        advantage = F.linear(x, *self.advantage.weight_and_bias())
         mean_advantage = advantage.mean(dim=1, keepdim=True)
         y = expectation + advantage - mean_advantage
         if self.act is not None:

@@ -140,7 +140,7 @@ def set_autocast(module: nn.Module, dtype: torch.dtype | None) -> None:
     """Every `Network` within ``module`` computes its matrix products and convolutions in ``dtype`` under
     torch.autocast (None: float32)."""
     for network in module.modules():
-        if isinstance(network, Network):
+        if isinstance(network, (Network, Layer)):  # a layer reuses its casts between passes (weight_and_bias)
             network.autocast_dtype = dtype
 
 

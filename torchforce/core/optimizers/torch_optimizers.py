@@ -97,6 +97,12 @@ class TorchOptimizer(Optimizer):
             scale = torch.clamp(self.clip_grad_norm / (grad_norm + 1e-6), max=1.0)
             torch._foreach_mul_(present, scale)  # each grad.mul_(scale), in one call
         self._apply_gradients(grads)
+        # torch's fused Adam writes the parameters without counting it in their versions, as every other in-place
+        # write does; what relies on them (autograd's check of saved tensors, the layers' cast copies) would not see
+        # the step
+        torch.autograd.graph.increment_version(
+            [p for p, grad in zip(self.parameters, grads, strict=True) if grad is not None]
+        )
         return {"loss": loss.detach(), "grad_norm": 0.0 if grad_norm is None else grad_norm}
 
     def _apply_gradients(self, grads: list[torch.Tensor | None]) -> None:
