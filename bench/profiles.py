@@ -9,6 +9,7 @@
     python bench/profiles.py ppo-atari --mixed-precision   # the same with torchforce's networks in bfloat16
     python bench/profiles.py ddpg    # HalfCheetah DDPG: one update, both libraries and bare torch, two widths
     python bench/profiles.py compile --task halfcheetah_ppo   # torchforce's updates with and without compile
+    python bench/profiles.py casts   # the Atari agents' act() in float32 and bfloat16, the weights' casts reused or not
 
 ``act`` times, call by call (median of many calls, one torch thread): the same MLP as plain torch functional calls
 on the agent's own weights (the floor for eager PyTorch), the policy's forward and sampling (``Policy.act``), and the
@@ -51,6 +52,12 @@ the same update as bare torch modules at both widths: the floor of eager PyTorch
 from 2,000 steps on, epsilon at its final value, as ``bench/devices.py`` measures it) for ``--timesteps`` steps
 without and then with the agent's ``compile`` (torch.compile of its losses), one torch thread, and times each update
 (``Agent._learn``): the first (which compiles), the median of the others, and the run's seconds outside updates.
+
+``casts`` times ``act(states, independent=True)`` of the shipped ``breakout_dqn`` (one environment's frame, epsilon at
+its final 0.01, so the Q-network runs) and ``breakout_ppo`` (a batch of its 8 environments' frames) agents, median of
+many calls on one torch thread: in float32, in bfloat16 with autocast casting the layers' float32 weights on every
+call (``Layer.weight_and_bias`` handing over the parameters themselves), and in bfloat16 as shipped, each layer's
+casts reused until its weights change.
 """
 
 from __future__ import annotations
@@ -403,6 +410,32 @@ def profile_compile(task: str, timesteps: int, warmup: int = 2_000) -> None:
         )
 
 
+def profile_casts() -> None:
+    import devices
+
+    from torchforce.core.networks.base import Layer
+
+    torch.set_num_threads(1)
+    reusing = Layer.weight_and_bias
+    variants: dict[str, tuple[str | None, Callable[..., object]]] = {
+        "float32": (None, reusing),
+        "bfloat16, cast on every call": ("bfloat16", lambda layer: (layer.weight, layer.bias)),
+        "bfloat16, casts reused (shipped)": ("bfloat16", reusing),
+    }
+    print("act(states, independent=True), one torch thread: microseconds a call (median)")
+    for task, count in (("breakout_dqn", 1), ("breakout_ppo", 8)):
+        for label, (precision, weights) in variants.items():
+            Layer.weight_and_bias = weights  # type: ignore[method-assign]
+            try:
+                agent, vector = devices.build(task, "cpu", count, "sync", 10**9, agent={"mixed_precision": precision})
+                states = vector.reset()
+                vector.close()
+                seconds = median_us(lambda agent=agent, states=states: agent.act(states, independent=True), calls=2_000)
+            finally:
+                Layer.weight_and_bias = reusing  # type: ignore[method-assign]
+            print(f"  {task} ({count} row{'s' if count > 1 else ''}), {label:34s} {seconds:8.1f}")
+
+
 def timed_updates(
     task: str, timesteps: int, warmup: int, agent: dict[str, object] | None = None
 ) -> tuple[list[float], float]:
@@ -585,7 +618,9 @@ def bare_ddpg_update(widths: tuple[int, int], updates: int = 500) -> list[float]
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("what", choices=("act", "step", "dqn", "collect", "ppo-atari", "dqn-atari", "ddpg", "compile"))
+    parser.add_argument(
+        "what", choices=("act", "step", "dqn", "collect", "ppo-atari", "dqn-atari", "ddpg", "compile", "casts")
+    )
     parser.add_argument("--timesteps", type=int, default=20_000, help="environment steps to profile (all but act)")
     parser.add_argument("--environment", default="CartPole-v1", help="collect: CartPole-v1 or one of micro.HEAVY")
     parser.add_argument(
@@ -609,6 +644,8 @@ def main() -> None:
         profile_compile(arguments.task, arguments.timesteps)
     elif arguments.what == "ddpg":
         profile_ddpg(arguments.timesteps)
+    elif arguments.what == "casts":
+        profile_casts()
     elif arguments.what == "dqn-atari":
         profile_dqn_atari(arguments.timesteps, arguments.mixed_precision)
     else:
