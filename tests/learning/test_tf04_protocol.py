@@ -116,8 +116,9 @@ CONFIGS: dict[str, dict[str, Any]] = {
 # wander down (to 0, where every return is 0 and nothing moves it). Measured 2026-12-02 with seeds 0-5: 2 of 6 runs
 # passed on an Intel CPU with AVX-512, 4 of 6 with MKL held to its AVX2 code (MKL_CBWR=AVX2), as on the AMD CPUs
 # before: which seeds pass depends on the CPU's rounding. 0.4 computed the same returns (no normalization, as
-# checked in its PGModel), so it had the same odds. With each batch's advantages normalized (SB3's and CleanRL's
-# default) 8 of 8 seeds passed, as did 8 of 8 with a state-independent std; an entropy bonus of 0.01 passed 3 of 6.
+# checked in its PGModel), so it had the same odds. With each batch's advantages normalized (SB3 and CleanRL
+# normalize by default, per minibatch) 8 of 8 seeds passed, as did 8 of 8 with a state-independent std; an entropy
+# bonus of 0.01 passed 3 of 6.
 DEPARTURES: dict[tuple[str, str], dict[str, Any]] = {("ppo", "float"): {"normalize_advantages": True}}
 
 # The action kinds each 0.4 agent test ran (its exclude_* flags), for one action and for several at once.
