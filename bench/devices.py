@@ -21,8 +21,10 @@ On CUDA a last untimed segment counts the host's waits for the device (torch's s
 per ``act``/``observe`` step outside updates, where the actions' one trip back to the host is the only wait the
 hot path needs, and per update.
 
-``--mixed-precision`` runs each point's agent with ``mixed_precision: "bfloat16"`` (the ``*_bfloat16`` variants of
-``bench/tasks.py``): its networks under torch.autocast, on a GPU on its tensor cores.
+torchforce's points compute in float32 (the ``*_float32`` variants of ``bench/tasks.py``), whatever the shipped
+configs' ``mixed_precision: "auto"`` would choose on the machine. ``--mixed-precision`` runs each point's agent with
+``mixed_precision: "bfloat16"`` (the ``*_bfloat16`` variants): its networks under torch.autocast, on a GPU on its
+tensor cores.
 
 ``--libraries torchforce sb3`` adds Stable-Baselines3's points: the zoo's algorithm and hyperparameters
 (``sb3_tasks.ZOO``, as ``bench/run.py --only tasks`` trains them) on the same environments, with the zoo's number
@@ -262,7 +264,8 @@ def plan(arguments: argparse.Namespace) -> list[dict[str, Any]]:
     devices = arguments.devices or ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
     points = []
     for base in arguments.tasks:
-        task = f"{base}_bfloat16" if arguments.mixed_precision else base  # a variant of bench/tasks.py
+        # variants of bench/tasks.py: float32 unless asked, whatever the shipped "auto" chooses on this machine
+        task = f"{base}_bfloat16" if arguments.mixed_precision else f"{base}_float32"
         if arguments.environments:
             settings = [(count, mode) for count in arguments.environments for mode in arguments.modes or ["sync"]]
         else:
@@ -284,7 +287,8 @@ def plan(arguments: argparse.Namespace) -> list[dict[str, Any]]:
                 for threads in arguments.threads if device == "cpu" else [1]:
                     for count, mode in library_settings:
                         points.append(
-                            {"task": task, "library": library, "device": device, "environments": count}
+                            {"task": task if library == "torchforce" else base, "library": library}
+                            | {"device": device, "environments": count}
                             | {"mode": mode, "threads": threads, "steps": steps, "warmup": warmup}
                             | {"sync_rows": sync_rows}
                         )

@@ -24,13 +24,13 @@ def test_a_dqn_point_times_steady_state_updates_on_the_cpu(tmp_path):
     (records,) = tmp_path.glob("devices-*.jsonl")
     (record,) = [json.loads(line) for line in records.read_text().splitlines()]
     where = (record["library"], record["task"], record["device"], record["environments"], record["mode"])
-    assert where == ("torchforce", "breakout_dqn", "cpu", 1, "sync")
+    assert where == ("torchforce", "breakout_dqn_float32", "cpu", 1, "sync")  # float32 unless asked
     assert record["error"] is None and record["steps"] == 96
     assert record["updates"] == 96 // 4  # from the warm-up's end, one update every 4 steps
     assert 0 < record["update_seconds"] < record["seconds"]
     assert record["acting_seconds"] == pytest.approx(record["seconds"] - record["update_seconds"])
     assert record["gpu_peak_mb"] is None
-    assert "| torchforce | breakout_dqn | cpu | 1 | sync | 1 |" in records.with_suffix(".md").read_text()
+    assert "| torchforce | breakout_dqn_float32 | cpu | 1 | sync | 1 |" in records.with_suffix(".md").read_text()
 
 
 @pytest.mark.slow
@@ -71,9 +71,9 @@ def test_sb3_points_step_the_zoos_environments_in_its_process_beside_torchforces
     arguments.__dict__.update(mixed_precision=False, libraries=["torchforce", "sb3"])
     points = [(p["library"], p["task"], p["environments"], p["mode"]) for p in devices.plan(arguments)]
     assert points == [
-        ("torchforce", "breakout_ppo", 32, "subprocess"),
+        ("torchforce", "breakout_ppo_float32", 32, "subprocess"),  # float32, whatever "auto" would choose here
         ("sb3", "breakout_ppo", 8, "sync"),  # the zoo's 8 environments, as bench/run.py trains SB3
-        ("torchforce", "breakout_dqn", 32, "subprocess"),
+        ("torchforce", "breakout_dqn_float32", 32, "subprocess"),
         ("sb3", "breakout_dqn", 1, "sync"),
     ]
 

@@ -166,6 +166,42 @@ def test_the_precision_is_checked_and_recorded():
     assert error.value.path == "agent.mixed_precision" and "bfloat16" in str(error.value)
     assert build("ppo-image", mixed_precision="bfloat16").spec["mixed_precision"] == "bfloat16"
     assert build("ppo-image").spec["mixed_precision"] is None
+    assert build("ppo-image", mixed_precision="auto").spec["mixed_precision"] == "auto"
+
+
+@pytest.mark.parametrize("native", [True, False, None])
+def test_auto_trains_as_bfloat16_where_the_cpu_has_its_instructions_and_as_float32_elsewhere(native, monkeypatch):
+    """``"auto"`` on a CPU with AVX512-BF16 or AMX is ``"bfloat16"``, on any other (or one torch cannot tell about)
+    float32, without a warning either way: the same parameters, bit for bit, after the same updates. The spec keeps
+    "auto", so a checkpoint moved to another machine chooses again there."""
+    monkeypatch.setattr(torchforce.core.networks, "cpu_bfloat16_native", lambda: native)
+    chosen = "bfloat16" if native else None
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        auto = build("dqn-image", mixed_precision="auto")
+    explicit = build("dqn-image", mixed_precision=chosen)
+    assert (auto.precision, explicit.precision) == (chosen, chosen)
+    assert all(network.autocast_dtype is (torch.bfloat16 if native else None) for network in networks(auto))
+    assert auto.spec["mixed_precision"] == "auto"
+    for agent in (auto, explicit):
+        drive(agent)
+    assert auto.updates == explicit.updates > 0
+    parameters = auto.get_parameters(), explicit.get_parameters()
+    assert all(torch.equal(value, parameters[1][name]) for name, value in parameters[0].items())
+
+
+@pytest.mark.parametrize("supported", [True, False])
+def test_auto_on_a_gpu_follows_whether_it_has_bfloat16_arithmetic(supported, monkeypatch):
+    """On CUDA, "auto" asks torch whether the GPU computes bfloat16 in hardware (compute capability 8.0 on: A100,
+    H100, ...); one that does not gets float32, not the error or the emulation that "bfloat16" gets there."""
+    agent = build("ppo-image")
+    asked = []
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda **kwargs: asked.append(kwargs) or supported)
+    agent.device = torch.device("cuda")  # only the choice is made here: nothing moves to the device
+    agent._set_precision("auto")
+    assert agent.precision == ("bfloat16" if supported else None)
+    assert all(network.autocast_dtype is (torch.bfloat16 if supported else None) for network in networks(agent))
+    assert asked[0] == {"including_emulation": False}  # emulated bfloat16 (before Ampere) is slower than float32
 
 
 def test_an_exported_policy_computes_in_float32(tmp_path):

@@ -79,6 +79,7 @@ class Agent:
         self.batching_capacity = config.batching_capacity
         self.scope = config.scope or self.name
         self.device = self._device(config.device)
+        self.precision: str | None = None  # the networks' mixed_precision, "auto" resolved (see _set_precision)
         self.execution = check_execution(config.execution_spec)
         self.seed = config.seed
         if self.seed is not None:
@@ -153,9 +154,18 @@ class Agent:
 
     def _set_precision(self, precision: str | None) -> None:
         """Every network of the agent's modules (targets too) computes its matrix products and convolutions in
-        ``precision`` under torch.autocast ("bfloat16"), or in float32 (None)."""
+        ``precision`` under torch.autocast ("bfloat16"), or in float32 (None); "auto" is bfloat16 where the agent's
+        device computes it natively (a CUDA GPU that supports it, an x86 CPU with AVX512-BF16 or AMX), float32 on
+        any other device or CPU, and on a CPU torch cannot tell about. ``self.precision`` is what was chosen."""
         from torchforce.core.networks import cpu_bfloat16_native, set_autocast
 
+        if precision == "auto":
+            if self.device.type == "cuda":  # a GPU before Ampere emulates bfloat16: float32 there
+                native = torch.cuda.is_bf16_supported(including_emulation=False)
+            else:
+                native = self.device.type == "cpu" and cpu_bfloat16_native() is True
+            precision = "bfloat16" if native else None
+        self.precision = precision
         dtype = None if precision is None else getattr(torch, precision)
         if dtype is torch.bfloat16 and self.device.type == "cuda" and not torch.cuda.is_bf16_supported():
             raise SpecError(

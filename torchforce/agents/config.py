@@ -344,8 +344,10 @@ class LearningConfig(AgentConfig):
     mixed_precision: str | None = option(
         None,
         'The networks\' matrix products and convolutions in bfloat16 ("bfloat16", torch.autocast; parameters, '
-        "optimizer state, heads and losses stay float32); null: float32 throughout.",
-        Choice(("bfloat16",), nullable=True),
+        'optimizer state, heads and losses stay float32); "auto": bfloat16 where the device computes it natively (a '
+        "GPU with bfloat16 arithmetic, an x86 CPU with AVX512-BF16 or AMX), float32 elsewhere; null: float32 "
+        "throughout.",
+        Choice(("bfloat16", "auto"), nullable=True),
     )
     compile: bool = option(
         False,
