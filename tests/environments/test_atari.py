@@ -182,6 +182,9 @@ def test_observations_are_84x84x4_uint8_frames_stacked_oldest_first():
         frames.append(frame[..., 0])
     np.testing.assert_array_equal(observation, np.stack(frames[-4:], axis=-1))
     assert len({frame.tobytes() for frame in frames[-4:]}) > 1  # the frames differ, so the order is tested
+    kept = observation.copy()
+    stacked.step(2)
+    np.testing.assert_array_equal(observation, kept)  # each observation is an array of its own, as memories keep it
 
 
 def test_clipped_rewards_are_signs_and_the_game_record_keeps_the_score(tmp_path):
