@@ -72,17 +72,15 @@ TASKS: dict[str, Task] = {
 }
 # every Atari task with torchforce's networks in bfloat16 and in float32 whatever the CPU (the shipped configs'
 # mixed_precision "auto" is bfloat16 only where the CPU has its instructions), SB3 as it is: run by name
-ATARI_PRECISIONS = {
-    "bfloat16": "torchforce's networks in bfloat16 (mixed_precision), SB3 in float32",
-    "float32": "torchforce's networks in float32 (mixed_precision null, the shipped config until 2026-12-02)",
+ATARI_PRECISIONS = {  # variant suffix: (the agent's mixed_precision, the note)
+    "bfloat16": ("bfloat16", "torchforce's networks in bfloat16 (mixed_precision), SB3 in float32"),
+    "float32": (None, "torchforce's networks in float32 (mixed_precision null, the shipped config until 2026-12-02)"),
 }
 TASKS |= {
-    f"{name}_{precision}": replace(
-        task, note=note, agent={"mixed_precision": None if precision == "float32" else precision}
-    )
+    f"{name}_{suffix}": replace(task, note=note, agent={"mixed_precision": precision})
     for name, task in TASKS.items()
     if task.atari
-    for precision, note in ATARI_PRECISIONS.items()
+    for suffix, (precision, note) in ATARI_PRECISIONS.items()
 }
 # the MuJoCo tasks with torchforce's losses compiled (the agent's compile: torch.compile), SB3 as it is: run by name
 TASKS |= {
