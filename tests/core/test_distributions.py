@@ -80,6 +80,23 @@ def test_categorical_against_torch():
     assert torch.equal(distribution.sample(params, deterministic=True), logits.argmax(-1))
 
 
+@pytest.mark.parametrize("action", [ActionSpec("move", "int", (), num_actions=3), INT], ids=["scalar", "shaped"])
+def test_categorical_samples_are_the_gumbel_max_of_the_generator_s_uniforms(action):
+    """A sample is argmax(logits - log(-log U)) of the uniforms U the global generator draws next, index for index
+    (ties and -inf logits included): a seeded run acts as it did when the sample was computed that way."""
+    distribution = build(action)
+    (logits,) = params_of(distribution, batch=512)
+    assert logits.shape == (512, *action.shape, action.num_values)
+    logits[::3, ..., 1] = logits[::3, ..., 0]  # ties
+    logits[::5, ..., 2] = -math.inf
+    torch.manual_seed(7)
+    samples = distribution.sample((logits,))
+    torch.manual_seed(7)
+    expected = (logits - torch.rand_like(logits).log_().neg_().log_()).argmax(dim=-1)
+    assert torch.equal(samples, expected)
+    assert (samples[::5] != 2).all()
+
+
 def test_bernoulli_against_torch():
     distribution = build(BOOL)
     params, other = params_of(distribution, seed=0), params_of(distribution, seed=1)

@@ -58,7 +58,9 @@ class Categorical(Distribution):
 
     def forward(self, embedding: Tensor) -> Params:
         logits = F.linear(embedding, self.logits.weight, self.logits.bias)  # not self.logits(...): no module call
-        return (logits.view(embedding.shape[0], *self.shape, self.num_actions),)
+        if self.shape or embedding.dim() != 2:  # one value per row is F.linear's [B, num_actions] as it is
+            logits = logits.view(embedding.shape[0], *self.shape, self.num_actions)
+        return (logits,)
 
     def sample(self, params: Params, deterministic: bool = False) -> Tensor:
         (logits,) = params
@@ -66,8 +68,8 @@ class Categorical(Distribution):
             index = logits.argmax(dim=-1)
         else:
             # Gumbel-max: argmax(logits + G) with G = -log(-log U) is a sample of softmax(logits).
-            gumbel = torch.rand_like(logits).log_().neg_().log_()
-            index = (logits - gumbel).argmax(dim=-1)
+            # log(-log U) - logits is -(logits + G) exactly, so its argmin is the sample, in one buffer
+            index = torch.rand_like(logits).log_().neg_().log_().sub_(logits).argmin(dim=-1)
         return index.bool() if self.as_bool else index
 
     def log_prob(self, params: Params, action: Tensor) -> Tensor:
