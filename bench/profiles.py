@@ -4,6 +4,7 @@
     python bench/profiles.py step [--task hopper_ppo]   # one training step of a MuJoCo PPO agent, stage by stage
     python bench/profiles.py dqn     # cProfile of DQN training on CartPole (the shipped config), top functions
     python bench/profiles.py collect [--environment HalfCheetah-v5]   # one vectorized step of collection
+    python bench/profiles.py floors   # 16-env CartPole collection, layer by layer, against Gymnasium's rate
     python bench/profiles.py ppo-atari   # Breakout PPO: updates and collection, both libraries
     python bench/profiles.py dqn-atari   # Breakout DQN: one update, both libraries and bare torch
     python bench/profiles.py ppo-atari --mixed-precision   # the same with torchforce's networks in bfloat16
@@ -25,6 +26,14 @@ Gaussian sample as bare torch functional calls), each the median over many calls
 agent, updates off; or an environment of ``micro.HEAVY``) into the agent's ``act``, stepping the copies through
 ``VectorEnvironment`` and ``observe``, each the median over many steps, next to Gymnasium's ``SyncVectorEnv`` step of
 as many copies with random actions; then a cProfile of the Runner over the same steps.
+
+``floors`` takes the 16-copy CartPole collection of the benchmark apart, as rates beside Gymnasium's ``SyncVectorEnv``
+stepping random actions, each the median of ``--rounds`` rounds of 20,000 steps, every figure taking its turn in each
+round (so that a machine's drift touches them alike): the copies stepped through ``VectorEnvironment`` with fixed
+actions (the environment's floor); the same with actions from the shipped ``ppo_cartpole`` MLP as bare torch
+functional calls and Gumbel-max sampling (eager PyTorch's floor for this acting); from the agent's ``Policy`` pass and
+sample; from ``agent.act(independent=True)`` (acting without recording); from ``act`` + ``observe`` as in training
+(recording, updates off); and the Runner, what the benchmark measures. Each step down is what that layer costs.
 
 ``ppo-atari`` trains Breakout PPO for ``--timesteps`` steps with each library (torchforce's shipped ``breakout_ppo``,
 SB3 with the zoo's entry, as ``bench/tasks.py`` runs them) and splits each run's seconds into its updates and the
@@ -286,6 +295,72 @@ def profile_collect(environment: str, steps: int) -> None:
     environments.close()
     print(f"\ncProfile of the Runner over {steps:,} steps (own time):")
     pstats.Stats(profiler, stream=sys.stdout).sort_stats("tottime").print_stats(20)
+
+
+def profile_floors(rounds: int, steps: int = 20_000) -> None:
+    import functools
+
+    import gymnasium
+    import micro
+
+    from torchforce.environments import make_vector
+
+    torch.set_num_threads(1)
+    count, config = 16, "ppo_cartpole"
+    environments = make_vector(micro.SPEC, count, mode="sync", seed=0)
+    agents = [micro.recording_agent(config, environments.states, environments.actions) for _ in range(3)]
+    layers = [step.__self__ for step in agents[0].policy.network._sequence[1]]  # the chain of dense layers
+    ((_, head),) = agents[0].policy._heads
+    policy = agents[1].policy
+
+    @torch.inference_mode()
+    def bare(states: np.ndarray) -> np.ndarray:
+        x = torch.from_numpy(states)
+        for layer in layers:
+            x = layer.act(F.linear(x, layer.weight, layer.bias))
+        logits = F.linear(x, head.logits.weight, head.logits.bias)
+        return (logits - torch.rand_like(logits).log_().neg_().log_()).argmax(dim=-1).numpy()
+
+    @torch.inference_mode()
+    def policy_pass(states: np.ndarray) -> np.ndarray:
+        actions, *_ = policy.act_forward({"state": torch.from_numpy(states)}, {}, False)
+        return actions["action"].numpy()
+
+    def acting(act: Callable[[np.ndarray], np.ndarray] | None, observe: bool = False) -> Callable[[int], None]:
+        states = environments.reset()
+        fixed = np.zeros(count, dtype=np.int64)
+
+        def run(n: int) -> None:
+            nonlocal states
+            for _ in range(n // count):
+                if act is None:
+                    environments.execute(fixed)
+                    continue
+                step = environments.execute(act(states))
+                if observe:
+                    truncated = (step.terminal == 2).any()
+                    agents[2].observe(step.terminal, step.reward, step.final_states if truncated else None)
+                states = step.states
+
+        return run
+
+    figures: dict[str, Callable[[int], None]] = {
+        "Gymnasium SyncVectorEnv, random actions": micro._gymnasium_vector(
+            functools.partial(gymnasium.make, micro.ENV_ID), "sync", count
+        )[0],
+        "VectorEnvironment, fixed actions": acting(None),
+        "+ the MLP as bare torch calls": acting(bare),
+        "+ the agent's Policy pass": acting(policy_pass),
+        "+ act(independent=True)": acting(functools.partial(agents[1].act, independent=True)),
+        "+ act and observe (recording)": acting(agents[2].act, observe=True),
+        "the Runner (the benchmark's figure)": micro._runner(config, micro.SPEC, "sync", count)[0],
+    }
+    rates = micro._rates(figures, steps, rounds)
+    floor = rates["Gymnasium SyncVectorEnv, random actions"]["steps_per_second"]
+    print(f"CartPole-v1, {count} copies in one process, {config} (updates off); medians of {rounds} rounds:")
+    for name, rate in rates.items():
+        per_second = rate["steps_per_second"]
+        print(f"{per_second:10,.0f} steps/s {per_second / floor:6.1%} {1e6 * count / per_second:7.1f} us a step {name}")
 
 
 def profile_ppo_atari(timesteps: int, mixed_precision: bool = False) -> None:
@@ -619,9 +694,11 @@ def bare_ddpg_update(widths: tuple[int, int], updates: int = 500) -> list[float]
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument(
-        "what", choices=("act", "step", "dqn", "collect", "ppo-atari", "dqn-atari", "ddpg", "compile", "casts")
+        "what",
+        choices=("act", "step", "dqn", "collect", "floors", "ppo-atari", "dqn-atari", "ddpg", "compile", "casts"),
     )
     parser.add_argument("--timesteps", type=int, default=20_000, help="environment steps to profile (all but act)")
+    parser.add_argument("--rounds", type=int, default=5, help="floors: rounds of 20,000 steps per figure")
     parser.add_argument("--environment", default="CartPole-v1", help="collect: CartPole-v1 or one of micro.HEAVY")
     parser.add_argument(
         "--task",
@@ -638,6 +715,8 @@ def main() -> None:
         profile_step(arguments.task)
     elif arguments.what == "collect":
         profile_collect(arguments.environment, arguments.timesteps)
+    elif arguments.what == "floors":
+        profile_floors(arguments.rounds)
     elif arguments.what == "ppo-atari":
         profile_ppo_atari(arguments.timesteps, arguments.mixed_precision)
     elif arguments.what == "compile":
