@@ -80,6 +80,7 @@ import pstats
 import sys
 import time
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import torch
@@ -108,20 +109,31 @@ def cartpole_agent(name: str):
     return agent, np.asarray(environment.reset(), dtype=np.float32)
 
 
-def floor_call(agent, state: np.ndarray) -> Callable[[], object]:
-    """The agent's MLP and categorical head as bare torch functional calls: what eager PyTorch costs at least."""
+def bare_logits(agent) -> Callable[[np.ndarray], torch.Tensor]:
+    """The agent's MLP and categorical head as bare torch functional calls, states to logits (call it without
+    gradients): what eager PyTorch costs at least."""
     layers = [agent.policy.network.get_submodule(name) for name in agent.policy.network.layer_names]
     head = next(iter(agent.policy.heads.values())).logits
     weights = [(layer.weight, layer.bias, layer.act) for layer in layers] + [(head.weight, head.bias, None)]
 
+    def logits(states: np.ndarray) -> torch.Tensor:
+        x = torch.from_numpy(states)
+        for weight, bias, activation in weights:
+            x = F.linear(x, weight, bias)
+            if activation is not None:
+                x = activation(x)
+        return x
+
+    return logits
+
+
+def floor_call(agent, state: np.ndarray) -> Callable[[], object]:
+    """``bare_logits`` of one state and the greedy action."""
+    logits = bare_logits(agent)
+
     def call() -> np.ndarray:
         with torch.inference_mode():
-            x = torch.from_numpy(state[None])
-            for weight, bias, activation in weights:
-                x = F.linear(x, weight, bias)
-                if activation is not None:
-                    x = activation(x)
-            return x.argmax(-1).numpy()
+            return logits(state[None]).argmax(-1).numpy()
 
     return call
 
@@ -307,56 +319,53 @@ def profile_floors(rounds: int, steps: int = 20_000) -> None:
 
     torch.set_num_threads(1)
     count, config = 16, "ppo_cartpole"
-    environments = make_vector(micro.SPEC, count, mode="sync", seed=0)
-    agents = [micro.recording_agent(config, environments.states, environments.actions) for _ in range(3)]
-    layers = [step.__self__ for step in agents[0].policy.network._sequence[1]]  # the chain of dense layers
-    ((_, head),) = agents[0].policy._heads
-    policy = agents[1].policy
+
+    def copies() -> Any:
+        return make_vector(micro.SPEC, count, mode="sync", seed=0)
+
+    spaces = copies()
+    independent, recording = (micro.recording_agent(config, spaces.states, spaces.actions) for _ in range(2))
+    logits = bare_logits(independent)
 
     @torch.inference_mode()
     def bare(states: np.ndarray) -> np.ndarray:
-        x = torch.from_numpy(states)
-        for layer in layers:
-            x = layer.act(F.linear(x, layer.weight, layer.bias))
-        logits = F.linear(x, head.logits.weight, head.logits.bias)
-        return (logits - torch.rand_like(logits).log_().neg_().log_()).argmax(dim=-1).numpy()
+        values = logits(states)
+        return (values - torch.rand_like(values).log_().neg_().log_()).argmax(dim=-1).numpy()
 
     @torch.inference_mode()
     def policy_pass(states: np.ndarray) -> np.ndarray:
-        actions, *_ = policy.act_forward({"state": torch.from_numpy(states)}, {}, False)
+        actions, *_ = independent.policy.act_forward({"state": torch.from_numpy(states)}, {}, False)
         return actions["action"].numpy()
 
     def acting(act: Callable[[np.ndarray], np.ndarray] | None, observe: bool = False) -> Callable[[int], None]:
+        """Steps of copies of their own, acted on by ``act`` (None: fixed actions), observed by ``recording``."""
+        environments = copies()
         states = environments.reset()
         fixed = np.zeros(count, dtype=np.int64)
 
         def run(n: int) -> None:
             nonlocal states
             for _ in range(n // count):
-                if act is None:
-                    environments.execute(fixed)
-                    continue
-                step = environments.execute(act(states))
+                step = environments.execute(fixed if act is None else act(states))
                 if observe:
                     truncated = (step.terminal == 2).any()
-                    agents[2].observe(step.terminal, step.reward, step.final_states if truncated else None)
+                    recording.observe(step.terminal, step.reward, step.final_states if truncated else None)
                 states = step.states
 
         return run
 
+    gymnasium_figure = "Gymnasium SyncVectorEnv, random actions"
     figures: dict[str, Callable[[int], None]] = {
-        "Gymnasium SyncVectorEnv, random actions": micro._gymnasium_vector(
-            functools.partial(gymnasium.make, micro.ENV_ID), "sync", count
-        )[0],
+        gymnasium_figure: micro._gymnasium_vector(functools.partial(gymnasium.make, micro.ENV_ID), "sync", count)[0],
         "VectorEnvironment, fixed actions": acting(None),
         "+ the MLP as bare torch calls": acting(bare),
         "+ the agent's Policy pass": acting(policy_pass),
-        "+ act(independent=True)": acting(functools.partial(agents[1].act, independent=True)),
-        "+ act and observe (recording)": acting(agents[2].act, observe=True),
+        "+ act(independent=True)": acting(functools.partial(independent.act, independent=True)),
+        "+ act and observe (recording)": acting(recording.act, observe=True),
         "the Runner (the benchmark's figure)": micro._runner(config, micro.SPEC, "sync", count)[0],
     }
     rates = micro._rates(figures, steps, rounds)
-    floor = rates["Gymnasium SyncVectorEnv, random actions"]["steps_per_second"]
+    floor = rates[gymnasium_figure]["steps_per_second"]
     print(f"CartPole-v1, {count} copies in one process, {config} (updates off); medians of {rounds} rounds:")
     for name, rate in rates.items():
         per_second = rate["steps_per_second"]
