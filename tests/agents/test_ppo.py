@@ -216,20 +216,22 @@ def test_sequence_windows_are_cut_at_their_ends():
 
 
 def count_steps(agent):
+    """The row count of every optimizer step's loss, by optimizer, as lists that grow (and the policy's states of
+    each step). Counted at the losses, which each step evaluates once, whether the policy's and the baseline's
+    steps share a backward pass or not; the report's pass over the batch (``forward`` given) is not a step."""
     sizes = {"policy": [], "baseline": []}
     rows = []
-    for name, optimizer in (("policy", agent.optimizer), ("baseline", getattr(agent, "baseline_optimizer", None))):
-        if optimizer is None:
-            continue
-        step = optimizer.step
+    for name, attribute in (("policy", "_policy_loss"), ("baseline", "_baseline_loss")):
+        loss = getattr(agent, attribute)
 
-        def counted(loss_fn, minibatch, _step=step, _name=name, **kwargs):
-            sizes[_name].append(len(minibatch["reward"]))
-            if _name == "policy":
-                rows.append(minibatch["states/state"].view(-1))
-            return _step(loss_fn, minibatch, **kwargs)
+        def counted(data, reference=None, _loss=loss, _name=name, **kwargs):
+            if "forward" not in kwargs:
+                sizes[_name].append(len(data["reward"]))
+                if _name == "policy":
+                    rows.append(data["states/state"].view(-1))
+            return _loss(data, reference, **kwargs)
 
-        optimizer.step = counted
+        setattr(agent, attribute, counted)
     return sizes, rows
 
 
@@ -628,3 +630,44 @@ def test_reset_mid_episode_ends_it_instead_of_merging_it_into_the_next(unit):
     np.testing.assert_allclose(stored["next_states/state"][:, 0], [0.1, 0.2, 0.4, 0.5, 0.5])
     assert stored["terminal"].tolist() == [0, 2, 0, 0, 1]
     assert stored["reward"].tolist() == [0.0, 1.0, 3.0, 4.0, 5.0]
+
+
+@pytest.mark.parametrize(
+    "optimizer", [{"type": "adam", "learning_rate": 1e-2}, {"type": "rmsprop", "learning_rate": 1e-2}]
+)
+def test_steps_sharing_a_backward_pass_equal_separate_steps(optimizer):
+    """A baseline network of its own: the policy's and the baseline's steps on a minibatch take their gradients from
+    one backward pass, and end where two passes, one a step, end (the same parameters bit for bit)."""
+    options = {
+        **BASELINE,
+        "epochs": 3,
+        "minibatch_size": 8,
+        "step_optimizer": {**optimizer, "clip_grad_norm": 0.5},
+        "baseline_optimizer": {**optimizer, "clip_grad_norm": 0.5},
+    }
+    shared, apart = ppo(**options), ppo(**options)
+    assert shared._shared_backward is not None
+    apart._shared_backward = None
+    for agent in (shared, apart):
+        torch.manual_seed(0)  # the minibatches' order is drawn from torch's global generator
+        run(agent, ENV, 4)
+    assert shared.updates == apart.updates == 2
+    for ours, theirs in zip(
+        [*shared.policy.parameters(), *shared.baseline.parameters()],
+        [*apart.policy.parameters(), *apart.baseline.parameters()],
+        strict=True,
+    ):
+        assert torch.equal(ours, theirs)
+    assert not torch.equal(next(shared.baseline.parameters()), next(ppo(**options).baseline.parameters()))
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"baseline_mode": "network", "baseline": {"type": "mlp", "sizes": [8]}},  # V(s) on the policy's embedding
+        {**BASELINE, "value_loss_weight": 0.5},  # one optimizer for both losses
+        {**BASELINE, "subsampling_fraction": 0.5, "optimization_steps": 4},  # 2018: the baseline once, on the batch
+    ],
+)
+def test_steps_share_a_backward_pass_only_where_neither_loss_reads_the_other_s_parameters(options):
+    assert ppo(**options)._shared_backward is None

@@ -28,6 +28,7 @@ from torchforce.core.optimizers.torch_optimizers import (
     Nadam,
     RMSProp,
     TorchOptimizer,
+    minimize_each,
 )
 
 __all__ = [
@@ -58,4 +59,5 @@ __all__ = [
     "build_optimizer",
     "build_synchronization",
     "conjugate_gradient",
+    "minimize_each",
 ]

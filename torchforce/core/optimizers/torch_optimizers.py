@@ -87,9 +87,13 @@ class TorchOptimizer(Optimizer):
         parameter is left as it was (the gradient goes to this optimizer's parameters only, so an actor's loss
         that runs through a critic leaves the critic alone). Returns ``loss`` and ``grad_norm`` as tensors: nothing is
         read back from the device."""
+        return self._descend(loss, gradients(loss, self.parameters, fill_zeros=False))
+
+    def _descend(self, loss: torch.Tensor, grads: list[torch.Tensor | None]) -> Info:
+        """``minimize``'s step with the gradients of ``loss`` at hand (one per parameter, None where it has none)."""
         grads = [
             None if grad is None else in_layout_of(parameter, grad)
-            for parameter, grad in zip(self.parameters, gradients(loss, self.parameters, fill_zeros=False), strict=True)
+            for parameter, grad in zip(self.parameters, grads, strict=True)
         ]
         present = [grad for grad in grads if grad is not None]
         grad_norm = torch.nn.utils.get_total_norm(present) if present else None
@@ -121,6 +125,24 @@ class TorchOptimizer(Optimizer):
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         self.torch_optimizer.load_state_dict(state["torch"])
+
+
+def minimize_each(steps: list[tuple[TorchOptimizer, torch.Tensor]]) -> list[Info]:
+    """``optimizer.minimize(loss)`` for each pair, in order, with the gradients of all the losses taken in one
+    backward pass (one run of autograd's engine instead of one per loss). The same steps bit for bit, provided that
+    no loss depends on another pair's parameters (PPO's policy and a baseline network of its own): each parameter's
+    gradient is then its own loss's, and no step changes what a later loss reads."""
+    parameters = [[p for p in optimizer.parameters if p.requires_grad] for optimizer, _ in steps]
+    for (optimizer, loss), trainable in zip(steps, parameters, strict=True):
+        if not loss.requires_grad or not trainable:
+            raise ValueError(f"a loss of {type(optimizer).__name__} does not depend on its parameters")
+    flat = [parameter for trainable in parameters for parameter in trainable]
+    grads = iter(torch.autograd.grad([loss for _, loss in steps], flat, allow_unused=True))
+    infos = []
+    for optimizer, loss in steps:
+        own = [next(grads) if parameter.requires_grad else None for parameter in optimizer.parameters]
+        infos.append(optimizer._descend(loss, own))
+    return infos
 
 
 def skip_compiler_import() -> list[Any]:
