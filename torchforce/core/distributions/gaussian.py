@@ -6,6 +6,7 @@ import math
 from typing import Any
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor, nn, special
 
 from torchforce.core.distributions.base import Distribution, Params
@@ -56,12 +57,16 @@ class Gaussian(Distribution):
 
     def forward(self, embedding: Tensor) -> Params:
         batch = embedding.shape[0]
-        mean = self.mean(embedding).view(batch, *self.shape)
+        mean = F.linear(embedding, self.mean.weight, self.mean.bias)  # not self.mean(...): no module call
+        reshape = embedding.dim() != 2 or len(self.shape) != 1  # a vector action's rows are F.linear's [B, size]
+        if reshape:
+            mean = mean.view(batch, *self.shape)
         if isinstance(self.log_stddev, nn.Linear):
-            log_std = self.log_stddev(embedding).view(batch, *self.shape)
-        else:
-            log_std = self.log_stddev.view(self.shape).expand(batch, *self.shape)
-        return mean, log_std.clamp(-LOG_STD_BOUND, LOG_STD_BOUND)
+            log_std = F.linear(embedding, self.log_stddev.weight, self.log_stddev.bias)
+            log_std = (log_std.view(batch, *self.shape) if reshape else log_std).clamp(-LOG_STD_BOUND, LOG_STD_BOUND)
+        else:  # one value per element, clipped once and shared by the rows: the same numbers and gradients
+            log_std = self.log_stddev.clamp(-LOG_STD_BOUND, LOG_STD_BOUND).view(self.shape).expand(batch, *self.shape)
+        return mean, log_std
 
     def sample(self, params: Params, deterministic: bool = False) -> Tensor:
         mean, log_std = params
