@@ -671,3 +671,23 @@ def test_steps_sharing_a_backward_pass_equal_separate_steps(optimizer):
 )
 def test_steps_share_a_backward_pass_only_where_neither_loss_reads_the_other_s_parameters(options):
     assert ppo(**options)._shared_backward is None
+
+
+def test_the_losses_carry_the_networks_weight_penalties():
+    """The policy's and the baseline's losses each add their network's l2 penalty (and nothing where none is set)."""
+    dense, l2 = [{"type": "dense", "size": 8}], [{"type": "dense", "size": 8, "l2_regularization": 0.5}]
+    plain = ppo(network=dense, baseline_mode="states", baseline=dense)
+    penalized = ppo(network=l2, baseline_mode="states", baseline=l2)
+    log = recording(plain)
+    run(plain, ENV, 2)
+    ((batch, _),) = log
+    for module in ("policy", "baseline"):  # the same weights as the plain agent's after its update
+        getattr(penalized, module).load_state_dict(getattr(plain, module).state_dict())
+    data = plain._with_advantages(batch)
+    for loss, module in (("_policy_loss", "policy"), ("_baseline_loss", "baseline")):
+        assert not getattr(plain, module).has_penalties
+        with torch.no_grad():
+            penalty = getattr(penalized, module).regularization_loss()
+            assert penalty.item() > 0.0
+            expected = getattr(plain, loss)(data) + penalty
+            assert getattr(penalized, loss)(data).item() == pytest.approx(expected.item(), rel=1e-6)

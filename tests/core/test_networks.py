@@ -15,6 +15,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from torchforce.core.networks import LAYERS, Network, build_network, shipped_networks
+from torchforce.core.networks.network import ModuleNetwork, has_penalties, penalized
 from torchforce.spec import SpecError, normalize_states
 
 
@@ -438,6 +439,38 @@ def test_regularization_loss():
     assert network.linear0.weight.grad is not None
     plain = build_network("mlp2_network", {"shape": 3}).regularization_loss()
     assert plain.shape == () and plain.item() == 0.0
+
+
+def test_a_loss_is_penalized_only_by_networks_with_penalties():
+    """``penalized`` adds a network's weight penalties to a loss, and hands the loss back as it is where there are
+    none (adding their zero would change no number); a subclass that overrides ``regularization_loss``, and a user's
+    module that has one, count as penalized."""
+    loss = torch.tensor(2.0, requires_grad=True)
+    regularized = build_network([{"type": "dense", "size": 2, "l2_regularization": 0.1}], {"shape": 3})
+    assert regularized.has_penalties
+    assert penalized(loss, regularized).item() == pytest.approx(2.0 + regularized.regularization_loss().item())
+    plain = build_network("mlp2_network", {"shape": 3})
+    assert not plain.has_penalties and penalized(loss, plain) is loss
+
+    class Penalized(Network):
+        def regularization_loss(self) -> torch.Tensor:
+            return torch.tensor(3.0)
+
+    assert Penalized().has_penalties and penalized(loss, Penalized()).item() == 5.0
+
+    class Module(nn.Module):
+        output_size = 2
+
+        def forward(self, states):
+            return states["state"]
+
+    class ModulePenalized(Module):
+        def regularization_loss(self) -> torch.Tensor:
+            return torch.tensor(1.0)
+
+    assert not ModuleNetwork(Module()).has_penalties
+    assert penalized(loss, ModuleNetwork(ModulePenalized())).item() == 3.0
+    assert has_penalties(nn.Linear(2, 2))  # a module that does not say: its regularization_loss is asked
 
 
 # ----------------------------------------------------------------------------------------------------------------

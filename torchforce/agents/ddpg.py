@@ -27,6 +27,7 @@ from torchforce.agents.value_specs import deterministic_heads, replay_capacity
 from torchforce.core.critics import Critic
 from torchforce.core.explorations import check_random_timesteps
 from torchforce.core.losses import l2
+from torchforce.core.networks.network import penalized
 from torchforce.core.optimizers import Info, Synchronization, build_optimizer
 from torchforce.core.td import td_targets
 from torchforce.spec import SpecError
@@ -130,11 +131,11 @@ class DDPGAgent(LearningAgent):
             y = td_targets(data["reward"], data["terminal"], next_value, self.discount)
         # the critic's loss: half the mean squared error of Q(s, a) against y
         q = self.critic(states, actions)
-        return l2(y - q).mean() + self.critic.regularization_loss()
+        return penalized(l2(y - q).mean(), self.critic)
 
     def _actor_loss(self, data: FlatBatch, reference: Any = None) -> torch.Tensor:
         # the deterministic policy gradient: ascend Q(s, mu(s)), the critic held fixed
         states, internals = group(data, "states"), group(data, "internals")
         params, _, _ = self.policy(states, internals)
         mu = self.policy.sample(params, deterministic=True)
-        return -self.critic(states, mu).mean() + self.policy.regularization_loss()
+        return penalized(-self.critic(states, mu).mean(), self.policy)

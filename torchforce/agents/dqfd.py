@@ -29,6 +29,7 @@ from torchforce.agents.transitions import FlatBatch, Transitions, group
 from torchforce.agents.value_specs import q_values
 from torchforce.core.losses import large_margin
 from torchforce.core.memories import build_memory
+from torchforce.core.networks.network import penalized
 from torchforce.core.optimizers import Info
 from torchforce.core.td import greedy_values, per_instance, q_regression, td_targets
 from torchforce.spec import SpecError, expect_int
@@ -154,7 +155,7 @@ class DQFDAgent(QLearningAgent):
 
     def _regularized(self, loss: torch.Tensor, params: Any) -> torch.Tensor:
         """``loss`` plus the weight penalties, minus the entropy bonus of softmax(Q)."""
-        loss = loss + self.policy.regularization_loss()
+        loss = penalized(loss, self.policy)
         if self.entropy_regularization:
             loss = loss - self.entropy_regularization * self.policy.entropy(params).mean()
         return loss

@@ -25,6 +25,7 @@ from torchforce.agents.errors import NonFiniteError
 from torchforce.agents.q_learning import QLearningAgent
 from torchforce.agents.transitions import FlatBatch, Transitions, group
 from torchforce.agents.value_specs import q_values
+from torchforce.core.networks.network import penalized
 from torchforce.core.optimizers import Info
 from torchforce.core.td import greedy_values, q_regression, td_targets
 
@@ -101,7 +102,7 @@ class DQNAgent(QLearningAgent):
             self._td_error = td_error
 
         # weight penalties, and the entropy bonus of softmax(Q)
-        loss = loss_per_instance.mean() + self.policy.regularization_loss()
+        loss = penalized(loss_per_instance.mean(), self.policy)
         if self.entropy_regularization:
             loss = loss - self.entropy_regularization * self.policy.entropy(params).mean()
         return loss

@@ -24,6 +24,7 @@ from torchforce.agents.config import DQNNstepConfig
 from torchforce.agents.q_learning import QLearningAgent
 from torchforce.agents.transitions import FlatBatch, Transitions, group
 from torchforce.agents.value_specs import q_values
+from torchforce.core.networks.network import penalized
 from torchforce.core.optimizers import Info
 from torchforce.core.returns import discounted_returns, n_step_returns
 from torchforce.core.td import greedy_values, q_regression
@@ -92,7 +93,7 @@ class DQNNstepAgent(QLearningAgent):
         # the regression of Q(s_t, a_t; theta) onto R_t: half the squared error, or the Huber loss
         loss_per_instance, _ = q_regression(q, group(data, "actions"), group(data, "returns"), self.huber_loss)
         # weight penalties, and the entropy bonus of softmax(Q)
-        loss = loss_per_instance.mean() + self.policy.regularization_loss()
+        loss = penalized(loss_per_instance.mean(), self.policy)
         if self.entropy_regularization:
             loss = loss - self.entropy_regularization * self.policy.entropy(params).mean()
         return loss

@@ -30,6 +30,7 @@ from torchforce.agents.transitions import FlatBatch, Transitions, group
 from torchforce.agents.value_specs import deterministic_heads, replay_capacity
 from torchforce.core.explorations import check_random_timesteps
 from torchforce.core.losses import huber, l2
+from torchforce.core.networks.network import penalized
 from torchforce.core.optimizers import Info, Synchronization, build_optimizer
 from torchforce.core.td import td_targets
 from torchforce.spec import SpecError
@@ -170,4 +171,4 @@ class NAFAgent(LearningAgent):
         # the regression of Q(s, a) onto y: half the squared TD error, or the Huber loss
         delta = y - self.q_values(group(data, "states"), internals, group(data, "actions"))
         loss = huber(delta, self.huber_loss) if self.huber_loss is not None else l2(delta)
-        return loss.mean() + self.policy.regularization_loss()
+        return penalized(loss.mean(), self.policy)

@@ -23,6 +23,7 @@ from torchforce.agents.transitions import FlatBatch, Transitions, group
 from torchforce.agents.update_mode import default_latest_capacity
 from torchforce.core.baselines import build_pg_baseline, regularization_loss, shared_state_values, state_values
 from torchforce.core.modes import follows_training_mode
+from torchforce.core.networks.network import has_penalties
 from torchforce.core.objectives import policy_statistics, value_loss
 from torchforce.core.optimizers import Optimizer
 from torchforce.core.returns import advantage_tensors
@@ -206,7 +207,8 @@ class PolicyGradientAgent(LearningAgent):
     def _value_loss(self, values: torch.Tensor, returns: torch.Tensor) -> torch.Tensor:
         """0.5 * E_t[(V(s_t) - R_t)^2] (PPO's value loss L^VF, eq. 9), plus the baseline's weight penalties."""
         assert self.baseline is not None  # called only for an agent with a baseline
-        return value_loss(values, returns) + regularization_loss(self.baseline)
+        loss = value_loss(values, returns)
+        return loss + regularization_loss(self.baseline) if has_penalties(self.baseline) else loss
 
     def _statistics(
         self, data: Data, clipping: float | None = None, forward: Forward | None = None

@@ -22,6 +22,7 @@ from torchforce.agents.policy_gradient import Forward, PolicyGradientAgent
 from torchforce.agents.transitions import FlatBatch, Transitions, group
 from torchforce.core.baselines import shared_state_values
 from torchforce.core.memories.latest import Latest
+from torchforce.core.networks.network import penalized
 from torchforce.core.objectives import clipped_surrogate, likelihood_ratio, standardized
 from torchforce.core.optimizers import Info, TorchOptimizer, build_optimizer, minimize_each
 from torchforce.core.schedules import build_schedule
@@ -167,7 +168,7 @@ class PPOAgent(PolicyGradientAgent):
         # the clipped surrogate L^CLIP, eq. (7): E_t[min(r_t A_t, clip(r_t, 1 - eps, 1 + eps) A_t)] (unclipped: L^CPI)
         surrogate = ratio * advantages if self.clipping is None else clipped_surrogate(ratio, advantages, self.clipping)
         # minimized: -L^CLIP plus the policy's weight penalties, minus the entropy bonus c_2 * S[pi] of eq. (9)
-        loss = -surrogate.mean() + self.policy.regularization_loss()
+        loss = penalized(-surrogate.mean(), self.policy)
         if self.entropy_regularization:
             loss = loss - self.entropy_regularization * self.policy.entropy(params).mean()
         if self.value_loss_weight is not None and self.baseline is not None and self.baseline_mode is not None:

@@ -22,6 +22,7 @@ import torch
 from torchforce.agents.config import TRPOConfig
 from torchforce.agents.policy_gradient import PolicyGradientAgent
 from torchforce.agents.transitions import FlatBatch, Transitions, group
+from torchforce.core.networks.network import penalized
 from torchforce.core.objectives import clipped_surrogate, likelihood_ratio
 from torchforce.core.optimizers import Info, build_optimizer
 
@@ -92,7 +93,7 @@ class TRPOAgent(PolicyGradientAgent):
         if self.clipping is not None:  # optionally clipped as PPO's
             surrogate = clipped_surrogate(ratio, data["advantages"], self.clipping)
         # negated (the optimizer minimizes), plus the policy's weight penalties
-        loss = -surrogate.mean() + self.policy.regularization_loss()
+        loss = penalized(-surrogate.mean(), self.policy)
         # the entropy bonus: -c * H[pi(.|s_t)]
         if self.entropy_regularization:
             loss = loss - self.entropy_regularization * self.policy.entropy(params).mean()

@@ -17,6 +17,7 @@ import torch
 from torchforce.agents.config import VPGConfig
 from torchforce.agents.policy_gradient import PolicyGradientAgent
 from torchforce.agents.transitions import FlatBatch, Transitions, group
+from torchforce.core.networks.network import penalized
 from torchforce.core.optimizers import Info, build_optimizer
 
 
@@ -62,7 +63,7 @@ class VPGAgent(PolicyGradientAgent):
         params, _, _ = self.policy(states, internals)
         # the policy gradient (REINFORCE): -E_t[log pi(a_t|s_t) * A_t], plus the policy's weight penalties
         log_prob = self.policy.log_prob(params, actions)
-        loss = -(log_prob * data["advantages"]).mean() + self.policy.regularization_loss()
+        loss = penalized(-(log_prob * data["advantages"]).mean(), self.policy)
         # the entropy bonus: -c * H[pi(.|s_t)]
         if self.entropy_regularization:
             loss = loss - self.entropy_regularization * self.policy.entropy(params).mean()

@@ -17,6 +17,7 @@ from torch import nn
 from torchforce.core.named import NamedModules
 from torchforce.core.networks import build_network
 from torchforce.core.networks.layers import init_weight
+from torchforce.core.networks.network import has_penalties
 from torchforce.spec import Registry, SpecError, StateSpec, expect_choice, expect_dict, expect_int, unknown_name_error
 
 if TYPE_CHECKING:
@@ -58,6 +59,10 @@ class Baseline(nn.Module):
 
     def regularization_loss(self) -> torch.Tensor:
         return self.network.regularization_loss()
+
+    @property
+    def has_penalties(self) -> bool:
+        return self.network.has_penalties
 
 
 def _sizes(sizes: Any, path: str) -> list[int]:
@@ -119,6 +124,10 @@ class Aggregated(nn.Module):
     def regularization_loss(self) -> torch.Tensor:
         first, *rest = [regularization_loss(part) for part in self.parts.values()]  # at least one part
         return sum(rest, first)
+
+    @property
+    def has_penalties(self) -> bool:
+        return any(has_penalties(part) for part in self.parts.values())
 
 
 BASELINES = Registry(

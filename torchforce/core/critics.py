@@ -53,3 +53,7 @@ class Critic(nn.Module):
 
     def regularization_loss(self) -> Tensor:
         return self.network.regularization_loss()
+
+    @property
+    def has_penalties(self) -> bool:
+        return self.network.has_penalties

@@ -108,3 +108,7 @@ class Policy(nn.Module):
 
     def regularization_loss(self) -> torch.Tensor:
         return self.network.regularization_loss()
+
+    @property
+    def has_penalties(self) -> bool:
+        return self.network.has_penalties

@@ -130,6 +130,11 @@ class Network(nn.Module):
         """The sum of the layers' l1/l2 penalties (a zero tensor when there are none)."""
         return self._zero.clone()
 
+    @property
+    def has_penalties(self) -> bool:
+        """Whether ``regularization_loss()`` may be other than zero: a subclass that overrides it has penalties."""
+        return type(self).regularization_loss is not Network.regularization_loss
+
     def forward(
         self, states: dict[str, Tensor], internals: dict[str, Tensor] | None = None
     ) -> tuple[Tensor, dict[str, Tensor]]:
@@ -312,6 +317,10 @@ class LayeredNetwork(Network):
         assert x is not None  # a network without a state of its own ends with a layer
         return x, next_internals
 
+    @property
+    def has_penalties(self) -> bool:
+        return bool(self._regularized) or type(self).regularization_loss is not LayeredNetwork.regularization_loss
+
     def regularization_loss(self) -> Tensor:
         if not self._regularized:
             return super().regularization_loss()
@@ -348,9 +357,25 @@ class ModuleNetwork(Network):
             output = output.reshape(output.shape[0], -1)
         return output, next_internals
 
+    @property
+    def has_penalties(self) -> bool:
+        return callable(getattr(self.module, "regularization_loss", None))
+
     def regularization_loss(self) -> Tensor:
         loss = getattr(self.module, "regularization_loss", None)
         return loss() if callable(loss) else super().regularization_loss()
+
+
+def has_penalties(module: object) -> bool:
+    """Whether ``module`` (a network, policy, baseline or critic) has weight penalties: its ``has_penalties``,
+    and True for a module without one (a user's baseline with a ``regularization_loss`` of its own)."""
+    return bool(getattr(module, "has_penalties", True))
+
+
+def penalized(loss: Tensor, module: Any) -> Tensor:
+    """``loss + module.regularization_loss()``, or ``loss`` as it is where ``module`` has no penalties: adding their
+    zero changes no number, and costs an operation forward and one backward on every step."""
+    return loss + module.regularization_loss() if has_penalties(module) else loss
 
 
 def _checked_output_size(module: nn.Module, name: str, path: str) -> int:
