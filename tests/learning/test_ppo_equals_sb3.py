@@ -166,7 +166,7 @@ def update_as_sb3(agent, seen: dict, batch: Transitions, pairs, normalize) -> No
             for start in range(0, size, MINIBATCH):
                 yield torch.as_tensor(order[start : start + MINIBATCH])
 
-    agent._minibatch_rows = sb3_minibatches
+    agent._minibatches = sb3_minibatches
     agent._update(batch)
     for name, (ours, theirs) in pairs(agent, seen["after"]).items():
         before = pairs(agent, seen["before"])[name][1]

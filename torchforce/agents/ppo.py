@@ -116,16 +116,18 @@ class PPOAgent(PolicyGradientAgent):
         data = self._with_advantages(batch)  # + advantages A_t, returns R_t, log pi_old(a_t|s_t)
         # ---- 2. Several steps on the clipped surrogate (see _policy_loss), one per minibatch ----
         trained = {key: value for key, value in data.items() if not key.startswith("next_states/")}  # unread here
-        for minibatch in self._minibatches(trained, len(batch)):
+        for indices in self._minibatches(len(batch)):
+            # index_select: for image rows about 20x faster than indexing with a tensor (value[indices])
+            minibatch = {key: value.index_select(0, indices) for key, value in trained.items()}
             if self._shared_backward is not None:  # the two steps below, their gradients from one backward pass
                 policy_step, baseline_step = self._shared_backward
                 minimize_each(
                     [(policy_step, self._policy_loss(minibatch)), (baseline_step, self._baseline_loss(minibatch))]
                 )
-                continue
-            self.optimizer.step(self._policy_loss, minibatch)
-            if self.baseline_optimizer is not None and self.epochs is not None:  # epochs: the value loss per minibatch
-                self.baseline_optimizer.step(self._baseline_loss, minibatch)
+            else:
+                self.optimizer.step(self._policy_loss, minibatch)
+                if self.baseline_optimizer is not None and self.epochs is not None:  # epochs: per minibatch
+                    self.baseline_optimizer.step(self._baseline_loss, minibatch)
         # ---- 3. The value loss (2018: the baseline's optimizer once, on the whole batch) ----
         if self.baseline_optimizer is not None and self.epochs is None:
             self.baseline_optimizer.step(self._baseline_loss, data)
@@ -139,15 +141,9 @@ class PPOAgent(PolicyGradientAgent):
             info["likelihood_ratio_clipping"] = self.clipping_schedule.value(self.timestep)  # where it stands now
         return info
 
-    def _minibatches(self, data: FlatBatch, size: int) -> Iterator[FlatBatch]:
-        """The rows of ``data`` for each optimizer step: ``epochs`` passes over shuffled minibatches of
-        ``minibatch_size`` (the whole batch without one), or 2018's ``optimization_steps`` random subsamples drawn
-        with replacement."""
-        for indices in self._minibatch_rows(size):
-            # index_select: for image rows about 20x faster than indexing with a tensor (value[indices])
-            yield {key: value.index_select(0, indices) for key, value in data.items()}
-
-    def _minibatch_rows(self, size: int) -> Iterator[torch.Tensor]:
+    def _minibatches(self, size: int) -> Iterator[torch.Tensor]:
+        """The rows of each optimizer step: ``epochs`` passes over shuffled minibatches of ``minibatch_size`` (the
+        whole batch without one), or 2018's ``optimization_steps`` random subsamples drawn with replacement."""
         if self.epochs is not None:
             step = self.minibatch_size or size
             for _ in range(self.epochs):

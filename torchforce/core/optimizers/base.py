@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import copy
 import inspect
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, NamedTuple, overload
 
@@ -383,7 +383,7 @@ def differences(parameters: list[torch.nn.Parameter], before: list[Tensor]) -> l
 
 @overload
 def gradients(
-    value: Tensor,
+    value: Tensor | Sequence[Tensor],
     parameters: list[torch.nn.Parameter],
     *,
     create_graph: bool = False,
@@ -393,7 +393,7 @@ def gradients(
 ) -> list[Tensor]: ...
 @overload
 def gradients(
-    value: Tensor,
+    value: Tensor | Sequence[Tensor],
     parameters: list[torch.nn.Parameter],
     *,
     create_graph: bool = False,
@@ -402,7 +402,7 @@ def gradients(
     name: str = "the loss",
 ) -> list[Tensor | None]: ...
 def gradients(
-    value: Tensor,
+    value: Tensor | Sequence[Tensor],
     parameters: list[torch.nn.Parameter],
     *,
     create_graph: bool = False,
@@ -411,12 +411,14 @@ def gradients(
     name: str = "the loss",
 ) -> list[Tensor] | list[Tensor | None]:
     """d value / d parameter for each parameter; for parameters the value does not depend on (or that do not
-    require grad) zeros, or None with ``fill_zeros=False`` (what ``loss.backward()`` would leave in ``.grad``)."""
+    require grad) zeros, or None with ``fill_zeros=False`` (what ``loss.backward()`` would leave in ``.grad``).
+    Several values: the gradient of their sum, in one backward pass."""
+    values = [value] if isinstance(value, Tensor) else list(value)
     trainable = [parameter for parameter in parameters if parameter.requires_grad]
-    if not value.requires_grad or not trainable:
+    if not all(value.requires_grad for value in values) or not trainable:
         raise ValueError(f"{name} does not depend on the optimized parameters (it does not require grad)")
     grads = iter(
-        torch.autograd.grad(value, trainable, allow_unused=True, create_graph=create_graph, retain_graph=retain_graph)
+        torch.autograd.grad(values, trainable, allow_unused=True, create_graph=create_graph, retain_graph=retain_graph)
     )
     result = []
     for parameter in parameters:

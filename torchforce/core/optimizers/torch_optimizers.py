@@ -132,16 +132,11 @@ def minimize_each(steps: list[tuple[TorchOptimizer, torch.Tensor]]) -> list[Info
     backward pass (one run of autograd's engine instead of one per loss). The same steps bit for bit, provided that
     no loss depends on another pair's parameters (PPO's policy and a baseline network of its own): each parameter's
     gradient is then its own loss's, and no step changes what a later loss reads."""
-    parameters = [[p for p in optimizer.parameters if p.requires_grad] for optimizer, _ in steps]
-    for (optimizer, loss), trainable in zip(steps, parameters, strict=True):
-        if not loss.requires_grad or not trainable:
-            raise ValueError(f"a loss of {type(optimizer).__name__} does not depend on its parameters")
-    flat = [parameter for trainable in parameters for parameter in trainable]
-    grads = iter(torch.autograd.grad([loss for _, loss in steps], flat, allow_unused=True))
+    everyone = [parameter for optimizer, _ in steps for parameter in optimizer.parameters]
+    grads = iter(gradients([loss for _, loss in steps], everyone, fill_zeros=False, name="a loss"))
     infos = []
     for optimizer, loss in steps:
-        own = [next(grads) if parameter.requires_grad else None for parameter in optimizer.parameters]
-        infos.append(optimizer._descend(loss, own))
+        infos.append(optimizer._descend(loss, [next(grads) for _ in optimizer.parameters]))
     return infos
 
 
