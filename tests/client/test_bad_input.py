@@ -328,6 +328,14 @@ def test_a_name_that_is_the_same_as_another_in_kubernetes(root, capsys):
         ({"type": "agent"}, ['experiment.type: not an experiment spec; expected "experiment", got "agent"']),
         ({"cluster": {"name": "c", "num_nodez": 2}}, ["experiment.cluster.num_nodez: unknown cluster field"]),
         ({"environment": 5}, ["experiment.environment: not a dict"]),
+        (
+            {"torch_threads": "all"},
+            ['experiment.torch_threads: not an integer; expected an integer in [1, 256], got "all"'],
+        ),
+        (
+            {"torch_threads": 1000},
+            ["experiment.torch_threads: out of range; expected an integer in [1, 256], got 1000"],
+        ),
     ],
 )
 def test_a_bad_field_in_an_experiment_file(root, capsys, fields, expected):
@@ -345,6 +353,7 @@ def test_a_bad_field_in_an_experiment_file(root, capsys, fields, expected):
     [
         (["-t", "0"], "experiment.total_timesteps: out of range; expected an integer >= 1, got 0."),
         (["-N", "0"], "experiment.num_environments: out of range; expected an integer >= 1, got 0."),
+        (["--torch-threads", "0"], "experiment.torch_threads: out of range; expected an integer in [1, 256], got 0."),
         (
             ["--run-mode", "distributed", "--num-parameter-servers", "-1"],
             "experiment.num_parameter_servers: out of range; expected an integer >= 0",

@@ -341,6 +341,32 @@ def test_distributed_has_a_driver_head_workers_and_parameter_servers(gpus: int) 
         assert workers["template"]["spec"]["nodeSelector"] == {"cloud.google.com/gke-accelerator": "nvidia-l4"}
 
 
+@pytest.mark.parametrize(
+    ("run_mode", "learner", "learner_cpus", "ray_cpus"),
+    [
+        ("single", "head", "4", "4"),
+        ("multi-threaded", "head", "12", "12"),  # 3 worker threads of 4 torch threads
+        ("distributed", "workers", "4", "4"),
+    ],
+)
+def test_torch_threads_give_the_pods_that_run_the_agent_a_cpu_each(
+    run_mode: str, learner: str, learner_cpus: str, ray_cpus: str
+) -> None:
+    job = make_job(run_mode, torch_threads=4)
+    assert crd_errors(job) == []
+    for template in templates(job).values():
+        kubernetes_validate.validate(as_pod(template), KUBERNETES, strict=True)
+    cluster = job["spec"]["rayClusterSpec"]
+    groups = {"head": cluster["headGroupSpec"]} | {g["groupName"]: g for g in cluster.get("workerGroupSpecs", [])}
+    resources = container(groups[learner]["template"])["resources"]
+    assert resources["requests"]["cpu"] == resources["limits"]["cpu"] == learner_cpus
+    assert groups[learner]["rayStartParams"]["num-cpus"] == ray_cpus
+    if run_mode == "distributed":  # the driver and the parameter servers keep one CPU: they run no agent
+        assert container(groups["head"]["template"])["resources"]["limits"]["cpu"] == "1"
+        assert groups["parameter-servers"]["rayStartParams"]["num-cpus"] == "1"
+    assert make_job(run_mode, torch_threads=1) == make_job(run_mode)  # the default is one thread
+
+
 @pytest.mark.parametrize("case", CASES, ids=case_id)
 def test_job_spec_and_what_kuberay_checks_before_accepting_it(case: tuple[str, int, bool, int, bool]) -> None:
     _, _, suspend, restarts, _ = case
@@ -565,6 +591,7 @@ def test_labels_refuse_a_project_name_no_label_can_be() -> None:
         ({"gpus": 1, "gpu_type": None}, ValueError),
         ({"max_restarts": -1}, ValueError),
         ({"run_mode": "distributed", "num_workers": 0}, ValueError),
+        ({"torch_threads": 0}, ValueError),
     ],
 )
 def test_ray_job_refuses_bad_arguments(overrides: dict[str, Any], error: type[Exception]) -> None:

@@ -145,6 +145,14 @@ def test_an_own_cluster_too_small_for_the_run_is_never_created(linked, cloud):
     assert result.returncode == 2 and "it would never be scheduled" in result.stderr
     assert not any(call[:4] == ["gcloud", "container", "clusters", "create"] for call in cloud.calls())
     assert linked.store.clusters() == [] and experiment.record().status == "new"
+    # a larger machine, but a run of 8 torch threads asks its pod for 8 CPUs: more than an e2-standard-4 node has
+    spec.write_text(json.dumps({"name": "small-one", "num_nodes": 3, "machine_type": "e2-standard-4"}))
+    threaded = new(linked, "threaded", "-t", "300", "--cluster", "small", "--torch-threads", "8")
+    result = tfcli(linked.root, "experiment", "start", "-e", "threaded", "--yes")
+    assert result.returncode == 2 and "a pod of this run needs 8.25 CPUs" in result.stderr, result.stderr
+    assert "fewer torch threads (--torch-threads)" in result.stderr
+    assert not any(call[:4] == ["gcloud", "container", "clusters", "create"] for call in cloud.calls())
+    assert linked.store.clusters() == [] and threaded.record().status == "new"
 
 
 def test_stopping_a_run_on_its_own_cluster_downloads_its_results_and_deletes_the_cluster(linked, cloud):

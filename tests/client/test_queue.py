@@ -250,6 +250,12 @@ def test_the_limit_counts_cpus_without_a_setting_and_runs_with_one(project):
     assert queue.cpus_per_run({**single, "vectorization": "sync", "num_environments": 6}) == 1
     assert queue.cpus_per_run({"run_mode": "multi-threaded", "num_workers": 4}) == 4
     assert queue.cpus_per_run({"run_mode": "distributed", "num_workers": 3}) == 4
+    # torch_threads: a CPU each thread that runs the agent; subprocess environments step while those threads wait
+    assert queue.cpus_per_run({**single, "torch_threads": 3}) == 3
+    assert queue.cpus_per_run({**single, "torch_threads": 3, "vectorization": "subprocess", "num_environments": 2}) == 3
+    assert queue.cpus_per_run({**single, "torch_threads": 3, "vectorization": "subprocess", "num_environments": 6}) == 6
+    assert queue.cpus_per_run({"run_mode": "multi-threaded", "num_workers": 4, "torch_threads": 2}) == 8
+    assert queue.cpus_per_run({"run_mode": "distributed", "num_workers": 3, "torch_threads": 2}) == 7
 
     by_cpus = queue.Limit(None, 4)
     assert [by_cpus.admits([], 8), by_cpus.admits([1, 1, 1], 1), by_cpus.admits([1, 1, 1, 1], 1)] == [

@@ -16,6 +16,7 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 import urllib.parse
 from pathlib import Path
 
@@ -229,6 +230,8 @@ def test_a_killed_driver_resumes_with_max_restarts_and_fails_without(project):
         (["experiment", "start", "-e", "bad", "-c", "nope"], "no cluster named 'nope'"),
         (["experiment", "start", "-e", "bad", "-c", "gone"], "does not answer"),
         (["experiment", "start", "-e", "wide", "-c", CLUSTER], "needs 5 CPUs"),
+        (["experiment", "start", "-e", "threaded", "-c", CLUSTER], "needs 3 CPUs"),  # --torch-threads 3
+        (["experiment", "start", "-e", "two-threads", "-c", CLUSTER], "asks for 2 CPUs on one node for its job"),
         (["cluster", "create", "-f", "ray_remote", "-n", "far", "--address", "127.0.0.1:9"], "no Ray cluster answers"),
         (["cluster", "create", "-f", CLUSTER], "exists already"),
         (["cluster", "delete", "-c", "nope"], "no cluster named 'nope'"),
@@ -238,6 +241,8 @@ def test_bad_cluster_input_is_refused_and_changes_nothing(project, arguments, me
     if project.store.experiment("bad") is None:
         new(project, "bad", "-t", "1000")
         new(project, "wide", "--run-mode", "distributed", "--num-workers", "5", "-t", "1000")
+        new(project, "threaded", "--torch-threads", "3", "-t", "1000")
+        new(project, "two-threads", "--torch-threads", "2", "-t", "1000")
         project.store.add_cluster(
             "gone",
             {"type": "ray", "name": "gone", "address": "127.0.0.1:9", "storage": "/tmp"},
@@ -249,6 +254,42 @@ def test_bad_cluster_input_is_refused_and_changes_nothing(project, arguments, me
     assert result.returncode == 2 and message in result.stderr, result.stderr
     assert "Traceback" not in result.stderr
     assert (project.store.experiments(), project.store.clusters()) == before
+
+
+def test_a_job_asks_for_a_cpu_per_torch_thread_and_a_waiting_one_keeps_its_stop(project, monkeypatch):
+    """Two torch threads ask Ray for 2 CPUs on one node. This cluster of two 1-CPU nodes has none such, and start
+    refuses the run (the bad-input test); let past that check, the real job waits as PENDING, where Ray does not stop
+    a job (ray-project/ray#58353): stop says so within seconds instead of waiting, and the run keeps its request."""
+    from ray.job_submission import JobSubmissionClient
+
+    from torchforce.client import ClientError
+
+    asked: list[dict] = []
+    submit = JobSubmissionClient.submit_job
+
+    def recorded(self: JobSubmissionClient, **kwargs: object) -> str:
+        asked.append(kwargs)
+        return submit(self, **kwargs)
+
+    monkeypatch.setattr(JobSubmissionClient, "submit_job", recorded)
+    monkeypatch.setattr(RayBackend, "check", lambda self, spec: None)
+    experiment = new(project, "waits", "--torch-threads", "2", "-t", "1000")
+    experiment.start(cluster=CLUSTER)
+    (submitted,) = asked
+    assert submitted["entrypoint_num_cpus"] == 2
+    handle = experiment.record().job
+    backend = RayBackend(project, CLUSTER)
+    time.sleep(10)  # a job of one thread runs here within seconds (the other tests)
+    assert backend.job_status(handle, fresh=True) == "PENDING"
+    shown = tfcli(project.root, "experiment", "show", "-e", "waits")
+    assert "Status       pending (its Ray job waits for the CPUs it asked for)" in shown.stdout, shown.stderr
+    assert "Run mode     single, 2 torch threads" in shown.stdout
+    began = time.monotonic()
+    with pytest.raises(ClientError, match=r"does not stop a job before it places it \(ray-project/ray#58353\)"):
+        experiment.stop(no_download=True)
+    assert time.monotonic() - began < 60
+    assert json.loads(experiment.storage().read_text("control.json"))["request"] == "stop"
+    assert experiment.record().status == "running" and backend.job_status(handle, fresh=True) == "PENDING"
 
 
 def test_a_ray_run_resumes_here_and_a_deleted_cluster_leaves_its_results_home(project, tmp_path):

@@ -180,6 +180,29 @@ def test_bad_arguments():
 def test_more_workers_than_the_cluster_has_cpus_are_refused():
     with pytest.raises(ValueError, match="3 distributed workers need a CPU each; the Ray cluster has 2"):
         DistributedRunner(main_agent(), MINIMAL, num_workers=3)
+    with pytest.raises(
+        ValueError, match=r"2 distributed workers need 2 CPUs each \(torch_threads\); the Ray cluster has 2"
+    ):
+        DistributedRunner(main_agent(), MINIMAL, num_workers=2, torch_threads=2)
+    with pytest.raises(ValueError, match="torch_threads must be at least 1, got 0"):
+        DistributedRunner(main_agent(), MINIMAL, num_workers=1, torch_threads=0)
+
+
+def test_a_worker_of_several_torch_threads_asks_for_as_many_cpus_and_runs_on_them():
+    from ray.util import placement_group_table
+
+    runner = DistributedRunner(main_agent(), MINIMAL, num_workers=1, seed=2, torch_threads=2)
+    try:
+        runner.run(num_timesteps=40)
+        assert runner.global_timestep >= 40
+        (bundle,) = placement_group_table(runner.placement)["bundles"].values()
+        assert bundle == {"CPU": 2.0}
+        threads = ray.get(
+            runner.workers[0].__ray_call__.remote(lambda worker: (torch.get_num_threads(), worker.runner.torch_threads))
+        )
+        assert threads == (2, 2)
+    finally:
+        runner.close()
 
 
 def test_a_worker_killed_mid_run_is_restarted_and_only_its_chunk_is_lost():

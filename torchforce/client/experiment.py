@@ -47,7 +47,8 @@ class Experiment:
     ``name``, ``environment``, ``agent``, ``network``, ``cluster``, ``episodes``, ``total_timesteps``,
     ``max_timesteps_per_episode``, ``deterministic``, ``repeat_actions``, ``debug_logging``, ``run_mode``,
     ``num_workers``, ``num_parameter_servers``, ``saver_frequency``, ``summary_frequency``; and ours: ``seed``,
-    ``num_environments``, ``vectorization``, ``description``. Values given here override the file's.
+    ``num_environments``, ``vectorization``, ``torch_threads``, ``description``. Values given here override the
+    file's.
     """
 
     _created_own_cluster: str | None = None  # the GKE cluster the current start created for it
@@ -677,7 +678,8 @@ class Experiment:
             raise ClientError(
                 f"experiment '{self.name}' has not started: its Ray job {record.job} waits for the CPUs it asked for "
                 f"on the cluster '{record.cluster}', so there is nothing to pause",
-                hint=f"It starts when the cluster has them; 'tfcli experiment stop -e {self.name}' cancels the job.",
+                hint=f"It starts when the cluster has them; after 'tfcli experiment stop -e {self.name}' it stops at "
+                "its first step.",
             )
         return self._signal("pause")
 

@@ -2,9 +2,9 @@
 
 An experiment file is the 2018 format (docs/tensorforce-0.4.md, Experiment files; the 2018 example is
 ``configs/experiments/simple_a3c.json``) plus a few fields of ours (``seed``, ``num_environments``,
-``vectorization``). ``resolve_experiment`` turns one (from a file, flags, or both) into the fully resolved form
-stored as ``experiments/<name>/experiment.json``: configs inline, defaults filled in, frequencies normalised, and
-``sources`` saying which config file each part came from.
+``vectorization``, ``torch_threads``, ...). ``resolve_experiment`` turns one (from a file, flags, or both) into the
+fully resolved form stored as ``experiments/<name>/experiment.json``: configs inline, defaults filled in, frequencies
+normalised, and ``sources`` saying which config file each part came from.
 """
 
 from __future__ import annotations
@@ -37,6 +37,7 @@ RESERVED_NAMES = frozenset({"con", "prn", "aux", "nul", *(f"{port}{i}" for port 
 RUN_MODES = ("single", "multi-threaded", "distributed")
 VECTORIZATION = ("sync", "subprocess")
 LEGACY_RUN_MODES = {"multi_threaded": "multi-threaded", "threaded": "multi-threaded"}
+MAX_THREADS = 256  # torch_threads at most: more than any machine a run gets has cores
 
 # Field -> default. ``None`` for episodes means "no episode limit" (2018's 10000 stopped long runs early).
 DEFAULTS: dict[str, Any] = {
@@ -56,6 +57,8 @@ DEFAULTS: dict[str, Any] = {
     "num_parameter_servers": 0,
     "num_environments": 1,
     "vectorization": "sync",
+    # intra-op torch threads of whatever runs the agent: the worker process, each worker thread, each Ray worker
+    "torch_threads": 1,
     "saver_frequency": None,  # "600s" distributed, "100e" otherwise (2018)
     "summary_frequency": None,  # "120s" distributed, "1000t" otherwise
     "seed": 0,
@@ -317,6 +320,9 @@ def _check_run(spec: dict[str, Any]) -> None:
         spec["num_parameter_servers"] = 1  # 2018's default: one parameter server
     spec["num_environments"] = expect_int(spec["num_environments"], "experiment.num_environments", minimum=1)
     spec["vectorization"] = expect_choice(spec["vectorization"], "experiment.vectorization", VECTORIZATION)
+    spec["torch_threads"] = expect_int(
+        spec["torch_threads"], "experiment.torch_threads", minimum=1, maximum=MAX_THREADS
+    )
     spec["seed"] = None if spec["seed"] is None else expect_int(spec["seed"], "experiment.seed", minimum=0)
     spec["group"] = None if spec["group"] is None else check_name(spec["group"], "experiment.group", what="group name")
 
@@ -570,6 +576,11 @@ def _blame_the_network(error: SpecError, spec: dict[str, Any], sources: dict[str
         hint=error.hint,
         file=sources.get("network"),
     )
+
+
+def torch_threads_of(spec: dict[str, Any]) -> int:
+    """The ``torch_threads`` of a resolved experiment; one for a run resolved before the field (as it ran then)."""
+    return max(int(spec.get("torch_threads") or 1), 1)
 
 
 def worker_agent_spec(spec: dict[str, Any], *, summaries: str | None = None) -> dict[str, Any]:

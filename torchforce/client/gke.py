@@ -466,5 +466,6 @@ def check_fits(manifest: dict[str, Any], record: ClusterRecord) -> None:
                 f"{machine} node of the cluster '{record.name}' has about {room[0]:.2f} CPUs and {room[1]:.1f} GiB "
                 "for pods: it would never be scheduled",
                 hint="Run it on a cluster with a larger machine type (for example -m e2-standard-4 or "
-                "n1-standard-4), or with fewer workers (-w) in the multi-threaded run mode.",
+                "n1-standard-4), or with fewer workers (--num-workers) in the multi-threaded run mode, or fewer "
+                "torch threads (--torch-threads).",
             )

@@ -133,13 +133,15 @@ def ray_job(
     max_restarts: int,
     suspend: bool = False,
     checkpoint_key: bool = True,
+    torch_threads: int = 1,
 ) -> dict[str, Any]:
     """The RayJob of one run (see the module docstring).
 
-    The Ray cluster follows ``run_mode``: ``single`` is one head pod of 1 CPU that runs the agent; ``multi-threaded``
-    one head pod with a CPU per worker thread; ``distributed`` a head of 1 CPU for the driver only (Ray places no
-    actor there), a group of ``num_workers`` worker pods and one of ``num_parameter_servers`` parameter-server pods,
-    1 CPU each. ``gpus`` (of ``gpu_type``) go to each pod that learns: the head, or each distributed worker.
+    The Ray cluster follows ``run_mode``: ``single`` is one head pod that runs the agent, a CPU per torch thread
+    (``torch_threads``); ``multi-threaded`` one head pod with ``torch_threads`` CPUs per worker thread;
+    ``distributed`` a head of 1 CPU for the driver only (Ray places no actor there), a group of ``num_workers``
+    worker pods of ``torch_threads`` CPUs and one of ``num_parameter_servers`` parameter-server pods of 1 CPU.
+    ``gpus`` (of ``gpu_type``) go to each pod that learns: the head, or each distributed worker.
     ``bucket`` is ``gs://NAME``; ``entrypoint`` the worker's command line, as a list.
     """
     if run_mode not in RUN_MODES:
@@ -152,16 +154,18 @@ def ray_job(
         raise ValueError(f"{gpus} GPUs of type {gpu_type!r}: a count >= 0, and a type when there are any")
     if max_restarts < 0 or num_parameter_servers < 0 or num_workers < (1 if run_mode != "single" else 0):
         raise ValueError("max_restarts and num_parameter_servers are >= 0, num_workers >= 1")
+    if torch_threads < 1:
+        raise ValueError(f"torch_threads is >= 1, got {torch_threads}")
     tags = labels(project, experiment)
     pod = _PodMaker(tags, image, bucket.removeprefix("gs://"), checkpoint_key, gpus, gpu_type)
     if run_mode == "distributed":
         head = pod.group("head", cpus=1, memory_gi=4, ray_cpus=0)
         workers = [
-            pod.worker_group("workers", num_workers, learns=True),
-            pod.worker_group("parameter-servers", num_parameter_servers, learns=False),
+            pod.worker_group("workers", num_workers, cpus=torch_threads, learns=True),
+            pod.worker_group("parameter-servers", num_parameter_servers, cpus=1, learns=False),
         ]
     else:
-        cpus = num_workers if run_mode == "multi-threaded" else 1
+        cpus = torch_threads * (num_workers if run_mode == "multi-threaded" else 1)
         head = pod.group("head", cpus=cpus, memory_gi=max(4, 2 * cpus), ray_cpus=cpus, learns=True)
         workers = []
     head["rayStartParams"]["dashboard-host"] = "0.0.0.0"  # reached inside the cluster only (no Service outside)
@@ -199,8 +203,8 @@ class _PodMaker:
     gpus: int
     gpu_type: str | None
 
-    def worker_group(self, group: str, replicas: int, *, learns: bool) -> dict[str, Any]:
-        spec = self.group("worker", cpus=1, memory_gi=2, ray_cpus=1, learns=learns)
+    def worker_group(self, group: str, replicas: int, *, cpus: int, learns: bool) -> dict[str, Any]:
+        spec = self.group("worker", cpus=cpus, memory_gi=max(2, cpus), ray_cpus=cpus, learns=learns)
         # a fixed size: the runner places exactly this many actors, so there is nothing to scale
         return {"groupName": group, "replicas": replicas, "minReplicas": replicas, "maxReplicas": replicas, **spec}
 

@@ -9,10 +9,11 @@ How many at once (``Limit``): with the project setting ``queue.max_parallel`` (`
 --max-parallel N`` writes it into ``.tfcli/project.json``), at most N runs, whatever their size. Without it, by
 CPUs: a run starts when the CPUs of the runs in their slots plus its own fit the CPUs this process may use
 (``os.sched_getaffinity``), or when no run is in a slot (a run larger than the machine runs alone). For runs of
-one size that is ``cores // cpus per run`` at once, at least 1. The CPUs of a run (``cpus_per_run``): a single-mode
-run is one process with one torch thread and its environments in it (1), or with ``vectorization: subprocess`` its
-environments' processes, which step in parallel (``num_environments``); a multi-threaded run ``num_workers``; a
-distributed one ``num_workers`` Ray worker processes plus its driver.
+one size that is ``cores // cpus per run`` at once, at least 1. The CPUs of a run (``cpus_per_run``), with T its
+``torch_threads`` (1 unless the experiment says): a single-mode run is one process with T torch threads and its
+environments in it (T), or with ``vectorization: subprocess`` its environments' processes, which step in parallel
+while the agent's threads wait for them (the larger of ``num_environments`` and T); a multi-threaded run
+``num_workers`` x T; a distributed one ``num_workers`` Ray worker processes of T threads plus its driver.
 
 There is no daemon: whoever frees a slot or sees one free moves the queue on (``promote``). The local worker does
 at its exit (it has the project's root when the local backend started it), and so does every command that reads
@@ -58,14 +59,16 @@ def available_cpus() -> int:
 
 def cpus_per_run(spec: dict[str, Any]) -> int:
     """The CPUs one run of ``spec`` keeps busy on this machine (see the module's docstring)."""
-    workers = max(int(spec.get("num_workers") or 1), 1)
+    from torchforce.client.experiment_file import torch_threads_of
+
+    workers, threads = max(int(spec.get("num_workers") or 1), 1), torch_threads_of(spec)
     if spec.get("run_mode") == "multi-threaded":
-        return workers
+        return workers * threads
     if spec.get("run_mode") == "distributed":
-        return workers + 1
+        return workers * threads + 1
     if spec.get("vectorization") == "subprocess":
-        return max(int(spec.get("num_environments") or 1), 1)
-    return 1
+        return max(int(spec.get("num_environments") or 1), threads)
+    return threads
 
 
 @dataclass(frozen=True)

@@ -274,14 +274,16 @@ def reach(dashboard: str, timeout: float = REACH_TIMEOUT, runtime: dict[str, Any
 
 
 def status(record: ClusterRecord) -> dict[str, Any]:
-    """The cluster's live state from Ray itself: whether it answers, its nodes alive, CPUs and GPUs in all and free
-    (the nodes from Ray's state API; what is in use from the autoscaler's report, a few seconds behind)."""
+    """The cluster's live state from Ray itself: whether it answers, its nodes alive, CPUs and GPUs in all and free,
+    and the CPUs of its largest node (``cpus_one_node``: what one job's process or one actor can have at most); the
+    nodes from Ray's state API, what is in use from the autoscaler's report, a few seconds behind."""
     dashboard = record.runtime.get("dashboard")
     result: dict[str, Any] = {
         "state": "unreachable",
         "nodes": None,
         "cpus": None,
         "cpus_free": None,
+        "cpus_one_node": None,
         "gpus": None,
         "gpus_free": None,
     }
@@ -296,6 +298,7 @@ def status(record: ClusterRecord) -> dict[str, Any]:
         return result
     load = (((report.get("data") or {}).get("clusterStatus") or {}).get("loadMetricsReport") or {}).get("usage") or {}
     result.update(state="alive", nodes=len(nodes))
+    result["cpus_one_node"] = max((float((n.get("resources_total") or {}).get("CPU", 0.0)) for n in nodes), default=0.0)
     for resource, key in (("CPU", "cpus"), ("GPU", "gpus")):
         total = sum(float((node.get("resources_total") or {}).get(resource, 0.0)) for node in nodes)
         used = float((load.get(resource) or [0.0])[0])

@@ -247,7 +247,7 @@ class ExperimentRun:
 
     def build(self) -> None:
         from torchforce.agents import create_agent
-        from torchforce.client.experiment_file import acted_environment, worker_agent_spec
+        from torchforce.client.experiment_file import acted_environment, torch_threads_of, worker_agent_spec
         from torchforce.environments import make, make_vector
         from torchforce.execution import Runner, ThreadedRunner, clone_worker_agent
 
@@ -289,6 +289,7 @@ class ExperimentRun:
                 max_timesteps=spec["max_timesteps_per_episode"],
             )
         self.runner: Runner | ThreadedRunner | DistributedRunner
+        threads = torch_threads_of(spec)
         if self.distributed:  # Ray workers learning into parameter servers; the agent holds what checkpoints save
             from torchforce.execution.distributed import DistributedRunner
 
@@ -302,6 +303,7 @@ class ExperimentRun:
                 seed=spec["seed"],
                 agent_spec=worker_agent_spec(spec),
                 agent_kwargs={} if spec["network"] is None else {"network": spec["network"]},
+                torch_threads=threads,
                 on_lost_worker=lambda index, steps: LOG.warning(
                     "Ray worker %d was lost (its process ended): its chunk of %d steps under way is lost (not "
                     "counted, its episodes not logged); Ray restarts it with the servers' parameters",
@@ -314,10 +316,10 @@ class ExperimentRun:
             self.workers = clone_worker_agent(
                 self.agent, spec["num_workers"], self.environments[0], spec["network"], agent_spec
             )
-            self.runner = ThreadedRunner(self.workers, self.environments)
+            self.runner = ThreadedRunner(self.workers, self.environments, torch_threads=threads)
         else:
             self.workers = [self.agent]
-            self.runner = Runner(self.agent, self.environments)
+            self.runner = Runner(self.agent, self.environments, torch_threads=threads)
 
     def _ray_runner(self) -> DistributedRunner:
         """The runner of the distributed run mode (parameter servers and Ray workers)."""

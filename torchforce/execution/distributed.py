@@ -107,6 +107,7 @@ class Worker:
         layout: list[list[str]],
         agent_kwargs: dict[str, Any],
         sync_every: int = 1,
+        torch_threads: int = 1,
     ) -> None:
         import torch
 
@@ -114,7 +115,7 @@ class Worker:
         from torchforce.environments import make_vector
         from torchforce.execution.runner import Runner
 
-        torch.set_num_threads(1)
+        torch.set_num_threads(torch_threads)  # as many as the CPUs the worker asked for
         skip_compiler_import()  # the actor's process runs this worker only, and compiles nothing: seconds sooner
         # the servers by name (how DistributedRunner passes them: an actor handle among a restartable actor's
         # arguments is a reference Ray cannot restore for a restart, and it warns so in the job's log), or handles
@@ -126,7 +127,7 @@ class Worker:
         self.agent = create_agent(
             agent_spec, states=self.environments.states, actions=self.environments.actions, seed=seed, **agent_kwargs
         )
-        self.runner = Runner(self.agent, self.environments, id_=index)
+        self.runner = Runner(self.agent, self.environments, id_=index, torch_threads=torch_threads)
         self._started = False
         self.sync_seconds, self.syncs = 0.0, 0  # time spent waiting for the servers, and how many exchanges
         self.pending: list[Any] | None = None  # the servers' answer to the last change sent, not yet folded in
@@ -273,13 +274,13 @@ class Absence:
         return min(0.1 * self.calls, 2.0)
 
 
-def worker_resources(device: Any, cluster_gpus: float, num_workers: int) -> dict[str, float]:
+def worker_resources(device: Any, cluster_gpus: float, num_workers: int, cpus: int = 1) -> dict[str, float]:
     """What each of ``num_workers`` workers whose agents compute on ``device`` asks of a Ray cluster with
-    ``cluster_gpus`` GPUs: a CPU, and for an agent on a GPU (``"cuda"``, ``"auto"``) a share of one GPU such that
-    the workers fit on the GPUs (Ray places a fraction of a GPU within one GPU: 3 workers on 2 GPUs get half of one
-    each, not two thirds), at most one each. Ray then gives each worker its GPU (``cuda`` in it is that GPU).
-    ``"cuda"`` on a cluster without GPUs is refused; ``"auto"`` there computes on the CPUs."""
-    bundle: dict[str, float] = {"CPU": 1}
+    ``cluster_gpus`` GPUs: ``cpus`` CPUs (one a torch thread), and for an agent on a GPU (``"cuda"``, ``"auto"``) a
+    share of one GPU such that the workers fit on the GPUs (Ray places a fraction of a GPU within one GPU: 3 workers
+    on 2 GPUs get half of one each, not two thirds), at most one each. Ray then gives each worker its GPU (``cuda``
+    in it is that GPU). ``"cuda"`` on a cluster without GPUs is refused; ``"auto"`` there computes on the CPUs."""
+    bundle: dict[str, float] = {"CPU": cpus}
     if needs_gpu(device) and not cluster_gpus:
         raise ValueError(f"the workers' agents compute on {device!r} (device), and the Ray cluster has no GPUs")
     if uses_gpu(device) and cluster_gpus:
@@ -305,7 +306,9 @@ def _on_cpu(value: Any) -> Any:
 
 
 def _described(bundle: dict[str, float]) -> str:
-    return "one CPU" + (f" and {bundle['GPU']:g} GPU" if "GPU" in bundle else "")
+    return ("one CPU" if bundle["CPU"] == 1 else f"{bundle['CPU']:g} CPUs") + (
+        f" and {bundle['GPU']:g} GPU" if "GPU" in bundle else ""
+    )
 
 
 class DistributedRunner(BaseRunner):
@@ -316,7 +319,9 @@ class DistributedRunner(BaseRunner):
     from it); ``agent_kwargs`` add to it (a network object, say). Worker ``i`` is seeded ``seed + 1 + i``.
     ``sync_every``: a worker exchanges its parameters with the servers after this many updates of its own (1, the
     default, after every update as 2018 did; more trades fresher parameters for less waiting), and at the end of
-    each chunk it runs, when it has updates not yet sent: a chunk returns once all its changes are on the servers."""
+    each chunk it runs, when it has updates not yet sent: a chunk returns once all its changes are on the servers.
+    ``torch_threads``: the intra-op torch threads of each worker, which asks the cluster for as many CPUs (1: a CPU
+    and a thread each, what small networks run fastest on)."""
 
     def __init__(
         self,
@@ -332,9 +337,12 @@ class DistributedRunner(BaseRunner):
         history: dict[str, Any] | None = None,
         on_lost_worker: Callable[[int, int], Any] | None = None,
         sync_every: int = 1,
+        torch_threads: int = 1,
     ) -> None:
         if sync_every < 1:
             raise ValueError(f"sync_every must be at least 1, got {sync_every}")
+        if torch_threads < 1:
+            raise ValueError(f"torch_threads must be at least 1, got {torch_threads}")
         if num_workers < 1 or num_parameter_servers < 1 or num_environments < 1:
             raise ValueError(
                 "num_workers, num_parameter_servers and num_environments must be at least 1, got "
@@ -343,7 +351,7 @@ class DistributedRunner(BaseRunner):
         ray = _ray()
         self.agent, self.environment = agent, environment
         self.num_workers, self.num_parameter_servers = num_workers, num_parameter_servers
-        self.on_lost_worker, self.sync_every = on_lost_worker, sync_every
+        self.on_lost_worker, self.sync_every, self.torch_threads = on_lost_worker, sync_every, torch_threads
         self._temp: str | None = None
         self._connected = not ray.is_initialized()  # whether close() disconnects (and ends a private cluster)
         if self._connected and os.environ.get("RAY_ADDRESS"):  # a Ray job's driver: its cluster
@@ -355,7 +363,7 @@ class DistributedRunner(BaseRunner):
             import torch
 
             init_private(
-                num_cpus=max(os.cpu_count() or 1, num_workers),
+                num_cpus=max(os.cpu_count() or 1, num_workers * torch_threads),
                 num_gpus=torch.cuda.device_count(),  # this machine's GPUs, for workers of an agent on a GPU
                 object_store_memory=OBJECT_STORE,
                 temp_dir=self._temp,
@@ -376,8 +384,8 @@ class DistributedRunner(BaseRunner):
         agent_spec: Any,
         agent_kwargs: dict[str, Any] | None,
     ) -> None:
-        """The servers, and the workers placed one CPU each (and a share of the GPUs for agents on a GPU), spread
-        over the nodes."""
+        """The servers, and the workers placed ``torch_threads`` CPUs each (and a share of the GPUs for agents on a
+        GPU), spread over the nodes."""
         ray = _ray()
         from ray.util.placement_group import placement_group
         from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
@@ -385,8 +393,10 @@ class DistributedRunner(BaseRunner):
         self.workers, self.servers, self.placement = [], [], None
         resources = ray.cluster_resources()
         cpus = resources.get("CPU", 0)
-        if cpus < self.num_workers:
-            raise ValueError(f"{self.num_workers} distributed workers need a CPU each; the Ray cluster has {cpus:g}")
+        threads = self.torch_threads
+        if cpus < self.num_workers * threads:
+            each = "a CPU each" if threads == 1 else f"{threads} CPUs each (torch_threads)"
+            raise ValueError(f"{self.num_workers} distributed workers need {each}; the Ray cluster has {cpus:g}")
         parameters = {name: value.cpu().numpy() for name, value in agent.get_parameters().items()}
         self.layout = shard(parameters, self.num_parameter_servers)
         server_class = ray.remote(num_cpus=0)(ParameterServer)
@@ -404,7 +414,7 @@ class DistributedRunner(BaseRunner):
                 if key not in ("seed", "states", "actions", "saver", "summarizer")
             }
         device = spec.get("device") if isinstance(spec, dict) else None
-        bundle = worker_resources(device, resources.get("GPU", 0), self.num_workers)
+        bundle = worker_resources(device, resources.get("GPU", 0), self.num_workers, threads)
         self.placement = placement_group([bundle] * self.num_workers, strategy="SPREAD")
         try:
             ray.get(self.placement.ready(), timeout=PLACEMENT_TIMEOUT)
@@ -416,7 +426,7 @@ class DistributedRunner(BaseRunner):
         self.workers = [
             ray.remote(Worker)
             .options(
-                num_cpus=1,
+                num_cpus=threads,
                 num_gpus=bundle.get("GPU", 0),
                 max_restarts=MAX_WORKER_RESTARTS,
                 max_task_retries=0,
@@ -432,6 +442,7 @@ class DistributedRunner(BaseRunner):
                 self.layout,
                 dict(agent_kwargs or {}),
                 self.sync_every,
+                threads,
             )
             for i in range(self.num_workers)
         ]

@@ -6,7 +6,8 @@ Cloud Storage FUSE driver). Its manifest is written to ``experiments/NAME/gke/``
 runs can be read there; ``gke/rayjob.json`` names the RayJob of the current run.
 
 The run modes map to pods: ``single`` one head pod, ``multi-threaded`` one head pod with ``num_workers`` CPUs,
-``distributed`` a head (the driver) plus a worker group of ``num_workers`` pods and one of the parameter servers;
+``distributed`` a head (the driver) plus a worker group of ``num_workers`` pods and one of the parameter servers
+(the pods that run the agent with ``torch_threads`` CPUs for each of its threads);
 the pod that learns asks for the cluster's GPUs, if it has any.
 
 Pausing writes ``results/control.json``; the worker checkpoints, says ``paused`` and holds (``--hold-after-pause``)
@@ -28,6 +29,7 @@ from typing import Any
 from torchforce.client import gke, manifests
 from torchforce.client.backends.base import Backend, Handle, Launch, check_gpus
 from torchforce.client.errors import ClientError
+from torchforce.client.experiment_file import torch_threads_of
 from torchforce.client.gcloud import Cloud, Link, Result
 from torchforce.client.gcs import GcsStorage
 from torchforce.client.modules import modules_folder
@@ -271,6 +273,7 @@ def run_manifest(
         gpus=int(cluster.get("gpus_per_node") or 0),
         gpu_type=cluster.get("gpu_type"),
         max_restarts=max_restarts,
+        torch_threads=torch_threads_of(spec),
     )
 
 

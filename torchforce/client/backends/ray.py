@@ -8,11 +8,16 @@ checkpoints from there and ``download`` copies the results into ``experiments/<n
 Pausing and stopping write ``results/control.json``; the worker reads it about once a second, checkpoints and ends,
 so the job ends with status SUCCEEDED and the experiment ``paused`` or ``stopped``.
 
-Ray places a job by the resources it asks for: the job's own process asks for one CPU (``entrypoint_num_cpus``; none
-in the distributed run mode, whose Ray worker actors ask for one CPU each, in a placement group), and a job waits as
+Ray places a job by the resources it asks for: the job's own process asks for a CPU per torch thread it runs the
+agent on (``entrypoint_num_cpus``: the experiment's ``torch_threads``, 1 by default, which the worker threads of the
+multi-threaded run mode share, taking turns on Python's lock; none in the distributed run mode, whose Ray worker
+actors ask for ``torch_threads`` CPUs each, in a placement group), and a job waits as
 PENDING until the cluster has them. ``list`` and ``show`` show such a run as ``pending`` rather than running (the
-state database says running: the workload exists). Nothing of it runs yet, so there is nothing to pause, and a stop
-cancels the job (``stop_job``) and the experiment ends ``stopped``. Ray fails a job still pending after 15 minutes
+state database says running: the workload exists). Nothing of it runs yet, so there is nothing to pause. A stop
+writes its request and asks Ray to stop the job (``stop_job``), which Ray does not do before it has placed the job's
+process (ray-project/ray#58353): the stop says so, and the worker stops at its first step once placed, as it reads
+the request first. A job that no node could ever hold is refused at start instead (``check``: a process's CPUs on
+one node). Ray fails a job still pending after 15 minutes
 (the cluster's ``RAY_JOB_START_TIMEOUT_SECONDS``); the run is then ``failed`` with that message, and starts again
 with ``start``. The worker never reaches the
 project's state database (a remote cluster cannot): when a job has ended, the client takes the status the worker
@@ -34,6 +39,7 @@ from typing import Any
 
 from torchforce.client.backends.base import Backend, Handle, Launch, check_gpus
 from torchforce.client.errors import ClientError
+from torchforce.client.experiment_file import torch_threads_of
 from torchforce.client.modules import modules_folder
 from torchforce.client.storage import Storage
 from torchforce.spec.device import needs_gpu, uses_gpu
@@ -62,6 +68,7 @@ def _job_errors() -> tuple[type[BaseException], ...]:
 
 
 ENDED = ("SUCCEEDED", "FAILED", "STOPPED")
+PENDING_STOP_SECONDS = 10.0  # how long a stop waits for a job still waiting for its CPUs to end
 CONTROL = "control.json"
 
 
@@ -111,7 +118,9 @@ class RayBackend(Backend):
         return self._client
 
     def check(self, spec: dict[str, Any]) -> None:
-        """Enough CPUs for the run: one per Ray worker in the distributed run mode, one for the job otherwise."""
+        """Enough CPUs for the run: ``torch_threads`` per Ray worker in the distributed run mode, or for the job's
+        process otherwise; and on one node, what one process asks for (Ray places a process on one node, and a job
+        that no node can hold would wait for good: Ray cannot cancel a job before it starts)."""
         from torchforce.client.ray_cluster import status
 
         state = status(self.record)
@@ -121,12 +130,23 @@ class RayBackend(Backend):
                 hint=f"Has it ended? 'tfcli cluster delete -c {self.cluster}' forgets it; create it again with "
                 "'tfcli cluster create'.",
             )
-        needed = spec["num_workers"] if spec["run_mode"] == "distributed" else 1
+        threads = torch_threads_of(spec)
+        needed = spec["num_workers"] * threads if spec["run_mode"] == "distributed" else threads
         if state["cpus"] is not None and needed > state["cpus"]:
             raise ClientError(
                 f"experiment '{spec['name']}' needs {needed} CPUs on the cluster '{self.cluster}', which has "
                 f"{state['cpus']:g}",
-                hint="Give fewer workers (--num-workers), or a larger cluster (more nodes or cpus per node).",
+                hint="Give fewer workers (--num-workers)"
+                + (" or torch threads (--torch-threads)" if threads > 1 else "")
+                + ", or a larger cluster (more nodes or cpus per node).",
+            )
+        largest = state.get("cpus_one_node")
+        if largest is not None and threads > largest:
+            each = "each of its Ray workers" if spec["run_mode"] == "distributed" else "its job"
+            raise ClientError(
+                f"experiment '{spec['name']}' asks for {threads} CPUs on one node for {each} (torch_threads), but "
+                f"the largest node of the cluster '{self.cluster}' has {largest:g}",
+                hint="Give fewer torch threads (--torch-threads), or a cluster with larger nodes (cpus per node).",
             )
         # a run sees the one GPU that Ray gives it (its job, or each distributed worker), as cuda:0
         check_gpus(spec, f"the Ray cluster '{self.cluster}'", state["gpus"], visible=1)
@@ -173,7 +193,7 @@ class RayBackend(Backend):
                 # the job's own process: the run itself in the single and multi-threaded modes; in the distributed
                 # one, the Ray workers it starts ask for a CPU each (and a share of the GPUs: worker_resources) and
                 # the driver only coordinates
-                entrypoint_num_cpus=1 if learns_here else 0,
+                entrypoint_num_cpus=torch_threads_of(spec) if learns_here else 0,
                 # an agent on a GPU gets one: Ray places the job on a node that has it and shows it that GPU alone
                 entrypoint_num_gpus=self._job_gpus(spec) if learns_here else 0,
                 runtime_env=runtime_env,
@@ -235,7 +255,9 @@ class RayBackend(Backend):
 
     def signal(self, handle: Handle, request: str, timeout: float, folder: Path | None = None) -> bool:
         """Ask the worker through ``control.json``; wait until the job has ended. A job that waits for its CPUs
-        (PENDING) has no worker yet to ask: a stop cancels it."""
+        (PENDING) has no worker yet to ask: a stop asks Ray to stop it too, which Ray does not do for a job whose
+        process it has not placed yet (ray-project/ray#58353). Such a job keeps the request, and its worker stops
+        at its first step once placed; the stop is then a ClientError that says so, rather than a long wait."""
         if folder is None:
             raise ValueError("the Ray backend signals through the experiment's folder")
         self.storage(folder).write_text(CONTROL, json.dumps({"request": request, "at": time.time()}))
@@ -244,7 +266,18 @@ class RayBackend(Backend):
                 self.client.stop_job(handle)
             except _job_errors():
                 pass  # it has started meanwhile: its worker reads the request
-        deadline = time.monotonic() + timeout
+            if not self._ended_within(handle, PENDING_STOP_SECONDS) and self.job_status(handle) == "PENDING":
+                raise ClientError(
+                    f"the Ray job {handle} still waits for the CPUs it asked for on the cluster '{self.cluster}', and "
+                    "Ray does not stop a job before it places it (ray-project/ray#58353)",
+                    hint="The run keeps the stop request: it stops at its first step once the cluster has the CPUs "
+                    "for it (or Ray fails it after 15 minutes of waiting). 'tfcli experiment show' follows it.",
+                )
+        return self._ended_within(handle, timeout)
+
+    def _ended_within(self, handle: Handle, seconds: float) -> bool:
+        """Whether the job ends (or is gone) within ``seconds``."""
+        deadline = time.monotonic() + seconds
         while time.monotonic() < deadline:
             status = self.job_status(handle, fresh=True)  # a wait asks each time: one silent moment is not its end
             if status is None or status in ENDED:

@@ -86,6 +86,12 @@ def _add_new(experiments: argparse._SubParsersAction) -> None:
     new.add_argument("--num-parameter-servers", type=int, help="parameter servers (distributed run mode)")
     new.add_argument("--run-mode", choices=("single", "multi-threaded", "distributed"), help="how the workers run")
     new.add_argument("-N", "--num-environments", type=int, help="vectorized environment copies (default 1)")
+    new.add_argument(
+        "--torch-threads",
+        type=int,
+        help="torch threads of whatever runs the agent (default 1, fastest for small networks; CNN agents "
+        "gain from more where cores are free)",
+    )
     new.add_argument("--seed", type=int, help="random seed (default 0)")
     new.add_argument(
         "--seeds",
@@ -316,6 +322,7 @@ def experiment_new(args: argparse.Namespace) -> None:
         "num_parameter_servers": args.num_parameter_servers,
         "run_mode": args.run_mode,
         "num_environments": args.num_environments,
+        "torch_threads": args.torch_threads,
         "seed": args.seed,
         "description": args.description,
     }

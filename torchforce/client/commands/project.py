@@ -39,10 +39,11 @@ def add_parser(groups: argparse._SubParsersAction) -> None:
         help="show or change how many experiments run at once on this machine",
         description="Experiments started on this machine beyond the limit wait in a queue (status 'queued') and "
         "start by\nthemselves, first come first served, as running ones end. Without a setting, as many run at "
-        "once as\nfit the CPUs: a single-mode run takes 1 (with subprocess vectorization, num_environments), a "
-        "multi-\nthreaded one num_workers, a distributed one num_workers + 1. --max-parallel N allows N at once "
-        "whatever\ntheir size; 'auto' goes back to counting CPUs. Runs on Ray and GKE clusters are placed by "
-        "their\ncluster and not counted. The setting is 'queue' in .tfcli/project.json.",
+        "once as\nfit the CPUs: a single-mode run takes its torch_threads, 1 by default (with subprocess "
+        "vectorization,\nat least num_environments), a multi-threaded one num_workers, a distributed one "
+        "num_workers + 1\n(each worker times its torch_threads). --max-parallel N allows N at once whatever their "
+        "size;\n'auto' goes back to counting CPUs. Runs on Ray and GKE clusters are placed by their cluster and "
+        "not\ncounted. The setting is 'queue' in .tfcli/project.json.",
         examples=[
             "tfcli project config",
             "tfcli project config --max-parallel 2",

@@ -335,7 +335,9 @@ def show_lines(experiment: Experiment, row: dict[str, Any], recent: list[float])
         f"Status       {status_line(row)}" + (f" (PID {row['pid']})" if row["pid"] else ""),
         f"Agent        {row['agent']}" + (f" ({spec['sources']['agent']})" if spec["sources"].get("agent") else ""),
         f"Environment  {row['environment']} x {row['num_environments']}",
-        f"Run mode     {row['run_mode']}, seed {spec.get('seed')}",
+        f"Run mode     {row['run_mode']}, "
+        + (f"{spec['torch_threads']} torch threads, " if (spec.get("torch_threads") or 1) > 1 else "")
+        + f"seed {spec.get('seed')}",
         f"Runs on      {runs_on}",
         f"Budget       {budget(spec)}",
         f"Progress     {_shown(row, 'timesteps', '{:,}'.format)} timesteps, "
