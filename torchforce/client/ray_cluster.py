@@ -298,11 +298,12 @@ def status(record: ClusterRecord) -> dict[str, Any]:
         return result
     load = (((report.get("data") or {}).get("clusterStatus") or {}).get("loadMetricsReport") or {}).get("usage") or {}
     result.update(state="alive", nodes=len(nodes))
-    result["cpus_one_node"] = max((float((n.get("resources_total") or {}).get("CPU", 0.0)) for n in nodes), default=0.0)
     for resource, key in (("CPU", "cpus"), ("GPU", "gpus")):
-        total = sum(float((node.get("resources_total") or {}).get(resource, 0.0)) for node in nodes)
-        used = float((load.get(resource) or [0.0])[0])
+        per_node = [float((node.get("resources_total") or {}).get(resource, 0.0)) for node in nodes]
+        total, used = sum(per_node), float((load.get(resource) or [0.0])[0])
         result[key], result[f"{key}_free"] = total, max(total - used, 0.0)
+        if resource == "CPU":
+            result["cpus_one_node"] = max(per_node, default=0.0)
     return result
 
 

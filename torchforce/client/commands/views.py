@@ -19,6 +19,7 @@ from typing import Any
 from torchforce.client.aggregate import WINDOW, bootstrap_interval, interquartile_mean
 from torchforce.client.commands.output import elapsed, format_table, relative
 from torchforce.client.experiment import Experiment
+from torchforce.client.experiment_file import torch_threads_of
 from torchforce.client.groups import format_seeds
 from torchforce.client.project import Project
 from torchforce.client.report import GroupSummary, Summary, read_episodes, recent_mean
@@ -330,13 +331,14 @@ def show_lines(experiment: Experiment, row: dict[str, Any], recent: list[float])
         if row["spec_cluster"] and row["spec_cluster"] != row["cluster"]
         else ""
     )
+    threads = torch_threads_of(spec)
     lines = [
         f"Experiment   {experiment.name}" + (f" - {spec['description']}" if spec.get("description") else ""),
         f"Status       {status_line(row)}" + (f" (PID {row['pid']})" if row["pid"] else ""),
         f"Agent        {row['agent']}" + (f" ({spec['sources']['agent']})" if spec["sources"].get("agent") else ""),
         f"Environment  {row['environment']} x {row['num_environments']}",
         f"Run mode     {row['run_mode']}, "
-        + (f"{spec['torch_threads']} torch threads, " if (spec.get("torch_threads") or 1) > 1 else "")
+        + (f"{threads} torch threads, " if threads > 1 else "")
         + f"seed {spec.get('seed')}",
         f"Runs on      {runs_on}",
         f"Budget       {budget(spec)}",
