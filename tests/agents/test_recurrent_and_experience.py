@@ -106,6 +106,86 @@ def test_recurrent_state_is_carried_within_an_episode_and_restarts_after_a_termi
 
 
 @pytest.mark.parametrize("name", ["ppo", "dqn"])
+def test_each_stored_step_holds_the_recurrent_state_its_next_state_starts_from(name):
+    """``next_internals``: what acting on the step left, the state the next step acts from within an episode; for a
+    step that ended it (a truncation here, whose next state is the final one given to observe) the state acting
+    left, not the zeros the next episode starts from."""
+    agent = build(name)
+    internal, after = zeros(1), []
+    for t in range(2 * LENGTH):
+        agent.act(STATES[t, 0])
+        after.append(lstm_step(agent, STATES[t, :1], internal))
+        end = (t + 1) % LENGTH == 0
+        agent.observe(terminal=2 if end and t < LENGTH else int(end), reward=0.0, next_states=STATES[t + 1, 0])
+        internal = zeros(1) if end else after[-1]
+    data, size = agent.memory.state_dict()["data"], len(agent.memory)
+    assert size == 2 * LENGTH and data["terminal"][:size].tolist() == [0] * 4 + [2] + [0] * 4 + [1]
+    following, own = data[f"next_internals/{LSTM}"][:size], data[f"internals/{LSTM}"][:size]
+    np.testing.assert_array_equal(following, torch.cat(after).numpy())
+    np.testing.assert_array_equal(following[: LENGTH - 1], own[1:LENGTH])  # within the episode: the next step's
+    assert following[LENGTH - 1].all() and not own[LENGTH].any()  # the truncated step's, not the next episode's
+
+
+FLOAT_SPECS = {  # recurrent agents of float actions, learning from a replay memory
+    "ddpg": {"type": "ddpg", "critic_network": [{"type": "dense", "size": 8}], "random_timesteps": 0},
+    "naf": {"type": "naf"},
+}
+
+
+@pytest.mark.parametrize("name", ["dqn", "dqn_nstep", "dqfd", "ddpg", "naf", "ppo"])
+def test_values_of_the_next_state_start_from_the_next_internals(name):
+    """The targets of every agent that bootstraps (a TD target, n-step returns, PPO's value of a cut segment's next
+    state) run the network on the next state from the recurrent state acting left there: changing the stored next
+    internals changes them, where the step's own internals once stood in."""
+    from torchforce.agents.transitions import Transitions
+
+    float_actions = name in FLOAT_SPECS
+    env = make("minimal", action_type="float" if float_actions else "int")
+    spec = {
+        "type": name,
+        "network": RNN,
+        "update_mode": {"unit": "timesteps", "batch_size": 64, "frequency": 64},
+        "memory": {"type": "replay" if name != "ppo" else "latest", "capacity": 64},
+        "seed": 3,
+        **FLOAT_SPECS.get(name, {}),
+    }
+    if name == "dqn_nstep":  # learns from whole episodes; n-step returns bootstrap within them
+        spec.update(update_mode={"unit": "episodes", "batch_size": 10}, memory={"type": "latest", "capacity": 1000})
+        spec["horizon"] = 2
+    if name == "ppo":
+        spec["baseline_mode"], spec["baseline"] = "network", {"type": "mlp", "sizes": [8]}  # on the embedding
+        spec["baseline_optimizer"] = {"type": "adam", "learning_rate": 1e-3}
+    agent = create_agent(spec, states=env.states, actions=env.actions)
+    for t in range(12):  # two episodes of 5, then two steps cut open
+        agent.act(STATES[t, 0])
+        agent.observe(terminal=int((t + 1) % LENGTH == 0 and t < 10), reward=float(t % 3))
+    if name == "ppo":
+        agent.act(STATES[12, 0])  # the two open steps wait for this state, and are cut for an update
+        segments = agent.episodes.flush()
+        contents = {key: np.concatenate([segment[key] for segment in segments]) for key in segments[0]}
+    else:
+        contents = agent.memory.contents()
+    batch = Transitions.from_numpy(contents, torch.device("cpu"))
+    assert (batch.terminal != 1).any() and len(batch.next_internals[LSTM]) == len(batch)
+    moved = Transitions.from_numpy(contents, torch.device("cpu"))
+    moved.next_internals = {LSTM: batch.next_internals[LSTM] + 0.5}
+
+    def targets(transitions: Transitions) -> torch.Tensor:
+        with torch.no_grad():
+            if name == "dqn_nstep":
+                return torch.cat([value.reshape(-1) for value in agent._targets(transitions).values()])
+            if name == "ppo":
+                return agent._next_values(transitions, torch.zeros(len(transitions)))
+            if name == "dqfd":
+                return agent._td_loss(transitions.flat())[0]
+            if name == "ddpg":
+                return agent._critic_loss(transitions.flat())
+            return agent._loss(transitions.flat())
+
+    assert not torch.allclose(targets(batch), targets(moved))
+
+
+@pytest.mark.parametrize("name", ["ppo", "dqn"])
 def test_the_same_state_acts_differently_after_another_history(name):
     no_updates = {**SPECS[name]["update_mode"], "batch_size": 50}
     agent = build(name, "float" if name == "ppo" else "int", update_mode=no_updates)
@@ -277,6 +357,18 @@ def test_import_experience_with_recurrent_internals():
     rows = stored(agent)
     np.testing.assert_array_equal(rows[f"internals/{LSTM}"], np.stack([internal, np.zeros((2, 8), np.float32)]))
     np.testing.assert_array_equal(rows["terminal"], [0, 2])
+    # the next internals: the following step's within the episode; the open last step stands in its own
+    np.testing.assert_array_equal(rows[f"next_internals/{LSTM}"], np.zeros((2, 2, 8), np.float32))
+
+
+def test_imported_steps_get_the_next_steps_internals_within_their_episode():
+    agent = build("dqn")
+    internals = [np.full((2, 8), k + 1, dtype=np.float32) for k in range(len(EXPERIENCE))]
+    agent.import_experience(
+        [dict(step, internals={LSTM: value}) for step, value in zip(EXPERIENCE, internals, strict=True)]
+    )
+    following = stored(agent)[f"next_internals/{LSTM}"][:, 0, 0]
+    assert following.tolist() == [2, 3, 3, 5, 5]  # terminal after the third step; the fifth is the open end
 
 
 @pytest.mark.parametrize("spec", [{"type": "random"}, {"type": "constant", "action_values": 1}])

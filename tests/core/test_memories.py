@@ -613,3 +613,30 @@ def test_an_optional_field_left_out_is_zeros_where_stored_and_loaded():
     assert ids_of(memory.contents()) == [2, 3, 4] and memory.contents()["acted/v"].tolist() == [0.0, 0.0, 0.0]
     with pytest.raises(ValueError, match="missing: states/x"):
         memory.store({name: values for name, values in rows([6]).items() if name != "states/x"})  # not optional
+
+
+def test_an_optional_field_with_a_fallback_left_out_copies_it_where_stored_and_loaded():
+    fields = {**FIELDS, "states/y": FieldSpec((2,), np.float32, optional=True, fallback="states/x")}
+    memory = build_memory({"type": "latest", "capacity": 3}, fields, rng=np.random.default_rng(0))
+    memory.store({**rows([1]), "states/y": np.array([[9.0, 9.0]], np.float32)})
+    memory.store(rows([2, 3]))  # left out: a copy of states/x
+    assert memory.contents()["states/y"].tolist() == [[9.0, 9.0], [2.0, -2.0], [3.0, -3.0]]
+    state = memory.state_dict()
+    state["data"] = {name: data for name, data in state["data"].items() if name != "states/y"}
+    memory.store({**rows([4]), "states/y": np.array([[7.0, 7.0]], np.float32)})
+    memory.load_state_dict(state)  # saved without it: a copy of states/x, the 9.0s gone with the saved rows
+    assert memory.contents()["states/y"].tolist() == [[1.0, -1.0], [2.0, -2.0], [3.0, -3.0]]
+
+
+@pytest.mark.parametrize(
+    "spec",
+    [
+        FieldSpec((2,), np.float32, fallback="states/x"),  # not optional
+        FieldSpec((2,), np.float32, optional=True, fallback="states/z"),  # no such field
+        FieldSpec((3,), np.float32, optional=True, fallback="states/x"),  # another shape
+        FieldSpec((2,), np.float64, optional=True, fallback="states/x"),  # another dtype
+    ],
+)
+def test_a_fallback_must_be_another_field_of_the_same_shape_and_dtype(spec):
+    with pytest.raises(ValueError, match=re.escape("memory field 'states/y': its fallback")):
+        build_memory({"type": "latest", "capacity": 3}, {**FIELDS, "states/y": spec}, rng=np.random.default_rng(0))

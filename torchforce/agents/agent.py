@@ -277,6 +277,12 @@ class Agent:
             fields[f"next_states/{name}"] = FieldSpec(spec.shape, dtype)
         for name, shape in self.policy.network.internals.items():
             fields[f"internals/{name}"] = FieldSpec(shape, np.dtype(np.float32))
+        for name, shape in self.policy.network.internals.items():
+            # the recurrent state after the step, that values of the next state start from; rows stored without it
+            # (a memory or staging of a checkpoint from before 2026-12-06) read their own internals instead
+            fields[f"next_internals/{name}"] = FieldSpec(
+                shape, np.dtype(np.float32), optional=True, fallback=f"internals/{name}"
+            )
         for name, action in self.actions_spec.items():
             fields[f"actions/{name}"] = FieldSpec(action.shape, STATE_DTYPES[action.type])
         for name, dtype in self._acted_fields().items():
@@ -349,7 +355,9 @@ class Agent:
         if at_random:
             actions = uniform_actions(self.actions_spec, rows, self.rng)
         if self.learning:
-            episodes.record(batch, before, actions, self._acted(actions, self._acted_kept) if record else {})
+            episodes.record(
+                batch, before, episodes.internals, actions, self._acted(actions, self._acted_kept) if record else {}
+            )
         episodes.acted = True
         self.timestep += rows
         output = self._as_output(actions, batched)

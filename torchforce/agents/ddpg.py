@@ -122,11 +122,11 @@ class DDPGAgent(LearningAgent):
         return {"critic_loss": critic.get("loss", 0.0), "actor_loss": actor.get("loss", 0.0)}
 
     def _critic_loss(self, data: FlatBatch, reference: Any = None) -> torch.Tensor:
-        states, internals, actions = group(data, "states"), group(data, "internals"), group(data, "actions")
-        next_states = group(data, "next_states")
+        states, actions = group(data, "states"), group(data, "actions")
+        next_states, next_internals = group(data, "next_states"), group(data, "next_internals")
         # the critic's target: y = r + gamma [terminal != 1] Q'(s', mu'(s'))
         with torch.no_grad():
-            next_params, _, _ = self.target(next_states, internals)
+            next_params, _, _ = self.target(next_states, next_internals)
             next_value = self.target_critic(next_states, self.target.sample(next_params, deterministic=True))
             y = td_targets(data["reward"], data["terminal"], next_value, self.discount)
         # the critic's loss: half the mean squared error of Q(s, a) against y

@@ -119,14 +119,14 @@ class DQFDAgent(QLearningAgent):
     def _td_loss(self, data: FlatBatch) -> tuple[torch.Tensor, Any, dict[str, torch.Tensor]]:
         """J_DQ per instance, the double-DQN TD loss, with the policy's parameters and Q(s, .; theta)."""
         states, internals, actions = group(data, "states"), group(data, "internals"), group(data, "actions")
-        next_states = group(data, "next_states")
+        next_states, next_internals = group(data, "next_states"), group(data, "next_internals")
         params, _, _ = self.policy(states, internals)
         q = {name: q_values(head, params[name]) for name, head in self.policy.heads.items()}
 
         # double-DQN TD target: y = r + gamma [terminal != 1] Q(s', argmax_a' Q(s', a'; theta); theta^-)
         with torch.no_grad():
-            target_params, _, _ = self.target(next_states, internals)
-            online_params, _, _ = self.policy(next_states, internals)
+            target_params, _, _ = self.target(next_states, next_internals)
+            online_params, _, _ = self.policy(next_states, next_internals)
             y = {}
             for name, head in self.target.heads.items():
                 online_q = q_values(self.policy.heads[name], online_params[name])

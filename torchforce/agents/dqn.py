@@ -9,7 +9,8 @@ a batch of transitions (s, a, r, terminal, s') sampled from the replay memory, t
 y - Q(s, a; theta) (its gradient is the TD error), or the Huber loss with threshold ``huber_loss`` (the gradient
 clipped to [-h, h]), per action element. Prioritized replay's importance-sampling weights multiply each
 transition's loss, and its priorities are the |TD errors|. Unlike 2018, terminal transitions are trained (their
-target is the reward) and time-limit truncations (terminal 2) bootstrap from the next state.
+target is the reward) and time-limit truncations (terminal 2) bootstrap from the next state. With a recurrent network
+Q(s', .) starts from the recurrent state acting on s left (the transition's next internals), as in 0.4.
 
 Acting is greedy in Q, as in every Q agent (``q_learning.py``).
 """
@@ -80,14 +81,14 @@ class DQNAgent(QLearningAgent):
 
     def _loss(self, batch: FlatBatch, reference: Any = None) -> torch.Tensor:
         states, internals, actions = group(batch, "states"), group(batch, "internals"), group(batch, "actions")
-        next_states = group(batch, "next_states")
+        next_states, next_internals = group(batch, "next_states"), group(batch, "next_internals")
         params, _, _ = self.policy(states, internals)
         q = {name: q_values(head, params[name]) for name, head in self.policy.heads.items()}  # Q(s, .; theta)
 
         # TD target: y = r + gamma [terminal != 1] Q(s', a*; theta^-), a* = argmax_a' Q(s', a'; theta or theta^-)
         with torch.no_grad():
-            target_params, _, _ = self.target(next_states, internals)
-            online_params = self.policy(next_states, internals)[0] if self.double_q_model else None
+            target_params, _, _ = self.target(next_states, next_internals)
+            online_params = self.policy(next_states, next_internals)[0] if self.double_q_model else None
             y = {}
             for name, head in self.target.heads.items():
                 online_q = None if online_params is None else q_values(self.policy.heads[name], online_params[name])

@@ -69,8 +69,8 @@ class DQNNstepAgent(QLearningAgent):
     def _targets(self, batch: Transitions) -> dict[str, torch.Tensor]:
         """R_t per action: n-step or episode returns, bootstrapped with the target network's V' (see above)."""
         # V'(s_{t+1}) = Q(s_{t+1}, a*; theta^-), a* = argmax_a Q(s_{t+1}, a; theta or theta^-)
-        target_params, _, _ = self.target(batch.next_states, batch.internals)
-        online_params = self.policy(batch.next_states, batch.internals)[0] if self.double_q_model else None
+        target_params, _, _ = self.target(batch.next_states, batch.next_internals)
+        online_params = self.policy(batch.next_states, batch.next_internals)[0] if self.double_q_model else None
         reward, terminal = batch.reward.cpu().numpy(), batch.terminal.cpu().numpy()
         returns = {}
         for name, head in self.target.heads.items():

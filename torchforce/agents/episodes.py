@@ -3,8 +3,9 @@
 ``Episodes`` keeps, per row, whether a new episode starts at the next ``act``, the return and length so far, and
 for a learning agent the recurrent state of its policy and the transitions not yet in the memory, in ``Staging``:
 
-- A transition (s, internals, a, r, terminal, s') is complete once s' is known: at once for a terminal row, or at
-  the next ``act`` otherwise.
+- A transition (s, internals, a, r, terminal, s', next internals) is complete once s' is known: at once for a
+  terminal row, or at the next ``act`` otherwise (the next internals, the recurrent state acting left, are known at
+  once).
 - ``Staging`` holds the transitions of every row in one time-major buffer ``[slot, row]``: each ``act`` writes the
   step of all rows into one slot, ``observe`` its rewards and terminals, and the next ``act`` its next states, one
   slice per field. Off-policy agents store each transition as it completes and reuse the slot; on-policy agents keep
@@ -65,10 +66,16 @@ class Staging:
     # ------------------------------------------------------------------ a step
 
     def record(
-        self, states: Batch, internals: dict[str, torch.Tensor], actions: dict[str, np.ndarray], acted: Batch
+        self,
+        states: Batch,
+        internals: dict[str, torch.Tensor],
+        following: dict[str, torch.Tensor],
+        actions: dict[str, np.ndarray],
+        acted: Batch,
     ) -> None:
-        """The step just acted in every row: the (preprocessed) states, the recurrent state acted from, actions, and
-        what acting computed that updates may reuse (``acted/<name>`` fields; see ``LearningAgent._acted``)."""
+        """The step just acted in every row: the (preprocessed) states, the recurrent state acted from and the one
+        acting left (``following``: what the next state's values start from), actions, and what acting computed
+        that updates may reuse (``acted/<name>`` fields; see ``LearningAgent._acted``)."""
         self.restored = None
         if self.keep:
             self._advance()
@@ -77,6 +84,8 @@ class Staging:
             buffer[f"states/{name}"][step] = values
         for name, tensor in internals.items():
             buffer[f"internals/{name}"][step] = tensor.detach().cpu().numpy()
+        for name, tensor in following.items():
+            buffer[f"next_internals/{name}"][step] = tensor.detach().cpu().numpy()
         for name, values in actions.items():
             buffer[f"actions/{name}"][step] = values
         for name, values in acted.items():
@@ -204,7 +213,9 @@ class Staging:
         if self.restored is not None:
             return _copied(self.restored)
         step = max(self.step, 0)
-        record = {name: values[step].copy() for name, values in self.buffer.items() if not name.startswith("next_")}
+        record = {
+            name: values[step].copy() for name, values in self.buffer.items() if not name.startswith("next_states/")
+        }
         open_state = {"record": record, "waiting": self.waiting.copy()}
         if not self.keep:
             return open_state, None
@@ -239,6 +250,9 @@ class Staging:
             for row, (first, length) in enumerate(zip(self.first.tolist(), lengths.tolist(), strict=True)):
                 for name, values in segments["buffer"].items():
                     self.buffer[name][first : first + length, row] = values[row, :length]
+        for name, field in self.fields.items():  # and those with a fallback: a copy of it (FieldSpec)
+            if field.fallback is not None and name not in open_state["record"]:
+                self.buffer[name][...] = self.buffer[field.fallback]
         self.restored = restored
 
 
@@ -361,10 +375,15 @@ class Episodes:
         return self.staging
 
     def record(
-        self, states: Batch, internals: dict[str, torch.Tensor], actions: dict[str, np.ndarray], acted: Batch
+        self,
+        states: Batch,
+        internals: dict[str, torch.Tensor],
+        following: dict[str, torch.Tensor],
+        actions: dict[str, np.ndarray],
+        acted: Batch,
     ) -> None:
         """The step just acted in every row: see ``Staging.record``."""
-        self._staging().record(states, internals, actions, acted)
+        self._staging().record(states, internals, following, actions, acted)
 
     def observe(self, terminal: np.ndarray, reward: np.ndarray) -> None:
         """What followed the step in every row: its (preprocessed) ``reward`` and ``terminal``."""

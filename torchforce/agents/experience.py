@@ -280,6 +280,8 @@ def experience_batch(
     states, following = experience_states(states, batch["terminal"], preprocessing, process)
     for name in states:
         batch[f"states/{name}"], batch[f"next_states/{name}"] = states[name], following[name]
+    for name in internals:  # the recurrent state the next step acted from (recorded, it is what acting left)
+        batch[f"next_internals/{name}"] = _following(batch[f"internals/{name}"], batch["terminal"])
     return batch
 
 
@@ -299,12 +301,15 @@ def experience_states(
         processed = _by_episode(states, terminal, preprocessing)
     else:
         processed = process(states)
-    following = {}
+    return processed, {name: _following(values, terminal) for name, values in processed.items()}
+
+
+def _following(values: np.ndarray, terminal: np.ndarray) -> np.ndarray:
+    """Each step's next row within its episode; a step that ends one (terminal != 0), or the last, its own."""
+    following = np.concatenate([values[1:], values[-1:]])
     ended = terminal != 0
-    for name, values in processed.items():
-        following[name] = np.concatenate([values[1:], values[-1:]])
-        following[name][ended] = values[ended]  # no next state across an episode's end
-    return processed, following
+    following[ended] = values[ended]  # nothing follows across an episode's end
+    return following
 
 
 def _by_episode(states: Batch, terminal: np.ndarray, preprocessing: dict[str, Any]) -> Batch:

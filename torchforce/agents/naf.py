@@ -165,7 +165,7 @@ class NAFAgent(LearningAgent):
         internals = group(data, "internals")
         # TD target: y = r + gamma [terminal != 1] V'(s'), the target network's value of the next state
         with torch.no_grad():
-            _, _, next_embedding = self.target(group(data, "next_states"), internals)
+            _, _, next_embedding = self.target(group(data, "next_states"), group(data, "next_internals"))
             next_value, _ = self.target_heads(next_embedding)
             y = td_targets(data["reward"], data["terminal"], next_value, self.discount)
         # the regression of Q(s, a) onto y: half the squared TD error, or the Huber loss

@@ -182,7 +182,7 @@ class PolicyGradientAgent(LearningAgent):
         baseline, mode = self.baseline, self.baseline_mode
         assert baseline is not None and mode is not None  # called only for an agent with a baseline
         if batch.internals:
-            return state_values(baseline, mode, self.policy, batch.next_states, batch.internals)
+            return state_values(baseline, mode, self.policy, batch.next_states, batch.next_internals)
         follows = torch.zeros(len(batch), dtype=torch.bool, device=values.device)
         if len(batch) > 1:
             same = (

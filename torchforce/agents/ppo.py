@@ -115,7 +115,7 @@ class PPOAgent(PolicyGradientAgent):
         # ---- 1. Advantages A_t (GAE, Schulman et al. 2016) and log pi_old(a_t|s_t) of the collecting policy ----
         data = self._with_advantages(batch)  # + advantages A_t, returns R_t, log pi_old(a_t|s_t)
         # ---- 2. Several steps on the clipped surrogate (see _policy_loss), one per minibatch ----
-        trained = {key: value for key, value in data.items() if not key.startswith("next_states/")}  # unread here
+        trained = {key: value for key, value in data.items() if not key.startswith("next_")}  # unread here
         for indices in self._minibatches(len(batch)):
             # index_select: for image rows about 20x faster than indexing with a tensor (value[indices])
             minibatch = {key: value.index_select(0, indices) for key, value in trained.items()}

@@ -16,7 +16,8 @@ FlatBatch = Mapping[str, torch.Tensor]
 
 @dataclass
 class Transitions:
-    """A retrieved batch as tensors: states, internals, actions and next states keyed by name, for prioritized
+    """A retrieved batch as tensors: states, internals, actions, next states and next internals (the recurrent state
+    acting left, that values of the next state start from) keyed by name, for prioritized
     replay the importance-sampling weights and the storage indices, and what acting computed (``acted``, keyed by
     name: see ``LearningAgent._acted_fields``)."""
 
@@ -26,6 +27,7 @@ class Transitions:
     reward: torch.Tensor
     terminal: torch.Tensor
     next_states: dict[str, torch.Tensor]
+    next_internals: dict[str, torch.Tensor] = field(default_factory=dict)
     weights: torch.Tensor | None = None
     indices: np.ndarray | None = None
     acted: dict[str, torch.Tensor] = field(default_factory=dict)
@@ -49,6 +51,7 @@ class Transitions:
             reward=to_device(data["reward"], device),
             terminal=to_device(data["terminal"], device),
             next_states=tensors("next_states/"),
+            next_internals=tensors("next_internals/"),
             weights=None if weights is None else to_device(weights, device),
             indices=data.get("indices"),
             acted=tensors("acted/"),
@@ -60,7 +63,7 @@ class Transitions:
     def flat(self) -> dict[str, torch.Tensor]:
         """One flat dict of tensors with the same leading size, as optimizers take it (``states/<name>``...)."""
         data: dict[str, torch.Tensor] = {"reward": self.reward, "terminal": self.terminal}
-        for prefix in ("states", "internals", "actions", "next_states"):
+        for prefix in ("states", "internals", "actions", "next_states", "next_internals"):
             data.update({f"{prefix}/{name}": value for name, value in getattr(self, prefix).items()})
         if self.weights is not None:
             data["weights"] = self.weights

@@ -38,11 +38,13 @@ RESERVED_NAMES = ("indices", "weights")  # keys that retrievals add to the field
 @dataclass(frozen=True)
 class FieldSpec:
     """The per-row shape and the dtype of one stored field (``()`` for a scalar per row). An ``optional`` field may
-    be left out of a stored batch or a saved memory: its rows are then zeros."""
+    be left out of a stored batch or a saved memory: its rows are then zeros, or with a ``fallback`` (the name of
+    another field of the same shape and dtype) a copy of that field's rows."""
 
     shape: tuple[int, ...]
     dtype: np.dtype
     optional: bool = False
+    fallback: str | None = None
 
     def __post_init__(self) -> None:
         shape = tuple(operator.index(size) for size in self.shape)
@@ -65,6 +67,15 @@ def check_fields(fields: Mapping[str, FieldSpec]) -> dict[str, FieldSpec]:
             raise TypeError(f"memory field '{name}' must be a FieldSpec, got {type(spec).__name__}.")
         if name in RESERVED_NAMES:
             raise ValueError(f"memory field name '{name}' is reserved: retrievals add '{name}' themselves.")
+    for name, spec in fields.items():
+        fallback = fields.get(spec.fallback) if spec.fallback is not None else None
+        if spec.fallback is not None and (
+            not spec.optional or fallback is None or (fallback.shape, fallback.dtype) != (spec.shape, spec.dtype)
+        ):
+            raise ValueError(
+                f"memory field '{name}': its fallback '{spec.fallback}' must be another field of the same shape and "
+                "dtype, and the field itself optional."
+            )
     for name, dtype in REQUIRED_FIELDS.items():
         if name not in fields:
             raise ValueError(
@@ -226,8 +237,10 @@ class Memory:
             for frames in self._frames.values():
                 frames.forget(lost)
         stored = {name: array for name, array in arrays.items() if name in self._data}
-        for name in self._data.keys() - stored.keys():  # optional fields left out: zeros
-            stored[name] = np.zeros((n, *self.fields[name].shape), self.fields[name].dtype)
+        for name in self._data.keys() - stored.keys():  # optional fields left out: zeros, or their fallback's rows
+            fallback = self.fields[name].fallback
+            given = arrays.get(fallback) if fallback is not None else None
+            stored[name] = np.zeros((n, *self.fields[name].shape), self.fields[name].dtype) if given is None else given
         if end <= self._capacity:
             for name, array in stored.items():
                 self._data[name][start:end] = array
@@ -456,7 +469,10 @@ class Memory:
                 raise ValueError("memory.load_state_dict: the saved memory has no next_states.")
             self._next_states.check_state(state["next_states"], size, (np.arange(size) - oldest) % self._capacity)
         for name, values in self._data.items():
-            saved = data.get(name)  # an optional field the memory was saved without: zeros
+            saved = data.get(name)  # an optional field the memory was saved without: zeros, or its fallback's rows
+            fallback = self.fields[name].fallback
+            if saved is None and fallback is not None and fallback in data:
+                saved = data[fallback]
             filled = 0 if saved is None else len(saved)
             if saved is not None:
                 values[:filled] = saved
