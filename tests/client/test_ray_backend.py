@@ -144,7 +144,8 @@ def test_the_same_spec_runs_in_single_mode_here_and_on_the_cluster(project):
 
 def test_an_attached_cluster_with_file_storage_runs_stops_and_downloads(project, tmp_path):
     """Attach to the running cluster as to someone else's (its Jobs address and token, results on a file:// URI),
-    run a multi-threaded experiment there and stop it: it checkpoints, and stop downloads the results."""
+    run a multi-threaded experiment there (one worker thread: a node here has one CPU) and stop it: it checkpoints,
+    and stop downloads the results."""
     record = project.store.cluster(CLUSTER)
     address = record.runtime["dashboard"].removeprefix("http://")
     storage = f"file://{tmp_path / 'shared'}"
@@ -159,11 +160,11 @@ def test_an_attached_cluster_with_file_storage_runs_stops_and_downloads(project,
         timeout=120,
     )
     assert attached.returncode == 0 and "Attached" in attached.stdout, attached.stderr
-    experiment = new(project, "threads", "--run-mode", "multi-threaded", "--num-workers", "2", "-t", "200000")
+    experiment = new(project, "threads", "--run-mode", "multi-threaded", "--num-workers", "1", "-t", "200000")
     experiment.start(cluster="lab")
     assert experiment.storage().location.startswith(storage)
     wait_for(progress_at_least(experiment, 2000), timeout=180, what="progress")
-    assert len(experiment.progress()["workers"]) == 2
+    assert len(experiment.progress()["workers"]) == 1
     stopped = tfcli(project.root, "experiment", "stop", "-e", "threads")
     assert stopped.returncode == 0, stopped.stderr + experiment.log_tail()
     assert experiment.record().status == "stopped" and experiment.checkpoint_timesteps() >= 2000
@@ -232,6 +233,10 @@ def test_a_killed_driver_resumes_with_max_restarts_and_fails_without(project):
         (["experiment", "start", "-e", "wide", "-c", CLUSTER], "needs 5 CPUs"),
         (["experiment", "start", "-e", "threaded", "-c", CLUSTER], "needs 3 CPUs"),  # --torch-threads 3
         (["experiment", "start", "-e", "two-threads", "-c", CLUSTER], "asks for 2 CPUs on one node for its job"),
+        (  # a worker thread of the multi-threaded mode is a CPU at least: two are more than these nodes have
+            ["experiment", "start", "-e", "two-workers", "-c", CLUSTER],
+            "asks for 2 CPUs on one node for its job (2 worker threads x torch_threads)",
+        ),
         (["cluster", "create", "-f", "ray_remote", "-n", "far", "--address", "127.0.0.1:9"], "no Ray cluster answers"),
         (["cluster", "create", "-f", CLUSTER], "exists already"),
         (["cluster", "delete", "-c", "nope"], "no cluster named 'nope'"),
@@ -243,6 +248,7 @@ def test_bad_cluster_input_is_refused_and_changes_nothing(project, arguments, me
         new(project, "wide", "--run-mode", "distributed", "--num-workers", "5", "-t", "1000")
         new(project, "threaded", "--torch-threads", "3", "-t", "1000")
         new(project, "two-threads", "--torch-threads", "2", "-t", "1000")
+        new(project, "two-workers", "--run-mode", "multi-threaded", "--num-workers", "2", "-t", "1000")
         project.store.add_cluster(
             "gone",
             {"type": "ray", "name": "gone", "address": "127.0.0.1:9", "storage": "/tmp"},
@@ -257,9 +263,10 @@ def test_bad_cluster_input_is_refused_and_changes_nothing(project, arguments, me
 
 
 def test_a_job_asks_for_a_cpu_per_torch_thread_and_a_waiting_one_keeps_its_stop(project, monkeypatch):
-    """Two torch threads ask Ray for 2 CPUs on one node. This cluster of two 1-CPU nodes has none such, and start
-    refuses the run (the bad-input test); let past that check, the real job waits as PENDING, where Ray does not stop
-    a job (ray-project/ray#58353): stop says so within seconds instead of waiting, and the run keeps its request."""
+    """Two worker threads of two torch threads each ask Ray for 4 CPUs on one node. This cluster of two 1-CPU nodes
+    has none such, and start refuses the run (the bad-input test); let past that check, the real job waits as
+    PENDING, where Ray does not stop a job (ray-project/ray#58353): stop says so within seconds instead of waiting,
+    and the run keeps its request."""
     from ray.job_submission import JobSubmissionClient
 
     from torchforce.client import ClientError
@@ -273,17 +280,19 @@ def test_a_job_asks_for_a_cpu_per_torch_thread_and_a_waiting_one_keeps_its_stop(
 
     monkeypatch.setattr(JobSubmissionClient, "submit_job", recorded)
     monkeypatch.setattr(RayBackend, "check", lambda self, spec: None)
-    experiment = new(project, "waits", "--torch-threads", "2", "-t", "1000")
+    experiment = new(
+        project, "waits", "--run-mode", "multi-threaded", "--num-workers", "2", "--torch-threads", "2", "-t", "1000"
+    )
     experiment.start(cluster=CLUSTER)
     (submitted,) = asked
-    assert submitted["entrypoint_num_cpus"] == 2
+    assert submitted["entrypoint_num_cpus"] == 4
     handle = experiment.record().job
     backend = RayBackend(project, CLUSTER)
     time.sleep(10)  # a job of one thread runs here within seconds (the other tests)
     assert backend.job_status(handle, fresh=True) == "PENDING"
     shown = tfcli(project.root, "experiment", "show", "-e", "waits")
     assert "Status       pending (its Ray job waits for the CPUs it asked for)" in shown.stdout, shown.stderr
-    assert "Run mode     single, 2 torch threads" in shown.stdout
+    assert "Run mode     multi-threaded, 2 torch threads" in shown.stdout
     began = time.monotonic()
     with pytest.raises(ClientError, match=r"does not stop a job before it places it \(ray-project/ray#58353\)"):
         experiment.stop(no_download=True)

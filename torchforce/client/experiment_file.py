@@ -583,6 +583,16 @@ def torch_threads_of(spec: dict[str, Any]) -> int:
     return max(int(spec.get("torch_threads") or 1), 1)
 
 
+def agent_process_cpus(spec: dict[str, Any]) -> int:
+    """The CPUs one process that runs the agent keeps busy: its ``torch_threads``, times ``num_workers`` in the
+    multi-threaded run mode, whose worker threads act and update at once (torch computes outside Python's lock), each
+    on that many threads. In the distributed mode, each Ray worker's process."""
+    threads = torch_threads_of(spec)
+    if spec.get("run_mode") == "multi-threaded":
+        return max(int(spec.get("num_workers") or 1), 1) * threads
+    return threads
+
+
 def worker_agent_spec(spec: dict[str, Any], *, summaries: str | None = None) -> dict[str, Any]:
     """The agent spec a worker builds: saving is done by the worker itself, summaries go to ``summaries``."""
     # the worker saves; the experiment's run mode says how it runs (see _run_mode_from_execution)

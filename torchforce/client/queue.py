@@ -59,16 +59,14 @@ def available_cpus() -> int:
 
 def cpus_per_run(spec: dict[str, Any]) -> int:
     """The CPUs one run of ``spec`` keeps busy on this machine (see the module's docstring)."""
-    from torchforce.client.experiment_file import torch_threads_of
+    from torchforce.client.experiment_file import agent_process_cpus
 
-    workers, threads = max(int(spec.get("num_workers") or 1), 1), torch_threads_of(spec)
-    if spec.get("run_mode") == "multi-threaded":
-        return workers * threads
+    process = agent_process_cpus(spec)  # the worker's own process, or each Ray worker's
     if spec.get("run_mode") == "distributed":
-        return workers * threads + 1
-    if spec.get("vectorization") == "subprocess":
-        return max(int(spec.get("num_environments") or 1), threads)
-    return threads
+        return max(int(spec.get("num_workers") or 1), 1) * process + 1
+    if spec.get("vectorization") == "subprocess" and spec.get("run_mode") != "multi-threaded":
+        return max(int(spec.get("num_environments") or 1), process)
+    return process
 
 
 @dataclass(frozen=True)

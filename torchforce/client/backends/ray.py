@@ -9,9 +9,10 @@ Pausing and stopping write ``results/control.json``; the worker reads it about o
 so the job ends with status SUCCEEDED and the experiment ``paused`` or ``stopped``.
 
 Ray places a job by the resources it asks for: the job's own process asks for a CPU per torch thread it runs the
-agent on (``entrypoint_num_cpus``: the experiment's ``torch_threads``, 1 by default, which the worker threads of the
-multi-threaded run mode share, taking turns on Python's lock; none in the distributed run mode, whose Ray worker
-actors ask for ``torch_threads`` CPUs each, in a placement group), and a job waits as
+agent on (``entrypoint_num_cpus``: the experiment's ``torch_threads``, 1 by default, for each worker thread of the
+multi-threaded run mode, which act and update at once, as the local queue and a GKE head pod count them; none in
+the distributed run mode, whose Ray worker actors ask for ``torch_threads`` CPUs each, in a placement group), and a
+job waits as
 PENDING until the cluster has them. ``list`` and ``show`` show such a run as ``pending`` rather than running (the
 state database says running: the workload exists). Nothing of it runs yet, so there is nothing to pause. A stop
 writes its request and asks Ray to stop the job (``stop_job``), which Ray does not do before it has placed the job's
@@ -39,7 +40,7 @@ from typing import Any
 
 from torchforce.client.backends.base import Backend, Handle, Launch, check_gpus
 from torchforce.client.errors import ClientError
-from torchforce.client.experiment_file import torch_threads_of
+from torchforce.client.experiment_file import agent_process_cpus, torch_threads_of
 from torchforce.client.modules import modules_folder
 from torchforce.client.storage import Storage
 from torchforce.spec.device import needs_gpu, uses_gpu
@@ -119,8 +120,9 @@ class RayBackend(Backend):
 
     def check(self, spec: dict[str, Any]) -> None:
         """Enough CPUs for the run: ``torch_threads`` per Ray worker in the distributed run mode, or for the job's
-        process otherwise; and on one node, what one process asks for (Ray places a process on one node, and a job
-        that no node can hold would wait for good: Ray cannot cancel a job before it starts)."""
+        process otherwise (per worker thread in the multi-threaded mode: ``agent_process_cpus``); and on one node,
+        what one process asks for (Ray places a process on one node, and a job that no node can hold would wait for
+        good: Ray cannot cancel a job before it starts)."""
         from torchforce.client.ray_cluster import status
 
         state = status(self.record)
@@ -130,8 +132,9 @@ class RayBackend(Backend):
                 hint=f"Has it ended? 'tfcli cluster delete -c {self.cluster}' forgets it; create it again with "
                 "'tfcli cluster create'.",
             )
-        threads = torch_threads_of(spec)
-        needed = spec["num_workers"] * threads if spec["run_mode"] == "distributed" else threads
+        threads, process = torch_threads_of(spec), agent_process_cpus(spec)
+        distributed = spec["run_mode"] == "distributed"
+        needed = spec["num_workers"] * process if distributed else process
         if state["cpus"] is not None and needed > state["cpus"]:
             raise ClientError(
                 f"experiment '{spec['name']}' needs {needed} CPUs on the cluster '{self.cluster}', which has "
@@ -141,12 +144,15 @@ class RayBackend(Backend):
                 + ", or a larger cluster (more nodes or cpus per node).",
             )
         largest = state.get("cpus_one_node")
-        if largest is not None and threads > largest:
-            each = "each of its Ray workers" if spec["run_mode"] == "distributed" else "its job"
+        if largest is not None and process > largest:
+            each = "each of its Ray workers" if distributed else "its job"
+            why = "torch_threads" if process == threads else f"{spec['num_workers']} worker threads x torch_threads"
             raise ClientError(
-                f"experiment '{spec['name']}' asks for {threads} CPUs on one node for {each} (torch_threads), but "
+                f"experiment '{spec['name']}' asks for {process} CPUs on one node for {each} ({why}), but "
                 f"the largest node of the cluster '{self.cluster}' has {largest:g}",
-                hint="Give fewer torch threads (--torch-threads), or a cluster with larger nodes (cpus per node).",
+                hint="Give fewer "
+                + ("torch threads (--torch-threads)" if process == threads else "workers or torch threads")
+                + ", or a cluster with larger nodes (cpus per node).",
             )
         # a run sees the one GPU that Ray gives it (its job, or each distributed worker), as cuda:0
         check_gpus(spec, f"the Ray cluster '{self.cluster}'", state["gpus"], visible=1)
@@ -193,7 +199,7 @@ class RayBackend(Backend):
                 # the job's own process: the run itself in the single and multi-threaded modes; in the distributed
                 # one, the Ray workers it starts ask for a CPU each (and a share of the GPUs: worker_resources) and
                 # the driver only coordinates
-                entrypoint_num_cpus=torch_threads_of(spec) if learns_here else 0,
+                entrypoint_num_cpus=agent_process_cpus(spec) if learns_here else 0,
                 # an agent on a GPU gets one: Ray places the job on a node that has it and shows it that GPU alone
                 entrypoint_num_gpus=self._job_gpus(spec) if learns_here else 0,
                 runtime_env=runtime_env,
