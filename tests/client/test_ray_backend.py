@@ -292,7 +292,7 @@ def test_a_job_asks_for_a_cpu_per_torch_thread_and_a_waiting_one_keeps_its_stop(
     assert backend.job_status(handle, fresh=True) == "PENDING"
     shown = tfcli(project.root, "experiment", "show", "-e", "waits")
     assert "Status       pending (its Ray job waits for the CPUs it asked for)" in shown.stdout, shown.stderr
-    assert "Run mode     multi-threaded, 2 torch threads" in shown.stdout
+    assert "Run mode     multi-threaded, 2 workers, 2 torch threads, seed" in shown.stdout
     began = time.monotonic()
     with pytest.raises(ClientError, match=r"does not stop a job before it places it \(ray-project/ray#58353\)"):
         experiment.stop(no_download=True)

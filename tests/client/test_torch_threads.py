@@ -64,15 +64,23 @@ def test_a_run_resolved_before_the_field_learns_on_one_thread(project, threads_o
     assert set(threads_of_updates) == {1}
 
 
-def test_show_names_the_threads_where_there_are_several(project, capsys):
+def test_show_names_the_threads_where_there_are_several_and_the_workers(project, capsys):
     new_experiment(project, "one")
     new_experiment(project, "four", torch_threads=4)
-    outputs = []
-    for name in ("one", "four"):
+    new_experiment(project, "threads", run_mode="multi-threaded", num_workers=3)
+    new_experiment(project, "one-worker", run_mode="multi-threaded", num_workers=1, torch_threads=2)
+    new_experiment(project, "dist", run_mode="distributed", num_workers=2)
+    new_experiment(project, "servers", run_mode="distributed", num_workers=1, num_parameter_servers=2)
+    outputs = {}
+    for name in ("one", "four", "threads", "one-worker", "dist", "servers"):
         assert main(["experiment", "show", "-e", name]) == 0
-        outputs.append(capsys.readouterr().out)
-    assert "Run mode     single, seed 3\n" in outputs[0]
-    assert "Run mode     single, 4 torch threads, seed 3\n" in outputs[1]
+        outputs[name] = capsys.readouterr().out
+    assert "Run mode     single, seed 3\n" in outputs["one"]
+    assert "Run mode     single, 4 torch threads, seed 3\n" in outputs["four"]
+    assert "Run mode     multi-threaded, 3 workers, seed 3\n" in outputs["threads"]
+    assert "Run mode     multi-threaded, 1 worker, 2 torch threads, seed 3\n" in outputs["one-worker"]
+    assert "Run mode     distributed, 2 workers, 1 parameter server, seed 3\n" in outputs["dist"]
+    assert "Run mode     distributed, 1 worker, 2 parameter servers, seed 3\n" in outputs["servers"]
 
 
 def test_the_flag_writes_the_field(project, capsys):

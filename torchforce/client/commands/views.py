@@ -320,6 +320,20 @@ def _shown(row: dict[str, Any], key: str, form: Callable[[Any], str], *, also: s
     return None if row[key] is None else form(row[key])
 
 
+def _workers(spec: dict[str, Any]) -> str:
+    """The workers of a multi-threaded or distributed run, and a distributed run's parameter servers, for ``show``."""
+    if spec["run_mode"] not in ("multi-threaded", "distributed"):
+        return ""
+    workers = _counted(spec["num_workers"], "worker")
+    if spec["run_mode"] == "multi-threaded":
+        return workers
+    return workers + _counted(spec.get("num_parameter_servers") or 1, "parameter server")
+
+
+def _counted(number: int, what: str) -> str:
+    return f"{number} {what}{'s' * (number != 1)}, "
+
+
 def show_lines(experiment: Experiment, row: dict[str, Any], recent: list[float]) -> list[str]:
     spec = experiment.checked_spec
     record = experiment.project.store.experiment(experiment.name)
@@ -338,6 +352,7 @@ def show_lines(experiment: Experiment, row: dict[str, Any], recent: list[float])
         f"Agent        {row['agent']}" + (f" ({spec['sources']['agent']})" if spec["sources"].get("agent") else ""),
         f"Environment  {row['environment']} x {row['num_environments']}",
         f"Run mode     {row['run_mode']}, "
+        + _workers(spec)
         + (f"{threads} torch threads, " if threads > 1 else "")
         + f"seed {spec.get('seed')}",
         f"Runs on      {runs_on}",
