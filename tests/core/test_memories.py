@@ -640,3 +640,19 @@ def test_an_optional_field_with_a_fallback_left_out_copies_it_where_stored_and_l
 def test_a_fallback_must_be_another_field_of_the_same_shape_and_dtype(spec):
     with pytest.raises(ValueError, match=re.escape("memory field 'states/y': its fallback")):
         build_memory({"type": "latest", "capacity": 3}, {**FIELDS, "states/y": spec}, rng=np.random.default_rng(0))
+
+
+def test_a_frames_field_with_a_fallback_left_out_copies_it_and_keeps_the_copy_through_a_save():
+    """The same for image states kept as frames (``stacked_frames``): a left-out field's frames are its fallback's."""
+    frames = {"states/x": FieldSpec((2, 32, 32), np.uint8), "terminal": FIELDS["terminal"], "reward": FIELDS["reward"]}
+    fields = {**frames, "states/y": FieldSpec((2, 32, 32), np.uint8, optional=True, fallback="states/x")}
+    memory = build_memory(
+        {"type": "latest", "capacity": 4, "stacked_frames": True}, fields, rng=np.random.default_rng(0)
+    )
+    images = np.arange(3 * 2 * 32 * 32).reshape(3, 2, 32, 32).astype(np.uint8)
+    batch = {"states/x": images, "terminal": np.zeros(3, np.int8), "reward": np.zeros(3, np.float32)}
+    memory.store(batch)
+    np.testing.assert_array_equal(memory.contents()["states/y"], images)
+    state = memory.state_dict()
+    memory.load_state_dict(state)
+    np.testing.assert_array_equal(memory.contents()["states/y"], images)

@@ -237,10 +237,8 @@ class Memory:
             for frames in self._frames.values():
                 frames.forget(lost)
         stored = {name: array for name, array in arrays.items() if name in self._data}
-        for name in self._data.keys() - stored.keys():  # optional fields left out: zeros, or their fallback's rows
-            fallback = self.fields[name].fallback
-            given = arrays.get(fallback) if fallback is not None else None
-            stored[name] = np.zeros((n, *self.fields[name].shape), self.fields[name].dtype) if given is None else given
+        for name in self._data.keys() - stored.keys():  # optional fields left out
+            stored[name] = self._given(arrays, name, n)
         if end <= self._capacity:
             for name, array in stored.items():
                 self._data[name][start:end] = array
@@ -255,14 +253,21 @@ class Memory:
             return start, n
         rows = (start + np.arange(n)) % self._capacity
         for name, frames in self._frames.items():
-            spec = self.fields[name]
-            frames.store(
-                rows, np.asarray(arrays[name], spec.dtype) if name in arrays else np.zeros((n, *spec.shape), spec.dtype)
-            )
+            frames.store(rows, np.asarray(self._given(arrays, name, n), self.fields[name].dtype))
         if self._next_states is not None:
             compared = self._next_states.compared
             self._next_states.link(rows, {name: np.asarray(arrays[name], self.fields[name].dtype) for name in compared})
         return start, n
+
+    def _given(self, arrays: Mapping[str, np.ndarray], name: str, n: int) -> np.ndarray:
+        """The ``n`` rows of field ``name`` in a stored batch: as given, or for an optional field left out its
+        fallback's rows, or zeros."""
+        if name in arrays:
+            return arrays[name]
+        fallback = self.fields[name].fallback
+        if fallback is not None and fallback in arrays:
+            return arrays[fallback]
+        return np.zeros((n, *self.fields[name].shape), self.fields[name].dtype)
 
     def _check_batch(self, batch: Mapping[str, np.ndarray]) -> tuple[dict[str, np.ndarray], int]:
         if not isinstance(batch, Mapping):
@@ -483,7 +488,10 @@ class Memory:
                 continue
             frames.clear()
             spec = self.fields[name]
-            saved = in_rows.get(name)  # an optional field the memory was saved without: zeros
+            saved = in_rows.get(name)  # an optional field the memory was saved without: zeros, or its fallback's rows
+            fallback = spec.fallback
+            if saved is None and fallback is not None:
+                saved = in_rows.get(fallback, data.get(fallback))
             frames.store(np.arange(size), np.zeros((size, *spec.shape), spec.dtype) if saved is None else saved[:size])
         self._next = start
         self._size = size
