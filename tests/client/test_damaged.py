@@ -402,6 +402,20 @@ def test_a_clusters_table_without_its_columns_is_an_unusable_database_not_a_cras
     assert "state database" in err and "cannot be used: no such column: created_at" in err
 
 
+def test_a_schema_byte_that_is_not_utf8_is_an_unusable_database_not_a_crash(root, capsys):
+    """Found by the damaged-project fuzz test: one flipped bit in the schema's text (the N of NULL in the status
+    column's CHECK) makes SQLite's error message bytes that are not UTF-8, and every command ended in an unexpected
+    UnicodeDecodeError while Python built that message."""
+    database = root / ".tfcli" / "state.db"
+    data = bytearray(database.read_bytes())
+    flipped = data.index(b"TEXT NOT NULL CHECK (status IN") + len(b"TEXT NOT ")
+    data[flipped] ^= 0x80
+    database.write_bytes(bytes(data))
+    for command in (["experiment", "list"], ["experiment", "show", "-e", FIRST], ["cluster", "list"]):
+        err = bad(root, capsys, *command)
+        assert "state.db cannot be used: 'utf-8' codec can't decode byte 0xce" in err
+
+
 # ---------------------------------------------------------------------------------------------- 6. names and shapes
 
 

@@ -177,6 +177,8 @@ class Store:
             if isinstance(error, sqlite3.OperationalError) or type(error) is sqlite3.DatabaseError:
                 raise unusable_error(self.path, error) from None
             raise
+        except UnicodeDecodeError as error:  # a text value of a damaged file, bytes that are not UTF-8
+            raise unusable_error(self.path, error) from None
 
     @contextmanager
     def _reading(self) -> Iterator[sqlite3.Connection]:
