@@ -232,6 +232,43 @@ def test_independent_episodes_carry_their_own_recurrent_state():
     assert len(evaluate(agent, env, episodes=2)) == 2
 
 
+def test_independent_acting_leaves_the_training_rows_frames_and_noise_alone():
+    """Evaluation between training steps (``act(independent=True)``, here on one row and with exploration) reads
+    and advances neither the training rows' stacked frames nor their Ornstein-Uhlenbeck noise: it has its own,
+    which start over with ``start_independent_episode``."""
+    env = make("minimal", action_type="float")
+    spec = {
+        "type": "ddpg",
+        "network": MLP,
+        "states_preprocessing": [{"type": "sequence", "length": 3}],
+        "actions_exploration": {"type": "ornstein_uhlenbeck", "sigma": 0.3},
+        "update_mode": {"unit": "timesteps", "batch_size": 64, "frequency": 1},  # no update in these steps
+        "memory": {"type": "replay", "capacity": 100},
+        "seed": 2,
+    }
+    agent = create_agent(spec, states=env.states, actions=env.actions)
+    frames, noise = agent.preprocessing["state"], agent.explorations["action"]
+
+    def train(states):
+        for state in states:
+            agent.act(np.array([[state], [-state]], dtype=np.float32))
+            agent.observe(terminal=[False, False], reward=[0.0, 0.0])
+
+    def evaluate_from_the_start(state):
+        agent.start_independent_episode()
+        return agent.act(np.array([state], dtype=np.float32), deterministic=True, independent=True)
+
+    train([0.1, 0.2, 0.3])
+    trained_frames, trained_noise = frames.state_dict(), noise.state_dict()["state"].copy()
+    first = evaluate_from_the_start(0.9)
+    for state in (-0.5, 0.5, 0.7):  # an evaluation episode that explores
+        agent.act(np.array([state], dtype=np.float32), independent=True)
+    assert all(np.array_equal(trained_frames["0"][key], frames.state_dict()["0"][key]) for key in ("buffer", "fresh"))
+    assert np.array_equal(noise.state_dict()["state"], trained_noise)
+    train([0.4, 0.5])  # other frames in the training rows: the evaluation episode's first action is the same
+    assert agent.updates == 0 and evaluate_from_the_start(0.9) == first
+
+
 # ---------------------------------------------------------------------------------------------- memory and update_mode
 
 

@@ -19,7 +19,10 @@ SMALL_PPO = {
     "epochs": 2,
     "minibatch_size": 64,
 }
-STANDARDIZED_PPO = {**SMALL_PPO, "states_preprocessing": [{"type": "running_standardize"}]}
+STANDARDIZED_PPO = {  # per-episode statistics, and frames stacked: state of each episode in the preprocessing
+    **SMALL_PPO,
+    "states_preprocessing": [{"type": "running_standardize"}, {"type": "sequence", "length": 3}],
+}
 SMALL_DQN = {
     "type": "dqn",
     "network": [{"type": "dense", "size": 16, "activation": "relu"}],
@@ -40,7 +43,7 @@ FIELDS: dict[str, Any] = {
 
 def new_project(root: Path) -> Project:
     """A project in ``root`` (the current folder) with the agent configs ``small_ppo``, ``standardized_ppo`` (its
-    states through running_standardize) and ``small_dqn``."""
+    states through running_standardize per episode, then 3 frames stacked) and ``small_dqn``."""
     root.mkdir(parents=True, exist_ok=True)
     project, _ = Project.init(root)
     configs = {"small_ppo": SMALL_PPO, "standardized_ppo": STANDARDIZED_PPO, "small_dqn": SMALL_DQN}

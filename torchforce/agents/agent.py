@@ -13,7 +13,7 @@ import threading
 import time
 import warnings
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 import torch
@@ -40,6 +40,7 @@ from torchforce.agents.transitions import Transitions
 from torchforce.agents.update_mode import Schedule, UpdateMode, check_capacity, check_retrieval, check_updates
 from torchforce.core.explorations import (
     Drawn,
+    Exploration,
     build_explorations,
     draw_epsilon,
     explore,
@@ -58,6 +59,9 @@ from torchforce.spec import (
 )
 from torchforce.spec.device import AUTO_DEVICE
 from torchforce.spec.frequency import Every
+
+if TYPE_CHECKING:
+    from torchforce.core.preprocessors import PreprocessorStack
 
 
 class Agent:
@@ -92,6 +96,8 @@ class Agent:
         self._stop = False
         self.episodes = Episodes()  # the episode in progress in each row (learning agents: see _setup_learning)
         self._independent: tuple[int, dict[str, torch.Tensor]] | None = None  # (rows, recurrent state)
+        self._independent_noise: dict[str, Exploration] | None = None  # see _independent_explorations
+        self._independent_stacks: dict[str, PreprocessorStack] | None = None  # see _independent_preprocessing
         self._training = True  # modules start in training mode; acting switches them to eval mode
         self._follows_mode: bool | None = None  # whether any module computes differently in the two modes
         # whether act records what _acted_fields names (an agent sets it once built), and what _acted reads
@@ -478,13 +484,21 @@ class Agent:
             if hasattr(exploration, "reset"):
                 exploration.reset(rows)
 
-    def _preprocess(self, batch: Batch, rows: np.ndarray | None = None, *, frozen: bool = False) -> Batch:
-        """``frozen``: statistics of the whole run (running_standardize without reset_after_batch) learn nothing."""
-        if not self.preprocessing:
+    def _preprocess(
+        self,
+        batch: Batch,
+        rows: np.ndarray | None = None,
+        *,
+        frozen: bool = False,
+        stacks: dict[str, PreprocessorStack] | None = None,
+    ) -> Batch:
+        """``frozen``: statistics of the whole run (running_standardize without reset_after_batch) learn nothing.
+        ``stacks``: the training rows' (``preprocessing``) unless given."""
+        stacks = self.preprocessing if stacks is None else stacks
+        if not stacks:
             return batch
         return {
-            name: (self.preprocessing[name].process(v, rows, frozen=frozen) if name in self.preprocessing else v)
-            for name, v in batch.items()
+            name: (stacks[name].process(v, rows, frozen=frozen) if name in stacks else v) for name, v in batch.items()
         }
 
     def _observe_rows(
@@ -527,9 +541,11 @@ class Agent:
         Returns the actions, the preprocessed states and the recurrent state they were computed from."""
         if not self.learning:
             return self._act_rows(batch, {}, deterministic=deterministic)[0], batch, {}
-        batch = self._preprocess(batch, frozen=True)
+        batch = self._preprocess(batch, frozen=True, stacks=self._independent_preprocessing())
         before = self._independent_internals(rows)
-        actions, internals = self._act_rows(batch, before, deterministic=deterministic)
+        actions, internals = self._act_rows(
+            batch, before, deterministic=deterministic, explorations=self._independent_explorations()
+        )
         if self._independent is not None and self._independent[0] == rows:
             self._independent = (rows, internals)
         return actions, batch, before
@@ -544,14 +560,40 @@ class Agent:
         internals = episodes.internals if rows == episodes.num_rows else self.policy.network.initial_internals(rows)
         return {k: v.to(self.device) for k, v in internals.items()}
 
+    def _independent_explorations(self) -> dict[str, Exploration]:
+        """The explorations independent acting applies: the training ones where they keep no state (epsilon,
+        Gaussian noise), and a copy of its own of each that does (Ornstein-Uhlenbeck's process per row), so that
+        evaluation neither advances nor restarts the training rows' noise. Its state starts over with
+        ``start_independent_episode``."""
+        if self._independent_noise is None:
+            self._independent_noise = {name: exploration.apart() for name, exploration in self.explorations.items()}
+        return self._independent_noise
+
+    def _independent_preprocessing(self) -> dict[str, PreprocessorStack]:
+        """The state preprocessing independent acting applies (``PreprocessorStack.apart``): the training rows'
+        steps where they keep no state of an episode, and copies of their own of those that do (sequence's frames,
+        per-episode running_standardize), which start over with ``start_independent_episode``."""
+        if self._independent_stacks is None:
+            self._independent_stacks = {name: stack.apart() for name, stack in self.preprocessing.items()}
+        return self._independent_stacks
+
     def start_independent_episode(self, rows: int = 1, *, restart: Any = None) -> None:
-        """Give independent acting (evaluation) its own recurrent state, starting from zero: from now on
-        ``act(independent=True)`` on batches of ``rows`` rows carries it from call to call, as an episode needs.
-        Call it at the start of every evaluation episode; the training rows stay untouched. ``restart`` (row
-        indices) starts over only those rows of the current independent state, for batches whose episodes end
-        row by row."""
+        """Give independent acting (evaluation) its own recurrent state, exploration noise and episode state of
+        the preprocessing, starting over (recurrent state zero, noise at its mean, frames and statistics empty):
+        from now on ``act(independent=True)`` on batches of ``rows`` rows carries them from call to call, as an
+        episode needs. Call it at the start of every evaluation episode; the training rows stay untouched.
+        ``restart`` (row indices) starts over only those rows of the current independent state, for batches whose
+        episodes end row by row."""
         if not self.learning:
             return
+        restarted = None if restart is None else np.asarray(restart, dtype=np.int64)
+        for name, stack in self._independent_preprocessing().items():
+            for step, trained in zip(stack, self.preprocessing[name], strict=True):
+                if step is not trained:  # the training rows' own steps are left alone
+                    step.reset(restarted)
+        for exploration in self._independent_explorations().values():
+            if exploration not in self.explorations.values():
+                exploration.reset(restarted)
         if restart is not None and self._independent is not None and self._independent[0] == rows:
             index = torch.as_tensor(np.asarray(restart, dtype=np.int64), device=self.device)
             internals = {k: v.clone().index_fill_(0, index, 0.0) for k, v in self._independent[1].items()}
@@ -573,10 +615,17 @@ class Agent:
                 module.train(training)
 
     def _act_rows(
-        self, batch: Batch, internals: dict[str, torch.Tensor], *, deterministic: bool, record: bool = False
+        self,
+        batch: Batch,
+        internals: dict[str, torch.Tensor],
+        *,
+        deterministic: bool,
+        record: bool = False,
+        explorations: dict[str, Exploration] | None = None,
     ) -> tuple[dict[str, np.ndarray], dict[str, torch.Tensor]]:
-        """Actions for the (preprocessed) batch from the policy, then exploration unless deterministic. Where
-        exploration is drawn first (``_explores_first``) and replaces every row's actions, the policy is left out.
+        """Actions for the (preprocessed) batch from the policy, then exploration unless deterministic
+        (``explorations``: the training rows' unless given). Where exploration is drawn first
+        (``_explores_first``) and replaces every row's actions, the policy is left out.
         ``record``: ``act`` records what ``_acted_fields`` names. Where exploration cannot change the policy's
         actions, that is computed here (``_acted_kept``), on the device, and comes back to the host together with
         the actions; else ``_acted`` computes it from the final actions."""
@@ -607,7 +656,7 @@ class Agent:
             for name, draw in drawn.items():
                 actions[name] = replace_drawn(actions[name], draw)
         elif not deterministic and self.explorations:
-            for name, exploration in self.explorations.items():
+            for name, exploration in (self.explorations if explorations is None else explorations).items():
                 actions[name] = explore(
                     self.actions_spec[name], actions[name], exploration, timestep=self.timestep, rng=self.rng
                 )

@@ -65,7 +65,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import copy
 import json
 import logging
 import os
@@ -169,22 +168,15 @@ class PeriodicEvaluation:
         self.next = (counts[self.frequency.unit] // amount + 1) * amount
         if self.seed is not None:
             self.environment.seed(self.seed)
-        # independent acting runs the states through the agent's preprocessing, whose per-episode state (sequence's
-        # frames, running_standardize with reset_after_batch) it advances: it is put back after the round, for
-        # training to go on as is (statistics of the whole run are applied frozen and do not move)
-        preprocessing = getattr(agent, "preprocessing", {})
-        saved = {name: copy.deepcopy(stack.state_dict()) for name, stack in preprocessing.items()}
-        try:
-            return evaluate(
-                agent,
-                self.environment,
-                episodes=self.episodes,
-                deterministic=True,
-                max_episode_timesteps=self.max_timesteps,
-            )
-        finally:
-            for name, stack in preprocessing.items():
-                stack.load_state_dict(saved[name])
+        # independent acting keeps episode state of its own (frames, per-episode statistics, noise) and applies
+        # the run's statistics frozen: training goes on as it was (Agent.start_independent_episode)
+        return evaluate(
+            agent,
+            self.environment,
+            episodes=self.episodes,
+            deterministic=True,
+            max_episode_timesteps=self.max_timesteps,
+        )
 
     def state_dict(self) -> dict[str, Any]:
         return {"next": self.next, "best": self.best}

@@ -67,6 +67,11 @@ class Exploration:
     def reset(self, rows: Any = None) -> None:
         """Clear per-row state (episode starts); stateless explorations have none."""
 
+    def apart(self) -> Exploration:
+        """The exploration for acting apart from the training rows (evaluation): this one where it keeps no state,
+        else a copy with a state of its own, fresh."""
+        return self
+
     def state_dict(self) -> dict[str, Any]:
         return {}
 
@@ -184,6 +189,11 @@ class OrnsteinUhlenbeck(Exploration):
             self.state = np.full(shape, self.mu)
         self.state += self.theta * (self.mu - self.state) + self.sigma.value(timestep) * rng.standard_normal(shape)
         return self.state.copy()
+
+    def apart(self) -> OrnsteinUhlenbeck:
+        copy = OrnsteinUhlenbeck.__new__(OrnsteinUhlenbeck)
+        copy.sigma, copy.mu, copy.theta, copy.state = self.sigma, self.mu, self.theta, None
+        return copy
 
     def reset(self, rows: Any = None) -> None:
         if rows is None or self.state is None:

@@ -15,7 +15,8 @@ variance 1) and divides by ``sqrt(var + 1e-8)`` of the population variance, runn
 state through and divides by ``max(std, 1e-6)`` of the sample variance; after n states their scales differ by
 about ``sqrt(n / (n - 1))`` (``tests/core/test_normalization.py`` shows the numbers on HalfCheetah). Independent acting
 (evaluation) processes states with ``process_frozen``: statistics of the whole run are applied as they are and
-learn nothing, as VecNormalize with ``training=False``; rewards are only processed when the agent observes.
+learn nothing, as VecNormalize with ``training=False``; steps with state of an episode work on copies of their own
+(``PreprocessorStack.apart``); rewards are only processed when the agent observes.
 
 2018 semantics (TensorForce 0.4.0-0.4.3, ``core/preprocessors/*.py``), kept: running_standardize passes an
 episode's first state through raw, then standardizes with the sample variance and ``max(std, 1e-6)``, its
@@ -118,11 +119,23 @@ class Preprocessor:
     def process_frozen(self, batch: np.ndarray, rows: Any = None) -> np.ndarray:
         """``process`` that learns nothing from ``batch``: a step with statistics of the whole run applies them as
         they are (what evaluation needs: SB3's VecNormalize with ``training=False``). State of the episode in
-        progress (sequence's frames, per-episode running_standardize) still advances. By default ``process``."""
+        progress (sequence's frames, per-episode running_standardize) still advances: independent acting gives
+        such steps copies of their own (``apart``). By default ``process``."""
         return self.process(batch, rows)
 
     def reset(self, rows: Any = None) -> None:
         pass
+
+    def apart(self) -> Preprocessor:
+        """The step for acting apart from the training rows (evaluation): this one where it keeps no state of an
+        episode (statistics of the whole run are applied frozen), else a copy whose episodes start fresh, so that
+        evaluation neither reads nor advances the training rows' frames or statistics. (``reset()`` of every row
+        rebinds a step's state rather than clearing it in place, so the copy shares nothing that changes.)"""
+        if not self.keeps_episode_state:
+            return self
+        fresh = copy.copy(self)
+        fresh.reset()
+        return fresh
 
     def start_episodes(self, rows: Any = None) -> None:
         """``rows`` start new episodes, said to the reward's steps (states' steps get ``reset``). Only a step whose
@@ -637,6 +650,13 @@ class PreprocessorStack:
         """The reward stack's episode starts (see ``Preprocessor.start_episodes``)."""
         for preprocessor in self.preprocessors:
             preprocessor.start_episodes(rows)
+
+    def apart(self) -> PreprocessorStack:
+        """The stack for acting apart from the training rows: each step's ``apart`` (the steps it shares with this
+        stack are this stack's: restart only the others' episodes)."""
+        stack = copy.copy(self)
+        stack.preprocessors = [preprocessor.apart() for preprocessor in self.preprocessors]
+        return stack
 
     @property
     def keeps_episode_state(self) -> bool:

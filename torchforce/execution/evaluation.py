@@ -109,7 +109,7 @@ def evaluate_episodes(
     with recorder if recorder is not None else contextlib.nullcontext():
         for episode in range(1, episodes + 1):
             state = environment.reset() if recorder is None else recorder.reset()
-            agent.start_independent_episode()  # recurrent policies carry their own state through the episode
+            agent.start_independent_episode()  # its own recurrent state, frames and noise, from the start
             total, steps = 0.0, 0
             while True:
                 action = agent.act(state, deterministic=deterministic, independent=True)
