@@ -227,3 +227,19 @@ def test_an_agent_freezes_statistics_in_independent_acting_and_restarts_returns_
     assert returns_of(agent)[0] == 0.0
     assert statistics_of(agent)["count"] == count + 1
     environment.close()
+
+
+def test_a_truncated_rows_final_state_is_standardized_without_joining_the_statistics():
+    """As VecNormalize's ``terminal_observation``: the final state of a time-limit truncation stands in for the next
+    state (standardized by the run's statistics), and the statistics learn only from states acted on."""
+    environment = make("minimal", action_type="float")
+    agent = create_agent(PPO, states=environment.states, actions=environment.actions)
+    for state in (1.0, 3.0):
+        agent.act(np.array([[state]], dtype=np.float32))
+        agent.observe(terminal=[2], reward=[0.0], next_states=np.array([[1000.0]], dtype=np.float32))
+    statistics = statistics_of(agent)
+    assert statistics["count"] == 2 and statistics["mean"].tolist() == [2.0]
+    # the stored final state is standardized by the statistics of the run at the time: 1000 is far out, clipped
+    agent.act(np.array([[5.0]], dtype=np.float32))
+    stored = agent.episodes.flush()
+    assert [segment["next_states/state"].tolist() for segment in stored] == [[[10.0], [10.0]]]

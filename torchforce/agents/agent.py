@@ -521,7 +521,9 @@ class Agent:
             given, _ = self._as_batch(next_states)
             if next(iter(given.values())).shape[0] != episodes.num_rows:
                 raise ValueError(f"next_states must have one row per acted row ({episodes.num_rows})")
-            finals = self._preprocess({k: v[truncated] for k, v in given.items()}, truncated)
+            # a final state only stands in for the next one: statistics of the whole run learn nothing from it, as
+            # VecNormalize's terminal_observation (frames and per-episode statistics take it as a step)
+            finals = self._preprocess({k: v[truncated] for k, v in given.items()}, truncated, frozen=True)
         self._store(episodes.end(ended, truncated, finals))
 
     # ------------------------------------------------------------------ acting and updating
