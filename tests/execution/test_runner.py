@@ -349,6 +349,16 @@ def test_vectorized_runner_stops_at_exactly_num_episodes():
     assert runner.episode == 4 and runner.timestep == 12
 
 
+def test_rows_that_ended_past_num_episodes_start_over_for_a_resumed_run():
+    """Two rows end on the same step and the run stops after the first's episode: the second's episode is over
+    too (the agent observed its end), so a resumed run counts its next episode from zero."""
+    envs = VectorEnvironment([Counter(length=3) for _ in range(2)])
+    runner = Runner(random_agent(envs), envs)
+    runner.run(num_episodes=1)
+    runner.run(num_episodes=3, resume=True)
+    assert runner.episode_timesteps == [3] * 4 and runner.episode_rewards == [6.0] * 4  # rewards 1 + 2 + 3
+
+
 def test_vectorized_runner_truncates_rows_at_the_step_limit():
     envs = VectorEnvironment([make("gym", gym_id="CartPole-v1") for _ in range(3)])
     envs.seed(0)

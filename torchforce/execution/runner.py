@@ -270,11 +270,12 @@ class Runner(BaseRunner):
             for row in ended.tolist():
                 self.episode_timestep = int(lengths[row])
                 self._episode_done(float(returns[row]), int(lengths[row]), now - started[row], worker=row)
-                lengths[row], returns[row], started[row] = 0, 0.0, now
                 if self._episodes_done():  # exactly num_episodes: later rows that ended in this step are not
                     self._stopped = True  # recorded (the agent has observed them)
                 if self._stopped:
                     break
+            # every row that ended starts its next episode, recorded or not (a resumed run goes on from here)
+            lengths[ended], returns[ended], started[ended] = 0, 0.0, now
             self._rows = {"states": states, "lengths": lengths, "returns": returns, "started": started}
             if self._stopped:
                 return
