@@ -118,3 +118,40 @@ def test_the_0_3_5_name_points_to_updates():
         create_agent(spec, states=INT.states, actions=INT.actions)
     with pytest.raises(SpecError, match="use 'update_mode.updates'"):
         create_agent({"type": "dqn", "network": NETWORK, "repeat_update": 2}, states=INT.states, actions=INT.actions)
+
+
+@pytest.mark.parametrize(("sync_frequency", "expected_every"), [(1, 1), (10, 10)])
+def test_with_many_rows_the_target_follows_every_target_sync_frequency_timesteps(sync_frequency, expected_every):
+    """Four environments: an act stores four timesteps and crosses four thresholds (frequency 1), each an update
+    of its own standing for its own timestep, so the target follows every ``target_sync_frequency`` timesteps as
+    with one environment (before: at most once an act, a soft update of weight w every 4 timesteps)."""
+    from torchforce.environments import VectorEnvironment
+    from torchforce.execution import Runner
+
+    envs = VectorEnvironment([make("minimal", action_type="float", episode_length=5, seed=s) for s in range(4)])
+    agent = create_agent(
+        {
+            "type": "ddpg",
+            "network": NETWORK,
+            "update_mode": {"unit": "timesteps", "batch_size": 4, "frequency": 1, "first_update": 8},
+            "memory": {"type": "replay", "capacity": 200},
+            "target_sync_frequency": sync_frequency,
+            "target_update_weight": 0.5,
+            "seed": 0,
+        },
+        states=envs.states,
+        actions=envs.actions,
+    )
+    sync, synced = agent.target_sync.sync, []
+
+    def syncing(time):
+        done = sync(time)
+        if done:
+            synced.append(time)
+        return done
+
+    agent.target_sync.sync = syncing
+    Runner(agent, envs).run(num_timesteps=200)
+    assert agent.updates >= 180  # one update per stored timestep from the 8th on
+    assert np.diff(synced).tolist() == [expected_every] * (len(synced) - 1)
+    assert len(synced) >= agent.updates // expected_every - 1

@@ -98,6 +98,7 @@ class Agent:
         self._independent: tuple[int, dict[str, torch.Tensor]] | None = None  # (rows, recurrent state)
         self._independent_noise: dict[str, Exploration] | None = None  # see _independent_explorations
         self._independent_stacks: dict[str, PreprocessorStack] | None = None  # see _independent_preprocessing
+        self._update_time: int | None = None  # see update_timestep
         self._training = True  # modules start in training mode; acting switches them to eval mode
         self._follows_mode: bool | None = None  # whether any module computes differently in the two modes
         # whether act records what _acted_fields names (an agent sets it once built), and what _acted reads
@@ -739,18 +740,39 @@ class Agent:
         count = self.episodes.completed[self._schedule_counts]
         if count < self.schedule.next_at:  # checked twice a step: the common case returns at once
             return
+        first = self.schedule.next_at
         due = self.schedule.due(count)
         if self.on_policy:
             due = min(due, 1)
-        for _ in range(due):
-            batch = self._next_batch()
-            reported = self.summarizer.due(self.timestep)
-            with self.update_lock or contextlib.nullcontext():  # workers sharing a model update it in turn
-                self._set_training(True)
-                info = self._learn(batch, report=reported)
-            self.updates += 1
-            if reported:
-                self._summarize_update(info, batch)
+        try:
+            for index in range(due):
+                self._update_time = self._threshold_time(first, index, count)
+                batch = self._next_batch()
+                reported = self.summarizer.due(self.timestep)
+                with self.update_lock or contextlib.nullcontext():  # workers sharing a model update it in turn
+                    self._set_training(True)
+                    info = self._learn(batch, report=reported)
+                self.updates += 1
+                if reported:
+                    self._summarize_update(info, batch)
+        finally:
+            self._update_time = None
+
+    def _threshold_time(self, first: int, index: int, count: int) -> int:
+        """The timestep update ``index`` of those due now stands for: the act at which its threshold of stored
+        timesteps (``first`` the first one crossed, then every ``update_mode.frequency``) was reached. An act of N
+        rows stores N timesteps and may cross several thresholds, each its own update, so targets that follow
+        every F timesteps follow each update's own timestep (one act at a time, it is the act's timestep)."""
+        if self._schedule_counts != "timesteps":
+            return self.timestep
+        threshold = first + (index // self.update_mode.updates) * self.update_mode.frequency
+        return self.timestep - (count - threshold)
+
+    @property
+    def update_timestep(self) -> int:
+        """The timestep the update under way stands for (``_threshold_time``); the agent's timestep outside
+        ``_maybe_update`` (a parameter server's ``compute_update``)."""
+        return self.timestep if self._update_time is None else self._update_time
 
     def _next_batch(self) -> Transitions:
         """The batch of the next update; on-policy agents updating on timesteps first write every row's staged

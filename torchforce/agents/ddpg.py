@@ -118,7 +118,7 @@ class DDPGAgent(LearningAgent):
         critic = self.critic_optimizer.step(self._critic_loss, data)
         actor = self.optimizer.step(self._actor_loss, data)
         # theta' <- tau theta + (1 - tau) theta' for mu' and Q'
-        self.target_sync.sync(self.timestep)
+        self.target_sync.sync(self.update_timestep)
         return {"critic_loss": critic.get("loss", 0.0), "actor_loss": actor.get("loss", 0.0)}
 
     def _critic_loss(self, data: FlatBatch, reference: Any = None) -> torch.Tensor:

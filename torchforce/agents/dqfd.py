@@ -111,7 +111,7 @@ class DQFDAgent(QLearningAgent):
         if len(self.demo_memory):
             report.update(self._demo_update())
         # theta^- follows theta every target_sync_frequency timesteps
-        self.target_sync.sync(self.timestep)
+        self.target_sync.sync(self.update_timestep)
         return report
 
     # ------------------------------------------------------------------ the losses, J(Q) = J_DQ(Q) + lambda J_E(Q)

@@ -76,7 +76,7 @@ class DQNAgent(QLearningAgent):
                 )
             self.memory.update_priorities(batch.indices, td_error.cpu().numpy())
         # theta^- follows theta every target_sync_frequency timesteps
-        self.target_sync.sync(self.timestep)
+        self.target_sync.sync(self.update_timestep)
         return {"loss": info.get("loss", 0.0), "td_error": td_error.mean()}
 
     def _loss(self, batch: FlatBatch, reference: Any = None) -> torch.Tensor:

@@ -62,7 +62,7 @@ class DQNNstepAgent(QLearningAgent):
         data.update({f"returns/{name}": value for name, value in self._targets(batch).items()})
         info = self.optimizer.step(self._loss, data)
         # theta^- follows theta every target_sync_frequency timesteps
-        self.target_sync.sync(self.timestep)
+        self.target_sync.sync(self.update_timestep)
         return {"loss": info.get("loss", 0.0)}
 
     @torch.no_grad()

@@ -158,7 +158,7 @@ class NAFAgent(LearningAgent):
     def _update(self, batch: Transitions) -> Info:
         info = self.optimizer.step(self._loss, batch.flat())
         # theta' <- tau theta + (1 - tau) theta'
-        self.target_sync.sync(self.timestep)
+        self.target_sync.sync(self.update_timestep)
         return {"loss": info.get("loss", 0.0)}
 
     def _loss(self, data: FlatBatch, reference: Any = None) -> torch.Tensor:
