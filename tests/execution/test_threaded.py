@@ -217,3 +217,22 @@ def test_the_shared_model_learns_the_minimal_task():
             break
     assert learned[-1], f"no try learned: {learned}"
     assert Threaded is ThreadedRunner and threading.active_count() < 10  # the worker threads are done
+
+
+def test_workers_sharing_a_model_with_dropout_act_in_eval_mode_after_another_updates():
+    """The mode of shared modules is shared too: after one worker's update has put them in training mode, another
+    worker's act puts them back in eval mode (its own flag had not changed), and acting takes its turn on the
+    update lock, so no update switches the mode under it."""
+    env = make("minimal", seed=0)
+    spec = {"type": "dqn", "seed": 0, "network": [{"type": "dense", "size": 64}, {"type": "dropout", "rate": 0.5}]}
+    main = create_agent(spec, states=env.states, actions=env.actions)
+    first, second = clone_worker_agent(main, 2, env, None, None)
+    states = np.full((16, 1), 0.3, dtype=np.float32)
+    for worker in (first, second):  # both have acted: each took the modules to eval mode
+        worker.act(states[:1], deterministic=True, independent=True)
+    with first.update_lock:
+        first._set_training(True)  # what the first worker's update does before it learns
+    actions = [second.act(states, deterministic=True, independent=True) for _ in range(5)]
+    assert all(np.array_equal(action, actions[0]) for action in actions)  # no dropout while acting
+    assert not any(module.training for module in main.trainable_modules().values())
+    assert second._turn_to_act() is main.update_lock

@@ -607,15 +607,30 @@ class Agent:
 
     def _set_training(self, training: bool) -> None:
         """Training mode for updates, eval mode for acting (batch normalization and dropout differ). Modules that
-        compute the same in both modes are left alone: switching walks every submodule, on every act and update."""
-        if self._training == training:
+        compute the same in both modes are left alone: switching walks every submodule, on every act and update.
+        Workers sharing a model (``update_lock``) share its modules' mode too, which another worker may have
+        switched: they set it every time."""
+        if self._training == training and self.update_lock is None:
             return
         self._training = training
-        if self._follows_mode is None:
-            self._follows_mode = follows_training_mode(*self.trainable_modules().values())
-        if self._follows_mode:
+        if self._mode_matters():
             for module in self.trainable_modules().values():
                 module.train(training)
+
+    def _mode_matters(self) -> bool:
+        """Whether a module computes differently in training and eval mode (decided once)."""
+        if self._follows_mode is None:
+            self._follows_mode = follows_training_mode(*self.trainable_modules().values())
+        return self._follows_mode
+
+    def _turn_to_act(self) -> Any:
+        """What acting holds around the policy's pass: nothing, or for workers sharing a model whose pass depends
+        on state they share (modules that follow the training mode, parameters with variable noise added) the
+        model's ``update_lock``, so that no other worker updates (or acts) in another mode or on noisy
+        parameters meanwhile. Plain shared models act in parallel (hogwild, as 2018's threads)."""
+        if self.update_lock is not None and (self.variable_noise or self._mode_matters()):
+            return self.update_lock
+        return contextlib.nullcontext()
 
     def _act_rows(
         self,
@@ -639,22 +654,23 @@ class Agent:
             if len(replaced) == len(drawn):  # no row keeps the policy's actions: no pass
                 self._acting_forward = []
                 return self._drawn_actions(replaced), internals
-        self._set_training(False)
-        noise = self._add_variable_noise(self.variable_noise) if self.variable_noise and not deterministic else None
         keep = record and drawn is None and (deterministic or not self.explorations)
-        with torch.inference_mode():
-            sampled, internals, *forward = self.policy.act_forward(
-                self.as_tensors(batch), internals, self._act_deterministically(deterministic)
-            )
-            if keep:
-                actions, self._acted_kept = to_host(sampled, self._acted_tensors(forward, sampled))
-            elif self.device.type == "cpu":  # every act of most agents: as cheap as it can be
-                actions = {name: values.numpy() for name, values in sampled.items()}
-            else:
-                (actions,) = to_host(sampled)
+        with self._turn_to_act():
+            self._set_training(False)
+            noise = self._add_variable_noise(self.variable_noise) if self.variable_noise and not deterministic else None
+            with torch.inference_mode():
+                sampled, internals, *forward = self.policy.act_forward(
+                    self.as_tensors(batch), internals, self._act_deterministically(deterministic)
+                )
+                if keep:
+                    actions, self._acted_kept = to_host(sampled, self._acted_tensors(forward, sampled))
+                elif self.device.type == "cpu":  # every act of most agents: as cheap as it can be
+                    actions = {name: values.numpy() for name, values in sampled.items()}
+                else:
+                    (actions,) = to_host(sampled)
+            if noise is not None:
+                self._remove_variable_noise(noise)
         self._acting_forward = forward  # the distribution parameters and embedding, for _acted
-        if noise is not None:
-            self._remove_variable_noise(noise)
         if drawn is not None:
             for name, draw in drawn.items():
                 actions[name] = replace_drawn(actions[name], draw)
