@@ -123,6 +123,17 @@ def test_seed_gives_copy_i_seed_plus_i():
         np.testing.assert_array_equal(states[i], make("CartPole-v1", seed=5 + i).reset())
 
 
+@pytest.mark.parametrize("spec", [{"type": "gym", "gym_id": "CartPole-v1", "seed": 5}, {"type": "minimal", "seed": 5}])
+def test_a_seed_in_the_spec_gives_copy_i_that_seed_plus_i(spec):
+    """Copies built from a spec that holds a seed would all start alike: the seed is taken as make_vector's."""
+    vector = make_vector(spec, 3)
+    states = vector.reset()
+    for i in range(3):
+        np.testing.assert_array_equal(states[i], make({**spec, "seed": 5 + i}).reset())
+    assert len({row.tobytes() for row in states}) == 3
+    vector.close()
+
+
 def test_wrong_action_batch_is_a_clear_error():
     vector = make_vector("CartPole-v1", 2)
     vector.reset()

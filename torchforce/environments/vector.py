@@ -625,7 +625,9 @@ def make_vector(
 ) -> VectorEnvironment:
     """A VectorEnvironment of ``num_environments`` copies built from an environment spec (anything
     ``Environment.from_spec`` accepts that can be built more than once: a name, a dict, a file, a class or a factory;
-    a ``gymnasium.Env`` instance only for one copy); with ``seed``, copy i is seeded with ``seed + i``."""
+    a ``gymnasium.Env`` instance only for one copy); with ``seed``, copy i is seeded with ``seed + i``. Without it, a
+    ``seed`` in a dict spec is taken the same way: each copy built from the spec alone would start with that seed,
+    and all would play the same episodes."""
     from torchforce.environments.names import is_gymnasium_env
 
     num_environments = expect_int(num_environments, "num_environments", minimum=1)
@@ -642,6 +644,8 @@ def make_vector(
     vector = VectorEnvironment(
         factory=factory, num_environments=num_environments, mode=mode, num_workers=num_workers, copy=copy
     )
+    if seed is None and isinstance(spec, dict) and type(spec.get("seed")) is int:
+        seed = spec["seed"]
     if seed is not None:
         vector.seed(seed)
     return vector
