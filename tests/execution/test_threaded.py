@@ -149,6 +149,12 @@ def test_the_2018_one_argument_callback_and_deprecated_names():
     with pytest.warns(DeprecationWarning):
         runner.run(episodes=4, max_timesteps=3, episode_finished=lambda r: calls.append(r.global_episode) or True)
     assert calls == [1, 2, 3, 4] and runner.episode_lengths == [3, 3, 3, 3]  # cut at exactly 3 steps
+    summaries = []
+    runner.run(num_episodes=2, max_episode_timesteps=3, episode_finished=lambda stats: summaries.append(dict(stats)))
+    assert sorted(summary["episode"] for summary in summaries) == [5, 6]  # the global count: the run continued
+    assert {summary["thread_id"] for summary in summaries} <= {0, 1}
+    assert all(summary["timestep"] >= 12 + 3 and isinstance(summary["episode_reward"], float) for summary in summaries)
+    assert [summary["episode_reward"] for summary in summaries] == runner.episode_rewards[-2:]
 
 
 @pytest.mark.parametrize("unit, frequency", [("e", 5), ("t", 40)])
@@ -236,3 +242,23 @@ def test_workers_sharing_a_model_with_dropout_act_in_eval_mode_after_another_upd
     assert all(np.array_equal(action, actions[0]) for action in actions)  # no dropout while acting
     assert not any(module.training for module in main.trainable_modules().values())
     assert second._turn_to_act() is main.update_lock
+
+
+def test_an_episode_callback_may_read_the_runners_state():
+    """episode_finished runs while the runner holds its lock on the counters; reading them (a checkpoint of the
+    history in the callback) does not wait for that lock forever."""
+    agents, environments = workers(count=2)
+    runner = ThreadedRunner(agents, environments)
+    states = []
+    finished = threading.Thread(
+        target=runner.run,
+        kwargs={
+            "num_episodes": 3,
+            "max_episode_timesteps": 3,
+            "episode_finished": lambda r, w: states.append(r.state_dict()) or True,
+        },
+        daemon=True,
+    )
+    finished.start()
+    finished.join(timeout=60)
+    assert not finished.is_alive() and [state["global_episode"] for state in states] == [1, 2, 3]

@@ -345,18 +345,19 @@ def episode_callback(function: Callable[..., Any] | None) -> Callable[[Any, int]
     as a two-argument function (what every runner calls)."""
     if function is None:
         return None
+    return (lambda runner, _worker: function(runner)) if takes_one_argument(function) else function
+
+
+def takes_one_argument(function: Callable[..., Any]) -> bool:
+    """Whether ``function`` is a 2018 old-style callback: one required positional parameter, no ``*args``."""
     try:
-        positional = [
-            p
-            for p in inspect.signature(function).parameters.values()
-            if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) and p.default is p.empty
-        ]
-        takes_one = len(positional) == 1 and not any(
-            p.kind is p.VAR_POSITIONAL for p in inspect.signature(function).parameters.values()
-        )
+        parameters = inspect.signature(function).parameters.values()
     except (TypeError, ValueError):
-        takes_one = False
-    return (lambda runner, _worker: function(runner)) if takes_one else function
+        return False
+    positional = [
+        p for p in parameters if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) and p.default is p.empty
+    ]
+    return len(positional) == 1 and not any(p.kind is p.VAR_POSITIONAL for p in parameters)
 
 
 class _ProgressBar:

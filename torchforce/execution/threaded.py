@@ -24,7 +24,7 @@ from typing import Any
 from torchforce.agents import Agent, create_agent
 from torchforce.environments import Environment
 from torchforce.execution.base import TORCH_THREADS, BaseRunner, check_torch_threads, torch_threads
-from torchforce.execution.runner import Runner, episode_callback
+from torchforce.execution.runner import Runner, takes_one_argument
 from torchforce.execution.sharing import share_model
 from torchforce.spec.frequency import Every
 
@@ -76,7 +76,8 @@ class ThreadedRunner(BaseRunner):
         self.repeat_actions = repeat_actions
         self.torch_threads = check_torch_threads(torch_threads)
         self.save_path, self.save_frequency, self.save_unit = save_path, save_frequency, save_frequency_unit
-        self._lock = threading.Lock()  # the counters and history, which every worker's thread updates
+        self._lock = threading.RLock()  # the counters and history, which every worker's thread updates; reentrant:
+        # episode_finished runs holding it, and may read state_dict()
         self.reset()
 
     def reset(self, history: dict[str, list] | None = None) -> None:
@@ -175,7 +176,7 @@ class ThreadedRunner(BaseRunner):
         max_episode_timesteps = (
             None if max_episode_timesteps is None or max_episode_timesteps < 0 else max_episode_timesteps
         )
-        self._limits, self._callback = (num_timesteps, num_episodes), episode_callback(episode_finished)
+        self._limits, self._callback = (num_timesteps, num_episodes), self._episode_callback(episode_finished)
         self._step_callback = step_finished
         self._stop = threading.Event()
         self._errors: list[tuple[int, BaseException]] = []  # (worker index, what it raised)
@@ -210,6 +211,25 @@ class ThreadedRunner(BaseRunner):
                     thread.join()
         if self._errors:
             raise RuntimeError(f"worker {self._errors[0][0]} failed: {self._errors[0][1]!r}") from self._errors[0][1]
+
+    def _episode_callback(self, function: Callable[..., Any] | None) -> Callable[[Any, int], Any] | None:
+        """``episode_finished(runner, thread_id)``, or 2018's old style ``episode_finished(summary)`` with the dict
+        ``{"thread_id", "episode", "timestep", "episode_reward"}``, which here also reads as the runner
+        (``summary.global_episode``), as earlier releases of torchforce passed it."""
+        if function is None or not takes_one_argument(function):
+            return function
+
+        def old_style(runner: ThreadedRunner, worker: int) -> Any:
+            summary = EpisodeSummary(runner)
+            summary.update(
+                thread_id=worker,
+                episode=runner.global_episode,
+                timestep=runner.global_timestep,
+                episode_reward=runner.episode_rewards[-1],
+            )
+            return function(summary)
+
+        return old_style
 
     # ------------------------------------------------------------------ one worker
 
@@ -301,3 +321,17 @@ def WorkerAgentGenerator(agent_class: type[Agent]) -> type[Agent]:  # noqa: N802
 
     WorkerAgent.__name__ = WorkerAgent.__qualname__ = f"Worker{agent_class.__name__}"
     return WorkerAgent
+
+
+class EpisodeSummary(dict):
+    """What 2018's threaded runner passed an old-style ``episode_finished``: ``thread_id``, ``episode`` (the global
+    count), ``timestep`` (the global count) and ``episode_reward``; its attributes are the runner's."""
+
+    def __init__(self, runner: ThreadedRunner) -> None:
+        super().__init__()
+        self._runner = runner
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return getattr(self._runner, name)
