@@ -5,6 +5,7 @@ and in worker processes), and the single and vectorized paths recording the same
 import contextlib
 import io
 
+import cloudpickle
 import numpy as np
 import pytest
 
@@ -454,6 +455,8 @@ def test_a_paused_vectorized_run_resumes_exactly():
     state, environments = first.state_dict(), envs.get_state()
     envs, second = fresh()
     envs.set_state(environments)
+    restored = [copy.episode for copy in cloudpickle.loads(environments[0])]
+    assert [copy.episode for copy in envs.environments] == restored != [-1, -1]  # not the fresh copies it closed
     second.load_state_dict(state)
     second.run(num_timesteps=18, resume=True)
     assert second.episode_rewards == whole.episode_rewards and second.episode_timesteps == whole.episode_timesteps

@@ -137,7 +137,7 @@ class _Rows:
             raise ValueError(f"the saved state has {len(environments)} copies, this has {len(self.environments)}")
         for environment in self.environments:
             environment.close()
-        self.environments = environments
+        self.environments[:] = environments  # the one list the VectorEnvironment's ``environments`` is
 
     def close(self) -> None:
         for environment in self.environments:
