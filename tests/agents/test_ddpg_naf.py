@@ -234,3 +234,49 @@ def test_2018_long_names_and_the_2018_critic_form():
         {"type": "naf_agent", "network": NETWORK, "double_q_model": True}, states=FLOAT.states, actions=FLOAT.actions
     )
     assert type(naf).__name__ == "NAFAgent" and naf.update_mode.batch_size == 32
+
+
+# ---------------------------------------------------------------------------------------------- prioritized replay
+
+
+@pytest.mark.parametrize("kind", ["ddpg", "naf"])
+def test_prioritized_replay_gets_the_td_errors_from_before_the_step_and_weights_the_loss(kind):
+    """The critic's (NAF: Q's) |TD errors| of the whole batch before the step become the rows' priorities, and the
+    importance-sampling weights multiply the loss per row (before, DDPG and NAF ignored both: uniform replay)."""
+    agent = build(kind, memory={"type": "prioritized_replay", "capacity": 64})
+    calls = []
+    agent.memory.update_priorities = lambda indices, errors: calls.append((indices, errors))
+    batch = flat_batch()
+    loss = agent._critic_loss if kind == "ddpg" else agent._loss
+    with torch.no_grad():
+        plain = loss(batch).item()
+        halved = loss({**batch, "weights": torch.full((4,), 0.5)}).item()
+    assert halved == pytest.approx(0.5 * plain, rel=1e-5)  # no weight penalties: the mean of the rows' losses
+
+    from torchforce.agents.transitions import Transitions
+
+    transitions = Transitions.from_numpy(
+        {name: value.numpy() for name, value in batch.items()} | {"indices": np.array([9, 4, 6, 2])}, agent.device
+    )
+
+    class NoStep:  # measures the loss, changes nothing
+        def step(self, loss, data):
+            with torch.no_grad():
+                loss(data)
+            return {}
+
+    _, expected = agent.td_errors.step(NoStep(), loss, transitions.flat())
+    expected = expected.numpy()
+    agent._update(transitions)
+    ((indices, errors),) = calls
+    assert indices.tolist() == [9, 4, 6, 2] and errors == pytest.approx(expected, abs=1e-6)
+    assert np.all(expected > 0)
+
+
+@pytest.mark.parametrize("kind", ["ddpg", "naf"])
+def test_prioritized_replay_end_to_end(kind):
+    agent = build(kind, memory={"type": "prioritized_replay", "capacity": 128})
+    run(agent, FLOAT, 40)
+    assert agent.updates > 0
+    priorities = agent.memory.priorities[: len(agent.memory)]
+    assert np.any(priorities != priorities[0])  # updated rows hold their |TD error|

@@ -206,3 +206,19 @@ def test_2018_long_name_and_defaults():
 
 def test_demo_loss_uses_group_names_of_flat_batches():
     assert group({"states/state": 1, "reward": 2}, "states") == {"state": 1}
+
+
+def test_prioritized_replay_of_its_own_experience_gets_the_td_errors():
+    """The online loss's |TD errors| become the priorities of its own experience (the demonstrations are drawn
+    uniformly from their memory); before, DQfD applied the importance weights but never updated a priority."""
+    agent = dqfd(memory={"type": "prioritized_replay", "capacity": 256})
+    agent.import_demonstrations(demonstrations(4))
+    ENV.seed(2)
+    state = ENV.reset()
+    while agent.updates < 5:
+        state, terminal, reward = ENV.execute(agent.act(state))
+        agent.observe(terminal, reward)
+        if terminal:
+            state = ENV.reset()
+    priorities = agent.memory.priorities[: len(agent.memory)]
+    assert np.any(priorities != priorities[0])

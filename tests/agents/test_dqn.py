@@ -75,9 +75,15 @@ def hand_agent(**options):
 
 def loss_and_errors(agent, batch):
     """The loss of ``batch`` and the |TD errors| the agent records, as in the first loss call of an update."""
-    agent._full_batch, agent._td_error = batch.flat(), None
-    loss = agent._loss(agent._full_batch)
-    return loss, agent._td_error.numpy()
+    losses = []
+
+    class Measuring:  # an optimizer's step that only computes the loss
+        def step(self, loss, data):
+            losses.append(loss(data))
+            return {}
+
+    _, errors = agent.td_errors.step(Measuring(), agent._loss, batch.flat())
+    return losses[0], errors.numpy()
 
 
 @pytest.mark.parametrize("double_q_model, y", [(False, Y_PLAIN), (True, Y_DOUBLE)])

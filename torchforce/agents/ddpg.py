@@ -22,6 +22,7 @@ import torch
 
 from torchforce.agents.agent import LearningAgent
 from torchforce.agents.config import DDPGConfig
+from torchforce.agents.td_errors import TDErrors, prioritize, weighted
 from torchforce.agents.transitions import FlatBatch, Transitions, group
 from torchforce.agents.value_specs import deterministic_heads, replay_capacity
 from torchforce.core.critics import Critic
@@ -50,6 +51,7 @@ class DDPGAgent(LearningAgent):
     ) -> None:
         config = DDPGConfig.resolve(config, options)
         super().__init__(states, actions, config=config)
+        self.td_errors = TDErrors()
         for name, action in self.actions_spec.items():
             if action.type != "float":
                 raise SpecError(
@@ -115,7 +117,9 @@ class DDPGAgent(LearningAgent):
 
     def _update(self, batch: Transitions) -> Info:
         data = batch.flat()
-        critic = self.critic_optimizer.step(self._critic_loss, data)
+        # the critic's |TD errors| on the whole batch before its step: prioritized replay's priorities
+        critic, td_error = self.td_errors.step(self.critic_optimizer, self._critic_loss, data)
+        prioritize(self, batch, td_error)
         actor = self.optimizer.step(self._actor_loss, data)
         # theta' <- tau theta + (1 - tau) theta' for mu' and Q'
         self.target_sync.sync(self.update_timestep)
@@ -129,9 +133,11 @@ class DDPGAgent(LearningAgent):
             next_params, _, _ = self.target(next_states, next_internals)
             next_value = self.target_critic(next_states, self.target.sample(next_params, deterministic=True))
             y = td_targets(data["reward"], data["terminal"], next_value, self.discount)
-        # the critic's loss: half the mean squared error of Q(s, a) against y
-        q = self.critic(states, actions)
-        return penalized(l2(y - q).mean(), self.critic)
+        # the critic's loss: half the mean squared error of Q(s, a) against y (importance-weighted for
+        # prioritized replay)
+        delta = y - self.critic(states, actions)
+        self.td_errors.record(data, delta.detach().abs())
+        return penalized(weighted(l2(delta), data).mean(), self.critic)
 
     def _actor_loss(self, data: FlatBatch, reference: Any = None) -> torch.Tensor:
         # the deterministic policy gradient: ascend Q(s, mu(s)), the critic held fixed

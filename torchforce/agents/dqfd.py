@@ -25,6 +25,7 @@ import torch
 
 from torchforce.agents.config import DQFDConfig
 from torchforce.agents.q_learning import QLearningAgent
+from torchforce.agents.td_errors import TDErrors, prioritize, weighted
 from torchforce.agents.transitions import FlatBatch, Transitions, group
 from torchforce.agents.value_specs import q_values
 from torchforce.core.losses import large_margin
@@ -52,6 +53,7 @@ class DQFDAgent(QLearningAgent):
     ) -> None:
         config = DQFDConfig.resolve(config, options)
         super().__init__(states, actions, network, config=config, double_q_model=True)  # DQfD is double DQN
+        self.td_errors = TDErrors()
         self.expert_margin = config.expert_margin
         self.supervised_weight = config.supervised_weight
         # the demonstration memory, demo_sampling_ratio of what each update learns from
@@ -106,7 +108,9 @@ class DQFDAgent(QLearningAgent):
     # ------------------------------------------------------------------ updates
 
     def _update(self, batch: Transitions) -> Info:
-        info = self.optimizer.step(self._loss, batch.flat())
+        # |TD errors| of the whole batch before the step: prioritized replay's priorities
+        info, td_error = self.td_errors.step(self.optimizer, self._loss, batch.flat())
+        prioritize(self, batch, td_error)
         report = {"loss": info.get("loss", 0.0)}
         if len(self.demo_memory):
             report.update(self._demo_update())
@@ -117,7 +121,8 @@ class DQFDAgent(QLearningAgent):
     # ------------------------------------------------------------------ the losses, J(Q) = J_DQ(Q) + lambda J_E(Q)
 
     def _td_loss(self, data: FlatBatch) -> tuple[torch.Tensor, Any, dict[str, torch.Tensor]]:
-        """J_DQ per instance, the double-DQN TD loss, with the policy's parameters and Q(s, .; theta)."""
+        """J_DQ per instance, the double-DQN TD loss, with the policy's parameters and Q(s, .; theta); the |TD
+        errors| go to ``td_errors``."""
         states, internals, actions = group(data, "states"), group(data, "internals"), group(data, "actions")
         next_states, next_internals = group(data, "next_states"), group(data, "next_internals")
         params, _, _ = self.policy(states, internals)
@@ -134,15 +139,14 @@ class DQFDAgent(QLearningAgent):
                 y[name] = td_targets(data["reward"], data["terminal"], next_values, self.discount)
 
         # the regression of Q(s, a; theta) onto y: half the squared TD error, or the Huber loss
-        j_dq, _ = q_regression(q, actions, y, self.huber_loss)
+        j_dq, td_error = q_regression(q, actions, y, self.huber_loss)
+        self.td_errors.record(data, td_error)
         return j_dq, params, q
 
     def _loss(self, data: FlatBatch, reference: Any = None) -> torch.Tensor:
         """The loss on the agent's own experience: J_DQ, importance-weighted for prioritized replay."""
         j_dq, params, _ = self._td_loss(data)
-        if data.get("weights") is not None:
-            j_dq = j_dq * data["weights"]
-        return self._regularized(j_dq.mean(), params)
+        return self._regularized(weighted(j_dq, data).mean(), params)
 
     def _demo_loss(self, data: FlatBatch, reference: Any = None) -> torch.Tensor:
         """The loss on demonstrations: J_DQ plus ``supervised_weight`` times the large-margin J_E."""

@@ -22,8 +22,8 @@ from typing import Any
 import torch
 
 from torchforce.agents.config import DQNConfig
-from torchforce.agents.errors import NonFiniteError
 from torchforce.agents.q_learning import QLearningAgent
+from torchforce.agents.td_errors import TDErrors, prioritize, weighted
 from torchforce.agents.transitions import FlatBatch, Transitions, group
 from torchforce.agents.value_specs import q_values
 from torchforce.core.networks.network import penalized
@@ -49,8 +49,7 @@ class DQNAgent(QLearningAgent):
     ) -> None:
         config = DQNConfig.resolve(config, options)
         super().__init__(states, actions, network, config=config, double_q_model=config.double_q_model)
-        self._full_batch: dict[str, torch.Tensor] | None = None
-        self._td_error: torch.Tensor | None = None
+        self.td_errors = TDErrors()
         self._finish(network=network)
         self._load_on_start()
 
@@ -58,23 +57,8 @@ class DQNAgent(QLearningAgent):
 
     def _update(self, batch: Transitions) -> Info:
         # |TD errors| of the whole batch before the step, for the statistics and prioritized replay's priorities
-        self._full_batch, self._td_error = batch.flat(), None
-        info = self.optimizer.step(self._loss, self._full_batch)
-        if self._td_error is None:  # a subsampling optimizer never saw the whole batch: measure it after the step
-            with torch.no_grad():
-                self._loss(self._full_batch)
-        td_error, self._full_batch = self._td_error, None
-        if td_error is None:  # _loss measures it on the whole batch, in the step or just above
-            raise RuntimeError(f"{self.name} agent: the loss did not measure the TD errors of the batch")
-        if batch.indices is not None and hasattr(self.memory, "update_priorities"):
-            if not bool(torch.isfinite(td_error).all()):  # NaN priorities would make every later draw NaN
-                raise NonFiniteError(
-                    f"{self.name} agent: the TD errors of update {self.updates + 1} are NaN or infinite, so they "
-                    "cannot be prioritized replay's priorities (a diverged update?). Try a lower learning rate, "
-                    "gradient clipping (clip_grad_norm in the optimizer spec) or a huber_loss, and check that "
-                    "rewards and states are finite."
-                )
-            self.memory.update_priorities(batch.indices, td_error.cpu().numpy())
+        info, td_error = self.td_errors.step(self.optimizer, self._loss, batch.flat())
+        prioritize(self, batch, td_error)
         # theta^- follows theta every target_sync_frequency timesteps
         self.target_sync.sync(self.update_timestep)
         return {"loss": info.get("loss", 0.0), "td_error": td_error.mean()}
@@ -97,10 +81,8 @@ class DQNAgent(QLearningAgent):
 
         # the regression of Q(s, a; theta) onto y: half the squared TD error, or the Huber loss
         loss_per_instance, td_error = q_regression(q, actions, y, self.huber_loss)
-        if batch.get("weights") is not None:  # prioritized replay's importance-sampling weights
-            loss_per_instance = loss_per_instance * batch["weights"]
-        if batch is self._full_batch and self._td_error is None:  # the whole batch, before any step
-            self._td_error = td_error
+        self.td_errors.record(batch, td_error)
+        loss_per_instance = weighted(loss_per_instance, batch)  # prioritized replay's importance-sampling weights
 
         # weight penalties, and the entropy bonus of softmax(Q)
         loss = penalized(loss_per_instance.mean(), self.policy)

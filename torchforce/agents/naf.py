@@ -26,6 +26,7 @@ from torch import Tensor, nn
 
 from torchforce.agents.agent import LearningAgent
 from torchforce.agents.config import NAFConfig
+from torchforce.agents.td_errors import TDErrors, prioritize, weighted
 from torchforce.agents.transitions import FlatBatch, Transitions, group
 from torchforce.agents.value_specs import deterministic_heads, replay_capacity
 from torchforce.core.explorations import check_random_timesteps
@@ -86,6 +87,7 @@ class NAFAgent(LearningAgent):
     ) -> None:
         config = NAFConfig.resolve(config, options)
         super().__init__(states, actions, config=config)
+        self.td_errors = TDErrors()
         for name, action in self.actions_spec.items():
             if action.type != "float":
                 raise SpecError(
@@ -156,7 +158,9 @@ class NAFAgent(LearningAgent):
     # ------------------------------------------------------------------ the update
 
     def _update(self, batch: Transitions) -> Info:
-        info = self.optimizer.step(self._loss, batch.flat())
+        # |TD errors| of the whole batch before the step: prioritized replay's priorities
+        info, td_error = self.td_errors.step(self.optimizer, self._loss, batch.flat())
+        prioritize(self, batch, td_error)
         # theta' <- tau theta + (1 - tau) theta'
         self.target_sync.sync(self.update_timestep)
         return {"loss": info.get("loss", 0.0)}
@@ -170,5 +174,6 @@ class NAFAgent(LearningAgent):
             y = td_targets(data["reward"], data["terminal"], next_value, self.discount)
         # the regression of Q(s, a) onto y: half the squared TD error, or the Huber loss
         delta = y - self.q_values(group(data, "states"), internals, group(data, "actions"))
+        self.td_errors.record(data, delta.detach().abs())
         loss = huber(delta, self.huber_loss) if self.huber_loss is not None else l2(delta)
-        return penalized(loss.mean(), self.policy)
+        return penalized(weighted(loss, data).mean(), self.policy)  # importance-weighted for prioritized replay

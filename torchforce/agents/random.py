@@ -24,7 +24,13 @@ class RandomAgent(Agent):
         self._load_on_start()
 
     def _act_rows(
-        self, batch: Batch, internals: dict[str, torch.Tensor], *, deterministic: bool, record: bool = False
+        self,
+        batch: Batch,
+        internals: dict[str, torch.Tensor],
+        *,
+        deterministic: bool,
+        record: bool = False,
+        explorations: Any = None,  # the agent explores nothing
     ) -> tuple[dict[str, np.ndarray], dict[str, torch.Tensor]]:
         rows = next(iter(batch.values())).shape[0]
         actions: dict[str, np.ndarray] = {}
