@@ -213,6 +213,22 @@ def test_worker_errors_carry_the_traceback():
     our_children_are_gone(vector)
 
 
+def test_a_killed_worker_is_a_vector_error_and_the_others_stay_in_step():
+    """A worker process that died (killed, out of memory) fails the next command with a VectorEnvironmentError
+    naming it, not a BrokenPipeError; the live worker's reply is read, so a retry gets fresh replies."""
+    vector = make_vector("minimal", 4, mode="subprocess", seed=0, num_workers=2)
+    try:
+        vector.reset()
+        vector._processes[1].kill()
+        vector._processes[1].join(timeout=10)
+        for _ in range(2):  # the first send may still fit in the dead pipe's buffer; the second cannot
+            with pytest.raises(VectorEnvironmentError, match=r"environment worker 1 \(copies 2\.\.3\) failed"):
+                vector.execute(np.zeros(4, dtype=np.int64))
+    finally:
+        vector.close()
+    our_children_are_gone(vector)
+
+
 def test_spec_errors_in_workers_stay_spec_errors():
     with pytest.raises(SpecError, match="action_type: unknown value") as error:
         make_vector({"type": "minimal", "action_type": "integer"}, 2, mode="subprocess", num_workers=1)

@@ -427,14 +427,27 @@ class VectorEnvironment:
         self._final = {name: views[f"final/{name}"] for name in self._state_specs}
         self._terminal, self._reward = views["terminal"], views["reward"]
 
-    def _gather(self, workers: Sequence[int] | None = None) -> list[Any]:
-        """One reply from each worker asked (all by default, in order); the first failure is raised after all have
-        answered."""
+    def _send(self, messages: Mapping[int, Any]) -> list[int]:
+        """Each worker its message; returns the workers whose pipe is broken (the process died), which got none."""
+        dead = []
+        for index, message in messages.items():
+            try:
+                self._connections[index].send(message)
+            except OSError:  # BrokenPipeError, ConnectionResetError: nobody reads that pipe any more
+                dead.append(index)
+        return dead
+
+    def _gather(self, workers: Sequence[int] | None = None, dead: Sequence[int] = ()) -> list[Any]:
+        """One reply from each worker asked (all by default, in order; ``dead`` ones, which could not be sent their
+        message, fail without one); the first failure is raised after all have answered, so that no reply is left
+        in a pipe for the next command to read."""
         replies: list[Any] = []
         failure: Exception | None = None
         for index in range(len(self._connections)) if workers is None else workers:
             connection, (lo, hi) = self._connections[index], self._chunks[index]
             try:
+                if index in dead:
+                    raise EOFError
                 status, data = connection.recv()
             except (EOFError, OSError):
                 process = self._processes[index]
@@ -453,9 +466,8 @@ class VectorEnvironment:
     def _command(self, command: str, data: Sequence[Any] | None = None) -> list[Any]:
         if self._closed:
             raise RuntimeError("this VectorEnvironment is closed")
-        for index, connection in enumerate(self._connections):
-            connection.send((command, None if data is None else data[index]))
-        return self._gather()
+        messages = {index: (command, None if data is None else data[index]) for index in range(len(self._connections))}
+        return self._gather(dead=self._send(messages))
 
     # ------------------------------------------------------------------------------------------------- the API
 
@@ -503,9 +515,8 @@ class VectorEnvironment:
         else:
             chunks = [[int(row) - lo for row in indices if lo <= row < hi] for lo, hi in self._chunks]
             active = [index for index, chunk in enumerate(chunks) if chunk]
-            for index in active:
-                self._connections[index].send(("reset", chunks[index]))
-            self._gather(active)
+            dead = self._send({index: ("reset", chunks[index]) for index in active})
+            self._gather(active, dead)
         if self._single_state:
             return self._states["state"][indices].copy()
         return {name: buffer[indices].copy() for name, buffer in self._states.items()}
