@@ -467,3 +467,36 @@ def test_compute_update_then_apply_update_equals_an_update(case, tmp_path):
         {name: o.state_dict() for name, o in worker.optimizers().items()},
         "optimizers",
     )
+
+
+NORMALIZED = [  # batch normalization's running statistics and dropout's draws: state that a training pass moves
+    {"type": "dense", "size": 8},
+    {"type": "tf_layer", "layer": "batch_normalization"},
+    {"type": "dropout", "rate": 0.2},
+    {"type": "dense", "size": 8},
+]
+
+
+@pytest.mark.parametrize("case", ["ppo", "vpg-float-gae", "trpo-gae"])
+def test_summaries_change_nothing_in_training_and_a_resumed_run_matches(case, tmp_path):
+    """A reported update makes one more pass of the policy for its statistics; in eval mode it moves no running
+    statistics and draws nothing, so training with summaries equals training without them, and a run paused and
+    resumed (whose summarizer reports other updates) equals the uninterrupted one."""
+
+    def agent(summaries: str | None = None):
+        summarizer = {} if summaries is None else {"summarizer": {"directory": str(tmp_path / summaries), "steps": 7}}
+        return build(case, network=NORMALIZED, **summarizer)
+
+    plain = agent()  # each built and driven in turn: dropout draws from torch's global generator, which a seed sets
+    drive(plain, 0, 46)
+    logged = agent("logged")
+    drive(logged, 0, 46)
+    assert plain.updates == logged.updates >= 3
+    assert_trees_equal(plain.state_dict()["modules"], logged.state_dict()["modules"])
+    first = agent("first")
+    drive(first, 0, 23)
+    first.save_model(str(tmp_path / "paused"))
+    second = agent("second")
+    second.restore_model(str(tmp_path / "paused"))
+    drive(second, 23, 46)
+    assert_trees_equal(logged.state_dict()["modules"], second.state_dict()["modules"])

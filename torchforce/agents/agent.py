@@ -12,6 +12,7 @@ import contextlib
 import threading
 import time
 import warnings
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -835,6 +836,20 @@ class Agent:
         finally:
             self.reporting = True
             self.policy.version += 1
+
+    @contextlib.contextmanager
+    def _report_pass(self) -> Iterator[None]:
+        """Around a pass that only feeds an update's report (``reporting``): no gradients, and eval mode, so that it
+        neither moves batch normalization's running statistics nor draws dropout's randomness. Whether an update is
+        reported (the summarizer's schedule) must not change training: with and without summaries, and across a
+        pause and resume, the run is the same."""
+        training = self._training
+        self._set_training(False)
+        try:
+            with torch.no_grad():
+                yield
+        finally:
+            self._set_training(training)
 
     def _follow_schedules(self) -> None:
         """Set what follows the timestep to its value now: the optimizers' learning-rate schedules (an agent with

@@ -218,7 +218,7 @@ class PolicyGradientAgent(LearningAgent):
         Nothing for an update that is not reported: they are a pass of the network over the whole batch."""
         if not self.reporting:
             return {}
-        with torch.no_grad():
+        with self._report_pass():
             states, internals, actions = (group(data, key) for key in ("states", "internals", "actions"))
             params, _, embedding = self.policy(states, internals) if forward is None else forward
             info = policy_statistics(

@@ -133,7 +133,7 @@ class PPOAgent(PolicyGradientAgent):
             self.baseline_optimizer.step(self._baseline_loss, data)
         info: Info = {}
         if self.reporting:  # one pass of the updated policy over the batch for both (only if someone reads them)
-            with torch.no_grad():
+            with self._report_pass():
                 forward = self.policy(group(data, "states"), group(data, "internals"))
                 info["policy_loss"] = float(self._policy_loss(data, forward=forward))
                 info |= self._statistics(data, self.clipping, forward)
