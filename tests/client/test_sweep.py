@@ -94,6 +94,11 @@ LR = "agent.optimizer.learning_rate"
         ({"space": {LR: {"low": 1e-4}}}, f"sweep.space.{LR}.high", "a range needs its high end"),
         ({"space": {LR: {"low": 1e-4, "hihg": 1}}}, f"sweep.space.{LR}.hihg", "Did you mean 'high'?"),
         ({"space": {"agent.epochs": {"low": 1.5, "high": 8, "type": "int"}}}, "sweep.space.agent.epochs.low", ""),
+        (
+            {"space": {"agent.update_mode.batch_size": {"low": 2, "high": 10}}},
+            "sweep.space.agent.update_mode.batch_size.type",
+            "add type: int",
+        ),
         ({"space": {LR: {"choices": []}}}, f"sweep.space.{LR}.choices", "a non-empty list"),
         ({"space": {LR: {"choices": [0.1, 0.1]}}}, f"sweep.space.{LR}.choices[1]", "the same as choices[0]"),
         ({"space": {"seed": {"low": 0, "high": 9, "type": "int"}}}, "sweep.space.seed", "set by the sweep itself"),
@@ -161,6 +166,24 @@ def test_a_value_the_agent_refuses_is_blamed_on_the_end_of_the_range(sweeps, cap
     write(sweeps.root, "neg.json", json.dumps(sweep_file(space={LR: {"low": -0.5, "high": 0.1}})))
     err = bad(sweeps.root, capsys, "sweep", "new", "-f", "neg.json")
     assert err.startswith(f"tfcli: sweep.space.{LR}.low: ") and "got -0.5" in err
+
+
+@pytest.mark.parametrize("sampler", ["random", "tpe"])
+def test_a_driver_started_again_draws_new_values_not_the_first_trials_again(sweeps, capsys, sampler):
+    """Each driver process builds its sampler anew: seeded with the sweep's seed plus the trials so far, a driver
+    started after a stop or a crash draws on, where one seeded as the first would repeat the first trials."""
+    write(sweeps.root, "lr.json", json.dumps(sweep_file(sampler={"type": sampler, "seed": 3})))
+    assert main(["sweep", "new", "-f", "lr.json"]) == 0
+    sweep = Sweep.load(sweeps, "lr")
+    space = {dimension.key: dimension.distribution() for dimension in sweep.spec.space}
+    drawn = []
+    for _ in range(2):  # two driver processes, one after the other, each asking two trials
+        study = sweep.study()
+        for _ in range(2):
+            trial = study.ask(space)
+            drawn.append(trial.params[LR])
+            study.tell(trial, 1.0)
+    assert len(set(drawn)) == 4, drawn
 
 
 def test_a_sweep_name_is_taken_once_and_an_unknown_one_gets_a_did_you_mean(sweeps, capsys):

@@ -317,13 +317,13 @@ class Sweep:
         return optuna.storages.RDBStorage(url, engine_kwargs={"connect_args": {"timeout": 30}})
 
     def study(self, spec: SweepSpec | None = None) -> Any:
-        """The sweep's Optuna study, with the sampler and pruner of its spec."""
+        """The sweep's Optuna study, with the sampler (see ``Sampler.build``) and pruner of its spec."""
         optuna = optuna_module()
         spec = spec or self.spec
         with self.reading():
-            return optuna.load_study(
-                study_name=self.name, storage=self._storage(), sampler=spec.sampler.build(), pruner=spec.pruner.build()
-            )
+            study = optuna.load_study(study_name=self.name, storage=self._storage(), pruner=spec.pruner.build())
+            study.sampler = spec.sampler.build(len(study.get_trials(deepcopy=False)))
+            return study
 
     @contextmanager
     def reading(self) -> Iterator[None]:

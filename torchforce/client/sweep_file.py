@@ -100,6 +100,17 @@ class Dimension:
     def override(self, value: Any) -> Override:
         return Override(parse_key(self.key), value, f"{self.key}={json.dumps(value)}")
 
+    def inside(self) -> tuple[str, Any] | None:
+        """A float range's value a third of the way in (geometrically for a log range; on the step's grid), which
+        validation tries too: ends written as integers pass an integer field that the sampler's floats fail."""
+        if self.kind != "float":
+            return None
+        low, high = float(self.low), float(self.high)
+        value = low * (high / low) ** (1 / 3) if self.log else low + (high - low) / 3
+        if self.step is not None:
+            value = low + round((value - low) / self.step) * self.step
+        return "type", value
+
     def ends(self) -> list[tuple[str, Any]]:
         """Values validation tries, with the name of the place they come from: a range's ends, every choice."""
         if self.kind == "choice":
@@ -133,12 +144,16 @@ class Sampler:
     seed: int = 0
     startup_trials: int = DEFAULT_TPE_STARTUP
 
-    def build(self) -> Any:
+    def build(self, trials_so_far: int = 0) -> Any:
+        """The sampler of a study that holds ``trials_so_far`` trials: seeded with ``seed`` plus that count, so that
+        a driver started again (after ``sweep stop``, a crash) draws on where the last one stopped, not the first
+        trials' values again; an uninterrupted sweep draws as one seeded with ``seed``."""
         import optuna
 
+        seed = self.seed + trials_so_far
         if self.kind == "random":
-            return optuna.samplers.RandomSampler(seed=self.seed)
-        return optuna.samplers.TPESampler(seed=self.seed, n_startup_trials=self.startup_trials)
+            return optuna.samplers.RandomSampler(seed=seed)
+        return optuna.samplers.TPESampler(seed=seed, n_startup_trials=self.startup_trials)
 
     def to_dict(self) -> dict[str, Any]:
         values: dict[str, Any] = {"type": self.kind, "seed": self.seed}
@@ -480,7 +495,8 @@ def _dimension(key: Any, entry: Any) -> Dimension:
 
 
 def _end(value: Any, path: str, kind: str) -> float | int:
-    """A range's end (or step): an int for an int range, a finite number for a float one."""
+    """A range's end (or step): an int for an int range, a finite float for a float one (whose values the sampler
+    draws as floats: ends checked as the ints written would pass where every trial's value fails)."""
     if isinstance(value, str):
         try:
             float(value)
@@ -493,7 +509,7 @@ def _end(value: Any, path: str, kind: str) -> float | int:
         return expect_int(value, path)
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
         raise SpecError(path, "not a finite number", got=value, expected="a number")
-    return value
+    return float(value)
 
 
 def _choices(value: Any, path: str) -> tuple[Any, ...]:
@@ -597,6 +613,7 @@ def _check_trial_experiments(project: Project, spec: SweepSpec, *, build: bool) 
     first = {d.key: d.ends()[0] for d in spec.space}
     points = [first, {d.key: d.ends()[-1] for d in spec.space}]
     points += [{**first, d.key: end} for d in spec.space for end in d.ends()[1:-1]]
+    points += [{**first, d.key: inside} for d in spec.space if (inside := d.inside()) is not None]
     if not build:
         points = points[:1]
     checked: set[str] = set()
@@ -623,12 +640,18 @@ def _blame_the_space(error: SpecError, point: dict[str, tuple[str, Any]]) -> Spe
             or inside.startswith((f"{error.path}.", f"{error.path}["))
         ):
             where = error.path.removeprefix(inside)
+            hint = error.hint or f"A trial's experiment refuses {key} = {describe(value)}."
+            if place == "type":  # a value inside a float range
+                hint = (
+                    f"The range is of floats, and a trial's experiment refuses {key} = {describe(value)} from inside "
+                    "it; add type: int for a range of integers."
+                )
             return SpecError(
                 f"sweep.space.{key}.{place}",
                 (f"{where.lstrip('.')}: " if where else "") + error.message,
                 got=error.got if error.got is not ... else value,
                 expected=error.expected,
-                hint=error.hint or f"A trial's experiment refuses {key} = {describe(value)}.",
+                hint=hint,
                 file=error.file,
             )
     shown = ", ".join(f"{key}={describe(value)}" for key, (_, value) in point.items())
