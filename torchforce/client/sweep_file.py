@@ -103,7 +103,7 @@ class Dimension:
     def inside(self) -> tuple[str, Any] | None:
         """A float range's value a third of the way in (geometrically for a log range; on the step's grid), which
         validation tries too: ends written as integers pass an integer field that the sampler's floats fail."""
-        if self.kind != "float":
+        if self.kind != "float" or self.low is None or self.high is None:
             return None
         low, high = float(self.low), float(self.high)
         value = low * (high / low) ** (1 / 3) if self.log else low + (high - low) / 3
