@@ -380,6 +380,30 @@ def crash(sweep: Sweep) -> None:
     os.waitpid(driver, 0)
 
 
+def test_a_trial_whose_run_is_new_again_fails_instead_of_waiting_forever(sweeps, capsys):
+    """A trial's run that is new again (taken out of the queue by experiment stop, or one the queue could not
+    start) would never end, and its trial held a slot for ever: the trial fails, and its runs not started are
+    deleted."""
+    from torchforce.client.sweep import Driver, Flight
+
+    write(sweeps.root, "lr.json", json.dumps(sweep_file(seeds_per_trial=2)))
+    assert main(["sweep", "new", "-f", "lr.json"]) == 0
+    sweep = Sweep.load(sweeps, "lr")
+    driver = Driver(sweep)
+    driver.study = sweep.study()
+    trial = driver.study.ask({dimension.key: dimension.distribution() for dimension in sweep.spec.space})
+    runs = []
+    for index, name in enumerate(sweep.spec.run_names(trial.number)):
+        raw, _ = sweep.spec.run_raw(trial.number, index, {})
+        runs.append(Experiment(sweeps, **{**raw, "name": name}))
+        runs[-1].generate_locally()  # status new: as a run that left the queue is
+    driver.flights[trial.number] = Flight(trial, runs)
+    driver._poll(driver.flights[trial.number])
+    (row,) = sweep.trials()
+    assert row.state == "FAIL" and "lr-t000-s0 left the queue" in row.note
+    assert [record.name for record in sweeps.store.experiments()] == []
+
+
 @pytest.mark.slow
 def test_a_crashed_driver_is_taken_over_and_stop_leaves_no_process(sweeps, capsys):
     write(sweeps.root, "long.yaml", LONG)

@@ -578,14 +578,14 @@ def interrupt(study: Any, trial: Any, reason: str) -> None:
 
 
 def stop_runs(runs: Sequence[Experiment], log: Any) -> None:
-    """Stop the runs that are going (each checkpoints first); runs not started yet are deleted."""
+    """Stop the runs that are going (each checkpoints first); runs not started yet, or still queued, are deleted."""
     for run in runs:
         try:
             status = run.record().status
+            if status not in ("new", *ENDED):
+                status = run.stop(no_download=True).status  # a queued run leaves the queue: new again
             if status == "new":
                 run.delete()
-            elif status not in ENDED:
-                run.stop(no_download=True)
         except ClientError as error:
             log(f"could not stop {run.name}: {error}")
 
@@ -846,13 +846,18 @@ class Driver:
             trial.set_user_attr("error", error.message)
             self._end(flight, optuna.trial.TrialState.FAIL, f"failed: {error.message}")
             return
+        # a run is broken when it failed, was stopped, or is new again (taken out of the queue, or the queue could
+        # not start it): its trial would wait for it forever
         broken = [
-            (run, record) for run, record in zip(runs, records, strict=True) if record.status in ("failed", "stopped")
+            (run, record)
+            for run, record in zip(runs, records, strict=True)
+            if record.status in ("failed", "stopped", "new")
         ]
         if broken:
             stop_runs(runs, self.log)
             run, record = broken[0]
-            reason = f"{run.name} {record.status}" + (f": {record.message.splitlines()[0]}" if record.message else "")
+            status = "left the queue" if record.status == "new" else record.status
+            reason = f"{run.name} {status}" + (f": {record.message.splitlines()[0]}" if record.message else "")
             trial.set_user_attr("error", reason)
             self._end(flight, optuna.trial.TrialState.FAIL, f"failed: {reason}")
             return
