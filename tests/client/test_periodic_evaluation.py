@@ -91,6 +91,18 @@ def test_a_budget_that_never_reaches_evaluation_or_an_update_warns(project):
     assert len(built(project, total_timesteps=None, episodes=20, evaluation={"frequency": "20e"})) == 1
 
 
+def test_a_seed_in_the_agent_or_environment_that_the_runs_never_use_warns(project):
+    """The worker seeds the agent and the environment copies from the experiment's seed: another one in their
+    specs is never used, which a warning says (the same seed, or none, says nothing)."""
+    environment = {"type": "gym", "gym_id": "CartPole-v1", "seed": 5}
+    (warning,) = built(project, environment=environment, seed=3)
+    assert warning.startswith("experiment.environment.seed: 5 is not used: the runs of an experiment are seeded by")
+    agent = {**json.loads((project.root / "configs" / "agents" / "small_ppo.json").read_text()), "seed": 7}
+    (warning,) = built(project, agent=agent, seed=3)
+    assert warning.startswith("experiment.agent.seed: 7 is not used") and "--seed" in warning
+    assert built(project, environment={**environment, "seed": 3}, seed=3) == []
+
+
 def test_an_atari_game_by_its_gymnasium_id_warns_that_its_screens_are_raw(project, capfd):
     (warning,) = built(project, agent="ppo_atari", environment="ALE/Pong-v5", total_timesteps=2048)
     assert warning.startswith("experiment.environment: 'ALE/Pong-v5' gives raw 210x160 colour screens")

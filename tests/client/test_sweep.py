@@ -102,6 +102,7 @@ LR = "agent.optimizer.learning_rate"
         ({"space": {LR: {"choices": []}}}, f"sweep.space.{LR}.choices", "a non-empty list"),
         ({"space": {LR: {"choices": [0.1, 0.1]}}}, f"sweep.space.{LR}.choices[1]", "the same as choices[0]"),
         ({"space": {"seed": {"low": 0, "high": 9, "type": "int"}}}, "sweep.space.seed", "set by the sweep itself"),
+        ({"space": {"agent.seed": {"low": 0, "high": 9, "type": "int"}}}, "sweep.space.agent.seed", "never used"),
         ({"space": {"agent..x": {"low": 0, "high": 1}}}, "sweep.space.agent..x", "not a dotted key"),
         (
             {"space": {"agent.network": {"choices": [[]]}, "agent.network[0].size": {"choices": [8]}}},

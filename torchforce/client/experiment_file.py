@@ -153,7 +153,22 @@ def resolve_experiment(project: Project, raw: dict[str, Any], *, build: bool = T
         _check_evaluation_environment(spec)
         _warn_if_never_evaluated(spec)
         _warn_if_raw_atari(spec)
+        _warn_if_seeds_unused(spec)
     return spec
+
+
+def _warn_if_seeds_unused(spec: dict[str, Any]) -> None:
+    """A SpecWarning for a seed in the agent or environment spec that differs from the experiment's: the worker
+    seeds the agent and every environment copy from the experiment's ``seed`` (copy i: seed + i), so theirs is
+    never used, and a sweep over it would run one seed."""
+    for part in ("agent", "environment"):
+        given = spec[part].get("seed") if isinstance(spec[part], dict) else None
+        if given is not None and given != spec["seed"]:
+            warn_spec(
+                f"experiment.{part}.seed: {given!r} is not used: the runs of an experiment are seeded by its own "
+                f"seed ({spec['seed']!r}; the agent with it, environment copy i with seed + i); set that one "
+                "instead (experiment field seed, --seed, or --seeds for several)"
+            )
 
 
 def _warn_if_raw_atari(spec: dict[str, Any]) -> None:

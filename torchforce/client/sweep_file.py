@@ -466,6 +466,12 @@ def _dimension(key: Any, entry: Any) -> Dimension:
     normal = dotted(steps)
     if str(steps[0]) in CONTROLLED:
         raise SpecError(f"sweep.space.{key}", "set by the sweep itself", hint=CONTROLLED[str(steps[0])])
+    if len(steps) == 2 and steps[0] in ("agent", "environment") and steps[1] == "seed":
+        raise SpecError(
+            f"sweep.space.{key}",
+            "never used: the runs are seeded by the experiment's seed",
+            hint=CONTROLLED["seed"],
+        )
     path = f"sweep.space.{normal}"
     expected = "{low: L, high: H} (with log: true, type: int, step: S if wanted) or {choices: [...]}"
     if not isinstance(entry, dict):
