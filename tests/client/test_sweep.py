@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -456,3 +458,28 @@ def test_stop_cleans_up_after_a_crashed_driver_and_the_trial_runs_again_with_its
     assert main(["sweep", "stop", "--sweep", "tiny"]) == 0
     assert again.record().status == "stopped" and not sweep.driver_running()
     assert [row.state for row in sorted(sweep.trials(), key=lambda row: row.number)] == ["FAIL", "FAIL", "WAITING"]
+
+
+def test_the_driver_is_recognized_in_a_project_whose_path_has_a_space(tmp_path, monkeypatch):
+    """A sweep's driver is told from a reused PID by its arguments: a project path with a space in it is one
+    argument, so the driver of such a project is still its driver (sweep stop could never stop it)."""
+    from torchforce.client.sweep import DRIVER_MODULE, _is_driver
+
+    root = tmp_path / "my project"
+    root.mkdir()
+    monkeypatch.chdir(root)
+    project, _ = Project.init(root)
+    write(root, "lr.json", json.dumps(sweep_file()))
+    assert main(["sweep", "new", "-f", "lr.json"]) == 0
+    sweep = Sweep.load(project, "lr")
+    script = "import time; time.sleep(60)"
+    lookalike = subprocess.Popen([sys.executable, "-c", script, DRIVER_MODULE, str(root), "lr"])
+    other = subprocess.Popen([sys.executable, "-c", script, DRIVER_MODULE, str(root / "elsewhere"), "lr"])
+    try:
+        wait_for(lambda: f"{root}".encode() in Path(f"/proc/{lookalike.pid}/cmdline").read_bytes(), timeout=10)
+        wait_for(lambda: b"elsewhere" in Path(f"/proc/{other.pid}/cmdline").read_bytes(), timeout=10)
+        assert _is_driver(lookalike.pid, sweep) and not _is_driver(other.pid, sweep)
+    finally:
+        for process in (lookalike, other):
+            process.kill()
+            process.wait()

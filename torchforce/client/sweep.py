@@ -662,8 +662,9 @@ def _hold_lock(path: Path, seconds: float) -> int | None:
 
 def _is_driver(pid: int, sweep: Sweep) -> bool:
     """Whether ``pid`` is the driver of ``sweep`` (not a reused PID of another program)."""
-    try:
-        words = (Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")).split()
+    try:  # the arguments as given (a project path with spaces in it is one of them)
+        arguments = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace").split("\0")
+        return DRIVER_MODULE in arguments and sweep.name in arguments and str(sweep.project.root) in arguments
     except OSError:
         try:
             done = subprocess.run(  # noqa: S603, S607 - a fixed command (no /proc: macOS)
@@ -671,8 +672,8 @@ def _is_driver(pid: int, sweep: Sweep) -> bool:
             )
         except (OSError, subprocess.SubprocessError):
             return False
-        words = done.stdout.split()
-    return DRIVER_MODULE in words and sweep.name in words and str(sweep.project.root) in words
+        command = f" {done.stdout.strip()} "  # ps joins the arguments with spaces: whole arguments only
+        return all(f" {argument} " in command for argument in (DRIVER_MODULE, sweep.name, str(sweep.project.root)))
 
 
 def _reap(pid: int, seconds: float = 10.0) -> None:
