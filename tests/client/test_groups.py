@@ -278,6 +278,13 @@ def test_an_unknown_name_is_said_with_the_groups(root, capsys):
 # ---------------------------------------------------------------------------------------------- compare
 
 
+@pytest.mark.parametrize("threshold", ["nan", "inf"])
+def test_a_threshold_that_no_return_reaches_is_refused(root, capsys, threshold):
+    episodes(root, "solo", [float(i) for i in range(10)])
+    err = bad(root, capsys, "experiment", "compare", "solo", "--threshold", threshold)
+    assert f"argument --threshold: expected a finite number, got '{threshold}'" in err
+
+
 def test_compare_groups_with_a_threshold(root, capsys):
     ramps = {f"cp-s{seed}": [float(i + 15 * seed) for i in range(60)] for seed in range(4)}
     ramps["solo"] = [float(i) for i in range(100)]

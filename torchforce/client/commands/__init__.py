@@ -7,6 +7,7 @@ handler is a thin wrapper over the Python API (``Project``, ``Experiment``, ``Cl
 from __future__ import annotations
 
 import argparse
+import math
 import re
 from collections.abc import Callable, Sequence
 
@@ -112,6 +113,17 @@ def retired_flag_error(parser: argparse.ArgumentParser, extras: Sequence[str]) -
         also = f" (or {short[0]})" if short else ""
         return f"'tfcli {command}' has no {flag} any more: it was {long}{elsewhere}", f"Give {spelled}{also}."
     return None
+
+
+def finite_float(text: str) -> float:
+    """An argparse type: a finite number (nan and inf are no return to reach)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got '{text}'") from None
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"expected a finite number, got '{text}'")
+    return value
 
 
 def positive_int(text: str) -> int:

@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 
 from torchforce.client.aggregate import WINDOW
-from torchforce.client.commands import add_command, command, evaluate, positive_int, views
+from torchforce.client.commands import add_command, command, evaluate, finite_float, positive_int, views
 from torchforce.client.commands.output import print_json, relative
 from torchforce.client.errors import ClientError
 from torchforce.client.experiment import Experiment
@@ -274,7 +274,7 @@ def _add_results(experiments: argparse._SubParsersAction) -> None:
     )
     compare.add_argument("experiments", nargs="*", metavar="NAME", help="the same, without -e")
     compare.add_argument(
-        "--threshold", type=float, help="report steps and time until the mean return (last --window) reaches it"
+        "--threshold", type=finite_float, help="report steps and time until the mean return (last --window) reaches it"
     )
     _window_argument(compare)
     compare.add_argument("--json", action="store_true", help="machine-readable output")
