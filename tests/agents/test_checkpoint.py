@@ -500,3 +500,40 @@ def test_summaries_change_nothing_in_training_and_a_resumed_run_matches(case, tm
     second.restore_model(str(tmp_path / "paused"))
     drive(second, 23, 46)
     assert_trees_equal(logged.state_dict()["modules"], second.state_dict()["modules"])
+
+
+@pytest.mark.parametrize(
+    ("damage", "words"),
+    [
+        ("cut", "damaged, or not a torchforce checkpoint ("),
+        ("list", "it holds a list, not a checkpoint's dict"),
+        ("parts", "KeyError: 'modules'"),
+        ("code", "UnpicklingError"),
+        ("pointer", "no checkpoint's file name in it"),
+    ],
+)
+def test_a_damaged_or_foreign_checkpoint_is_an_error_naming_the_file(tmp_path, damage, words):
+    """Restoring a file cut short, one that holds something else, one missing a part, or one that would run code
+    gives one error naming the file (and runs nothing), not an OSError, AttributeError or KeyError of its insides."""
+    import pickle
+
+    from torchforce.agents.checkpoint import CheckpointError
+
+    agent = build("ppo")
+    drive(agent, 0, 5)
+    path = Path(agent.save_model(str(tmp_path), append_timestep=False))
+    if damage == "cut":
+        path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
+    elif damage == "list":
+        torch.save([1, 2, 3], path)
+    elif damage == "parts":
+        payload = torch.load(path, weights_only=True)
+        torch.save({key: value for key, value in payload.items() if key != "modules"}, path)
+    elif damage == "code":
+        path.write_bytes(pickle.dumps(print))  # a pickle that would call something
+    else:
+        (tmp_path / "checkpoint").write_text("{not json")
+    with pytest.raises(CheckpointError) as error:
+        build("ppo").restore_model(str(tmp_path))
+    shown = str(error.value)
+    assert words in shown and (str(path) in shown or damage == "pointer")

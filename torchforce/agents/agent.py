@@ -21,7 +21,7 @@ import torch
 from torch import nn
 
 from torchforce.agents.batches import STATE_DTYPES, Batch, as_batch, as_output, per_row
-from torchforce.agents.checkpoint import find_checkpoint, load_checkpoint, save_checkpoint
+from torchforce.agents.checkpoint import CheckpointError, find_checkpoint, load_checkpoint, save_checkpoint
 from torchforce.agents.config import AgentConfig, LearningConfig, check_execution
 from torchforce.agents.episodes import Episodes
 from torchforce.agents.errors import NonFiniteActionError
@@ -1038,7 +1038,10 @@ class Agent:
             raise ValueError("restore_model() needs a directory or a file")
         path = find_checkpoint(directory if directory is not None else ".", file)
         payload = load_checkpoint(path)
-        self.load_state_dict(payload)
+        try:
+            self.load_state_dict(payload)
+        except (KeyError, AttributeError, TypeError, IndexError) as error:  # a part missing, or of another form
+            raise CheckpointError(path, f"{type(error).__name__}: {error}") from None
         if self.save_timer is not None:
             self.save_timer.mark(self.timestep)  # the saver's steps/seconds count from here
         self.summarizer.resume_at(self.timestep)

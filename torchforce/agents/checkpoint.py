@@ -18,6 +18,13 @@ POINTER = "checkpoint"
 FORMAT = 1
 
 
+class CheckpointError(ValueError):
+    """A checkpoint file that cannot be read as one: damaged (cut short, a flipped byte) or something else."""
+
+    def __init__(self, path: str | Path, problem: str) -> None:
+        super().__init__(f"{path}: damaged, or not a torchforce checkpoint ({problem})")
+
+
 def pack(tree: Any) -> Any:
     """Numpy arrays become tagged tensors so the file loads with ``weights_only=True`` and unpacks exactly."""
     if isinstance(tree, np.ndarray):
@@ -85,14 +92,27 @@ def find_checkpoint(directory: str | Path, file: str | None = None) -> Path:
     pointer = directory / POINTER
     if not pointer.is_file():
         raise FileNotFoundError(f"no checkpoint in {directory} (no '{POINTER}' file)")
-    latest = directory / json.loads(pointer.read_text())["latest"]
+    try:
+        latest = directory / json.loads(pointer.read_text())["latest"]
+    except (ValueError, KeyError, TypeError) as error:  # ValueError: not JSON, or not UTF-8
+        raise CheckpointError(pointer, f"no checkpoint's file name in it: {type(error).__name__}: {error}") from None
     if not latest.is_file():
         raise FileNotFoundError(f"the checkpoint named by {pointer} is missing: {latest.name}")
     return latest
 
 
 def load_checkpoint(path: str | Path) -> dict[str, Any]:
-    payload = unpack(torch.load(path, map_location="cpu", weights_only=True))
+    """The payload of the checkpoint file ``path``; a CheckpointError naming it when it cannot be one. Loading runs
+    no code from the file (``weights_only``)."""
+    try:
+        payload = unpack(torch.load(path, map_location="cpu", weights_only=True))
+    except FileNotFoundError:
+        raise
+    except Exception as error:  # noqa: BLE001 - whatever torch's unpickler makes of a damaged or foreign file
+        first = str(error).splitlines()[0] if str(error) else ""
+        raise CheckpointError(path, f"{type(error).__name__}: {first}") from None
+    if not isinstance(payload, dict):
+        raise CheckpointError(path, f"it holds a {type(payload).__name__}, not a checkpoint's dict")
     if payload.get("format") != FORMAT:
         raise ValueError(f"{path}: unsupported checkpoint format {payload.get('format')!r}, expected {FORMAT}")
     return payload
