@@ -357,7 +357,7 @@ def test_restore_errors_and_file_forms(tmp_path, monkeypatch):
         build("ppo", memory={"type": "latest", "capacity": 123}).restore_model(tmp_path / "run")
     wider = build("ppo", network=[{"type": "dense", "size": 16}])
     drive(wider, 0, 3)
-    with pytest.raises(RuntimeError, match="size mismatch"):
+    with pytest.raises(ValueError, match=r"'policy.network.dense0.weight' has shape \[8, 1\], this agent's \[16, 1\]"):
         wider.restore_model(tmp_path / "run")
     assert (wider.timestep, wider.episodes.num_rows) == (3, 1)  # a checkpoint that does not fit changes no bookkeeping
     assert load_checkpoint(path)["agent"] == "ppo"
@@ -537,3 +537,25 @@ def test_a_damaged_or_foreign_checkpoint_is_an_error_naming_the_file(tmp_path, d
         build("ppo").restore_model(str(tmp_path))
     shown = str(error.value)
     assert words in shown and (str(path) in shown or damage == "pointer")
+
+
+@pytest.mark.parametrize(
+    ("changes", "words"),
+    [
+        ({"memory": {"type": "latest", "capacity": 123}}, "capacity"),
+        ({"network": [{"type": "dense", "size": 9}, {"type": "dense", "size": 8}]}, "other parameters"),
+        ({"network": [{"type": "dense", "size": 9}]}, "has shape"),
+    ],
+)
+def test_a_checkpoint_of_another_spec_fails_before_anything_changed(tmp_path, changes, words):
+    """Another memory capacity or another network: the restore fails, and the agent is as it was (its parameters,
+    its optimizer's state and its memory), where torch had copied every tensor that fitted before it raised."""
+    saved = build("ppo")
+    drive(saved, 0, 30)
+    saved.save_model(str(tmp_path), append_timestep=False)
+    other = build("ppo", seed=9, **changes)
+    drive(other, 0, 12)
+    before = other.state_dict()
+    with pytest.raises(ValueError, match=words):
+        other.restore_model(str(tmp_path))
+    assert_trees_equal(before, other.state_dict())

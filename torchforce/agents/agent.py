@@ -29,6 +29,7 @@ from torchforce.agents.experience import experience_batch
 from torchforce.agents.fetch import check_fetch, fetch, fetchable
 from torchforce.agents.state import (
     check_kind,
+    check_module_states,
     jsonable,
     load_rng_state,
     load_torch_state_dicts,
@@ -987,9 +988,10 @@ class Agent:
         memory capacity) fails first, before anything has changed."""
         check_kind(state, self.name)
         if self.learning:
+            check_module_states(self.trainable_modules(), state["modules"])
+            self.memory.load_state_dict(state["memory"])  # checked before it changes anything, and first to change
             load_torch_state_dicts(self.trainable_modules(), state["modules"])
             load_torch_state_dicts(self.optimizers(), state["optimizers"])
-            self.memory.load_state_dict(state["memory"])
         counters = state["counters"]
         self.timestep, self.episode, self.updates = counters["timestep"], counters["episode"], counters["updates"]
         self.episodes.load_state_dict(state)

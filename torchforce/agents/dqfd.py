@@ -25,6 +25,7 @@ import torch
 
 from torchforce.agents.config import DQFDConfig
 from torchforce.agents.q_learning import QLearningAgent
+from torchforce.agents.state import check_module_states
 from torchforce.agents.td_errors import TDErrors, prioritize, weighted
 from torchforce.agents.transitions import FlatBatch, Transitions, group
 from torchforce.agents.value_specs import q_values
@@ -170,6 +171,7 @@ class DQFDAgent(QLearningAgent):
         return {**super().state_dict(), "demo_memory": self.demo_memory.state_dict(), "pretrained": self.pretrained}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.demo_memory.load_state_dict(state["demo_memory"])  # first: a capacity mismatch fails before any change
+        check_module_states(self.trainable_modules(), state["modules"])  # another network fails before any change
+        self.demo_memory.load_state_dict(state["demo_memory"])  # so does a capacity mismatch
         super().load_state_dict(state)
         self.pretrained = int(state["pretrained"])

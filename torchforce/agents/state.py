@@ -97,6 +97,26 @@ def load_torch_state_dicts(components: Mapping[str, Any], states: Mapping[str, A
         component.load_state_dict(_tensors_in(states[name]))
 
 
+def check_module_states(modules: Mapping[str, Any], states: Mapping[str, Any]) -> None:
+    """Each module's saved state has its parameters and buffers, by name and shape: a ValueError naming the first
+    that differs, before anything is loaded (torch's own load copies the tensors that fit before it raises)."""
+    for name, module in modules.items():
+        if name not in states:
+            raise ValueError(f"the checkpoint has no state of the agent's '{name}'")
+        own, saved = module.state_dict(), states[name]
+        if set(own) != set(saved):
+            differ = sorted(set(own) ^ set(saved))
+            shown = ", ".join(differ[:5])
+            raise ValueError(f"the checkpoint's '{name}' has other parameters than this agent's: {shown}")
+        for key, tensor in own.items():
+            shape = tuple(getattr(saved[key], "shape", ()))
+            if shape != tuple(tensor.shape):
+                raise ValueError(
+                    f"the checkpoint's '{name}.{key}' has shape {list(shape)}, this agent's {list(tensor.shape)} "
+                    "(a checkpoint of another network or spec)"
+                )
+
+
 def check_kind(state: dict[str, Any], kind: str) -> None:
     """A checkpoint of another kind of agent is refused before anything is loaded."""
     saved = state.get("agent", kind)
