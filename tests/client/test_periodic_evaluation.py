@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import statistics
 import warnings
 from pathlib import Path
@@ -339,3 +340,31 @@ def test_step_axes_label_long_counts_short():
     labels = [tick.get_text() for tick in axis.get_xticklabels() if tick.get_text()]
     plt.close(figure)
     assert "1M" in labels and all(len(label) <= 5 for label in labels), labels
+
+
+def test_checkpoints_and_their_pointers_reach_the_disk_before_they_are_named(project, monkeypatch):
+    """A crash or power loss must not leave latest.json or best.json naming a folder whose files were still in
+    the page cache: every file of a checkpoint, its folder and the pointers are fsynced, the pointer last."""
+    import torchforce.durable
+
+    synced: list[str] = []
+    real = os.fsync
+
+    def fsync(descriptor: int) -> None:
+        synced.append(os.readlink(f"/proc/self/fd/{descriptor}"))
+        real(descriptor)
+
+    monkeypatch.setattr(torchforce.durable.os, "fsync", fsync)
+    monkeypatch.setattr(os, "fsync", fsync)  # write_json_atomically's own flush of the pointer
+    folder = new_experiment(project, "durable", evaluation={"frequency": "500t", "episodes": 2})
+    assert run(folder) == "finished"
+    checkpoints = folder / "results" / "checkpoints"
+    latest = Checkpoints(checkpoints).latest()
+    assert latest is not None
+    written = str(checkpoints / f".{latest['folder']}.partial")  # the folder as written, before its rename
+    files = [index for index, path in enumerate(synced) if path.startswith(written + "/")]
+    assert any(synced[index].endswith("model.pt") for index in files)
+    pointer = max(index for index, path in enumerate(synced) if path.startswith(str(checkpoints / ".latest.json.")))
+    assert max(files) < pointer  # the folder's files first, the pointer that names it after
+    assert str(checkpoints) in synced[pointer + 1 :]  # and the pointer's rename
+    assert any(".best.json." in path for path in synced)

@@ -14,6 +14,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from torchforce.durable import sync_file
+
 POINTER = "checkpoint"
 FORMAT = 1
 
@@ -53,16 +55,20 @@ def unpack(tree: Any) -> Any:
 
 
 def _atomic_write(path: Path, write) -> None:
-    """``write(temporary)``, then rename it to ``path``. The file gets the usual permissions of results (0666 less
-    the umask, as every file torchforce writes), not the private 0600 of ``tempfile.mkstemp``."""
+    """``write(temporary)``, then rename it to ``path``, durably: the file's bytes reach the disk before the rename,
+    and the rename before this returns (a crash or power loss leaves the old file or the whole new one, never one
+    cut short under the new name). The file gets the usual permissions of results (0666 less the umask, as every
+    file torchforce writes), not the private 0600 of ``tempfile.mkstemp``."""
     temporary = path.parent / f".{path.name}.{secrets.token_hex(8)}.tmp"
     os.close(os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))
     try:
         write(temporary)
+        sync_file(temporary)
         os.replace(temporary, path)
     except BaseException:
         Path(temporary).unlink(missing_ok=True)
         raise
+    sync_file(path.parent)
 
 
 def save_checkpoint(directory: str | Path, name: str, payload: dict[str, Any], manifest: dict[str, Any]) -> Path:

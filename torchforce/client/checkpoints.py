@@ -15,6 +15,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeGuard
 
+from torchforce.durable import sync_file
+
 LOG = logging.getLogger("torchforce.worker")
 KEEP_CHECKPOINTS = 2
 
@@ -87,7 +89,7 @@ class Checkpoints:
         from torchforce.client.project import write_json_atomically
 
         pointer = {"timesteps": timesteps, "mean_return": mean_return, "folder": self.folder_name(timesteps)}
-        write_json_atomically(self.folder / "best.json", pointer)
+        write_json_atomically(self.folder / "best.json", pointer, durable=True)
         return pointer
 
     # ------------------------------------------------------------------------------------------------ saving
@@ -126,10 +128,12 @@ class Checkpoints:
 
             torch.save(arrays, partial / self.ARRAYS)
         (partial / self.RUNNER).write_text(json.dumps(record) + "\n")  # one line: the history may be long
+        _sync_tree(partial)  # every file on the disk before the folder takes its name, and latest.json names it
         shutil.rmtree(target, ignore_errors=True)
         os.replace(partial, target)
+        sync_file(self.folder)
         pointer = {**info, "folder": name, "saved_at": time.time()}
-        write_json_atomically(self.folder / "latest.json", pointer)
+        write_json_atomically(self.folder / "latest.json", pointer, durable=True)
         self._prune()
         return pointer
 
@@ -352,3 +356,11 @@ def check_inside(path: Path, root: Path, pointer_file: Path) -> None:
             f"{path} leads out of {inner} (to {resolved}); refusing to load the checkpoint named by "
             f"{pointer_file}: results files are never followed out of the results folder"
         )
+
+
+def _sync_tree(folder: Path) -> None:
+    """``fsync`` every file and folder under ``folder``, and ``folder`` itself."""
+    for parent, _, files in os.walk(folder):
+        for name in files:
+            sync_file(Path(parent) / name)
+        sync_file(parent)

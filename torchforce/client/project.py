@@ -43,10 +43,11 @@ def current_umask() -> int:
     return mask
 
 
-def write_json_atomically(path: Path, data: Any, *, mode: int | None = None) -> None:
+def write_json_atomically(path: Path, data: Any, *, mode: int | None = None, durable: bool = False) -> None:
     """Write JSON through a temporary file and a rename, so a reader never sees half a file. The file gets the
     usual permissions (0644 with the common umask 022), not the private ones of a temporary file, unless ``mode``
-    (0600 for settings that name a key file)."""
+    (0600 for settings that name a key file). ``durable``: on the disk before the rename, and the rename before
+    this returns, so that a crash or power loss leaves the old file or the new one (checkpoint pointers)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
@@ -54,10 +55,17 @@ def write_json_atomically(path: Path, data: Any, *, mode: int | None = None) -> 
         with os.fdopen(handle, "w") as file:
             json.dump(data, file, indent=2)
             file.write("\n")
+            if durable:
+                file.flush()
+                os.fsync(file.fileno())
         os.replace(temporary, path)
     except BaseException:
         Path(temporary).unlink(missing_ok=True)
         raise
+    if durable:
+        from torchforce.durable import sync_file
+
+        sync_file(path.parent)
 
 
 def read_settings(path: Path) -> dict[str, Any]:
