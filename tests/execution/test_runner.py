@@ -461,5 +461,6 @@ def test_a_paused_vectorized_run_resumes_exactly():
     second.run(num_timesteps=18, resume=True)
     assert second.episode_rewards == whole.episode_rewards and second.episode_timesteps == whole.episode_timesteps
     assert (second.timestep, second.episode) == (whole.timestep, whole.episode) == (30, 5)
+    assert state["rows"]["lengths"].tolist() == first.state_dict()["rows"]["lengths"].tolist()  # the state as saved
     with pytest.raises(ValueError, match="resume"):
         Runner(random_agent(Counter()), Counter()).run(num_timesteps=1, resume=True)

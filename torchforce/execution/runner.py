@@ -111,7 +111,16 @@ class Runner(BaseRunner):
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.reset({key: state[key] for key in ("episode_rewards", "episode_timesteps", "episode_times")})
         self.global_timestep, self.global_episode = int(state["global_timestep"]), int(state["global_episode"])
-        self._rows = state["rows"]
+        rows = state["rows"]
+        if rows is not None:  # copies: a resumed run counts on in its own arrays, and the state loads again alike
+            states = rows["states"]
+            rows = {
+                **rows,
+                "states": {k: np.array(v) for k, v in states.items()} if isinstance(states, dict) else np.array(states),
+                "lengths": np.array(rows["lengths"]),
+                "returns": np.array(rows["returns"]),
+            }
+        self._rows = rows
 
     # 2018 names, kept for callbacks written against them
     @property
