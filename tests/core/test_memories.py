@@ -656,3 +656,19 @@ def test_a_frames_field_with_a_fallback_left_out_copies_it_and_keeps_the_copy_th
     state = memory.state_dict()
     memory.load_state_dict(state)
     np.testing.assert_array_equal(memory.contents()["states/y"], images)
+
+
+@pytest.mark.parametrize("priorities", [[1.0, 2.0], [1.0, float("nan"), 3.0, 4.0], [1.0, -2.0, 3.0, 4.0]])
+def test_saved_priorities_that_do_not_fit_change_nothing(priorities):
+    """The priorities are checked with the rows, before anything is loaded: a memory is never left half-loaded
+    (the rows of the state beside the priorities it had)."""
+    memory = prioritized()
+    state = prioritized(seed=3).state_dict()
+    state["data"] = {name: values[::-1].copy() for name, values in state["data"].items()}
+    state["priorities"] = np.array(priorities)
+    before = memory.state_dict()
+    with pytest.raises(ValueError, match="saved priorities"):
+        memory.load_state_dict(state)
+    after = memory.state_dict()
+    assert all(np.array_equal(before["data"][name], after["data"][name]) for name in before["data"])
+    assert np.array_equal(before["priorities"], after["priorities"])

@@ -149,8 +149,15 @@ class PrioritizedReplay(Memory):
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         if "priorities" not in state:
             raise ValueError("memory.load_state_dict: the saved memory has no priorities (not a prioritized_replay).")
+        priorities = np.asarray(state["priorities"], dtype=np.float64)
+        maximum = float(state["max_priority"])
+        if priorities.shape != self._tree.priorities.shape or not np.isfinite(priorities).all() or priorities.min() < 0:
+            raise ValueError(  # checked before anything changes, as the rows are
+                f"memory.load_state_dict: the saved priorities ({priorities.shape[0] if priorities.ndim else 0} "
+                f"values) are not {self._tree.priorities.shape[0]} finite numbers >= 0."
+            )
         super().load_state_dict(state)
         self._tree.nodes[:] = 0.0
-        self._tree.priorities[:] = state["priorities"]
+        self._tree.priorities[:] = priorities
         self._tree.rebuild()
-        self._max_priority = float(state["max_priority"])
+        self._max_priority = maximum
