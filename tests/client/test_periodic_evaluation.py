@@ -368,3 +368,20 @@ def test_checkpoints_and_their_pointers_reach_the_disk_before_they_are_named(pro
     assert max(files) < pointer  # the folder's files first, the pointer that names it after
     assert str(checkpoints) in synced[pointer + 1 :]  # and the pointer's rename
     assert any(".best.json." in path for path in synced)
+
+
+def test_a_damaged_best_json_keeps_every_checkpoint(tmp_path, caplog):
+    """Pruning keeps the newest two checkpoints and the best; when best.json cannot be read, any folder could be
+    the best one, so none is removed (where before the best one was)."""
+    checkpoints = Checkpoints(tmp_path)
+    names = [Checkpoints.folder_name(steps) for steps in (100, 200, 300, 400)]
+    for name in names:
+        (tmp_path / name).mkdir()
+    (tmp_path / "best.json").write_text('{"timesteps": 100, "folder": "0000000')  # cut short
+    with caplog.at_level(logging.WARNING, logger="torchforce.worker"):
+        checkpoints._prune()
+    assert sorted(p.name for p in tmp_path.iterdir() if p.is_dir()) == names
+    assert "cannot be read, so no checkpoint is removed" in caplog.text
+    checkpoints.mark_best(100, 5.0)
+    checkpoints._prune()
+    assert sorted(p.name for p in tmp_path.iterdir() if p.is_dir()) == [names[0], *names[2:]]

@@ -138,8 +138,16 @@ class Checkpoints:
         return pointer
 
     def _prune(self) -> None:
-        """Remove all but the newest ``KEEP_CHECKPOINTS`` checkpoint folders and the best one."""
+        """Remove all but the newest ``KEEP_CHECKPOINTS`` checkpoint folders and the best one. A ``best.json`` that
+        cannot be read could name any of them: then nothing is removed (and a warning says why)."""
         best = self.best()
+        if best is None and (self.folder / "best.json").exists():
+            LOG.warning(
+                "%s cannot be read, so no checkpoint is removed (any could be the best); mark the best again or "
+                "delete the file",
+                self.folder / "best.json",
+            )
+            return
         folders = sorted(p for p in self.folder.iterdir() if p.is_dir() and not p.name.startswith("."))
         for old in folders[:-KEEP_CHECKPOINTS]:
             if best is None or old.name != best["folder"]:
