@@ -385,3 +385,32 @@ def test_a_damaged_best_json_keeps_every_checkpoint(tmp_path, caplog):
     checkpoints.mark_best(100, 5.0)
     checkpoints._prune()
     assert sorted(p.name for p in tmp_path.iterdir() if p.is_dir()) == [names[0], *names[2:]]
+
+
+def test_a_pause_at_a_step_an_evaluation_is_due_plays_it_first(project, monkeypatch):
+    """A pause that arrives at the step a round is due: the round is played (and kept as the best if it is) before
+    the pause, so the resumed run's evaluations are the uninterrupted run's, not one played later by a policy
+    that has moved on."""
+    from torchforce.client.worker import ExperimentRun, Signals
+
+    whole = new_experiment(project, "whole", evaluation=EVALUATION)
+    assert run(whole) == "finished"
+    step_finished = ExperimentRun.step_finished
+    paused: list[int] = []
+
+    def pause_at_500(self, runner):
+        if runner.global_timestep >= 500 and not paused:
+            paused.append(runner.global_timestep)
+            Signals.request = "pause"  # as the signal sets it, arriving during this step
+        return step_finished(self, runner)
+
+    monkeypatch.setattr(ExperimentRun, "step_finished", pause_at_500)
+    halves = new_experiment(project, "halves", evaluation=EVALUATION)
+    assert run(halves) == "paused" and paused == [500]  # the step the second round is due
+    assert [e["timesteps"] for e in records(halves / "results" / "evaluations.jsonl")] == [250, 500]
+    assert run(halves, resume=True) == "finished"
+    expected = without_wall_time(records(whole / "results" / "evaluations.jsonl"))
+    assert without_wall_time(records(halves / "results" / "evaluations.jsonl")) == expected
+    assert (
+        Checkpoints(halves / "results" / "checkpoints").best() == Checkpoints(whole / "results" / "checkpoints").best()
+    )

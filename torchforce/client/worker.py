@@ -574,10 +574,12 @@ class ExperimentRun:
     def step_finished(self, runner: Any) -> bool:
         """After every step: evaluate and checkpoint when due, pause/stop when asked, refresh the progress file
         and the logs."""
+        best = self.evaluate_if_due()  # a round due at this step is played before a pause, as without one
         if Signals.request is not None:
+            if best is not None:  # the new best, marked as such
+                self.save(best)
             LOG.info("%s requested at timestep %d", Signals.request, runner.global_timestep)
             return False
-        best = self.evaluate_if_due()
         if best is not None or self.saver.due(runner.global_timestep, runner.global_episode):
             self.save(best)
         self.write_progress("running")
