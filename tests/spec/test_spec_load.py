@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -125,3 +126,21 @@ def test_load_spec_missing_file(tmp_path: Path) -> None:
     with pytest.raises(SpecError) as caught:
         load_spec(str(tmp_path / "agent.yaml"))
     assert str(caught.value).startswith(f"spec file not found: {tmp_path / 'agent.yaml'}.")
+
+
+@pytest.mark.parametrize(
+    ("name", "text", "words"),
+    [
+        ("twice.json", '{"agent": {"type": "ppo", "type": "dqn"}}', 'the key "type" is given twice in one object'),
+        ("twice.yaml", "agent:\n  type: ppo\n  type: dqn\n", "the key 'type' is given twice (lines 2 and 3)"),
+    ],
+)
+def test_a_key_given_twice_is_an_error_not_the_last_one_silently(tmp_path, name, text, words):
+    (tmp_path / name).write_text(text)
+    with pytest.raises(SpecError, match=re.escape(words)):
+        load_file(tmp_path / name)
+
+
+def test_yaml_merge_keys_may_be_overridden_in_the_mapping(tmp_path):
+    (tmp_path / "merged.yaml").write_text("base: &b {x: 1, y: 2}\nrun:\n  <<: *b\n  x: 3\n")
+    assert load_file(tmp_path / "merged.yaml")["run"] == {"x": 3, "y": 2}

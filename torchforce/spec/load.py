@@ -77,6 +77,24 @@ def _bounded_loader(yaml: Any) -> type:
     class BoundedLoader(yaml.SafeLoader):
         depth = 0
 
+        def construct_mapping(self, node: Any, deep: bool = False) -> Any:
+            """A key written twice in one mapping is an error (YAML says keys are unique; PyYAML kept the last)."""
+            seen: dict[Any, int] = {}
+            for key_node, _ in node.value:
+                if key_node.id != "scalar" or key_node.tag == "tag:yaml.org,2002:merge":
+                    continue
+                line = key_node.start_mark.line + 1
+                if key_node.value in seen:
+                    raise yaml.constructor.ConstructorError(
+                        None,
+                        None,
+                        f"the key {key_node.value!r} is given twice (lines {seen[key_node.value]} and "
+                        f"{line}); which one was meant?",
+                        key_node.start_mark,
+                    )
+                seen[key_node.value] = line
+            return super().construct_mapping(node, deep)
+
         def compose_node(self, parent: Any, index: Any) -> Any:
             self.depth += 1
             try:
@@ -138,9 +156,29 @@ def _children(node: Any) -> list[Any]:
     return [part for pair in value for part in pair] if node.id == "mapping" else list(value)
 
 
+class _GivenTwice(Exception):
+    def __init__(self, key: str) -> None:
+        super().__init__(key)
+        self.key = key
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A JSON object whose keys are each given once (json keeps the last of a key given twice)."""
+    value: dict[str, Any] = {}
+    for key, item in pairs:
+        if key in value:
+            raise _GivenTwice(key)
+        value[key] = item
+    return value
+
+
 def _parse_json(text: str, path: Path) -> Any:
     try:
-        value = json.loads(text)
+        value = json.loads(text, object_pairs_hook=_unique_keys)
+    except _GivenTwice as error:
+        raise SpecError(
+            "", f"the key {json.dumps(error.key)} is given twice in one object; which one was meant?", file=str(path)
+        ) from None
     except json.JSONDecodeError as error:
         raise SpecError(
             "", f"malformed JSON at line {error.lineno}, column {error.colno}: {error.msg}", file=str(path)
