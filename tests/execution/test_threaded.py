@@ -214,6 +214,7 @@ def test_the_shared_model_learns_the_minimal_task():
     # forty fails to learn within 240 episodes (measured); three independent tries make a failure vanishingly rare
     states = np.array([[-0.8], [-0.3], [0.3], [0.8]], dtype=np.float32)
     learned = []
+    threads = threading.active_count()  # what the process runs besides (earlier tests' Ray clients, ...)
     for _ in range(3):
         agents, environments = workers(count=3)
         ThreadedRunner(agents, environments).run(num_episodes=240)
@@ -222,7 +223,7 @@ def test_the_shared_model_learns_the_minimal_task():
         if learned[-1]:
             break
     assert learned[-1], f"no try learned: {learned}"
-    assert Threaded is ThreadedRunner and threading.active_count() < 10  # the worker threads are done
+    assert Threaded is ThreadedRunner and threading.active_count() <= threads  # the worker threads are done
 
 
 def test_workers_sharing_a_model_with_dropout_act_in_eval_mode_after_another_updates():
