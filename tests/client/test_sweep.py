@@ -463,7 +463,7 @@ def test_stop_cleans_up_after_a_crashed_driver_and_the_trial_runs_again_with_its
 def test_the_driver_is_recognized_in_a_project_whose_path_has_a_space(tmp_path, monkeypatch):
     """A sweep's driver is told from a reused PID by its arguments: a project path with a space in it is one
     argument, so the driver of such a project is still its driver (sweep stop could never stop it)."""
-    from torchforce.client.sweep import DRIVER_MODULE, _is_driver
+    from torchforce.client.sweep import DRIVER_MODULE, is_driver
 
     root = tmp_path / "my project"
     root.mkdir()
@@ -478,7 +478,7 @@ def test_the_driver_is_recognized_in_a_project_whose_path_has_a_space(tmp_path, 
     try:
         wait_for(lambda: f"{root}".encode() in Path(f"/proc/{lookalike.pid}/cmdline").read_bytes(), timeout=10)
         wait_for(lambda: b"elsewhere" in Path(f"/proc/{other.pid}/cmdline").read_bytes(), timeout=10)
-        assert _is_driver(lookalike.pid, sweep) and not _is_driver(other.pid, sweep)
+        assert is_driver(lookalike.pid, sweep) and not is_driver(other.pid, sweep)
     finally:
         for process in (lookalike, other):
             process.kill()

@@ -106,7 +106,9 @@ def test_a_mujoco_experiment_runs_normalizes_and_resumes_exactly(name, tmp_path)
 
     if "states_preprocessing" in spec:  # the PPO configs: VecNormalize's normalization of states and rewards
         statistics = agent.preprocessing["state"].state_dict()["0"]  # running_standardize's, over the whole run
-        assert statistics["count"] == STEPS + trail.truncations()  # every acted state, and truncated final ones
+        # every acted state; a truncation's final state (HalfCheetah's at step 1000) is standardized for the
+        # bootstrap, not counted
+        assert statistics["count"] == STEPS
         np.testing.assert_allclose(statistics["mean"], np.mean(trail.states, axis=0), atol=0.05)
         assert np.all(np.abs(statistics["mean"]) > 0.0) and np.all(statistics["m2"] > 0.0)
         discount = spec["reward_preprocessing"]["discount"]

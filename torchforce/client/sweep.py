@@ -410,7 +410,7 @@ class Sweep:
         cleanup itself. Returns the status afterwards ("stopped")."""
         if self.driver_running():
             pid = (self.state().get("driver") or {}).get("pid")
-            if not isinstance(pid, int) or not _is_driver(pid, self):
+            if not isinstance(pid, int) or not is_driver(pid, self):
                 raise ClientError(f"another process is stopping sweep '{self.name}' right now; try again")
             os.kill(pid, signal.SIGTERM)
             deadline = time.monotonic() + timeout
@@ -421,7 +421,7 @@ class Sweep:
                         hint=f"See its log: {self.log_file}",
                     )
                 time.sleep(0.1)
-            while _is_driver(pid, self) and time.monotonic() < deadline:  # its lock goes a moment before it
+            while is_driver(pid, self) and time.monotonic() < deadline:  # its lock goes a moment before it
                 time.sleep(0.05)
             _reap(pid)
             return self.status()[0]
@@ -660,7 +660,7 @@ def _hold_lock(path: Path, seconds: float) -> int | None:
             time.sleep(0.05)
 
 
-def _is_driver(pid: int, sweep: Sweep) -> bool:
+def is_driver(pid: int, sweep: Sweep) -> bool:
     """Whether ``pid`` is the driver of ``sweep`` (not a reused PID of another program)."""
     try:  # the arguments as given (a project path with spaces in it is one of them)
         arguments = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace").split("\0")
