@@ -43,6 +43,17 @@ def demonstrations(episodes=4, seed=0, env=ENV):
     return steps
 
 
+def play_until_updates(agent, updates: int, seed: int) -> None:
+    """Act and observe on the minimal task (seeded) until the agent has made ``updates`` updates."""
+    ENV.seed(seed)
+    state = ENV.reset()
+    while agent.updates < updates:
+        state, terminal, reward = ENV.execute(agent.act(state))
+        agent.observe(terminal, reward)
+        if terminal:
+            state = ENV.reset()
+
+
 def test_large_margin_loss_by_hand():
     agent = dqfd(supervised_weight=1.0, expert_margin=0.8, discount=0.0)  # discount 0: the TD target is r
     head = agent.policy.heads["action"]
@@ -155,13 +166,7 @@ def test_an_online_update_is_followed_by_a_demonstration_update():
     batches = []
     step = agent.optimizer.step
     agent.optimizer.step = lambda loss_fn, data, **kw: batches.append((loss_fn.__name__, len(data["reward"]))) or {}
-    ENV.seed(1)
-    state = ENV.reset()
-    while agent.updates < 2:
-        state, terminal, reward = ENV.execute(agent.act(state))
-        agent.observe(terminal, reward)
-        if terminal:
-            state = ENV.reset()
+    play_until_updates(agent, 2, seed=1)
     agent.optimizer.step = step
     assert agent.updates == 2 and batches == [("_loss", 8), ("_demo_loss", 8)] * 2  # ratio .5: 8 demonstrations
 
@@ -213,12 +218,6 @@ def test_prioritized_replay_of_its_own_experience_gets_the_td_errors():
     uniformly from their memory); before, DQfD applied the importance weights but never updated a priority."""
     agent = dqfd(memory={"type": "prioritized_replay", "capacity": 256})
     agent.import_demonstrations(demonstrations(4))
-    ENV.seed(2)
-    state = ENV.reset()
-    while agent.updates < 5:
-        state, terminal, reward = ENV.execute(agent.act(state))
-        agent.observe(terminal, reward)
-        if terminal:
-            state = ENV.reset()
+    play_until_updates(agent, 5, seed=2)
     priorities = agent.memory.priorities[: len(agent.memory)]
     assert np.any(priorities != priorities[0])

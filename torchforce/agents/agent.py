@@ -65,6 +65,8 @@ from torchforce.spec.frequency import Every
 if TYPE_CHECKING:
     from torchforce.core.preprocessors import PreprocessorStack
 
+UNLOCKED = contextlib.nullcontext()  # reusable: what an act holds when it needs no lock (every act of most agents)
+
 
 class Agent:
     """Base of every agent. ``states``/``actions`` take the 2018 spec forms (docs/tensorforce-0.4.md, States and
@@ -599,8 +601,8 @@ class Agent:
         for exploration in self._independent_explorations().values():
             if exploration not in self.explorations.values():
                 exploration.reset(restarted)
-        if restart is not None and self._independent is not None and self._independent[0] == rows:
-            index = torch.as_tensor(np.asarray(restart, dtype=np.int64), device=self.device)
+        if restarted is not None and self._independent is not None and self._independent[0] == rows:
+            index = torch.as_tensor(restarted, device=self.device)
             internals = {k: v.clone().index_fill_(0, index, 0.0) for k, v in self._independent[1].items()}
             self._independent = (rows, internals)
             return
@@ -632,7 +634,7 @@ class Agent:
         parameters meanwhile. Plain shared models act in parallel (hogwild, as 2018's threads)."""
         if self.update_lock is not None and (self.variable_noise or self._mode_matters()):
             return self.update_lock
-        return contextlib.nullcontext()
+        return UNLOCKED
 
     def _act_rows(
         self,

@@ -191,9 +191,9 @@ class OrnsteinUhlenbeck(Exploration):
         return self.state.copy()
 
     def apart(self) -> OrnsteinUhlenbeck:
-        copy = OrnsteinUhlenbeck.__new__(OrnsteinUhlenbeck)
-        copy.sigma, copy.mu, copy.theta, copy.state = self.sigma, self.mu, self.theta, None
-        return copy
+        fresh = copy.copy(self)  # the same settings; reset() rebinds the state, so none is shared
+        fresh.reset()
+        return fresh
 
     def reset(self, rows: Any = None) -> None:
         if rows is None or self.state is None:

@@ -94,33 +94,14 @@ class Runner(BaseRunner):
             "rows": None,
         }
         if self._rows is not None:
-            rows = self._rows
-            copy = (
-                {name: value.copy() for name, value in rows["states"].items()}
-                if isinstance(rows["states"], dict)
-                else np.array(rows["states"], copy=True)
-            )
-            state["rows"] = {
-                "states": copy,
-                "lengths": rows["lengths"].copy(),
-                "returns": rows["returns"].copy(),
-                "ages": time.time() - rows["started"],
-            }
+            state["rows"] = {**_copied_rows(self._rows), "ages": time.time() - self._rows["started"]}
         return state
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.reset({key: state[key] for key in ("episode_rewards", "episode_timesteps", "episode_times")})
         self.global_timestep, self.global_episode = int(state["global_timestep"]), int(state["global_episode"])
-        rows = state["rows"]
-        if rows is not None:  # copies: a resumed run counts on in its own arrays, and the state loads again alike
-            states = rows["states"]
-            rows = {
-                **rows,
-                "states": {k: np.array(v) for k, v in states.items()} if isinstance(states, dict) else np.array(states),
-                "lengths": np.array(rows["lengths"]),
-                "returns": np.array(rows["returns"]),
-            }
-        self._rows = rows
+        rows = state["rows"]  # copies: a resumed run counts on in its own arrays, and the state loads again alike
+        self._rows = None if rows is None else {**rows, **_copied_rows(rows)}
 
     # 2018 names, kept for callbacks written against them
     @property
@@ -347,6 +328,16 @@ def _truncate(env: VectorEnvironment, cut: np.ndarray, terminal, final_states, s
         final_states[rows] = states[rows]
         states[rows] = fresh
     return terminal, final_states, states
+
+
+def _copied_rows(rows: dict[str, Any]) -> dict[str, Any]:
+    """Copies of the arrays of the episodes in progress that a run changes: the states, lengths and returns."""
+    states = rows["states"]
+    return {
+        "states": {k: np.array(v) for k, v in states.items()} if isinstance(states, dict) else np.array(states),
+        "lengths": np.array(rows["lengths"]),
+        "returns": np.array(rows["returns"]),
+    }
 
 
 def episode_callback(function: Callable[..., Any] | None) -> Callable[[Any, int], Any] | None:
