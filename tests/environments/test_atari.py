@@ -101,6 +101,19 @@ def test_a_lost_life_ends_the_agents_episode_but_not_the_game():
     assert lives(env) == 5 and frame_number(env) == 0
 
 
+def test_a_reset_after_an_episode_cut_mid_life_starts_a_new_game():
+    # a runner's max_episode_timesteps, or a run that stopped, resets with lives left and none lost: the next
+    # episode must not go on from the middle of the old game
+    env = EpisodicLife(MaxAndSkip(bare("Breakout"), skip=4))
+    env.reset(seed=0)
+    for _ in range(10):
+        _, _, terminated, truncated, _ = env.step(NOOP)
+        assert not (terminated or truncated)
+    assert frame_number(env) == 40
+    env.reset()
+    assert lives(env) == 5 and frame_number(env) == 0
+
+
 def test_game_over_resets_the_game():
     env = EpisodicLife(MaxAndSkip(bare("Breakout"), skip=4))
     env.reset(seed=0)

@@ -9,8 +9,9 @@
    element-wise maximum of the last two frames (Atari sprites flicker: some are drawn every other frame only).
 3. ``game_monitor`` (with ``monitor=DIR``): one JSON line per real game in ``DIR/episodes.jsonl`` (below).
 4. ``EpisodicLife``: losing a life ends the agent's episode (terminated) while the game goes on; the next reset
-   then takes one no-op step instead of resetting the game. A real reset happens only after game over, a time limit,
-   or a reset that passes a seed.
+   then takes one no-op step instead of resetting the game. Every other reset is a real one: after game over or a
+   time limit, with a seed, and after an episode that ended otherwise (cut by a runner's ``max_episode_timesteps``,
+   or left unfinished when a run stopped), so that an episode never starts in the middle of a life.
 5. ``FireReset`` (games whose actions include FIRE, with ``fire_reset``): every reset ends by pressing FIRE, which
    launches the ball in games such as Breakout (after each lost life too, since it sits above ``EpisodicLife``).
 6. ``Downscale``: the 210x160 grayscale screen (ALE's own luminance) to ``screen_size`` x ``screen_size`` by area
@@ -149,31 +150,31 @@ def game_monitor(env: gymnasium.Env, file: Path) -> gymnasium.Env:
 
 
 class EpisodicLife(gymnasium.Wrapper):
-    """A lost life ends the agent's episode (terminated) but not the game: the next reset takes one no-op step
-    instead, unless the game is over (or timed out), or the reset passes a seed."""
+    """A lost life ends the agent's episode (terminated) but not the game: the reset that follows takes one no-op
+    step instead. Any other reset is a real one: after game over or a time limit, with a seed, or after an episode
+    that did not end by a lost life (one cut short, or left unfinished), which must not go on mid-life."""
 
     def __init__(self, env: gymnasium.Env) -> None:
         super().__init__(env)
         self.lives = 0
-        self.game_over = True
+        self.life_lost = False  # the last step ended the agent's episode by a lost life, and the game goes on
 
     def step(self, action: Any) -> Any:
         observation, reward, terminated, truncated, info = self.env.step(action)
-        self.game_over = terminated or truncated
         lives = self.unwrapped.ale.lives()  # type: ignore[attr-defined]
-        if 0 < lives < self.lives:
-            terminated = True
+        lost = 0 < lives < self.lives  # terminal for learning even on the step a time limit cuts
+        self.life_lost = lost and not (terminated or truncated)
         self.lives = lives
-        return observation, reward, terminated, truncated, info
+        return observation, reward, terminated or lost, truncated, info
 
     def reset(self, **kwargs: Any) -> Any:
-        if self.game_over or kwargs.get("seed") is not None:
-            observation, info = self.env.reset(**kwargs)
-        else:
+        if self.life_lost and kwargs.get("seed") is None:
             observation, _, terminated, truncated, info = self.env.step(NOOP)
             if terminated or truncated:  # the no-op step lost the last life
                 observation, info = self.env.reset(**kwargs)
-        self.game_over = False
+        else:
+            observation, info = self.env.reset(**kwargs)
+        self.life_lost = False
         self.lives = self.unwrapped.ale.lives()  # type: ignore[attr-defined]
         return observation, info
 
