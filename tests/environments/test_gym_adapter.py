@@ -222,3 +222,19 @@ def test_monitor_video_needs_moviepy(tmp_path):
             Gym("CartPole-v1", monitor=str(tmp_path), monitor_video=1)
     else:
         Gym("CartPole-v1", monitor=str(tmp_path), monitor_video=1).close()
+
+
+def test_a_ready_environment_takes_a_shorter_time_limit_and_refuses_a_longer_one():
+    import gymnasium
+
+    env = Gym(gymnasium.make("CartPole-v1"), max_episode_timesteps=3)
+    env.reset()
+    assert [env.execute(0)[1] for _ in range(2)] == [0, 0] and env.execute(0)[1] == 2  # cut at 3 steps
+    env.close()
+    ready = gymnasium.make("CartPole-v1")  # its TimeLimit ends episodes at 500 steps
+    with pytest.raises(SpecError) as caught:
+        Gym(ready, max_episode_timesteps=1000)
+    message = str(caught.value)
+    assert "environment.max_episode_timesteps" in message and "500 steps" in message and "1000" in message
+    assert "gymnasium.make('CartPole-v1', max_episode_steps=1000)" in message
+    ready.close()

@@ -142,6 +142,26 @@ def _kwarg_error(gym_id: str, spec: Any, kwargs: dict[str, Any], error: TypeErro
     return SpecError(f"{path}.{key}", f"unknown argument for '{gym_id}'", hint=hint)
 
 
+def _check_time_limit(env: Any, steps: int, path: str) -> None:
+    """A ready environment's own ``TimeLimit`` (``gymnasium.make`` adds one) cuts its episodes before a longer
+    ``max_episode_timesteps`` wrapped around it would: refused, rather than silently ignored."""
+    import gymnasium
+
+    layer = env
+    while isinstance(layer, gymnasium.Wrapper):
+        if isinstance(layer, gymnasium.wrappers.TimeLimit) and layer._max_episode_steps < steps:
+            name = env.spec.id if env.spec is not None else "the environment"
+            raise SpecError(
+                path,
+                f"the ready environment already ends its episodes at {layer._max_episode_steps} steps (its "
+                "TimeLimit), so a longer limit would never be reached",
+                got=steps,
+                expected=f"at most {layer._max_episode_steps}, or the environment made with "
+                f"gymnasium.make('{name}', max_episode_steps={steps}) (or given by its id)",
+            )
+        layer = layer.env
+
+
 def _make(gym_id: str, spec: Any, max_episode_timesteps: int | None, gym_kwargs: dict[str, Any], path: str) -> Any:
     """``gymnasium.make`` of ``spec`` (named ``gym_id`` in messages) with its failures turned into SpecErrors that say
     what to change."""
@@ -307,6 +327,7 @@ class Gym(Environment):
             env = gym_id
             self.gym_id = env.spec.id if env.spec is not None else type(env.unwrapped).__name__
             if max_episode_timesteps is not None:
+                _check_time_limit(env, max_episode_timesteps, f"{path}.max_episode_timesteps")
                 env = gymnasium.wrappers.TimeLimit(env, max_episode_timesteps)
         elif is_gymnasium_env_class(gym_id):
             self.gym_id = f"{gym_id.__module__}:{gym_id.__qualname__}"
