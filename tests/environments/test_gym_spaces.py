@@ -131,6 +131,20 @@ def test_uniform_bounded_box_action_is_one_float_action():
     assert received(env).dtype == np.float32 and received(env).shape == (2, 3)
 
 
+def test_integer_box_actions_round_to_the_nearest_value():
+    # a cast would cut toward 0: -1.7 to -1 and 1.9 to 1, and 0's bin twice as wide as the others
+    env = adapter(spaces.Discrete(2), spaces.Box(-2, 2, shape=(3,), dtype=np.int64))
+    assert env.actions == {"type": "float", "shape": (3,), "min_value": -2.0, "max_value": 2.0}
+    env.reset()
+    env.execute(np.array([-1.7, 1.9, 0.4]))
+    assert received(env).dtype == np.int64 and received(env).tolist() == [-2, 2, 0]
+    low, high = np.array([0, -3]), np.array([4, 3])  # non-uniform bounds: one action per element
+    env = adapter(spaces.Discrete(2), spaces.Box(low, high, dtype=np.int32))
+    env.reset()
+    env.execute({"action0": 3.6, "action1": -2.5})
+    assert received(env).dtype == np.int32 and received(env).tolist() == [4, -2]  # -2.5 rounds half to even
+
+
 def test_unbounded_box_action_has_no_bounds():
     env = adapter(spaces.Discrete(2), spaces.Box(-np.inf, np.inf, shape=(2,)))
     assert env.actions == {"type": "float", "shape": (2,)}

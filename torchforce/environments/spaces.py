@@ -160,8 +160,12 @@ def _elementwise(space: Any, name: str, specs: dict, element_specs: list[dict], 
     shape = tuple(space.shape)
     start = np.asarray(getattr(space, "start", 0)).reshape(-1)
 
+    integer = np.issubdtype(dtype, np.integer)
+
     def write(actions: Mapping[str, Any]) -> np.ndarray:
         values = np.fromiter((actions[n] for n in names), dtype=np.float64, count=len(names))
+        if integer:  # an integer Box's float action rounds to the nearest value (a cast would cut toward 0)
+            values = np.rint(values)
         return (values + start).astype(dtype).reshape(shape)
 
     return write
@@ -201,6 +205,9 @@ def _leaf_converter(space: Any) -> Callable[[Any], Any]:
     starts = np.asarray(getattr(space, "start", 0))
     if isinstance(space, spaces.MultiDiscrete) and starts.any():
         return lambda value: (np.asarray(value, dtype=np.int64).reshape(shape) + starts).astype(dtype)
+    if isinstance(space, spaces.Box) and np.issubdtype(dtype, np.integer):
+        # the agent acts with floats in the bounds: the nearest integer, where a cast would cut toward 0
+        return lambda value: np.rint(np.asarray(value, dtype=np.float64)).astype(dtype).reshape(shape)
     return lambda value: np.asarray(value, dtype=dtype).reshape(shape)
 
 
