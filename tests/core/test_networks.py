@@ -379,8 +379,10 @@ def test_weight_and_bias_options():
     [
         (None, 100, 100, 0.1),  # min(0.1, sqrt(2 / 200))
         (None, 400, 400, math.sqrt(2 / 800)),
-        ({"name": "msra", "slope": 1.0}, 50, 400, math.sqrt(2 / (2 * 50))),
-        ("msra", 50, 400, math.sqrt(2 / 50)),
+        # 2018's dict form: 2 / (1 + slope^2) * 2 / (in + out), slope 0.25 unless given
+        ({"name": "msra", "slope": 1.0}, 50, 400, math.sqrt(2 / 2 * 2 / 450)),
+        ({"name": "msra"}, 4, 256, math.sqrt(2 / 1.0625 * 2 / 260)),
+        ("msra", 50, 400, math.sqrt(2 / 50)),  # the name alone: He's, fan in only
         ("xavier", 100, 300, math.sqrt(2 / 400)),
     ],
 )

@@ -337,6 +337,22 @@ def test_reward_preprocessing():
     with pytest.warns(SpecWarning, match="maps every scalar reward to 0") as caught:
         build_reward_preprocessing({"type": "standardize"})
     assert caught[0].filename == __file__
+    # across the batch is one step's rewards, one per environment: a single environment's reward is 0 too
+    with pytest.warns(SpecWarning, match="maps the reward of a single environment to 0"):
+        across = build_reward_preprocessing({"type": "standardize", "across_batch": True})
+    assert [across.process(np.array([reward]))[0] for reward in (1.0, 5.0, -3.0)] == [0.0, 0.0, 0.0]
+
+
+def test_a_running_return_scale_state_stack_apart_leaves_the_training_rows_returns():
+    stack = build_preprocessing({"type": "running_return_scale"}, {"s": StateSpec("s", (), "float")})["s"]
+    for _ in range(2):
+        stack.process(np.array([1.0, 2.0]))
+    before = stack.state_dict()
+    apart = stack.apart()  # evaluation's copy, restarted whenever an evaluation episode starts
+    apart.reset([0, 1])
+    apart.process(np.array([5.0, 5.0]))
+    after = stack.state_dict()
+    assert str(before) == str(after)  # the training rows' discounted returns and statistics untouched
 
 
 @pytest.mark.parametrize(

@@ -459,8 +459,8 @@ class RunningReturnScale(Preprocessor):
         self._count = total
 
     def start_episodes(self, rows: Any = None) -> None:
-        if rows is None:
-            self._returns[:] = 0.0
+        if rows is None:  # rebound, not cleared in place: a copy of ``apart`` shares nothing with this one
+            self._returns = np.zeros_like(self._returns)
             return
         indices = row_indices(rows, -1)
         self._returns[indices[indices < len(self._returns)]] = 0.0
@@ -783,11 +783,15 @@ def build_reward_preprocessing(spec: Any, *, path: str = "reward_preprocessing")
             got=spec,
         )
     for preprocessor in stack:
-        if isinstance(preprocessor, Normalize) or (
-            isinstance(preprocessor, Standardize) and not preprocessor.across_batch
-        ):
+        if isinstance(preprocessor, (Normalize, Standardize)) and not getattr(preprocessor, "across_batch", False):
             warn_spec(
-                f"{path}: per-instance {kind_name(preprocessor)} maps every scalar reward to 0; "
-                "use running_standardize or standardize with across_batch=true."
+                f"{path}: per-instance {kind_name(preprocessor)} maps every scalar reward to 0; use "
+                "running_standardize or running_return_scale."
+            )
+        elif isinstance(preprocessor, (Normalize, Standardize)):
+            warn_spec(
+                f"{path}: {kind_name(preprocessor)} with across_batch=true works on one step's rewards at a time (one "
+                "per environment), and maps the reward of a single environment to 0; use running_standardize or "
+                "running_return_scale."
             )
     return stack

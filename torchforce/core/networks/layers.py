@@ -76,8 +76,9 @@ def _array(spec: Any, shape: tuple[int, ...], path: str, what: str) -> Tensor:
     return torch.from_numpy(array)
 
 
-def _named_init(weight: Tensor, spec: dict, path: str) -> None:
-    """A named initializer on a weight of torch's layout ([out, in] or [out, in, *window]): fans count the window."""
+def _named_init(weight: Tensor, spec: dict, path: str, *, short: bool = False) -> None:
+    """A named initializer on a weight of torch's layout ([out, in] or [out, in, *window]): fans count the window.
+    ``short``: given by its name alone (``"msra"``), not as 2018's ``{"name": ...}``."""
     spec = dict(spec)
     name = expect_choice(spec.pop("name", None), f"{path}.name", WEIGHT_INITS)
     accepted = INIT_KEYS.get(name, ())
@@ -86,9 +87,12 @@ def _named_init(weight: Tensor, spec: dict, path: str) -> None:
             options = ", ".join(("name", *accepted))
             raise SpecError(f"{path}.{key}", f"unknown key for the {name} initializer", hint=f"Accepted: {options}.")
     fan_in = weight[0].numel()
-    if name == "msra":  # He et al. 2015: N(0, 2 / ((1 + slope^2) * fan_in))
-        slope = expect_float(spec.get("slope", 0.0), f"{path}.slope")
-        nn.init.normal_(weight, 0.0, math.sqrt(2.0 / ((1.0 + slope**2) * fan_in)))
+    if name == "msra" and short:  # He et al. 2015 as torch and SB3 have it: N(0, 2 / fan_in)
+        nn.init.normal_(weight, 0.0, math.sqrt(2.0 / fan_in))
+    elif name == "msra":  # 2018's: N(0, 2 / (1 + slope^2) * 2 / (fan_in + fan_out)), slope 0.25 unless given
+        slope = expect_float(spec.get("slope", 0.25), f"{path}.slope")
+        fan_out = weight[:, 0].numel()
+        nn.init.normal_(weight, 0.0, math.sqrt(2.0 / (1.0 + slope**2) * 2.0 / (fan_in + fan_out)))
     elif name == "orthogonal":  # Saxe et al. 2014: an orthogonal [out, in * window] matrix times gain
         nn.init.orthogonal_(weight, expect_float(spec.get("gain", 1.0), f"{path}.gain", minimum=0.0))
     elif name == "xavier_uniform":
@@ -102,7 +106,8 @@ def init_weight(weight: Tensor, spec: Any, path: str, default_std: float | None 
     """Initialize a weight of torch's layout ([out, in] or [out, in, *window]) from a ``weights`` spec: None (2018's
     N(0, min(0.1, sqrt(2 / (in + out)))) for linear maps, or N(0, ``default_std``)), a number (constant), a
     list/array in TF's layout ([in, out], or [*window, in, out]), a name or {"name", options}: "xavier",
-    "xavier_uniform", "msra" {slope}, "orthogonal" {gain}."""
+    "xavier_uniform", "msra" {slope}, "orthogonal" {gain}. ``{"name": "msra"}`` is 2018's (fans averaged, slope
+    0.25 by default), the name alone He's (fan in, slope 0)."""
     out_size, in_size, *window = weight.shape
     if spec is None:
         std = min(0.1, math.sqrt(2.0 / (in_size + out_size))) if default_std is None else default_std
@@ -110,7 +115,7 @@ def init_weight(weight: Tensor, spec: Any, path: str, default_std: float | None 
     elif isinstance(spec, numbers.Real) and not isinstance(spec, bool):
         nn.init.constant_(weight, expect_float32(spec, path))
     elif isinstance(spec, str):
-        _named_init(weight, {"name": spec}, path)
+        _named_init(weight, {"name": spec}, path, short=True)
     elif isinstance(spec, dict):
         _named_init(weight, spec, path)
     elif isinstance(spec, (list, tuple, np.ndarray)):
