@@ -7,17 +7,29 @@ The logs are read while a worker may still be appending to them: a last line wit
 
 from __future__ import annotations
 
-import json
-from collections.abc import Mapping, Sequence
+import os
+import secrets
+import warnings
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
 
-from torchforce.client.aggregate import WINDOW, aligned, bootstrap_band, bootstrap_interval, running_mean
+from torchforce.client.aggregate import (
+    WINDOW,
+    aligned,
+    bootstrap_band,
+    bootstrap_interval,
+    overlapping,
+    running_mean,
+)
+from torchforce.client.errors import ClientWarning
+from torchforce.client.report import episode_record, evaluation_record, whole_lines
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
 
 
 def step_label(value: float, _position: object = None) -> str:
@@ -36,33 +48,22 @@ def label_steps(axis: Axes) -> None:
 
 
 def read_episode_log(path: str | Path) -> list[dict]:
-    """The JSON-lines episode log (episode, timesteps, return, length, wall_time). Lines that are no whole record
-    (damaged, or the last one still being written) are left out (``tfcli`` counts and reports damaged ones)."""
-    return _records(path, ("timesteps", "return"))
+    """The JSON-lines episode log (episode, timesteps, return, length, wall_time); none when there is no such file
+    (a run not started yet). Lines that are no whole record (damaged, or the last one still being written) are left
+    out, as ``tfcli``'s tables leave them out (``report.episode_record``; the tables count and report them)."""
+    return _records(Path(path), episode_record)
 
 
 def read_evaluation_log(path: str | Path) -> list[dict]:
     """A worker's ``evaluations.jsonl`` (timesteps, episodes, mean_return, std_return, returns, wall_time); none
     when there is no such file. Lines that are no whole record are left out, as in ``read_episode_log``."""
-    return _records(path, ("timesteps", "mean_return", "std_return")) if Path(path).is_file() else []
+    return _records(Path(path), evaluation_record)
 
 
-def _records(path: str | Path, numbers: tuple[str, ...]) -> list[dict]:
-    """The objects of a JSON-lines file whose ``numbers`` fields are numbers, from its whole lines."""
-    records = []
-    with open(path, errors="replace") as handle:
-        for line in handle:
-            if not line.endswith("\n"):  # the last line, still being written
-                continue
-            try:
-                record = json.loads(line)
-            except ValueError:
-                continue
-            if isinstance(record, dict) and all(
-                isinstance(record.get(key), (int, float)) and not isinstance(record.get(key), bool) for key in numbers
-            ):
-                records.append(record)
-    return records
+def _records(path: Path, parse: Callable[[bytes], dict | None]) -> list[dict]:
+    if not path.is_file():
+        return []
+    return [record for record in map(parse, whole_lines(path)) if record is not None]
 
 
 Source = str | Path | Sequence[str | Path]  # a run's episode log, or the logs of a group's runs
@@ -105,13 +106,25 @@ def plot_learning_curves(
     for axis in (by_steps, by_time):
         axis.set_ylabel(f"episode return, smoothed over {window} episodes")
         axis.grid(alpha=0.3)
-        axis.legend(loc="lower right", fontsize="small")
+        if axis.get_legend_handles_labels()[0]:
+            axis.legend(loc="lower right", fontsize="small")
     figure.tight_layout()
     output = Path(output)
     output.parent.mkdir(parents=True, exist_ok=True)
-    figure.savefig(output, dpi=100)
+    save_figure(figure, output)
     plt.close(figure)
     return output
+
+
+def save_figure(figure: Figure, output: Path) -> None:
+    """``figure`` as a PNG at ``output``, whole or not at all: written beside it, then renamed over it, so a save
+    that fails part way leaves the plot that was there."""
+    partial = output.with_name(f".{output.name}.{secrets.token_hex(4)}.partial")
+    try:
+        figure.savefig(partial, dpi=100, format="png")
+        os.replace(partial, output)
+    finally:
+        partial.unlink(missing_ok=True)
 
 
 def _curves(records: list[dict], window: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -143,26 +156,45 @@ def _draw_run(by_steps: Axes, by_time: Axes, label: str, path: Path, points: lis
         )
 
 
+def run_name(log: Path) -> str:
+    """The run an episode log belongs to: its experiment's folder (``<experiment>/results/episodes.jsonl``), or
+    the log's own name elsewhere."""
+    return log.parent.parent.name if log.parent.name == "results" else log.name
+
+
 def _draw_group(by_steps: Axes, by_time: Axes, label: str, paths: list[Path], window: int) -> None:
-    runs = [curves for curves in (_curves(read_episode_log(path), window) for path in paths) if len(curves[0])]
+    found = [(path, _curves(read_episode_log(path), window)) for path in paths]
+    found = [(path, curves) for path, curves in found if len(curves[0])]
     color = None
     for axis, index in ((by_steps, 0), (by_time, 1)):
-        grid, matrix = aligned([(run[index], run[2]) for run in runs])
+        indices = overlapping([curves[index] for _, curves in found])
+        if len(indices) < len(found) and index == 0:
+            left = [run_name(path) for i, (path, _) in enumerate(found) if i not in indices]
+            warnings.warn(
+                f"{label}: {', '.join(left)} left out of the mean curve: too little in common yet with the steps of "
+                "the other runs",
+                ClientWarning,
+                stacklevel=3,
+            )
+        kept = [(found[i][1][index], found[i][1][2]) for i in indices]
+        grid, matrix = aligned(kept)
         if not grid.size:
             continue
         mean, low, high = bootstrap_band(matrix)
-        seeds = f"{len(runs)} seed" + ("s" if len(runs) != 1 else "")
-        (line,) = axis.plot(grid, mean, label=f"{label} (mean of {seeds}, 95% CI)", color=color)
+        seeds = f"{len(kept)} seed" + ("s" if len(kept) != 1 else "")
+        marker = "o" if len(grid) == 1 else None  # a single point draws no line
+        (line,) = axis.plot(grid, mean, label=f"{label} (mean of {seeds}, 95% CI)", color=color, marker=marker)
         color = line.get_color()
         axis.fill_between(grid, low, high, color=color, alpha=0.2, linewidth=0)
-    rounds = [found for found in (read_evaluation_log(path.parent / "evaluations.jsonl") for path in paths) if found]
-    count = min((len(found) for found in rounds), default=0)
+    rounds = [read_evaluation_log(path.parent / "evaluations.jsonl") for path, _ in found]
+    rounds = [points for points in rounds if points]
+    count = min((len(points) for points in rounds), default=0)
     if count == 0 or color is None:
         return
-    steps = [float(np.mean([found[k]["timesteps"] for found in rounds])) for k in range(count)]
+    steps = [float(np.mean([points[k]["timesteps"] for points in rounds])) for k in range(count)]
     means, below, above = [], [], []
     for k in range(count):
-        values = [found[k]["mean_return"] for found in rounds]
+        values = [points[k]["mean_return"] for points in rounds]
         bottom, top = bootstrap_interval(values)
         means.append(float(np.mean(values)))
         below.append(means[-1] - bottom)

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import itertools
+import math
 
 import numpy as np
 import pytest
@@ -18,6 +19,7 @@ from torchforce.client.aggregate import (
     first_crossing,
     interquartile_mean,
     monotone,
+    overlapping,
     running_mean,
 )
 from torchforce.client.report import summarize, summarize_group
@@ -44,6 +46,17 @@ def test_the_running_mean_averages_the_last_window_values_and_fewer_at_the_start
     values = np.random.default_rng(3).normal(size=250).tolist()
     assert running_mean(np.array(values), 20) == pytest.approx(plain_running_mean(values, 20))
     assert running_mean(np.array([]), 5).tolist() == []
+
+
+def test_a_non_finite_value_spoils_only_the_windows_that_hold_it():
+    # a cumulative sum would carry NaN (or inf - inf) into every later window
+    values = [1.0, math.nan, 3.0, 5.0, 7.0, math.inf, 2.0, 4.0]
+    means = running_mean(np.array(values), 2)
+    assert np.isnan(means[1:3]).all() and means[0] == 1.0 and means[3:5].tolist() == [4.0, 6.0]
+    assert np.isposinf(means[5:7]).all() and means[7] == 3.0
+    assert overlapping([np.array([10.0, 20.0]), np.array([15.0, 40.0])]) == [0, 1]
+    # a run that has just started (one episode, at step 15) before another's first episode (step 20): it is left out
+    assert overlapping([np.array([20.0, 30.0, 200.0]), np.array([15.0]), np.array([10.0, 300.0])]) == [0, 2]
 
 
 # ---------------------------------------------------------------------------------------------- IQM

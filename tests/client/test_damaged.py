@@ -182,8 +182,14 @@ def test_damaged_lines_of_the_episode_log_are_skipped_and_counted_once(root, cap
 
 
 def test_plot_skips_damaged_lines_of_the_episode_log(root, capsys):
-    damaged_log(root)
+    log = damaged_log(root)
     ok(capsys, "experiment", "plot", "-e", FIRST, "-o", str(root / "curve.png"))
+    # lines the tables skip, the plot skips too: a wall time that is no number, a line nested past JSON's depth
+    nested = "[" * 100_000 + "]" * 100_000
+    log.write_text(log.read_text() + "\n" + json.dumps({**EPISODE, "wall_time": "soon"}) + "\n" + nested + "\n")
+    (root / "curve.png").write_bytes(b"an earlier plot")
+    ok(capsys, "experiment", "plot", "-e", FIRST, "-o", str(root / "curve.png"))
+    assert (root / "curve.png").read_bytes()[:4] == b"\x89PNG"
 
 
 # ---------------------------------------------------------------------------------------------- 3. spec files

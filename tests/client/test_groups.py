@@ -5,6 +5,7 @@ written here (no training), except for one small group run to its end."""
 from __future__ import annotations
 
 import json
+import math
 import re
 from pathlib import Path
 
@@ -377,6 +378,32 @@ def test_plot_draws_a_group_as_its_mean_in_a_band(root, capsys, drawn):
     (solo_steps, solo_returns), options = drawn["plot"][2]
     assert options["label"] == "solo" and solo_returns[-1] == pytest.approx(np.mean(range(50, 150)))
     assert drawn["ylabel"] == ["episode return, smoothed over 100 episodes"] * 2
+
+
+def test_plot_draws_a_group_whose_runs_have_not_all_started_or_overlapped(root, capsys, drawn):
+    # cp-s1 has one episode, at step 5, before cp-s0's first (step 10); cp-s2 and cp-s3 have not started
+    episodes(root, "cp-s0", [1.0] * 20)
+    episodes(root, "cp-s1", [3.0], step=5)
+    code = main(["experiment", "plot", "-e", "cp", "-o", str(root / "cp.png")])
+    out, err = capsys.readouterr()
+    assert code == 0 and out.startswith("Learning curves of cp"), (out, err)
+    assert err == (
+        "tfcli: warning: cp: cp-s1 left out of the mean curve: too little in common yet with the steps of the other "
+        "runs\n"
+    )
+    (steps, mean), options = drawn["plot"][0]
+    assert options["label"] == "cp (mean of 1 seed, 95% CI)" and (steps[0], steps[-1]) == (10.0, 200.0)
+    assert set(mean) == {1.0}
+
+
+def test_compare_json_writes_a_nan_return_as_null_and_smooths_past_it(root, capsys):
+    returns = [1.0, math.nan] + [2.0] * 10
+    episodes(root, "solo", returns)
+    summary = json.loads(ok(capsys, "experiment", "compare", "solo", "--json", "--window", "5"))[0]
+    assert summary["final_mean_return"] == 2.0 and summary["best_mean_return"] == 2.0
+    episodes(root, "solo", [1.0, 2.0, math.nan])
+    summary = json.loads(ok(capsys, "experiment", "compare", "solo", "--json", "--window", "5"))[0]
+    assert summary["final_mean_return"] is None  # NaN, which JSON has not
 
 
 def test_a_group_s_evaluations_are_averaged_round_by_round(root, capsys, drawn):

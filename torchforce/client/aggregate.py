@@ -21,13 +21,21 @@ GRID_POINTS = 200  # where a group's curves are compared: this many timesteps, e
 
 
 def running_mean(values: np.ndarray, window: int = WINDOW) -> np.ndarray:
-    """Mean of the last ``window`` values (fewer at the start), one per value."""
+    """Mean of the last ``window`` values (fewer at the start), one per value. A NaN or infinite value makes the
+    means of the windows that hold it NaN (or infinite), and no others."""
+    values = np.asarray(values, dtype=float)
     if len(values) == 0:
-        return np.asarray(values, dtype=float)
-    sums = np.cumsum(np.insert(np.asarray(values, dtype=float), 0, 0.0))
+        return values
+    finite = np.isfinite(values)
+    sums = np.cumsum(np.insert(np.where(finite, values, 0.0), 0, 0.0))
     ends = np.arange(1, len(values) + 1)
     counts = np.minimum(ends, window)
-    return (sums[ends] - sums[ends - counts]) / counts
+    means = (sums[ends] - sums[ends - counts]) / counts
+    if not finite.all():  # the few windows that hold a non-finite value, each computed on its own
+        others = np.cumsum(np.insert(~finite, 0, False))
+        for index in np.flatnonzero(others[ends] - others[ends - counts]):
+            means[index] = values[ends[index] - counts[index] : ends[index]].mean()
+    return means
 
 
 def interquartile_mean(values: Sequence[float] | np.ndarray) -> float:
@@ -100,6 +108,19 @@ def common_grid(xs: Sequence[np.ndarray], points: int = GRID_POINTS) -> np.ndarr
     if start > end:
         return np.empty(0)
     return np.unique(np.linspace(start, end, points))
+
+
+def overlapping(xs: Sequence[np.ndarray]) -> list[int]:
+    """The indices of the curves (their ``x``, each non-empty) that a mean curve can be drawn over: all of them when
+    their ranges have more than a point in common, else without the curves that have come least far (the smallest
+    last ``x``), one by one, until the rest do, or one is left."""
+    kept = list(range(len(xs)))
+    while len(kept) > 1:
+        start, end = max(float(np.min(xs[i])) for i in kept), min(float(np.max(xs[i])) for i in kept)
+        if start < end:
+            break
+        kept.remove(min(kept, key=lambda i: (float(np.max(xs[i])), -float(np.min(xs[i])))))
+    return kept
 
 
 def aligned(

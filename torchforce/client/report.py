@@ -123,14 +123,14 @@ def read_episodes(path: Path) -> list[dict]:
     """The episode log's records. A line that is not a whole record (garbage, a wrong type) is skipped; skipped
     lines are counted and reported once, as a ClientWarning naming the file. A final line without its newline is
     being written: it is left out and not counted."""
-    return _read_records(path, _episode)
+    return _read_records(path, episode_record)
 
 
 def read_evaluations(path: Path) -> list[dict]:
     """The records of ``evaluations.jsonl``: ``timesteps``, ``episodes`` (training episodes so far),
     ``mean_return``, ``std_return``, ``returns`` (each evaluation episode's) and ``wall_time``. Damaged lines are
     skipped, counted and reported as in ``read_episodes``; an absent file has none."""
-    return _read_records(path, _evaluation)
+    return _read_records(path, evaluation_record)
 
 
 def _read_records(path: Path, parse: Callable[[bytes], dict | None]) -> list[dict]:
@@ -149,7 +149,7 @@ def _read_records(path: Path, parse: Callable[[bytes], dict | None]) -> list[dic
     return records
 
 
-def _episode(line: bytes) -> dict | None:
+def episode_record(line: bytes) -> dict | None:
     """One line of the log as a record, or None if it is not one: an object with a finite number of ``timesteps``
     (an integer >= 0) and a numeric ``return`` (and ``wall_time``, if given, a finite number)."""
     try:
@@ -166,9 +166,9 @@ def _episode(line: bytes) -> dict | None:
     return record
 
 
-def _evaluation(line: bytes) -> dict | None:
+def evaluation_record(line: bytes) -> dict | None:
     """One line of the evaluation log as a record, or None: an object with ``timesteps`` and ``episodes`` (integers
-    >= 0), finite ``mean_return``, ``std_return`` and ``wall_time``, and ``returns`` a list of numbers."""
+    >= 0), finite ``mean_return``, ``std_return`` (>= 0) and ``wall_time``, and ``returns`` a list of numbers."""
     try:
         record = json.loads(line)
     except (ValueError, RecursionError):
@@ -179,7 +179,7 @@ def _evaluation(line: bytes) -> dict | None:
     if not all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in counts):
         return None
     numbers = (record.get("mean_return"), record.get("std_return"), record.get("wall_time"))
-    if not all(_number(value) and math.isfinite(value) for value in numbers):
+    if not all(_number(value) and math.isfinite(value) for value in numbers) or record["std_return"] < 0:
         return None
     returns = record.get("returns")
     if not isinstance(returns, list) or not all(_number(value) for value in returns):
@@ -247,7 +247,7 @@ def summarize(
         timesteps=max(int(steps[-1]), timesteps or 0),
         seconds=float(seconds[-1]),
         final_mean_return=float(means[-1]),
-        best_mean_return=float(whole.max()),
+        best_mean_return=_best(whole),
         steps_per_second=float(steps[-1] / seconds[-1]) if seconds[-1] > 0 else None,
         threshold=threshold,
         window=window,
@@ -276,8 +276,10 @@ def first_whole_window(episodes: int, window: int) -> int:
 class GroupSummary:
     """A group's figures across its runs (the seeds of one setup): each run's ``Summary``; the mean of the runs'
     final returns with its 95% bootstrap interval over seeds and their interquartile mean; the peak of the mean
-    curve; episodes, timesteps, time and speed as means per run; and, for a threshold, how many runs reached it
-    and the spread of their steps and time to it. Runs without episodes yet count in ``runs`` only."""
+    curve; episodes and timesteps as means per run (how far the group has come, runs not started yet at 0), time
+    and speed as means per run that has episodes; and, for a threshold, how many runs reached it and the spread of
+    their steps and time to it. Runs without episodes yet count in ``runs`` and in the means of episodes and
+    timesteps only."""
 
     name: str
     runs: list[Summary]
@@ -337,13 +339,19 @@ def summarize_group(
         group.final_low, group.final_high = bootstrap_interval(finals)
         group.final_iqm = interquartile_mean(finals)
         _, curves = aligned([whole_windows(logs[run.name], window) for run in counted])
-        group.best_mean_return = float(curves.mean(axis=0).max()) if curves.size else None
+        group.best_mean_return = _best(curves.mean(axis=0)) if curves.size else None
     if threshold is not None:
         reached = [run for run in counted if run.timesteps_to_threshold is not None]
         group.reached = len(reached)
         group.timesteps_to_threshold = Spread.of([float(run.timesteps_to_threshold or 0) for run in reached])
         group.seconds_to_threshold = Spread.of([run.seconds_to_threshold or 0.0 for run in reached])
     return group
+
+
+def _best(means: np.ndarray) -> float:
+    """The highest of smoothed returns, windows spoiled by a NaN return left out (NaN when every one is)."""
+    finite = means[~np.isnan(means)]
+    return float(finite.max()) if len(finite) else math.nan
 
 
 def _mean(values: list[float | None]) -> float | None:

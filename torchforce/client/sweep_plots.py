@@ -7,6 +7,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from torchforce.plots import save_figure
+
 
 def _pyplot() -> Any:
     import matplotlib
@@ -29,7 +31,7 @@ def plot_importance(importances: Mapping[str, float], output: Path, *, title: st
     axes.set_xlabel("importance (share of the variance of the trials' values)")
     axes.set_title(f"{title}: hyperparameter importance")
     figure.tight_layout()
-    figure.savefig(output, dpi=100)
+    save_figure(figure, output)
     plt.close(figure)
     return output
 
@@ -61,6 +63,6 @@ def plot_history(rows: Sequence[Any], metric: Any, output: Path, *, title: str) 
     axes.grid(alpha=0.3)
     axes.legend()
     figure.tight_layout()
-    figure.savefig(output, dpi=100)
+    save_figure(figure, output)
     plt.close(figure)
     return output

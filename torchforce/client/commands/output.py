@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import sys
 from pathlib import Path
 from typing import Any
@@ -11,8 +12,19 @@ BLANK = "-"
 
 
 def print_json(data: Any) -> None:
-    json.dump(data, sys.stdout, indent=2, default=str)
+    """``data`` as JSON on standard output; NaN and infinities (which JSON has not) as null."""
+    json.dump(_finite(data), sys.stdout, indent=2, default=str, allow_nan=False)
     sys.stdout.write("\n")
+
+
+def _finite(data: Any) -> Any:
+    if isinstance(data, float):
+        return data if math.isfinite(data) else None
+    if isinstance(data, dict):
+        return {key: _finite(value) for key, value in data.items()}
+    if isinstance(data, (list, tuple)):
+        return [_finite(value) for value in data]
+    return data
 
 
 def format_table(headers: list[str], rows: list[list[Any]]) -> str:
