@@ -13,7 +13,7 @@ import torch
 
 from torchforce.agents import create_agent
 from torchforce.environments import make
-from torchforce.export import ActingPolicy, ExportError, export_format, export_policy, onnx_names
+from torchforce.export import ActingPolicy, ExportError, ExportWarning, export_format, export_policy, onnx_names
 
 MLP = [{"type": "dense", "size": 16, "activation": "tanh"}]
 PPO = {"type": "ppo", "network": MLP, "update_mode": {"unit": "timesteps", "batch_size": 16}, "seed": 3}
@@ -340,6 +340,18 @@ def test_formats_and_paths_are_checked(tmp_path):
     agent, _ = agent_for(PPO, "CartPole-v1")
     with pytest.raises(ExportError, match="the folder '.*missing' does not exist"):
         export_policy(agent, tmp_path / "missing" / "policy.pt")
+    (tmp_path / "taken.pt").mkdir()  # a folder where the file goes: said so, not blamed on the exporter
+    with pytest.raises(ExportError, match=r"cannot write '.*taken.pt': it is a folder; name the file to write"):
+        export_policy(agent, tmp_path / "taken.pt")
+    assert [path.name for path in tmp_path.iterdir()] == ["taken.pt"]
+
+
+def test_a_mixed_precision_policy_exports_in_float32_with_a_warning(tmp_path):
+    agent, _ = agent_for({**PPO, "mixed_precision": "bfloat16"}, "CartPole-v1")
+    with pytest.warns(ExportWarning, match="acts in bfloat16 .* exports in float32"):
+        module = ActingPolicy(agent)
+    assert all(getattr(m, "autocast_dtype", None) is None for m in module.policy.modules())
+    assert agent.policy.network.autocast_dtype == torch.bfloat16  # the agent's own policy is left as it is
 
 
 def test_the_export_is_a_copy_on_the_cpu_that_later_training_does_not_change(tmp_path):

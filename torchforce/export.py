@@ -19,6 +19,9 @@ The module computes what ``agent.act(states, deterministic=True, independent=Tru
   agent's Q-values), bool for bool actions, float32 for float actions (a Gaussian's mean clipped into the action's
   bounds, a Beta's mean scaled into them, the deterministic mu(s) of DDPG and NAF). With one action the module
   returns that tensor; with several, a tuple in name order.
+- An agent with ``mixed_precision`` (bfloat16) exports in float32, its weights as they are stored, to run anywhere;
+  its actions then differ from ``act``'s where bfloat16's rounding decided one (a few in a thousand states for a
+  small discrete policy), and an ``ExportWarning`` says so.
 
 Refused with an ``ExportError`` that says why: agents without a policy network (``random``, ``constant``),
 recurrent networks (their state would have to go in and out at every step), and state preprocessing that keeps
@@ -70,6 +73,10 @@ DTYPE_NAMES = {"float": "float32", "int": "int64", "bool": "bool", "uint8": "uin
 EXAMPLE_BATCH = 2  # tracing and torch.export specialize a batch of 1; 2 keeps the batch dimension free
 
 
+class ExportWarning(UserWarning):
+    """What an export does differently from the agent (a mixed-precision policy exports in float32)."""
+
+
 class ExportError(ValueError):
     """An agent, format or file that cannot be exported as asked."""
 
@@ -100,6 +107,13 @@ class ActingPolicy(nn.Module):
             {name: _torch_preprocessing(preprocessing.get(name), name) for name in self.state_specs}
         )
         self.policy = copy.deepcopy(policy).to("cpu").requires_grad_(False)
+        if any(getattr(module, "autocast_dtype", None) is not None for module in self.policy.modules()):
+            warnings.warn(
+                f"the {agent.name} agent acts in bfloat16 (mixed_precision) and its policy exports in float32, so "
+                "a few of the exported policy's actions can differ from the agent's",
+                ExportWarning,
+                stacklevel=3,
+            )
         set_autocast(self.policy, None)  # a mixed-precision agent's policy exports in float32, as it is stored
         self.eval()  # as the agent acts: dropout off, batch normalization with its running statistics
 
@@ -330,20 +344,26 @@ def export_policy(agent: Agent, path: str | Path, *, format: str | None = None) 
     format = export_format(path, format)
     if not path.parent.is_dir():
         raise ExportError(f"cannot write '{path}': the folder '{path.parent}' does not exist")
+    if path.is_dir():
+        raise ExportError(f"cannot write '{path}': it is a folder; name the file to write, '{path / path.name}'")
     module = ActingPolicy(agent)
     partial = path.with_name(f".{path.name}.{secrets.token_hex(4)}.partial")
     try:
-        if format == "onnx":
-            _save_onnx(module, partial)
-        else:
-            _save_torchscript(module, partial)
-        os.replace(partial, path)
-    except ExportError:
-        raise
-    except Exception as error:  # noqa: BLE001 - tracing fails on what a network does: its error says what
-        exporter = "torch.onnx.export" if format == "onnx" else "torch.jit.trace"
-        first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-        raise ExportError(f"{exporter} could not export the {agent.name} agent's policy: {first}") from error
+        try:
+            if format == "onnx":
+                _save_onnx(module, partial)
+            else:
+                _save_torchscript(module, partial)
+        except ExportError:
+            raise
+        except Exception as error:  # noqa: BLE001 - tracing fails on what a network does: its error says what
+            exporter = "torch.onnx.export" if format == "onnx" else "torch.jit.trace"
+            first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+            raise ExportError(f"{exporter} could not export the {agent.name} agent's policy: {first}") from error
+        try:
+            os.replace(partial, path)
+        except OSError as error:
+            raise ExportError(f"cannot write '{path}': {error.strerror or error}") from None
     finally:
         partial.unlink(missing_ok=True)
     return path

@@ -458,6 +458,7 @@ def test_resuming_a_finished_experiment(root, capsys):
         (["download"], f"experiment '{EXISTING}' has no results yet"),
         (["logs"], f"experiment '{EXISTING}' has no log yet"),
         (["plot"], f"no finished episodes yet in {EXISTING}"),
+        (["watch"], f"experiment '{EXISTING}' has not been started, so there is nothing to watch"),
     ],
 )
 def test_a_command_that_does_not_fit_the_state(root, capsys, argv, expected):

@@ -127,6 +127,7 @@ def limited_python(code: str, cwd: Path, timeout: float = 60) -> subprocess.Comp
         ("[1, 2]", "all"),
         ('{"timesteps": 500, "mean_return_100": "x", "steps_per_second": [1], "elapsed_seconds": {}}', None),
         ('{"timesteps": -5, "episodes": true}', ["timesteps", "episodes"]),
+        ("[" * 100_000 + "]" * 100_000, "all"),  # nested past the JSON parser's depth
     ],
 )
 def test_a_damaged_progress_file_shows_question_marks_and_every_view_survives(root, capsys, content, damaged):

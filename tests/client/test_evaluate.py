@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 import torch
 
+from tests.client.conftest import copied_project
 from torchforce.agents import create_agent
 from torchforce.client import Experiment, Project
 from torchforce.client.cli import main
@@ -220,6 +221,21 @@ def test_bad_input_is_one_clear_line(root, capsys, tmp_path):
         assert code == 2 and out == "" and message in err and "Traceback" not in err, (flags, err)
     code, _, err = tfcli(capsys, "experiment", "evaluate", "-e", "cq")
     assert code == 2 and "no experiment named 'cq'" in err and "Known: cp." in err
+
+
+def test_a_model_file_linked_out_of_the_results_is_refused(trained, tmp_path, monkeypatch, capsys):
+    # runner.json names "evil", and what loads is evil.pt: a link out of the results folder
+    root = copied_project(trained, tmp_path, monkeypatch)
+    checkpoints = root / "experiments" / NAME / "results" / "checkpoints"
+    folder = checkpoints / json.loads((checkpoints / "latest.json").read_text())["folder"]
+    outside = tmp_path / "elsewhere.pt"
+    outside.write_bytes(b"not yours")
+    (folder / "evil.pt").symlink_to(outside)
+    runner = json.loads((folder / "runner.json").read_text())
+    (folder / "runner.json").write_text(json.dumps({**runner, "model": "evil"}))
+    for command in (["evaluate", "--episodes", "1"], ["export", "--format", "torchscript"]):
+        code, out, err = tfcli(capsys, "experiment", *command, "-e", NAME)
+        assert code == 2 and "evil.pt leads out of" in err and "Traceback" not in err, (command, err)
 
 
 def test_an_experiment_without_a_checkpoint(root, capsys):

@@ -176,6 +176,19 @@ def test_best_json_cut_off_reads_as_none(tmp_path):
     assert checkpoints.best() == {"timesteps": 100, "mean_return": 3.0, "folder": "000000000100"}
 
 
+@pytest.mark.parametrize(
+    "content",
+    ['{"timesteps": 100, "folder": "0000000', '{"timesteps": 100, "folder": "../elsewhere"}', '{"folder": "x"}', "[]"],
+)
+def test_a_damaged_latest_json_is_an_error_naming_it_not_a_run_without_checkpoints(tmp_path, content):
+    # None would make --resume-if-any start over the run's checkpoints and logs, and the supervisor crash
+    checkpoints = Checkpoints(tmp_path)
+    assert checkpoints.latest() is None  # none yet
+    (tmp_path / "latest.json").write_text(content)
+    with pytest.raises(ValueError, match=r"latest.json is damaged"):
+        checkpoints.latest()
+
+
 def test_tfcli_show_and_compare_read_a_log_being_written(project, capsys):
     new_experiment(project, "live")
     results = project.experiment_folder("live") / "results"
@@ -188,3 +201,28 @@ def test_tfcli_show_and_compare_read_a_log_being_written(project, capsys):
     assert main(["experiment", "show", "-e", "live"]) == 0
     out, err = capsys.readouterr()
     assert "Recent       1, 2, 3, 4, 5" in out and err == ""
+
+
+def test_a_checkpoint_saved_again_at_its_timestep_stays_whole_until_the_new_one_has_its_name(tmp_path, monkeypatch):
+    from torchforce.agents import create_agent
+
+    agent = create_agent("random", states={"type": "float", "shape": (2,)}, actions={"type": "int", "num_actions": 2})
+    checkpoints = Checkpoints(tmp_path)
+    first = checkpoints.save(agent, {"step": 1}, {"timesteps": 10, "episodes": 1})
+    folder = tmp_path / first["folder"]
+    before = {path.name: path.read_bytes() for path in folder.iterdir()}
+    rename = os.replace
+
+    def full_disk(source, target):  # the new checkpoint cannot take its name
+        if str(source).endswith(".partial"):
+            raise OSError(28, "No space left on device")
+        return rename(source, target)
+
+    monkeypatch.setattr(os, "replace", full_disk)
+    with pytest.raises(OSError, match="No space left"):
+        checkpoints.save(agent, {"step": 2}, {"timesteps": 10, "episodes": 1})
+    monkeypatch.setattr(os, "replace", rename)
+    assert {path.name: path.read_bytes() for path in folder.iterdir()} == before  # the one latest.json names
+    assert checkpoints.latest()["folder"] == first["folder"]
+    checkpoints.save(agent, {"step": 3}, {"timesteps": 10, "episodes": 1})
+    assert sorted(path.name for path in tmp_path.iterdir()) == [first["folder"], "latest.json"]

@@ -115,7 +115,10 @@ def load_checkpoint(path: str | Path) -> dict[str, Any]:
     except FileNotFoundError:
         raise
     except Exception as error:  # noqa: BLE001 - whatever torch's unpickler makes of a damaged or foreign file
-        first = str(error).splitlines()[0] if str(error) else ""
+        if "Weights only load failed" in str(error):  # not torch's advice to load it unsafely: a file from others
+            first = "it holds Python objects that a safe (weights-only) load does not build"
+        else:
+            first = str(error).splitlines()[0] if str(error) else ""
         raise CheckpointError(path, f"{type(error).__name__}: {first}") from None
     if not isinstance(payload, dict):
         raise CheckpointError(path, f"it holds a {type(payload).__name__}, not a checkpoint's dict")

@@ -66,8 +66,21 @@ class Checkpoints:
         return self.key_file if self._key(create=True) is not None else None
 
     def latest(self) -> dict[str, Any] | None:
-        pointer = self.folder / "latest.json"
-        return json.loads(pointer.read_text()) if pointer.is_file() else None
+        """``latest.json``: ``timesteps``, ``episodes`` and ``folder`` of the newest checkpoint; None when there is
+        none yet. A damaged one is a ValueError naming it (a run must not start over the checkpoints it has)."""
+        pointer_file = self.folder / "latest.json"
+        if not pointer_file.is_file():
+            return None
+        try:
+            pointer = json.loads(pointer_file.read_text())
+        except (ValueError, RecursionError) as error:  # ValueError covers bad UTF-8 and JSON
+            raise ValueError(f"{pointer_file} is damaged: {type(error).__name__}: {error}") from None
+        timesteps = pointer.get("timesteps") if isinstance(pointer, dict) else None
+        if not plain_name(pointer.get("folder") if isinstance(pointer, dict) else None) or not (
+            isinstance(timesteps, int) and not isinstance(timesteps, bool) and timesteps >= 0
+        ):
+            raise ValueError(f"{pointer_file} is damaged: no checkpoint's folder and timesteps in {pointer!r}")
+        return pointer
 
     @staticmethod
     def folder_name(timesteps: int) -> str:
@@ -129,9 +142,20 @@ class Checkpoints:
             torch.save(arrays, partial / self.ARRAYS)
         (partial / self.RUNNER).write_text(json.dumps(record) + "\n")  # one line: the history may be long
         _sync_tree(partial)  # every file on the disk before the folder takes its name, and latest.json names it
-        shutil.rmtree(target, ignore_errors=True)
-        os.replace(partial, target)
+        # a checkpoint of this timestep saved before (a pointer may name it) stays whole until the new one has its
+        # name: moved aside, then removed
+        replaced = target.with_name(f".{name}.{secrets.token_hex(4)}.replaced") if target.exists() else None
+        if replaced is not None:
+            os.replace(target, replaced)
+        try:
+            os.replace(partial, target)
+        except OSError:
+            if replaced is not None:
+                os.replace(replaced, target)
+            raise
         sync_file(self.folder)
+        if replaced is not None:
+            shutil.rmtree(replaced, ignore_errors=True)
         pointer = {**info, "folder": name, "saved_at": time.time()}
         write_json_atomically(self.folder / "latest.json", pointer, durable=True)
         self._prune()

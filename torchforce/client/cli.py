@@ -166,8 +166,9 @@ def main(argv: list[str] | None = None) -> int:
 
 @contextmanager
 def _warnings_as_lines() -> Iterator[None]:
-    """Print a ClientWarning or SpecWarning as one ``tfcli: warning: ...`` line on stderr (the code line Python
-    would show is tfcli's own or torchforce's, not the user's); other warnings as Python does."""
+    """Print a ClientWarning, SpecWarning or other warning class of torchforce's as one ``tfcli: warning: ...`` line
+    on stderr (the code line Python would show is tfcli's own or torchforce's, not the user's); other warnings as
+    Python does."""
     with warnings.catch_warnings():
         warnings.simplefilter("always", ClientWarning)
         show = warnings.showwarning
@@ -175,7 +176,7 @@ def _warnings_as_lines() -> Iterator[None]:
         def one_line(
             message: Any, category: type[Warning], filename: str, lineno: int, file: Any = None, line: Any = None
         ) -> None:
-            if issubclass(category, (ClientWarning, SpecWarning)):
+            if issubclass(category, (ClientWarning, SpecWarning)) or category.__module__.startswith("torchforce."):
                 print(f"tfcli: warning: {message}", file=sys.stderr)
             else:
                 show(message, category, filename, lineno, file, line)

@@ -262,6 +262,7 @@ def _model_file(folder: Path) -> str:
     if not plain_name(model):
         raise ClientError(f"{record_file}: expected the name of the agent's file in {folder}, got {model!r}")
     _inside(folder / model, folder, record_file)
+    _inside(folder / (model if model.endswith(".pt") else f"{model}.pt"), folder, record_file)  # what loads
     return model
 
 

@@ -373,7 +373,7 @@ class Experiment:
     def progress(self) -> dict[str, Any]:
         try:
             progress = json.loads(self.storage().read_text("progress.json") or "{}")
-        except ValueError:
+        except (ValueError, RecursionError):  # damaged: not JSON, not UTF-8, or nested past the parser's depth
             return {}
         return progress if isinstance(progress, dict) else {}
 

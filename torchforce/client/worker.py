@@ -812,14 +812,17 @@ def supervise(args: argparse.Namespace) -> int:
             LOG.info("experiment %s %s", name, state)
             return 0
         how = f"signal {-code}" if code < 0 else f"exit code {code}"
-        checkpoint = Checkpoints(args.folder / "results" / "checkpoints").latest()
+        try:
+            checkpoint, damaged = Checkpoints(args.folder / "results" / "checkpoints").latest(), None
+        except ValueError as error:
+            checkpoint, damaged = None, str(error)
         if Signals.request is not None or restarts >= args.max_restarts or checkpoint is None:
             why = (
                 f"it was asked to {Signals.request}"
                 if Signals.request
                 else f"after {restarts} restarts"
                 if restarts >= args.max_restarts
-                else "no checkpoint to resume from"
+                else damaged or "no checkpoint to resume from"
             )
             LOG.error("the worker ended with %s; not restarted (%s)", how, why)
             _record(args.project, name, "failed", f"the worker ended with {how}; not restarted ({why})")

@@ -463,7 +463,13 @@ def started_line(experiment: Experiment, handle: int | str | None, *, resumed: b
 
 @command("experiment", "watch")
 def experiment_watch(args: argparse.Namespace) -> int:
-    return views.follow(Experiment.load(Project.find(), args.experiment))
+    experiment = Experiment.load(Project.find(), args.experiment)
+    if experiment.record().status == "new":
+        raise ClientError(
+            f"experiment '{experiment.name}' has not been started, so there is nothing to watch",
+            hint=f"Start it and watch it: tfcli experiment start -e {experiment.name} --follow",
+        )
+    return views.follow(experiment)
 
 
 @command("experiment", "pause")
