@@ -177,6 +177,19 @@ def test_clip_grad_norm_clips_the_global_gradient_norm():
     assert float(step_norm) == pytest.approx(0.1, rel=1e-5)
 
 
+def test_clipping_scales_a_gradient_tensor_two_parameters_share_once():
+    # autograd hands the same tensor to both terms of a sum (as torch's fused LSTM backward does for its two biases)
+    first, second = torch.nn.Parameter(torch.zeros(3)), torch.nn.Parameter(torch.zeros(3))
+    optimizer = build_optimizer(
+        {"type": "gradient_descent", "learning_rate": 1.0, "clip_grad_norm": 1.0}, [first, second]
+    )
+    target = torch.tensor([1.0, 2.0, 3.0])
+    optimizer.minimize(((first + second) * target).sum())  # each gradient is target: norm sqrt(2) * |target|
+    expected = -target / (2**0.5 * float(torch.linalg.vector_norm(target)) + 1e-6)
+    torch.testing.assert_close(first.detach(), expected)
+    torch.testing.assert_close(second.detach(), expected)
+
+
 def test_momentum_nesterov_needs_momentum():
     parameters, _ = make_problem()
     with pytest.raises(SpecError, match="Nesterov"):
@@ -267,6 +280,18 @@ def test_subsampling_takes_the_same_rows_with_replacement_from_batch_and_referen
     assert any(len(set(rows.tolist())) < 8 for rows in drawn)  # with replacement: repeats occur
     torch.manual_seed(3)
     assert torch.equal(drawn[0], torch.randint(8, (8,)))  # torch's global RNG
+
+
+def test_subsampling_passes_on_the_inner_steps_predicted_improvement():
+    # optimized_step(subsampling_step(natural_gradient)): the line search judges by natural_gradient's prediction
+    from torchforce.core.optimizers.base import Objective
+
+    weight, batch, reference_fn, loss_fn, kl_fn = softmax_policy()
+    spec = {"type": "natural_gradient", "learning_rate": 1e-3, "cg_max_iterations": 50}
+    subsampling = build_optimizer({"type": "subsampling_step", "fraction": 0.5, "optimizer": spec}, [weight])
+    update = subsampling.apply_update(Objective(loss_fn, kl_fn), batch, reference_fn(batch).detach())
+    assert update.estimated_improvement is not None and update.estimated_improvement > 0
+    assert update.estimated_improvement == update.info["estimated_improvement"]
 
 
 def test_subsampling_rejects_ragged_batches():

@@ -86,7 +86,8 @@ class SubsamplingStep(MetaOptimizer):
         indices = torch.randint(size, (count,))
         subsample = take_rows(batch, indices, size)
         inner = self.optimizer.apply_update(objective, subsample, take_rows(reference, indices, size))
-        return Update(inner.deltas, {**inner.info, "subsample_size": float(count)})
+        # the inner step's predicted improvement travels on, as in 2018: a line search around this step judges by it
+        return Update(inner.deltas, {**inner.info, "subsample_size": float(count)}, inner.estimated_improvement)
 
 
 def batch_size(batch: Any) -> int:
@@ -232,8 +233,9 @@ class GlobalOptimizer(MetaOptimizer):
     """``global_optimizer``: accepted so 2018 distributed configs load; it simply runs its inner optimizer.
 
     In 2018 it applied the local step to the parameter server's variables and copied them back. Here the
-    distributed runner does that itself: workers call ``compute_deltas`` and the parameter server
-    ``apply_deltas``, whatever the optimizer, so this wrapper adds nothing.
+    distributed runner does that itself, whatever the optimizer (``torchforce/execution/distributed.py``: each
+    worker sends the change its own steps made to the parameters, and the parameter servers add it to theirs), so
+    this wrapper adds nothing.
     """
 
     def apply_update(self, objective: Objective, batch: Batch, reference: Reference) -> Update:

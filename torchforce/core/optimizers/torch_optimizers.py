@@ -37,6 +37,21 @@ from torchforce.core.schedules import Schedule, build_schedule
 from torchforce.spec import SpecError, expect_bool, expect_float
 
 
+def _unshared(grads: list[torch.Tensor | None]) -> list[torch.Tensor | None]:
+    """``grads`` with a copy of each tensor that an earlier parameter's gradient already is: autograd may hand one
+    tensor to several parameters (the terms of a sum; torch's fused LSTM backward for both biases), and clipping
+    scales the gradients in place, which would scale a shared one once per parameter."""
+    seen: set[int] = set()
+    unshared = []
+    for grad in grads:
+        if grad is not None:
+            if grad.data_ptr() in seen:
+                grad = grad.clone()
+            seen.add(grad.data_ptr())
+        unshared.append(grad)
+    return unshared
+
+
 class TorchOptimizer(Optimizer):
     """One ``torch.optim`` optimizer stepping on the gradient of the loss: ``minimize(loss)``."""
 
@@ -95,6 +110,7 @@ class TorchOptimizer(Optimizer):
             None if grad is None else in_layout_of(parameter, grad)
             for parameter, grad in zip(self.parameters, grads, strict=True)
         ]
+        grads = _unshared(grads)
         present = [grad for grad in grads if grad is not None]
         grad_norm = torch.nn.utils.get_total_norm(present) if present else None
         if self.clip_grad_norm is not None and grad_norm is not None:
