@@ -203,6 +203,11 @@ def test_a_variant_changes_the_shipped_agent_and_runs_only_when_named(monkeypatc
         tasks.experiment(tasks.TASKS[name])["agent"] for name in ("halfcheetah_ddpg", "halfcheetah_ddpg_400")
     )
     assert "halfcheetah_ddpg_400" not in names
+    dqn, every8 = (tasks.experiment(tasks.TASKS[name])["agent"] for name in ("breakout_dqn", "breakout_dqn_every8"))
+    assert "breakout_dqn_every8" not in names and every8 == {
+        **dqn,
+        "update_mode": {**dqn["update_mode"], "frequency": 8},
+    }
     assert {key for key in ddpg if ddpg[key] != zoo_width[key]} == {"network", "critic_network"}
     assert [layer["size"] for layer in ddpg["network"] + ddpg["critic_network"]] == [256] * 4
     for network in (zoo_width["network"], zoo_width["critic_network"]):
