@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from torchforce.agents import create_agent
-from torchforce.spec import SpecError
+from torchforce.spec import SpecError, SpecWarning
 
 ROWS = 3
 
@@ -189,3 +189,25 @@ def test_staged_steps_beyond_the_capacity_are_written_row_by_row() -> None:
         step(small, t, [0, 0, 0])
     with pytest.raises(SpecError, match="cannot store 119 rows at once"):
         stored(small)
+
+
+def test_an_on_policy_batch_that_is_no_multiple_of_the_environments_warns():
+    # the memory holds each environment's steps one after another, and an update reads its newest rows: a batch
+    # of 10 over 3 environments leaves environment 0's first steps out and reads environment 2's twice
+    def agent(batch_size: int):
+        return create_agent(
+            {
+                "type": "ppo",
+                "network": [{"type": "dense", "size": 4}],
+                "update_mode": {"unit": "timesteps", "batch_size": batch_size, "frequency": batch_size},
+                "seed": 0,
+            },
+            states={"type": "float", "shape": (2,)},
+            actions={"type": "int", "num_actions": 2},
+        )
+
+    with pytest.warns(SpecWarning, match="with 3 environments, an on-policy update reads the newest 10 rows"):
+        agent(10).act(states(0))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        agent(12).act(states(0))  # 4 acts of 3 rows: every update reads exactly what was written since the last

@@ -39,7 +39,14 @@ from torchforce.agents.state import (
 )
 from torchforce.agents.transfer import to_device, to_host
 from torchforce.agents.transitions import Transitions
-from torchforce.agents.update_mode import Schedule, UpdateMode, check_capacity, check_retrieval, check_updates
+from torchforce.agents.update_mode import (
+    Schedule,
+    UpdateMode,
+    check_capacity,
+    check_retrieval,
+    check_rows,
+    check_updates,
+)
 from torchforce.core.explorations import (
     Drawn,
     Exploration,
@@ -114,7 +121,7 @@ class Agent:
         self._last_act: tuple[Any, Any, Any] | None = None  # states, internals, actions of the last act
         self._last_outcome: tuple[Any, Any] = (None, None)  # terminal, reward as observe got them
         # workers sharing this agent's model update it in turn (torchforce.execution.sharing); None: not shared
-        self.update_lock: threading.Lock | None = None
+        self.update_lock: threading.RLock | None = None
         self.processed_states = dict(self.states_spec)
         self.saver = saver_spec(config.saver)
         self.summarizer = Summarizer(config.summarizer or {}, "summarizer")
@@ -348,6 +355,8 @@ class Agent:
         episodes = self.episodes
         if rows != episodes.num_rows:
             self._store(episodes.resize(rows))  # every row starts a new episode
+            if self.learning:
+                check_rows(self.update_mode, rows, on_policy=self.on_policy)
         if episodes.acted:
             raise RuntimeError("act() was called twice without observe() in between; call observe(terminal, reward).")
         if episodes.starting:

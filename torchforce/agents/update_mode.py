@@ -126,6 +126,27 @@ def check_capacity(mode: UpdateMode, capacity: int, *, on_policy: bool, path: st
         )
 
 
+def check_rows(mode: UpdateMode, rows: int, *, on_policy: bool, path: str = "update_mode") -> None:
+    """A warning when an on-policy agent acting on ``rows`` environments would not train on every row's steps
+    alike. What it staged goes to memory one environment's segment after another, and an update of ``timesteps``
+    reads the newest rows of the memory: with more rows written than read (``frequency`` or the
+    first update past ``batch_size``, or counts that step past a threshold by ``rows`` at a time), the first
+    environments' steps are left out and the last ones' read twice. So ``batch_size``, ``frequency`` and the first
+    update should be one multiple of ``rows``."""
+    if not on_policy or rows <= 1 or mode.unit != "timesteps":
+        return
+    size = mode.batch_size
+    if size % rows == 0 and mode.frequency == size and Schedule(mode).next_at == size:
+        return
+    warn_spec(
+        f"{path}: with {rows} environments, an on-policy update reads the newest {size} rows of the memory, where "
+        f"every environment's staged steps are written one environment after another (frequency {mode.frequency}, "
+        f"first update at {Schedule(mode).next_at}): some environments' steps are left out and others' read twice. "
+        f"Make batch_size, frequency and first_update one multiple of {rows}, as SB3's n_steps * n_envs is, or "
+        "update on episodes."
+    )
+
+
 def check_updates(mode: UpdateMode, *, on_policy: bool, agent: str, path: str = "update_mode.updates") -> None:
     """More than one update per threshold needs a batch of its own for each: only agents that sample from a
     replay memory have one; an on-policy agent learns once from what it collected."""
