@@ -318,3 +318,17 @@ def test_an_episode_longer_than_the_memory_names_the_capacity_when_it_is_stored(
         "  An on-policy agent stores each finished episode whole (update_mode unit 'episodes'), or everything since "
         "its last update (update_mode.frequency): raise memory.capacity above that."
     )
+
+
+@pytest.mark.parametrize(
+    "spec", [{"type": "random"}, {"type": "dqn", "network": [{"type": "flatten"}, {"type": "dense", "size": 4}]}]
+)
+def test_a_batch_of_states_of_another_shape_is_refused_whatever_the_agent(spec):
+    # (3, 2, 4) holds as many numbers a row as the spec's (4, 2): acted on silently before, transposed
+    agent = create_agent(spec, states={"type": "float", "shape": (4, 2)}, actions={"type": "int", "num_actions": 2})
+    for independent in (True, False):
+        with pytest.raises(
+            ValueError, match=r"state has shape \(3, 2, 4\), expected \(4, 2\) or \(batch, \*\(4, 2\)\)"
+        ):
+            agent.act(np.zeros((3, 2, 4)), independent=independent)
+    assert agent.act(np.zeros((3, 4, 2))).shape == (3,)

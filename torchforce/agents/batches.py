@@ -27,7 +27,7 @@ def as_batch(states: Any, specs: dict[str, StateSpec], single: bool) -> tuple[Ba
         ((name, spec),) = specs.items()
         array: np.ndarray = np.asarray(states, dtype=STATE_DTYPES[spec.type])
         batched = array.ndim == len(spec.shape) + 1
-        if not batched and array.shape != spec.shape:
+        if array.shape[int(batched) :] != spec.shape:
             raise ValueError(f"state has shape {array.shape}, expected {spec.shape} or (batch, *{spec.shape})")
         return {name: array if batched else array[None]}, batched
     if not isinstance(states, dict):
