@@ -43,9 +43,10 @@ def cluster():
 
 
 def processes_with_token(cluster):
-    """PIDs of the processes, this one aside, whose environment names the cluster's token file: every process the
-    cluster starts inherits it, wherever it ends up in the process tree."""
-    marker = f"RAY_AUTH_TOKEN_PATH={cluster.auth_token_path}".encode()
+    """PIDs of the processes, this one aside, whose environment holds the cluster's marker: every process the
+    cluster starts inherits it, wherever it ends up in the process tree (clients of the cluster, which name its
+    token file too, do not)."""
+    marker = f"TORCHFORCE_RAY_CLUSTER={cluster.temp_dir}".encode()
     found = set()
     for entry in os.listdir("/proc"):
         if entry.isdigit() and int(entry) != os.getpid() and pid_alive(int(entry)):
@@ -229,8 +230,11 @@ def test_a_cluster_started_inside_a_process_listens_on_loopback_only():
 
 
 def test_stopping_ends_every_process_of_the_cluster_and_only_those(cluster):
+    # a client of the cluster, started as a user's shell that exported its token path would start it
+    client = subprocess.Popen(["sleep", "300"], env=cluster.environment())
     carriers = processes_with_token(cluster)  # first: a process started between the two looks is in members
     members = cluster_processes(cluster)
+    assert client.pid not in members and client.pid not in carriers
     assert set(cluster.pids) <= members and len(members) > len(cluster.pids)
     assert os.getpid() not in members and os.getppid() not in members
     # the tree and the sessions hold every process of the cluster (that has not ended between the two looks)
@@ -241,5 +245,7 @@ def test_stopping_ends_every_process_of_the_cluster_and_only_those(cluster):
     assert [pid for pid in members if pid_alive(pid)] == []
     assert cluster_processes(cluster) == set()
     assert processes_with_token(cluster) == set()
-    assert pid_alive(os.getpid())
+    assert pid_alive(os.getpid()) and client.poll() is None  # the client lives on
+    client.kill()
+    client.wait()
     stop_local_cluster(cluster)  # a second time: nothing to do

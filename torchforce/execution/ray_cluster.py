@@ -128,6 +128,23 @@ def loopback_environment(base: Mapping[str, str] | None = None) -> dict[str, str
     return environment
 
 
+LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
+
+
+def no_proxy_for_loopback(url: str) -> None:
+    """For a dashboard on loopback: this process's ``NO_PROXY``/``no_proxy`` name the loopback hosts, so that Ray's
+    Jobs client (``requests``, which sends loopback through ``http_proxy`` unless ``no_proxy`` says otherwise) talks
+    to the cluster itself, and its token never travels to a proxy. Other addresses are left to the user's proxy
+    settings."""
+    from urllib.parse import urlsplit
+
+    if urlsplit(url if "//" in url else f"//{url}").hostname not in LOOPBACK_HOSTS:
+        return
+    for name in ("NO_PROXY", "no_proxy"):
+        present = [host.strip() for host in os.environ.get(name, "").split(",") if host.strip()]
+        os.environ[name] = ",".join(present + [host for host in LOOPBACK_HOSTS if host not in present])
+
+
 def init_private(*, num_cpus: int, num_gpus: int = 0, object_store_memory: int, temp_dir: str) -> None:
     """Start a new single-node Ray cluster in this process, listening on 127.0.0.1 only, and connect to it.
 
@@ -213,6 +230,7 @@ class LocalRayCluster:
             raise RuntimeError("this cluster runs without a dashboard, so without the Ray Jobs API")
         from ray.job_submission import JobSubmissionClient
 
+        no_proxy_for_loopback(self.dashboard_address)
         return JobSubmissionClient(self.dashboard_address, headers=self.auth_headers())
 
     def stop(self, timeout: float = 30) -> None:
@@ -269,6 +287,8 @@ def start_local_cluster(
     environment = cluster.environment()
     # The processes of the cluster get the GCS address from their flags; RAY_ADDRESS is for drivers.
     environment.pop("RAY_ADDRESS")
+    name, _, value = _cluster_marker(cluster).partition("=")
+    environment[name] = value  # what the cluster starts, and only that, is found by it when the cluster stops
     # So that `python` in a job's entrypoint is this interpreter, the one with Ray (and torchforce).
     environment["PATH"] = os.pathsep.join(filter(None, [str(Path(sys.executable).parent), environment.get("PATH")]))
     environment.update(AUTOSCALER_METRIC_PORT=str(autoscaler_metrics), DASHBOARD_METRIC_PORT=str(dashboard_metrics))
@@ -545,8 +565,10 @@ def _members(cluster: LocalRayCluster) -> dict[int, int]:
     """pid -> start time of the cluster's live processes: see :func:`cluster_processes`.
 
     A ``ray start`` PID counts only while it is still the process we started (same start time), so that a reused
-    PID never pulls in someone else's processes. Its session counts as long as the leader is ours or gone: Linux
-    does not reuse a PID while it names a session that still has members.
+    PID never pulls in someone else's processes, and so does its session, while its leader lives: once the leader
+    is gone, a process that reused its PID may lead a session of its own, whose members are not ours. The cluster's
+    processes that left their session (a job's driver that outlived its job) carry its marker in their environment
+    (``_cluster_marker``), which only what the cluster starts inherits.
     """
     table: dict[int, tuple[int, int, int]] = {}  # pid -> (ppid, session, start time) of every live process
     for entry in os.listdir("/proc"):
@@ -562,9 +584,9 @@ def _members(cluster: LocalRayCluster) -> dict[int, int]:
         return pid not in table or recorded is None or table[pid][2] == recorded
 
     roots = [pid for pid in cluster.pids if pid in table and ours(pid)]
-    sessions = {pid for pid in cluster.pids if ours(pid)}
+    sessions = set(roots)
     stack = roots + [pid for pid, (_, session, _) in table.items() if session in sessions]
-    stack += _token_carriers(cluster, table)  # e.g. a job's driver that outlived its job, in a session of its own
+    stack += _marked(cluster, table)  # e.g. a job's driver that outlived its job, in a session of its own
     found: set[int] = set()
     while stack:
         pid = stack.pop()
@@ -575,13 +597,19 @@ def _members(cluster: LocalRayCluster) -> dict[int, int]:
     return {pid: table[pid][2] for pid in found}
 
 
-def _token_carriers(cluster: LocalRayCluster, table: dict[int, tuple[int, int, int]]) -> list[int]:
-    """The processes whose environment names this cluster's token file: every process the cluster starts inherits
-    it (the file is in the cluster's private folder, so no other process names it), wherever it ends up in the
-    process tree."""
+def _cluster_marker(cluster: LocalRayCluster) -> str:
+    """The environment entry ``NAME=VALUE`` that the cluster's own processes get at its start (its private folder
+    names it) and pass on to every process they start; ``environment()``, for clients of the cluster, leaves it out,
+    so that stopping the cluster never takes a client's processes (a user's shell that exported the token path)."""
+    return f"TORCHFORCE_RAY_CLUSTER={cluster.temp_dir}"
+
+
+def _marked(cluster: LocalRayCluster, table: dict[int, tuple[int, int, int]]) -> list[int]:
+    """The processes whose environment holds the cluster's marker (``_cluster_marker``), wherever they ended up in
+    the process tree."""
     if not cluster.pids:
         return []
-    marker = f"RAY_AUTH_TOKEN_PATH={cluster.auth_token_path}".encode()
+    marker = _cluster_marker(cluster).encode()
     found = []
     for pid in table:
         try:
