@@ -112,6 +112,9 @@ class RayBackend(Backend):
             _unreachable.pop(self.dashboard, None)
             from ray.job_submission import JobSubmissionClient
 
+            from torchforce.execution.ray_cluster import no_proxy_for_loopback
+
+            no_proxy_for_loopback(self.dashboard)
             try:
                 self._client = JobSubmissionClient(self.dashboard, headers=headers(self.record.runtime))
             except _job_errors() as error:
@@ -293,8 +296,8 @@ class RayBackend(Backend):
 
     def outcome(self, handle: Handle | None, folder: Path) -> tuple[str, str | None] | None:
         status = self.job_status(handle)
-        if status == "UNREACHABLE":
-            return None
+        if status == "UNREACHABLE":  # the job ended (alive() saw it), but how is not to be had now
+            raise ClientError(f"the Ray cluster '{self.cluster}' at {self.dashboard} did not answer just now")
         try:
             progress = json.loads(self.storage(folder).read_text("progress.json") or "{}")
         except ValueError:
