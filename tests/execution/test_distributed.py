@@ -288,3 +288,74 @@ def test_an_agent_spec_asking_for_distributed_execution_is_refused_with_where_to
     with pytest.warns(DeprecationWarning, match="use DistributedRunner"):
         from torchforce.execution import DistributedTFRunner
     assert DistributedTFRunner is Runner  # 0.4's alias: TensorFlow distributed the agent, the runner ran one
+
+
+def test_workers_of_several_environments_count_the_steps_they_took():
+    # a worker steps its 3 copies at once, so a chunk of 100 takes 102 steps: the run counts those and hands out
+    # the rest of the budget by them (before, each chunk's 2 extra steps added up past the budget)
+    runner = DistributedRunner(main_agent(), MINIMAL, num_workers=2, num_environments=3, seed=6)
+    try:
+        runner.run(num_timesteps=600, chunk=100)
+        taken = sum(row["steps"] for row in runner.worker_status())
+        assert runner.global_timestep == taken
+        assert 600 <= taken <= 600 + 2 * (3 - 1)  # at most num_environments - 1 past it per worker
+    finally:
+        runner.close()
+
+
+def test_a_dead_parameter_server_ends_the_run_with_an_error_naming_it():
+    # the workers' calls to it fail inside their chunks: not a lost worker to restart over and over (a hang)
+    runner = DistributedRunner(main_agent(), MINIMAL, num_workers=2, seed=7)
+    try:
+        ray.kill(runner.servers[0])
+        started = time.monotonic()
+        with pytest.raises(RuntimeError, match=r"^Ray worker [01] failed: \w*ActorDiedError"):
+            runner.run(num_timesteps=10_000, chunk=50)
+        assert time.monotonic() - started < 60
+    finally:
+        runner.close()
+
+
+def test_what_failed_in_a_worker_is_its_own_error_and_a_shells_ray_address_is_not_followed(monkeypatch):
+    raised = ray.exceptions.RayTaskError("Worker.run", "Traceback ...", ValueError("no environment 'cartpol'"))
+    assert distributed.described_failure(raised.as_instanceof_cause()) == "ValueError: no environment 'cartpol'"
+    monkeypatch.delenv("RAY_JOB_CONFIG_JSON_ENV_VAR", raising=False)
+    monkeypatch.setenv("RAY_ADDRESS", "auto")  # a user's shell: a local run still starts its own cluster
+    assert not distributed.ray_job_driver()
+    monkeypatch.setenv("RAY_JOB_CONFIG_JSON_ENV_VAR", "{}")  # what Ray's job supervisor gives a job's driver
+    assert distributed.ray_job_driver()
+
+
+def test_a_save_in_the_report_sees_one_moment_of_the_run():
+    # the chunks under way are taken in first (drain): the counters and each worker's agent after the same steps,
+    # where the workers' states held steps the counters did not yet have (a resume would take them twice)
+    runner = DistributedRunner(main_agent(), MINIMAL, num_workers=2, seed=8)
+    seen = []
+
+    def report(runner):
+        runner.drain()
+        seen.append((runner.global_timestep, sum(state["counters"]["timestep"] for state in runner.worker_states())))
+        return True
+
+    try:
+        runner.run(num_timesteps=1000, chunk=100, report=report)
+        assert seen and all(counted == held for counted, held in seen), seen
+        assert runner.global_timestep == 1000 and sum(row["steps"] for row in runner.worker_status()) == 1000
+        runner.drain()  # outside a run: nothing to do
+    finally:
+        runner.close()
+
+
+def test_target_networks_stay_each_workers_own():
+    # the servers add up the workers' changes: a target network's hard copy by two workers in one exchange would
+    # move it twice as far as the online network, past it
+    spec = {"type": "dqn", "network": [{"type": "dense", "size": 8}], "target_sync_frequency": 20, "seed": 0}
+    runner = DistributedRunner(main_agent(spec), MINIMAL, num_workers=2, seed=9)
+    try:
+        held = runner.parameters()
+        assert held and not [name for name in held if name.startswith("target")]
+        assert set(held) == {name for name in runner.agent.get_parameters() if name.startswith("policy.")}
+        runner.run(num_timesteps=600, chunk=100)  # the workers exchange their online networks only
+        assert runner.global_timestep == 600 and set(runner.parameters()) == set(held)
+    finally:
+        runner.close()

@@ -364,7 +364,8 @@ class ExperimentRun:
         for log in (self.episode_log, self.evaluation_log):
             if log is not None:
                 log.flush()
-        if self.distributed:
+        if self.distributed:  # one moment of the run: the chunks under way taken in first, then the servers' model
+            self._ray_runner().drain()
             self._ray_runner().sync_agent()  # the parameter servers' model into the agent that is saved
         info = {"timesteps": self.runner.global_timestep, "episodes": self.runner.global_episode}
         if best is not None and self.evaluation is not None:
@@ -630,10 +631,10 @@ class ExperimentRun:
             self.log_progress(force=True)
         finally:
             self.close_logs(outcome)
+            if isinstance(self.runner, DistributedRunner):  # also when the run failed: its private cluster's folder
+                self.runner.close()  # the Ray workers, the servers and the local Ray cluster
         for agent in self.workers:
             agent.close()
-        if isinstance(self.runner, DistributedRunner):
-            self.runner.close()  # the Ray workers, the servers and the local Ray cluster
         for environment in self.environments if isinstance(self.environments, list) else [self.environments]:
             environment.close()
         if self.evaluation is not None:

@@ -6,18 +6,23 @@ docs/internals.md, Clusters and backends).
 ordinary ``Runner``. Whenever its agent updates (with any optimizer, whose state stays the worker's own, as 2018's
 ``global_optimizer`` kept the local one), the worker sends the change of its parameters since it last pulled them
 to the servers, which add it to theirs, and pulls the result: asynchronous, parameter-server style training (as
-the 2018 ``distributed`` execution, which was built on TF's parameter servers). The driver hands each worker a
-chunk of steps at a time, as soon as it is free, and gathers its episodes and counters.
+the 2018 ``distributed`` execution, which was built on TF's parameter servers). Target networks (DQN's, DDPG's,
+NAF's) are not exchanged: each worker moves its own toward the online network it pulls (``shared_parameters``).
+The driver hands each worker a chunk of steps at a time, as soon as it is free, and gathers its episodes and
+counters.
 
-Where it runs: in the Ray this process has initialized already (left running); else in the cluster of the Ray job
-this process is (``RAY_ADDRESS``, which Ray sets for a job's driver); else in a new private cluster on this
-machine, every process listening on 127.0.0.1 only, in its own temporary folder, shut down by ``close``. The
-workers are placed with a placement group of one CPU each, spread over the nodes.
+Where it runs: in the Ray this process has initialized already (left running); else, for the driver of a Ray job
+(Ray's job supervisor gives it ``RAY_ADDRESS`` and its job config), in that job's cluster; else in a new private
+cluster on this machine, every process listening on 127.0.0.1 only, in its own temporary folder, shut down by
+``close``. A ``RAY_ADDRESS`` of the user's own shell is not followed: a run never joins a cluster it was not sent
+to. The workers are placed with a placement group of one CPU each, spread over the nodes, and worker i's
+environment copy j is seeded ``seed + 1 + i * num_environments + j`` (no two copies alike).
 
 Faults: a worker whose process dies (killed, out of memory, its node lost) is restarted by Ray (up to
 ``MAX_WORKER_RESTARTS`` times): its new agent finds the servers by their actor names, pulls their parameters, and
 the run goes on. Only the chunk it had under way is lost: its steps are not counted and its episodes not recorded
-(``on_lost_worker`` is told).
+(``on_lost_worker`` is told). An error raised inside a worker (its environment failing, a parameter server that
+died) ends the run with a RuntimeError that names the worker and says what failed.
 
 Install Ray with ``pip install torchforce[ray]``.
 """
@@ -156,7 +161,7 @@ class Worker:
         at a time, and it runs while the worker acts: the worker waits only when an exchange takes longer than
         its acting between two updates."""
         started = time.monotonic()
-        now = self.agent.get_parameters()
+        now = shared_parameters(self.agent)
         change = {name: now[name] - self.base[name] for name in now}
         if self.pending is not None:
             fresh = self._tensors(_ray().get(self.pending))
@@ -232,6 +237,92 @@ class Worker:
 
     def close(self) -> None:
         self.environments.close()
+
+
+def shared_parameters(agent: Agent) -> dict[str, Any]:
+    """The parameters the servers hold and the workers exchange: every learned one but the target networks'
+    (``target``, ``target_critic``, ...). Each worker syncs its own targets from the online networks it pulls, on
+    its own schedule: were their changes added up on the servers, the targets of two workers syncing in the same
+    exchange would move twice as far as the online network, past it."""
+    return {name: value for name, value in agent.get_parameters().items() if not name.startswith("target")}
+
+
+def ray_job_driver() -> bool:
+    """Whether this process is the driver of a Ray job (Ray's job supervisor gives it the cluster's ``RAY_ADDRESS``
+    and the job's config), whose cluster its runs use; a ``RAY_ADDRESS`` alone is a shell's, not followed."""
+    return bool(os.environ.get("RAY_ADDRESS")) and "RAY_JOB_CONFIG_JSON_ENV_VAR" in os.environ
+
+
+def described_failure(error: Exception) -> str:
+    """What failed in a remote call: the error the remote code raised (not Ray's header of process title and
+    colours), its type and first line."""
+    cause = getattr(error, "cause", None) or error
+    text = str(cause).strip().splitlines()
+    return f"{type(cause).__name__}: {text[0] if text else ''}".rstrip(": ")
+
+
+class _Chunks:
+    """The chunks of steps a ``DistributedRunner.run`` hands its workers: those under way (``running``: the call, or
+    a readiness probe of 0 steps, to its worker and steps), the steps handed out so far, and how each chunk that
+    ends is taken in (counted, its episodes recorded, a lost one handed out again)."""
+
+    def __init__(
+        self, runner: DistributedRunner, ray: Any, chunk: int, options: tuple[int | None, bool], callback: Any
+    ) -> None:
+        self.runner, self.ray, self.chunk, self.options, self.callback = runner, ray, chunk, options, callback
+        self.step_limit: int | None = None
+        self.episode_limit: int | None = None
+        self.assigned = runner.global_timestep  # steps handed out so far
+        self.running: dict[Any, tuple[int, int]] = {}
+        self.absences = [Absence() for _ in range(runner.num_workers)]  # failed calls since a worker last answered
+        self.idle: list[int] = []  # workers whose chunk ``drain`` took in: each gets its next one after ``report``
+
+    def hand_out(self, index: int) -> None:
+        """Worker ``index``'s next chunk, if the run goes on and steps are left."""
+        steps = self.chunk if self.step_limit is None else min(self.chunk, self.step_limit - self.assigned)
+        if steps > 0 and not self.runner._stop:
+            self.assigned += steps
+            self.running[self.runner.workers[index].run.remote(steps, *self.options)] = index, steps
+
+    def collect(self, done: Any) -> int | None:
+        """The call ``done`` (ended) taken in: the worker whose chunk it was, counted and recorded; None for a lost
+        chunk or a readiness probe (a probe that finds the worker back hands it its next chunk)."""
+        runner, ray = self.runner, self.ray
+        index, steps = self.running.pop(done)
+        try:
+            result = ray.get(done)
+        except ray.exceptions.RayTaskError as error:  # raised by the worker's code: it would fail again
+            raise RuntimeError(f"Ray worker {index} failed: {described_failure(error)}") from error
+        except ray.exceptions.RayActorError as error:  # its process died: Ray restarts it; a chunk under way is lost
+            delay = self.absences[index].failed(error)  # raises once the worker is given up
+            if steps:
+                self.assigned -= steps
+                runner.status[index]["lost_steps"] += steps
+                if runner.on_lost_worker is not None:
+                    runner.on_lost_worker(index, steps)
+            time.sleep(delay)  # while Ray restarts it
+            self.running[runner.workers[index].ready.remote()] = index, 0
+            return None
+        runner._note_incarnation(index, result["incarnation"] if steps else result)
+        if not steps:  # a restarted worker is ready: back to work (it counts as back once a chunk succeeds)
+            self.hand_out(index)
+            return None
+        self.absences[index] = Absence()
+        self.assigned += result["timesteps"] - steps  # a vector steps all its rows: a chunk ends on a multiple
+        runner._count(index, result)
+        if not runner._stop:  # once the run stops, the episodes of the chunks still under way are not recorded
+            runner._stop = runner._record_episodes(index, result["episodes"], self.episode_limit, self.callback)
+        if self.episode_limit is not None and runner.global_episode >= self.episode_limit:
+            runner._stop = True
+        return index
+
+    def drain(self) -> None:
+        """Every chunk under way taken in (see ``DistributedRunner.drain``)."""
+        while under_way := [call for call, (_, steps) in self.running.items() if steps]:
+            (done,), _ = self.ray.wait(under_way, num_returns=1)
+            index = self.collect(done)
+            if index is not None:
+                self.idle.append(index)
 
 
 class WorkerStatus(TypedDict):
@@ -354,21 +445,26 @@ class DistributedRunner(BaseRunner):
         self.on_lost_worker, self.sync_every, self.torch_threads = on_lost_worker, sync_every, torch_threads
         self._temp: str | None = None
         self._connected = not ray.is_initialized()  # whether close() disconnects (and ends a private cluster)
-        if self._connected and os.environ.get("RAY_ADDRESS"):  # a Ray job's driver: its cluster
-            ray.init(address=os.environ["RAY_ADDRESS"], log_to_driver=False, configure_logging=False)
-        elif self._connected:
-            from torchforce.execution.ray_cluster import init_private
-
-            self._temp = tempfile.mkdtemp(prefix="tf-ray-")
-            import torch
-
-            init_private(
-                num_cpus=max(os.cpu_count() or 1, num_workers * torch_threads),
-                num_gpus=torch.cuda.device_count(),  # this machine's GPUs, for workers of an agent on a GPU
-                object_store_memory=OBJECT_STORE,
-                temp_dir=self._temp,
-            )
+        self._chunks: _Chunks | None = None  # the chunks of the run under way
+        self._stop = False
+        self.workers: list[Any] = []  # actor handles
+        self.servers: list[Any] = []
+        self.placement: Any = None
         try:
+            if self._connected and ray_job_driver():  # its cluster
+                ray.init(address=os.environ["RAY_ADDRESS"], log_to_driver=False, configure_logging=False)
+            elif self._connected:
+                from torchforce.execution.ray_cluster import init_private
+
+                self._temp = tempfile.mkdtemp(prefix="tf-ray-")
+                import torch
+
+                init_private(
+                    num_cpus=max(os.cpu_count() or 1, num_workers * torch_threads),
+                    num_gpus=torch.cuda.device_count(),  # this machine's GPUs, for workers of an agent on a GPU
+                    object_store_memory=OBJECT_STORE,
+                    temp_dir=self._temp,
+                )
             self._start(agent, environment, num_environments, seed, agent_spec, agent_kwargs)
         except BaseException:
             self.close()
@@ -397,7 +493,7 @@ class DistributedRunner(BaseRunner):
         if cpus < self.num_workers * threads:
             each = "a CPU each" if threads == 1 else f"{threads} CPUs each (torch_threads)"
             raise ValueError(f"{self.num_workers} distributed workers need {each}; the Ray cluster has {cpus:g}")
-        parameters = {name: value.cpu().numpy() for name, value in agent.get_parameters().items()}
+        parameters = {name: value.cpu().numpy() for name, value in shared_parameters(agent).items()}
         self.layout = shard(parameters, self.num_parameter_servers)
         server_class = ray.remote(num_cpus=0)(ParameterServer)
         run = uuid.uuid4().hex[:12]  # the servers are named actors, which the workers look up (see Worker)
@@ -437,7 +533,7 @@ class DistributedRunner(BaseRunner):
                 spec,
                 environment,
                 num_environments,
-                None if seed is None else seed + 1 + i,
+                None if seed is None else seed + 1 + i * num_environments,  # its copies: that and the next ones
                 server_names,
                 self.layout,
                 dict(agent_kwargs or {}),
@@ -514,7 +610,7 @@ class DistributedRunner(BaseRunner):
     def load_agent(self) -> None:
         """Put the local agent's parameters (a restored checkpoint, say) into the servers; workers pull them at the
         start of their next chunk."""
-        values = {name: value.cpu().numpy() for name, value in self.agent.get_parameters().items()}
+        values = {name: value.cpu().numpy() for name, value in shared_parameters(self.agent).items()}
         _ray().get(
             [
                 server.set.remote({name: values[name] for name in names})
@@ -544,58 +640,40 @@ class DistributedRunner(BaseRunner):
         """Run until ``num_timesteps`` steps or ``num_episodes`` episodes more in all, or a falsy
         ``episode_finished(runner, worker_id)`` or ``report(runner)`` (called after each chunk a worker returns),
         which stop the whole run. Workers run ``chunk`` steps at a time (fewer near the step limit): the chunks under
-        way when the run stops are finished, their steps counted, their episodes not recorded."""
+        way when the run stops are finished, their steps counted, their episodes not recorded. A worker steps all
+        its ``num_environments`` copies at once, so its chunk ends on a multiple of them: the run may end up to
+        ``num_environments - 1`` steps per worker past ``num_timesteps``, and the steps counted are those taken."""
         if num_timesteps is None and num_episodes is None:
             raise ValueError("a distributed run needs num_timesteps or num_episodes")
         ray = _ray()
-        callback = episode_callback(episode_finished)
-        step_limit = None if num_timesteps is None else self.global_timestep + num_timesteps
-        episode_limit = None if num_episodes is None else self.global_episode + num_episodes
-        assigned = self.global_timestep  # steps handed out so far
-        running: dict[Any, tuple[int, int]] = {}  # chunk (or, with 0 steps, a readiness probe) -> (worker, steps)
-        stop = False
-        absences = [Absence() for _ in range(self.num_workers)]  # failed calls of each worker since it last answered
-
-        def hand_out(index: int) -> None:
-            nonlocal assigned
-            steps = chunk if step_limit is None else min(chunk, step_limit - assigned)
-            if steps > 0 and not stop:
-                assigned += steps
-                running[self.workers[index].run.remote(steps, max_episode_timesteps, deterministic)] = index, steps
-
-        for index in range(self.num_workers):
-            hand_out(index)
-        while running:
-            (done,), _ = ray.wait(list(running), num_returns=1)
-            index, steps = running.pop(done)
-            try:
-                result = ray.get(done)
-            except (
-                ray.exceptions.RayActorError
-            ) as error:  # its process died: Ray restarts it; a chunk under way is lost
-                delay = absences[index].failed(error)  # raises once the worker is given up
-                if steps:
-                    assigned -= steps
-                    self.status[index]["lost_steps"] += steps
-                    if self.on_lost_worker is not None:
-                        self.on_lost_worker(index, steps)
-                time.sleep(delay)  # while Ray restarts it
-                running[self.workers[index].ready.remote()] = index, 0
-                continue
-            absences[index] = Absence()
-            self._note_incarnation(index, result["incarnation"] if steps else result)
-            if not steps:  # a restarted worker is ready: back to work
-                hand_out(index)
-                continue
-            self._count(index, result)
-            if not stop:  # once the run stops, the episodes of the chunks still under way are not recorded
-                stop = self._record_episodes(index, result["episodes"], episode_limit, callback)
-            if not stop and report is not None and not report(self):
-                stop = True
-            if episode_limit is not None and self.global_episode >= episode_limit:
-                stop = True
-            hand_out(index)
+        chunks = _Chunks(self, ray, chunk, (max_episode_timesteps, deterministic), episode_callback(episode_finished))
+        chunks.step_limit = None if num_timesteps is None else self.global_timestep + num_timesteps
+        chunks.episode_limit = None if num_episodes is None else self.global_episode + num_episodes
+        self._stop, self._chunks = False, chunks
+        try:
+            for worker in range(self.num_workers):
+                chunks.hand_out(worker)
+            while chunks.running:
+                (done,), _ = ray.wait(list(chunks.running), num_returns=1)
+                returned = chunks.collect(done)
+                if returned is None:
+                    continue
+                if not self._stop and report is not None and not report(self):
+                    self._stop = True
+                for free in [returned, *chunks.idle]:
+                    chunks.hand_out(free)
+                chunks.idle.clear()
+        finally:
+            self._chunks = None
         self.sync_agent()
+
+    def drain(self) -> None:
+        """Within ``run``'s ``report``: wait for every chunk under way and take it in (its steps counted, its
+        episodes recorded), so that what is saved next (``sync_agent``, ``state_dict``, ``worker_states``) is one
+        moment of the run: the servers' model, the counters and each worker's agent after the same steps. The
+        workers start their next chunks once ``report`` returns. Outside a run it does nothing."""
+        if self._chunks is not None:
+            self._chunks.drain()
 
     def _record_episodes(
         self,
