@@ -519,6 +519,21 @@ def test_a_status_check_while_a_worker_starts_does_not_mark_it_failed(root, caps
     assert record.status == "failed" and record.message.startswith("the worker died")
 
 
+def test_an_ended_run_whose_cluster_cannot_say_how_stays_running_until_it_can(root, monkeypatch):
+    # a cluster's dashboard (or Kubernetes API) silent for a moment between "it ended" and "how": nothing is judged
+    from torchforce.client.backends.local import LocalBackend
+
+    def silent(self, handle, folder):
+        raise ClientError("the Ray cluster 'lab' at http://127.0.0.1:8265 did not answer just now")
+
+    set_status(root, EXISTING, status="running", pid=None, started_at=time.time() - STARTING_SECONDS - 1)
+    experiment = Experiment.load(Project(root), EXISTING)
+    with monkeypatch.context() as patch:
+        patch.setattr(LocalBackend, "outcome", silent)
+        assert experiment.record().status == "running"
+    assert experiment.record().status == "failed"  # once it answers
+
+
 def test_the_worker_pid_is_written_only_onto_the_starting_row(root):
     store = Project(root).store
     set_status(root, EXISTING, status="running", pid=None, started_at=time.time())

@@ -331,7 +331,10 @@ class Experiment:
         again = store.experiment(self.name)
         if again is None or again.status != "running" or _handle(again) != _handle(record) or self._may_be_alive(again):
             return again or record
-        outcome = self.backend(record).outcome(_handle(record), self.folder)
+        try:
+            outcome = self.backend(record).outcome(_handle(record), self.folder)
+        except ClientError:
+            return record  # a cluster that cannot be asked just now: nothing is judged, the next look decides
         if outcome is None:
             tail = self.log_tail()
             outcome = "failed", "the worker died" + (f"; its log ends:\n{tail}" if tail else "")

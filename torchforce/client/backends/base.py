@@ -97,7 +97,8 @@ class Backend:
 
     def outcome(self, handle: Handle | None, folder: Path) -> tuple[str, str | None] | None:
         """For a workload that has ended while its row still says running: the status it ended with and a message,
-        or None when the worker writes its own status (the local backend) and so has died without one."""
+        or None when the worker writes its own status (the local backend) and so has died without one. A
+        ClientError when the cluster cannot be asked just now: nothing is judged."""
         return None
 
     def storage(self, folder: Path) -> Storage:

@@ -199,8 +199,8 @@ class GkeBackend(Backend):
 
     def outcome(self, handle: Handle | None, folder: Path) -> tuple[str, str | None] | None:
         status = self.status(handle)
-        if status == UNKNOWN:
-            return None
+        if status == UNKNOWN:  # the RayJob ended (alive() saw it), but how is not to be had now
+            raise ClientError(f"the GKE cluster '{self.cluster}' did not answer just now")
         state = self._state(folder)
         if status == "Suspended" and state == "paused":
             return "paused", None
