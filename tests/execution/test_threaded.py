@@ -245,6 +245,24 @@ def test_workers_sharing_a_model_with_dropout_act_in_eval_mode_after_another_upd
     assert second._turn_to_act() is main.update_lock
 
 
+def test_acting_under_the_update_lock_as_an_evaluation_does_returns():
+    # tfcli's worker evaluates a threaded run holding the lock (a model no update changes halfway), and act takes
+    # the same lock for a model with dropout: it must not wait for itself
+    env = make("minimal", seed=0)
+    spec = {"type": "dqn", "seed": 0, "network": [{"type": "dense", "size": 8}, {"type": "dropout", "rate": 0.5}]}
+    main = create_agent(spec, states=env.states, actions=env.actions)
+    clone_worker_agent(main, 2, env, None, None)
+    done = threading.Event()
+
+    def evaluate() -> None:
+        with main.update_lock:
+            main.act(np.zeros((1, 1), dtype=np.float32), deterministic=True, independent=True)
+        done.set()
+
+    threading.Thread(target=evaluate, daemon=True).start()
+    assert done.wait(10), "act under the update lock never returned"
+
+
 def test_an_episode_callback_may_read_the_runners_state():
     """episode_finished runs while the runner holds its lock on the counters; reading them (a checkpoint of the
     history in the callback) does not wait for that lock forever."""

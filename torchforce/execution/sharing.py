@@ -25,6 +25,6 @@ def share_model(worker: Agent, main: Agent) -> None:
     for attribute, value in list(vars(worker).items()):
         if id(value) in replace:
             setattr(worker, attribute, replace[id(value)])
-    if main.update_lock is None:
-        main.update_lock = threading.Lock()
+    if main.update_lock is None:  # reentrant: who holds it for a consistent model (an evaluation) may act under it
+        main.update_lock = threading.RLock()
     worker.update_lock = main.update_lock

@@ -155,7 +155,9 @@ class ThreadedRunner(BaseRunner):
         step_finished: Callable[[ThreadedRunner, int], Any] | None = None,
     ) -> None:
         """Run every worker until ``num_episodes`` episodes or ``num_timesteps`` acts more in all (-1 or None: no
-        limit), or until interrupted. ``episode_finished(runner, worker_id)`` (or 2018's one-argument form) is
+        limit), or until interrupted. Each worker looks at the count after its own step, so the workers whose steps
+        are under way when the limit is reached finish them: up to ``num_workers - 1`` acts past ``num_timesteps``,
+        all of them counted. ``episode_finished(runner, worker_id)`` (or 2018's one-argument form) is
         called after each episode of any worker, one call at a time; a falsy return stops that worker.
         ``step_finished(runner, worker_id)`` is called in each worker's thread after each of its steps (not one
         call at a time); a falsy return stops every worker."""
