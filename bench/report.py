@@ -351,6 +351,13 @@ ZOO_SCORES: dict[str, tuple[str, float, str]] = {
 ZOO_UNKNOWN = "unknown (the zoo's table has DDPG on HalfCheetahBulletEnv-v0 only)"
 
 
+def zoo_score(name: str) -> tuple[str, float, str] | None:
+    """The zoo's published score of task ``name``, or of the task a variant of it changes (``breakout_dqn_every8``,
+    ``pong_ppo_float32``: the task's name and a suffix)."""
+    tasks = [task for task in ZOO_SCORES if name == task or name.startswith(f"{task}_")]
+    return ZOO_SCORES[max(tasks, key=len)] if tasks else None
+
+
 def t_interval(values: Iterable[float]) -> tuple[float, float]:
     """The mean of ``values`` and the half-width of its 95% Student-t interval (nan from fewer than 2 values)."""
     values = [float(value) for value in values]
@@ -437,7 +444,7 @@ def task_table(name: str, runs: list[dict]) -> str:
         known = [value for value in (a, b) if not math.isnan(value)]
         digits = 1 if known and max(known) < 100 else 0
         lines.append(f"| {label} | {fmt(a, digits)} | {fmt(b, digits)} | {ratio(a, b)} |")
-    zoo = ZOO_SCORES.get(name.removesuffix("_bfloat16").removesuffix("_compiled"))  # a variant: its task's score
+    zoo = zoo_score(name)
     published = ZOO_UNKNOWN if zoo is None else f"{fmt(zoo[1], 1)} ({zoo[0]}, {zoo[2]}, one run)"
     lines.append(f"| the zoo's published score, at its budget | | {published} | |")
     failed = [f"{run['library']} seed {run['seed']}" for run in runs if run["error"] is not None]

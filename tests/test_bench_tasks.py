@@ -42,6 +42,15 @@ def test_time_to_threshold_needs_a_full_window_of_episodes(report):
     lucky_start = [(10, 1.0, 100.0), (20, 2.0, 0.0), (30, 3.0, 0.0)]
     assert report.time_to_threshold(lucky_start, 50.0, 3) is None  # one lucky episode is no full window
     assert report.time_to_threshold(lucky_start, 50.0, 1) == (10, 1.0)
+
+
+def test_a_variant_is_reported_beside_its_tasks_published_score(report):
+    breakout = report.ZOO_SCORES["breakout_dqn"]
+    assert [report.zoo_score(name) for name in ("breakout_dqn", "breakout_dqn_every8", "breakout_dqn_bfloat16")] == [
+        breakout
+    ] * 3
+    assert report.zoo_score("pong_ppo_float32") == report.ZOO_SCORES["pong_ppo"]
+    assert report.zoo_score("halfcheetah_ddpg_400") is None and report.zoo_score("breakout") is None
     assert report.time_to_threshold([], 0.0, 10) is None
 
 
