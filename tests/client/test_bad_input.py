@@ -569,6 +569,19 @@ def test_start_fresh_never_deletes_results_under_a_live_worker(root, capsys):
     assert (results / "episodes.jsonl").is_file()
 
 
+@pytest.mark.parametrize("command", ["delete", "stop"])
+def test_delete_or_stop_never_leaves_a_live_worker_the_row_lost(root, capsys, command):
+    # a supervisor killed with kill -9 leaves its worker running and the row failed: deleting its folder under it,
+    # or marking it stopped while it runs on, loses track of it
+    results = root / "experiments" / EXISTING / "results"
+    with fake_worker(root / "experiments" / EXISTING) as pid:
+        write(results / "progress.json", json.dumps({"pid": pid, "timesteps": 10}))
+        set_status(root, EXISTING, status="failed", pid=None, message="the worker died")
+        err = bad(root, capsys, "experiment", command, "-e", EXISTING)
+        assert f"a worker of experiment '{EXISTING}' is still running (PID {pid})" in err and f"kill {pid}" in err
+    assert (results / "progress.json").is_file() and Project(root).store.experiment(EXISTING).status == "failed"
+
+
 @pytest.mark.parametrize("command", ["pause", "stop"])
 def test_pause_or_stop_fails_clearly_when_the_worker_dies_instead(root, capsys, command):
     # A process that the signal (SIGUSR1, SIGTERM) kills, as it killed a worker whose handlers were not installed.

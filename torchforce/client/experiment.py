@@ -614,6 +614,13 @@ class Experiment:
                     hint=f"Wait for it to end, or end it with 'kill {pid}'.",
                 )
 
+    def _refuse_a_local_live_worker(self, record: ExperimentRecord) -> None:
+        """``_refuse_a_live_worker`` for a run on this machine whose row says it is not running (a worker whose
+        supervisor was killed, say). A cluster's workload is asked of the cluster while the row says running, and
+        a cluster that is gone must not keep a row from being stopped or deleted."""
+        if record.backend == "local":
+            self._refuse_a_live_worker(record, self.backend(record))
+
     def _record_handle(self, handle: Handle, backend: Backend) -> None:
         """Write the new workload's handle (a PID, or a job id), checked: only onto this start's row (running, no
         handle yet)."""
@@ -719,11 +726,12 @@ class Experiment:
             )
         if record.status == "running":
             record = self._signal("stop")
-        elif not self.project.store.update_experiment(
-            self.name, expect=(record.status,), status="stopped", pid=None, ended_at=time.time()
-        ):
-            raise ClientError(f"experiment '{self.name}' changed state meanwhile; try again")
         else:
+            self._refuse_a_local_live_worker(record)  # not a row marked stopped over a worker it lost
+            if not self.project.store.update_experiment(
+                self.name, expect=(record.status,), status="stopped", pid=None, ended_at=time.time()
+            ):
+                raise ClientError(f"experiment '{self.name}' changed state meanwhile; try again")
             self._release(record)  # a paused run's suspended RayJob, and the experiment's own cluster
         if not no_download and (self.results.is_dir() or self.storage().exists("")):
             self.download()
@@ -744,6 +752,7 @@ class Experiment:
         record = self._reconciled()
         if record.status == "running":
             raise ClientError(f"experiment '{self.name}' is running", hint="Stop it first.")
+        self._refuse_a_local_live_worker(record)  # its folder is not removed under a worker the row lost
         before = Queued.of(record).previous(record) if record.status == "queued" else record
         if before.status == "paused":
             self._release(before)  # a paused GKE run's suspended RayJob, and the cluster it made for itself
