@@ -694,3 +694,27 @@ def test_build_context_leaves_out_local_state_and_keys_but_keeps_the_package() -
     ]
     assert "torchforce/configs/experiments/cartpole_ppo.json" in needed
     assert [path for path in needed if ignored(path, patterns)] == []
+
+
+@pytest.mark.parametrize(
+    ("stderr", "seen"),
+    [
+        ('Error from server (NotFound): rayjobs.ray.io "tf-run-1a2b" not found\n', "gone"),
+        # kubectl's words for other things missing: nothing is judged of the RayJob (a run judged gone fails, and
+        # the cluster made for it is deleted)
+        ('error: context "gke_p_z_c" not found\n', "unknown"),
+        ("error: exec: executable gke-gcloud-auth-plugin not found\n", "unknown"),
+        ('Error from server (NotFound): namespaces "tf" not found\n', "unknown"),
+        ("Unable to connect to the server: dial tcp 10.0.0.1:443: i/o timeout\n", "unknown"),
+    ],
+)
+def test_a_rayjob_is_gone_only_when_the_api_server_says_so_of_it(stderr, seen):
+    from torchforce.client.backends.gke import GkeBackend
+    from torchforce.client.gcloud import Result
+
+    backend = GkeBackend.__new__(GkeBackend)  # its kubectl answers as given, nothing else is asked
+    backend.cluster, backend.context = "lab", "gke_p_z_c"
+    backend.kubectl = lambda *arguments, check=True: Result(1, "", stderr)
+    assert backend.job("tf-run-1a2b") == seen
+    backend.context = None  # the cluster was deleted, and every object on it
+    assert backend.job("tf-run-1a2b") == "gone"

@@ -142,11 +142,12 @@ class GkeBackend(Backend):
 
     def job(self, handle: Handle | None) -> dict[str, Any] | str:
         """The RayJob as kubectl shows it, or GONE / UNKNOWN."""
-        if not isinstance(handle, str):
+        if not isinstance(handle, str) or self.context is None:  # no RayJob, or its cluster is gone with it
             return GONE
         result = self.kubectl("get", "rayjob", handle, "-o", "json", check=False)
-        if result.code != 0:
-            return GONE if "NotFound" in result.stderr or "not found" in result.stderr else UNKNOWN
+        if result.code != 0:  # gone only by the API server's word for this RayJob: kubectl says "not found" of
+            # other things too (its auth plugin, a kube context), and a run judged gone is failed, its cluster released
+            return GONE if "(NotFound)" in result.stderr and f'"{handle}" not found' in result.stderr else UNKNOWN
         try:
             data = json.loads(result.stdout)
         except ValueError:
