@@ -202,3 +202,21 @@ def test_cluster_list_shows_the_rest_when_gcloud_cannot_list(linked, cloud):
     assert listed.returncode == 0, listed.stderr
     assert "GKE clusters could not be listed" in listed.stdout and "network is down" in listed.stdout
     assert "Spec file" in listed.stdout  # the specs are still listed
+
+
+def test_deleting_asks_where_the_cluster_was_made_and_forgets_it_only_when_the_cloud_says_it_is_gone(linked, cloud):
+    created = tfcli(linked.root, "cluster", "create", "-n", CLUSTER, "-s", "1", "--yes")
+    assert created.returncode == 0, created.stderr
+    record = linked.store.cluster(CLUSTER)
+    # a failure that names something else "not found" (gcloud's auth, a zone): the cluster may bill on, so it stays
+    cloud.fail(["gcloud", "container", "clusters", "delete"], "ERROR: (gcloud.auth) credential not found", times=1)
+    refused(tfcli(linked.root, "cluster", "delete", "-c", CLUSTER), "credential not found")
+    assert linked.store.cluster(CLUSTER) is not None
+    # the project linked to another zone since: the delete goes where the cluster was made
+    linked.store.update_cluster(CLUSTER, runtime={**record.runtime, "zone": "us-east1-b"})
+    calls = len(cloud.calls())
+    tfcli(linked.root, "cluster", "delete", "-c", CLUSTER)
+    deletes = [call for call in cloud.calls()[calls:] if call[:4] == ["gcloud", "container", "clusters", "delete"]]
+    assert deletes == [
+        ["gcloud", "container", "clusters", "delete", CLUSTER, f"--project={PROJECT}", "--zone=us-east1-b", "--quiet"]
+    ]

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 import torchforce.client
-from tests.client.gke_common import PROJECT, ZONE, cluster_create_call, key_file, setup_calls
+from tests.client.gke_common import EMAIL, PROJECT, ZONE, cluster_create_call, key_file, setup_calls
 from tests.fakecloud import FakeCloud, common
 from tests.fakecloud.fake_kubectl import cluster_nodes
 from torchforce.client import Cluster, get_cluster_from_string, gke
@@ -199,9 +199,13 @@ def test_ssh_parallel_runs_each_item_on_every_node_of_every_pool(linked, cloud):
         cluster_create_call("gpu-l4", ZONE, "e2-standard-4", 1, 50),
         ["gcloud", "container", "node-pools", "create", "gpu-pool", "--cluster=gpu-l4", *where]
         + ["--machine-type=g2-standard-4", "--num-nodes=2", "--disk-size=50"]
-        + ["--accelerator=type=nvidia-l4,count=1,gpu-driver-version=default", "--format=json"],
+        + ["--accelerator=type=nvidia-l4,count=1,gpu-driver-version=default", f"--service-account={EMAIL}"]
+        + ["--format=json"],
     ]
     assert cloud.calls()[before:] == create_calls("gpu-l4", ZONE, root, first)
+    # the GPU nodes run as the cluster's account (GKE's default for a pool: the project's Compute Engine account)
+    pools = cloud.state()["clusters"][f"{PROJECT}/{ZONE}/gpu-l4"]["nodePools"]
+    assert [pool["config"]["serviceAccount"] for pool in pools] == [EMAIL, EMAIL]
     nodes = node_names(cloud, f"{PROJECT}/{ZONE}/gpu-l4")
     assert len(nodes) == 3 and nodes == sorted(nodes)
     assert re.fullmatch(r"gke-gpu-l4-default-pool-[0-9a-f]{8}-[a-z0-9]{4}", nodes[0])

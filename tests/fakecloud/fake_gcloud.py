@@ -1243,6 +1243,7 @@ def check_accelerator(call: Call, state: dict, zone: str, accelerator: dict) -> 
         "--num-nodes": "value",
         "--disk-size": "value",
         "--accelerator": "value",
+        "--service-account": "value",
         "--spot": "bool",
         "--enable-autoscaling": "bool",
         "--min-nodes": "value",
@@ -1265,8 +1266,7 @@ def node_pools_create(store: Store, call: Call) -> None:
         if any(p["name"] == name for p in cluster["nodePools"]):
             raise err(call, f"ResponseError: code=409, message=Already exists: {cluster_path(key)}/nodePools/{name}.")
         sys.stderr.write(f"Creating node pool {name}...\n")
-        pool = node_pool(call, name, accelerators)
-        pool["config"]["serviceAccount"] = cluster["nodePools"][0]["config"].get("serviceAccount", "default")
+        pool = node_pool(call, name, accelerators)  # GKE: the project's default account unless --service-account
         cluster["nodePools"].append(pool)
         refresh_node_count(cluster)
         value = common.prune(pool)

@@ -87,6 +87,9 @@ def create_commands(cluster: Any, link: Link) -> list[list[str]]:
             ]
             + [f"--machine-type={_pool_machine(cluster)}", f"--num-nodes={cluster.num_nodes}"]
             + [f"--disk-size={cluster.disk_size}", f"--accelerator={accelerator}"]
+            # the nodes' account, as the cluster's: without it a pool runs as the project's default Compute
+            # Engine account, which may not read the project's images or bucket
+            + [f"--service-account={link.service_account}"]
             + spot
             + scaling
             + ["--format=json"]
@@ -274,8 +277,11 @@ def delete(
     cloud = Cloud(dry_run=dry_run, key_file=link.key_file, echo=echo)
     spec = {key: value for key, value in record.spec.items() if key != "type"}
     command = delete_command(Cluster(**spec), link)
+    made = record.runtime
+    if made.get("project") and made.get("zone"):  # where it was made, whatever the project is linked to now
+        command = [*command[:5], f"--project={made['project']}", f"--zone={made['zone']}", "--quiet"]
     result = cloud.run(command, check=False)
-    if result.code != 0 and "not found" not in result.stderr.lower():
+    if result.code != 0 and "code=404" not in result.stderr:  # only the API's word that it is gone forgets it
         raise cloud.failure(command, result)
     if dry_run:
         return running
