@@ -55,6 +55,7 @@ def test_the_command_line_passes_every_value_as_flag_equals_value():
         "--num-nodes=4",
         "--disk-size=50",
         "--accelerator=type=nvidia-l4,count=2,gpu-driver-version=default",
+        "--service-account=tfcli@my-rl-project.iam.gserviceaccount.com",
         "--format=json",
     ]
     assert cluster.delete_command(LINK)[-2:] == ["--zone=europe-west1-d", "--quiet"]
@@ -87,6 +88,12 @@ def test_a_value_that_is_not_what_gcloud_takes_is_a_spec_error(field, value):
     values = {"name": "c", "gpus_per_node": 1 if field == "gpu_type" else 0, field: value}
     with pytest.raises(SpecError, match=f"cluster.{field}"):
         Cluster(**values)
+
+
+def test_a_region_as_the_location_is_refused_for_the_nodes_and_cost_it_would_triple():
+    with pytest.raises(SpecError, match=r"cluster.location: a zone, not a region: .* like 'europe-west1-b'"):
+        Cluster(name="c", location="europe-west1")
+    assert Cluster(name="c", location="europe-west1-b").create_command(LINK)[6] == "--zone=europe-west1-b"
 
 
 def test_a_gpu_count_the_machines_do_not_come_with_is_a_spec_error():

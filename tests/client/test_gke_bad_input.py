@@ -15,7 +15,7 @@ from tests.client.conftest import tfcli
 from tests.client.gke_common import CLUSTER, PROJECT, key_file
 from torchforce.client import Project, gke
 from torchforce.client.cluster import Cluster
-from torchforce.client.errors import ClientError
+from torchforce.client.errors import ClientError, ClientWarning
 
 
 def state_of(project: Project) -> str:
@@ -220,3 +220,23 @@ def test_deleting_asks_where_the_cluster_was_made_and_forgets_it_only_when_the_c
     assert deletes == [
         ["gcloud", "container", "clusters", "delete", CLUSTER, f"--project={PROJECT}", "--zone=us-east1-b", "--quiet"]
     ]
+
+
+def test_an_experiments_own_cluster_stays_while_others_run_on_it(linked, cloud):
+    # ending "keeper" would delete the cluster made for it, and fail "guest", started there with -c, with it
+    from torchforce.client.backends.gke import GkeBackend
+
+    created = tfcli(linked.root, "cluster", "create", "-n", CLUSTER, "-s", "1", "--yes")
+    assert created.returncode == 0, created.stderr
+    store = linked.store
+    store.update_cluster(CLUSTER, runtime={**store.cluster(CLUSTER).runtime, "owner": "keeper"})
+    for name in ("keeper", "guest"):
+        store.add_experiment(name, backend="gke", cluster=CLUSTER)
+    assert store.update_experiment("guest", status="running")
+    backend = GkeBackend(linked, CLUSTER)
+    with pytest.warns(ClientWarning, match=f"the cluster '{CLUSTER}' made for experiment 'keeper' is kept: guest"):
+        backend.release(None, linked.root / "experiments" / "keeper")
+    assert store.cluster(CLUSTER) is not None and store.experiment("guest").status == "running"
+    assert store.update_experiment("guest", status="stopped")
+    backend.release(None, linked.root / "experiments" / "keeper")  # none left on it: it goes
+    assert store.cluster(CLUSTER) is None

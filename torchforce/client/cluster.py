@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from torchforce.client.errors import ClientError
+from torchforce.client.gcloud import ZONE
 from torchforce.spec import SpecError, did_you_mean, expect_bool, expect_choice, expect_dict, expect_int, load_file
 
 GPU_TYPES = ("nvidia-tesla-t4", "nvidia-l4", "nvidia-tesla-a100", "nvidia-h100-80gb")
@@ -162,8 +163,16 @@ class Cluster:
             values.get("location"),
             "cluster.location",
             LOCATION,
-            "a zone or region like 'europe-west1-d' (lower-case letters, digits and '-')",
+            "a zone like 'europe-west1-d' (lower-case letters, digits and '-')",
         )
+        if self.location is not None and not ZONE.fullmatch(self.location):
+            raise SpecError(
+                "cluster.location",
+                "a zone, not a region: a cluster in a region runs num_nodes nodes in each of its zones (three times "
+                "the nodes and the cost shown)",
+                got=self.location,
+                expected=f"a zone of it, like '{self.location}-b'",
+            )
         self.machine_type = _gcloud_value(
             values.get("machine_type"),
             "cluster.machine_type",

@@ -208,6 +208,7 @@ class Cloud:
                 argv,
                 capture_output=True,
                 text=True,
+                errors="replace",  # a log's bytes are the run's own: one that is no UTF-8 is shown, not a traceback
                 input=input,
                 stdin=subprocess.DEVNULL if input is None else None,  # a tool never waits on a prompt
                 timeout=timeout,

@@ -23,12 +23,14 @@ import json
 import subprocess
 import time
 import uuid
+import warnings
 from pathlib import Path
 from typing import Any
 
 from torchforce.client import gke, manifests
 from torchforce.client.backends.base import Backend, Handle, Launch, check_gpus
-from torchforce.client.errors import ClientError
+from torchforce.client.cluster import running_on
+from torchforce.client.errors import ClientError, ClientWarning
 from torchforce.client.experiment_file import torch_threads_of
 from torchforce.client.gcloud import Cloud, Link, Result
 from torchforce.client.gcs import GcsStorage
@@ -246,8 +248,19 @@ class GkeBackend(Backend):
         if isinstance(handle, str):
             self.kubectl("delete", "rayjob", handle, "--ignore-not-found", check=False)
         owned = gke.owned_by(self.project, folder.name)
-        if owned is not None:
-            gke.delete(self.project, owned, force=True, echo=lambda text: None)
+        if owned is None:
+            return
+        others = [name for name in running_on(self.project, owned.name, force=True) if name != folder.name]
+        if others:  # started there with -c by the user: they would fail with it; it goes when deleted by hand
+            warnings.warn(
+                f"the cluster '{owned.name}' made for experiment '{folder.name}' is kept: {', '.join(others)} "
+                f"{'runs' if len(others) == 1 else 'run'} on it (delete it later: tfcli cluster delete -c "
+                f"{owned.name})",
+                ClientWarning,
+                stacklevel=2,
+            )
+            return
+        gke.delete(self.project, owned, force=True, echo=lambda text: None)
 
 
 def run_manifest(
