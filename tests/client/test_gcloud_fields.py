@@ -96,6 +96,13 @@ def test_a_region_as_the_location_is_refused_for_the_nodes_and_cost_it_would_tri
     assert Cluster(name="c", location="europe-west1-b").create_command(LINK)[6] == "--zone=europe-west1-b"
 
 
+def test_an_h100_shape_offered_only_as_spot_is_refused_on_demand_before_anything_is_made():
+    with pytest.raises(SpecError, match=r"cluster.spot: a3-highgpu-2g nodes \(2 x nvidia-h100-80gb\) are offered only"):
+        Cluster(name="c", gpu_type="nvidia-h100-80gb", gpus_per_node=2)
+    assert Cluster(name="c", gpu_type="nvidia-h100-80gb", gpus_per_node=2, spot=True).spot
+    assert not Cluster(name="c", gpu_type="nvidia-h100-80gb", gpus_per_node=8).spot  # a3-highgpu-8g: on demand
+
+
 def test_a_gpu_count_the_machines_do_not_come_with_is_a_spec_error():
     with pytest.raises(SpecError, match="cluster.gpus_per_node"):
         Cluster(name="c", gpus_per_node=3, gpu_type="nvidia-l4")

@@ -192,6 +192,17 @@ class Cluster:
                 expected="an n1-* machine type, or cpus_per_node and memory_per_node (an N1 custom machine)",
             )
         self.spot = expect_bool(values.get("spot", False), "cluster.spot")
+        if self.gpus_per_node and self.gpu_type in GPU_TYPES and not self.spot:
+            from torchforce.client.prices import gpu_machine_type, spot_only
+
+            machine = gpu_machine_type(self.gpu_type, self.gpus_per_node)
+            if spot_only(machine):  # refused now: GKE refuses the pool after the cluster is made, and it bills
+                raise SpecError(
+                    "cluster.spot",
+                    f"{machine} nodes ({self.gpus_per_node} x {self.gpu_type}) are offered only as Spot VMs",
+                    got=False,
+                    expected='true ("spot": true), or 8 GPUs a node',
+                )
         self.min_nodes = expect_int(values.get("min_nodes"), "cluster.min_nodes", minimum=0, allow_none=True)
         self.max_nodes = expect_int(values.get("max_nodes"), "cluster.max_nodes", minimum=1, allow_none=True)
         if (self.min_nodes is None) != (self.max_nodes is None):

@@ -147,6 +147,12 @@ def gpu_machine_type(gpu_type: str, count: int) -> str:
     return _machine_for(gpu_type, count, load_prices())
 
 
+def spot_only(machine_type: str) -> bool:
+    """Whether Google offers ``machine_type`` only as Spot (or flex-start) VMs, as the price table's note on it
+    says (the H100 shapes of fewer than 8 GPUs)."""
+    return "only as Spot" in load_prices().machine_notes.get(machine_type, "")
+
+
 def _machine_for(gpu_type: str, count: int, prices: Prices) -> str:
     entry = _gpu_entry(gpu_type, prices)
     counts = _counts(entry)
