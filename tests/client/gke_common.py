@@ -42,7 +42,10 @@ def cluster_create_call(name: str, zone: str, machine: str, nodes: int, disk: in
     return (
         ["gcloud", "container", "clusters", "create", name, f"--project={PROJECT}", f"--zone={zone}"]
         + [f"--machine-type={machine}", f"--num-nodes={nodes}", f"--disk-size={disk}"]
-        + ["--addons=RayOperator,GcsFuseCsiDriver", f"--workload-pool={PROJECT}.svc.id.goog"]
+        + [
+            "--addons=RayOperator,GcsFuseCsiDriver,HttpLoadBalancing,HorizontalPodAutoscaling",
+            f"--workload-pool={PROJECT}.svc.id.goog",
+        ]
         + [f"--service-account={EMAIL}", "--release-channel=regular", "--format=json"]
     )
 

@@ -36,7 +36,7 @@ def test_the_command_line_passes_every_value_as_flag_equals_value():
         "--machine-type=e2-standard-4",  # the Ray heads and system pods; the GPUs get a pool of their own
         "--num-nodes=1",
         "--disk-size=50",
-        "--addons=RayOperator,GcsFuseCsiDriver",
+        "--addons=RayOperator,GcsFuseCsiDriver,HttpLoadBalancing,HorizontalPodAutoscaling",
         "--workload-pool=my-rl-project.svc.id.goog",
         "--service-account=tfcli@my-rl-project.iam.gserviceaccount.com",
         "--release-channel=regular",

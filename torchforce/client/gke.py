@@ -27,7 +27,8 @@ from torchforce.spec import SpecError
 
 SYSTEM_MACHINE = "e2-standard-4"  # the default pool of a GPU cluster: Ray heads and system pods
 GPU_POOL = "gpu-pool"
-ADDONS = "RayOperator,GcsFuseCsiDriver"
+# KubeRay and the bucket's FUSE driver; gcloud turns off the add-ons --addons does not name, so GKE's defaults too
+ADDONS = "RayOperator,GcsFuseCsiDriver,HttpLoadBalancing,HorizontalPodAutoscaling"
 
 
 def zone(cluster: Any, link: Link) -> str:
