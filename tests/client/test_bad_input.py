@@ -534,6 +534,20 @@ def test_an_ended_run_whose_cluster_cannot_say_how_stays_running_until_it_can(ro
     assert experiment.record().status == "failed"  # once it answers
 
 
+def test_a_local_run_whose_end_missed_the_database_ends_as_its_progress_says(root):
+    # the worker wrote "finished" to its progress file, then its write to the database failed (or it was killed)
+    started = time.time() - STARTING_SECONDS - 10
+    results = root / "experiments" / EXISTING / "results"
+    write(results / "progress.json", json.dumps({"state": "finished", "updated_at": started + 5}))
+    set_status(root, EXISTING, status="running", pid=None, started_at=started)
+    record = Experiment.load(Project(root), EXISTING).record()
+    assert (record.status, record.message) == ("finished", None)
+    # a final state from before this run's start is an earlier run's: this one died before its first write
+    write(results / "progress.json", json.dumps({"state": "paused", "updated_at": started - 60}))
+    set_status(root, EXISTING, status="running", pid=None, started_at=started, message=None)
+    assert Experiment.load(Project(root), EXISTING).record().status == "failed"
+
+
 def test_the_worker_pid_is_written_only_onto_the_starting_row(root):
     store = Project(root).store
     set_status(root, EXISTING, status="running", pid=None, started_at=time.time())

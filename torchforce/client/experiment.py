@@ -335,6 +335,8 @@ class Experiment:
             outcome = self.backend(record).outcome(_handle(record), self.folder)
         except ClientError:
             return record  # a cluster that cannot be asked just now: nothing is judged, the next look decides
+        if outcome is None and record.backend == "local":
+            outcome = self._ended_by_its_progress(record)
         if outcome is None:
             tail = self.log_tail()
             outcome = "failed", "the worker died" + (f"; its log ends:\n{tail}" if tail else "")
@@ -613,6 +615,16 @@ class Experiment:
                     f"'{record.status}'",
                     hint=f"Wait for it to end, or end it with 'kill {pid}'.",
                 )
+
+    def _ended_by_its_progress(self, record: ExperimentRecord) -> tuple[str, None] | None:
+        """How a local run ended by its progress file, when its worker wrote a final state there during this run
+        (after the run's start) but never reached the database (a busy or failing write, a kill right after): the
+        run finished, paused or stopped, not died."""
+        progress = self.progress()
+        state, written = progress.get("state"), progress.get("updated_at")
+        if state not in ("finished", "paused", "stopped") or not isinstance(written, (int, float)):
+            return None
+        return (state, None) if record.started_at is not None and written >= record.started_at else None
 
     def _refuse_a_local_live_worker(self, record: ExperimentRecord) -> None:
         """``_refuse_a_live_worker`` for a run on this machine whose row says it is not running (a worker whose
