@@ -276,6 +276,10 @@ def test_the_limit_counts_cpus_without_a_setting_and_runs_with_one(project):
     queue.set_max_parallel(project, 2)
     assert Project(project.root).settings["queue"] == {"max_parallel": 2}
     assert queue.limit(Project(project.root)) == queue.Limit(2, len(os.sched_getaffinity(0)))
+    # a project loaded before the limit changed (a watch or a follow running meanwhile) sees the new one
+    loaded = Project(project.root)
+    queue.set_max_parallel(Project(project.root), 1)
+    assert queue.limit(loaded) == queue.Limit(1, len(os.sched_getaffinity(0)))
 
 
 def test_project_config_sets_and_shows_the_limit(project, capsys):

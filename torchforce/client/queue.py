@@ -94,8 +94,13 @@ class Limit:
 
 
 def limit(project: Project) -> Limit:
-    """The project's limit; a ClientError naming the file and the key when its setting is damaged."""
-    settings = project.settings.get(SETTING)
+    """The project's limit as its settings file says now (a command that runs for long, ``watch`` or a follow,
+    sees a ``project config --max-parallel`` made meanwhile); a ClientError naming the file and the key when its
+    setting is damaged."""
+    from torchforce.client.project import MARKER, SETTINGS, read_settings
+
+    path = project.root / MARKER / SETTINGS
+    settings = (read_settings(path) if path.is_file() else project.settings).get(SETTING)
     value = settings.get("max_parallel") if isinstance(settings, dict) else None
     if settings is not None and (
         not isinstance(settings, dict) or (value is not None and (type(value) is not int or value < 1))
