@@ -184,3 +184,21 @@ def test_deleting_a_paused_run_removes_its_suspended_rayjob(ready, cloud):
     assert ["kubectl", f"--context={CONTEXT}", "delete", "rayjob", job, "--ignore-not-found"] in cloud.calls()
     gone = subprocess.run(["kubectl", f"--context={CONTEXT}", "get", "rayjob", job, "-o", "json"], capture_output=True)
     assert gone.returncode == 1 and b"NotFound" in gone.stderr
+
+
+@pytest.mark.parametrize("request_", ["stop", "pause"])
+def test_a_run_whose_pods_never_start_stops_or_pauses_at_once(linked, cloud, request_):
+    # no image of the workers: the RayJob's pods never pull it, and its worker never writes a word
+    created = tfcli(linked.root, "cluster", "create", "-n", CLUSTER, "-m", "n1-standard-4", "-s", "2", "--yes")
+    assert created.returncode == 0, created.stderr
+    experiment = new(linked, "stuck", "-t", "400000")
+    assert tfcli(linked.root, "experiment", "start", "-e", "stuck", "-c", CLUSTER).returncode == 0
+    job = experiment.record().job
+    shown = subprocess.run(["kubectl", f"--context={CONTEXT}", "get", "rayjob", job, "-o", "json"], capture_output=True)
+    assert json.loads(shown.stdout)["status"]["jobDeploymentStatus"] == "Initializing", shown.stdout[-500:]
+    wanted = {"stop": "stopped", "pause": "paused"}[request_]
+    ended = tfcli(linked.root, "experiment", request_, "-e", "stuck", timeout=60)
+    assert ended.returncode == 0, ended.stderr
+    assert experiment.record().status == wanted
+    if request_ == "stop":
+        assert ["kubectl", f"--context={CONTEXT}", "delete", "rayjob", job, "--ignore-not-found"] in cloud.calls()

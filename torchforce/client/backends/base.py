@@ -8,6 +8,7 @@ progress, logs and checkpoint pointers from; ``download`` brings them into the e
 
 from __future__ import annotations
 
+import json
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
@@ -104,6 +105,15 @@ class Backend:
     def storage(self, folder: Path) -> Storage:
         """Where the workload of the experiment in ``folder`` writes its results."""
         return Storage(folder / "results")
+
+    def requested(self, folder: Path) -> str | None:
+        """What the run's ``control.json`` asks of it ("pause", "stop"), if anything (the cluster backends signal
+        through it)."""
+        try:
+            request = json.loads(self.storage(folder).read_text("control.json") or "{}").get("request")
+        except (ValueError, AttributeError):
+            return None
+        return request if isinstance(request, str) else None
 
     def logs(self, handle: Handle | None, folder: Path) -> str:
         """The workload's log so far."""

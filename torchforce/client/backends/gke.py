@@ -41,6 +41,7 @@ WORKER_MODULE = "torchforce.client.worker"
 CONTROL = "control.json"
 JOB_FILE = "rayjob.json"
 ENDED = ("Complete", "Failed", "ValidationFailed")
+NOT_STARTED = ("New", "Initializing", "Waiting")  # the RayJob's pods are not up: its worker has written nothing
 GONE = "gone"  # the RayJob does not exist (deleted, or its cluster is gone)
 UNKNOWN = "unknown"  # kubectl could not tell (the cluster does not answer)
 
@@ -179,6 +180,8 @@ class GkeBackend(Backend):
         if folder is None:
             raise ValueError("the GKE backend signals through the experiment's folder")
         self.storage(folder).write_text(CONTROL, json.dumps({"request": request, "at": time.time()}))
+        if self.status(handle) in NOT_STARTED and self._state(folder) != "running":
+            return self._end_unstarted(handle, request, timeout)
         deadline = time.monotonic() + timeout
         wanted = "paused" if request == "pause" else "stopped"
         while time.monotonic() < deadline:
@@ -200,15 +203,32 @@ class GkeBackend(Backend):
             self.kubectl("delete", "rayjob", str(handle), "--ignore-not-found")
         return True
 
+    def _end_unstarted(self, handle: Handle, request: str, timeout: float) -> bool:
+        """A RayJob whose worker has not started (its pods pulling an image, waiting for nodes or GPUs that may
+        never come) has nothing to checkpoint: a stop deletes it, a pause suspends it (the run's last checkpoint
+        stands), at once."""
+        if request == "stop":
+            self.kubectl("delete", "rayjob", str(handle), "--ignore-not-found")
+            return True
+        self.kubectl("patch", "rayjob", str(handle), "--type=merge", '-p={"spec":{"suspend":true}}')
+        deadline = time.monotonic() + timeout
+        while self.status(handle) not in (GONE, "Suspended", *ENDED):
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(1.0)
+        return True
+
     def outcome(self, handle: Handle | None, folder: Path) -> tuple[str, str | None] | None:
         status = self.status(handle)
         if status == UNKNOWN:  # the RayJob ended (alive() saw it), but how is not to be had now
             raise ClientError(f"the GKE cluster '{self.cluster}' did not answer just now")
         state = self._state(folder)
-        if status == "Suspended" and state == "paused":
-            return "paused", None
+        if status == "Suspended" and (state == "paused" or (state != "running" and self.requested(folder) == "pause")):
+            return "paused", None  # answered by the worker, or suspended before it started
         if status in ("Complete", GONE) and state in ("finished", "stopped"):
             return state, None
+        if status == GONE and state != "running" and self.requested(folder) == "stop":
+            return "stopped", None  # deleted before its worker started
         tail = "\n".join(self.logs(handle, folder).strip().splitlines()[-8:])
         job = self.job(handle)
         said = str((job.get("status") or {}).get("message") or "") if isinstance(job, dict) else ""

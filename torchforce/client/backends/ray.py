@@ -305,7 +305,7 @@ class RayBackend(Backend):
         state = progress.get("state")
         if status == "SUCCEEDED" and state in ("finished", "paused", "stopped"):
             return state, None
-        if status == "STOPPED" and state in (None, "stopped") and self._request(folder) == "stop":
+        if status == "STOPPED" and state in (None, "stopped") and self.requested(folder) == "stop":
             return (
                 "stopped",
                 None if state else "stopped before it started (its Ray job waited for the CPUs it asked for)",
@@ -313,14 +313,6 @@ class RayBackend(Backend):
         tail = "\n".join(self.logs(handle, folder).strip().splitlines()[-8:])
         reason = f"the Ray job {handle} ended {status or 'unknown'}"
         return "failed", reason + (f"; its log ends:\n{tail}" if tail else "")
-
-    def _request(self, folder: Path) -> str | None:
-        """What ``control.json`` asks of the run, if anything."""
-        try:
-            request = json.loads(self.storage(folder).read_text(CONTROL) or "{}").get("request")
-        except (ValueError, AttributeError):
-            return None
-        return request if isinstance(request, str) else None
 
     def logs(self, handle: Handle | None, folder: Path) -> str:
         """The job's log (the worker's output), or the worker's log file in storage when the job is unknown."""
