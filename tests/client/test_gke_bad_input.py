@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import hashlib
 import json
+import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
 from tests.client.conftest import tfcli
-from tests.client.gke_common import CLUSTER, PROJECT, key_file
+from tests.client.gke_common import CLUSTER, PROJECT, ZONE, cluster_create_call, key_file
 from torchforce.client import Project, gke
 from torchforce.client.cluster import Cluster
 from torchforce.client.errors import ClientError, ClientWarning
@@ -240,3 +241,19 @@ def test_an_experiments_own_cluster_stays_while_others_run_on_it(linked, cloud):
     assert store.update_experiment("guest", status="stopped")
     backend.release(None, linked.root / "experiments" / "keeper")  # none left on it: it goes
     assert store.cluster(CLUSTER) is None
+
+
+def test_a_create_that_fails_after_the_cloud_made_the_cluster_keeps_it_known_to_delete(linked, cloud):
+    # gcloud exits non-zero though the cluster exists (its set-up timed out, a node stockout): it bills, so it stays
+    made = cluster_create_call(CLUSTER, ZONE, "e2-standard-4", 1, 100)
+    assert subprocess.run(made, capture_output=True).returncode == 0  # the cloud's side of the failed call
+    cloud.fail(
+        ["gcloud", "container", "clusters", "create"],
+        "ERROR: (gcloud.container.clusters.create) Operation finished with error: Timed out waiting for cluster "
+        "initialization",
+    )
+    result = tfcli(linked.root, "cluster", "create", "-n", CLUSTER, "--yes")
+    refused(result, f"cluster '{CLUSTER}' was created but not set up: gcloud left it in state", "Timed out")
+    assert linked.store.cluster(CLUSTER).status == "incomplete"
+    assert tfcli(linked.root, "cluster", "delete", "-c", CLUSTER).returncode == 0
+    assert linked.store.clusters() == [] and not cloud.state().get("clusters")

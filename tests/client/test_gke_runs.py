@@ -202,3 +202,17 @@ def test_a_run_whose_pods_never_start_stops_or_pauses_at_once(linked, cloud, req
     assert experiment.record().status == wanted
     if request_ == "stop":
         assert ["kubectl", f"--context={CONTEXT}", "delete", "rayjob", job, "--ignore-not-found"] in cloud.calls()
+
+
+def test_an_own_cluster_left_half_made_by_a_failed_start_is_deleted_again(linked, cloud):
+    # its GPU pool refused (a quota, a stockout): the start fails, and the cluster made for it would bill on
+    cloud.add_image(IMAGE)
+    spec = linked.root / "configs" / "clusters" / "gpus.json"
+    spec.write_text(json.dumps({"name": "gpus", "num_nodes": 1, "gpus_per_node": 1, "gpu_type": "nvidia-l4"}))
+    new(linked, "unlucky", "-t", "400000", "--cluster", "gpus")
+    cloud.fail(["gcloud", "container", "node-pools", "create"], "ERROR: (gcloud.container.node-pools.create) quota")
+    started = tfcli(linked.root, "experiment", "start", "-e", "unlucky", "--yes")
+    assert started.returncode == 2 and "was created but not set up" in started.stderr, started.stderr
+    assert linked.store.cluster("gpus") is None and not cloud.state().get("clusters")
+    deletes = [call for call in cloud.calls() if call[:4] == ["gcloud", "container", "clusters", "delete"]]
+    assert [call[4] for call in deletes] == ["gpus"]

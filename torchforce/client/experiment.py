@@ -296,8 +296,12 @@ class Experiment:
         print(
             f"Experiment '{self.name}' runs on its own GKE cluster '{spec.name}', created now and deleted when it ends."
         )
-        gke.create(self.project, spec, yes=yes, owner=self.name)
-        self._created_own_cluster = spec.name
+        existed = self.project.store.cluster(spec.name) is not None
+        try:
+            gke.create(self.project, spec, yes=yes, owner=self.name)
+        finally:  # made, if only in part (its GPU pool refused, say): it goes again if the start fails
+            if not existed and self.project.store.cluster(spec.name) is not None:
+                self._created_own_cluster = spec.name
 
     # ------------------------------------------------------------------ status
 

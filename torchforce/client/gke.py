@@ -193,7 +193,6 @@ def create(
     if not dry_run:
         confirm(f"Create it, at about ${estimate.per_hour:.2f} an hour until it is deleted?", yes, ask)
     commands = create_commands(cluster, link)
-    cloud.run(commands[0])  # nothing to undo when this fails: no cluster was made
     in_zone = zone(cluster, link)
     runtime: dict[str, Any] = {
         "project": link.project,
@@ -203,9 +202,10 @@ def create(
         "per_hour": round(float(estimate.per_hour), 4),
     }
     record = None
-    if not dry_run:  # from here on the cluster exists and costs money: it is recorded whatever happens next
+    if not dry_run:  # recorded before it is asked for: the cloud may make it though the call fails or is cut
         record = project.store.add_cluster(cluster.name, cluster.spec(), "creating", runtime)
     try:
+        _create_cluster(project, cluster, commands[0], cloud, record)
         for command in commands[1:]:
             cloud.run(command)
         _prepare(project, link, str(runtime["context"]), cloud)
@@ -217,10 +217,43 @@ def create(
             hint=f"It costs money while it exists: delete it with 'tfcli cluster delete -c {cluster.name}', or "
             "fix the cause and create it again after deleting it.",
         ) from None
+    except BaseException:  # Ctrl-C, a timeout: what the cloud made goes with 'cluster delete' (a 404 forgets it)
+        if record is not None:
+            project.store.update_cluster(cluster.name, status="incomplete")
+        raise
     if dry_run:
         return None
     project.store.update_cluster(cluster.name, status="running")
     return project.store.cluster(cluster.name)
+
+
+def _create_cluster(project: Any, cluster: Any, command: list[str], cloud: Cloud, record: Any) -> None:
+    """``gcloud container clusters create``. When it fails, the cloud is asked whether a cluster was made all the
+    same (gcloud exits non-zero after the cluster exists when its setup fails, a node stockout say): then it stays
+    recorded, and the failure is raised as a set-up one; else the record goes, and the failure is gcloud's."""
+    try:
+        cloud.run(command)
+    except ClientError as error:
+        if record is None:
+            raise
+        made = None if "code=409" in error.message else _described(cluster, command, cloud)
+        if made is None:  # nothing of ours there (409: a cluster of that name is someone else's)
+            project.store.remove_cluster(cluster.name)
+            raise
+        raise ClientError(f"gcloud left it in state {made}: {error.message}") from None
+
+
+def _described(cluster: Any, create: list[str], cloud: Cloud) -> str | None:
+    """The status of the cluster the create call named, or None when the cloud has none (its 404)."""
+    where = [argument for argument in create if argument.startswith(("--project=", "--zone="))]
+    describe = ["gcloud", "container", "clusters", "describe", cluster.name, *where, "--format=json"]
+    result = cloud.run(describe, check=False)
+    if result.code != 0:
+        if "code=404" in result.stderr:
+            return None
+        raise cloud.failure(describe, result)
+    found = result.json()
+    return str(found.get("status", "unknown")) if isinstance(found, dict) else "unknown"
 
 
 def _prepare(project: Any, link: Link, kube_context: str, cloud: Cloud) -> None:
