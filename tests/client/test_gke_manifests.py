@@ -709,12 +709,20 @@ def test_build_context_leaves_out_local_state_and_keys_but_keeps_the_package() -
     ],
 )
 def test_a_rayjob_is_gone_only_when_the_api_server_says_so_of_it(stderr, seen):
-    from torchforce.client.backends.gke import GkeBackend
+    from torchforce.client.backends.gke import STATUS_SECONDS, GkeBackend
+    from torchforce.client.errors import ClientError
     from torchforce.client.gcloud import Result
 
     backend = GkeBackend.__new__(GkeBackend)  # its kubectl answers as given, nothing else is asked
     backend.cluster, backend.context = "lab", "gke_p_z_c"
-    backend.kubectl = lambda *arguments, check=True: Result(1, "", stderr)
-    assert backend.job("tf-run-1a2b") == seen
+    waits = []
+    backend.kubectl = lambda *arguments, check=True, timeout=0: waits.append(timeout) or Result(1, "", stderr)
+    assert backend.job("tf-run-1a2b") == seen and waits == [STATUS_SECONDS] and STATUS_SECONDS <= 60
+
+    def hangs(*arguments, check=True, timeout=0):
+        raise ClientError(f"'kubectl --context=gke_p_z_c get rayjob ...' did not finish in {timeout:.0f} s")
+
+    backend.kubectl = hangs  # a status read that hangs is no status: nothing is judged
+    assert backend.job("tf-run-1a2b") == "unknown"
     backend.context = None  # the cluster was deleted, and every object on it
     assert backend.job("tf-run-1a2b") == "gone"

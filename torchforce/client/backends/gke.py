@@ -32,7 +32,7 @@ from torchforce.client.backends.base import Backend, Handle, Launch, check_gpus
 from torchforce.client.cluster import running_on
 from torchforce.client.errors import ClientError, ClientWarning
 from torchforce.client.experiment_file import torch_threads_of
-from torchforce.client.gcloud import Cloud, Link, Result
+from torchforce.client.gcloud import TIMEOUT_SECONDS, Cloud, Link, Result
 from torchforce.client.gcs import GcsStorage
 from torchforce.client.modules import modules_folder
 from torchforce.client.store import ClusterRecord
@@ -41,6 +41,7 @@ WORKER_MODULE = "torchforce.client.worker"
 CONTROL = "control.json"
 JOB_FILE = "rayjob.json"
 ENDED = ("Complete", "Failed", "ValidationFailed")
+STATUS_SECONDS = 60.0  # a RayJob's status read waits this long at most
 NOT_STARTED = ("New", "Initializing", "Waiting")  # the RayJob's pods are not up: its worker has written nothing
 GONE = "gone"  # the RayJob does not exist (deleted, or its cluster is gone)
 UNKNOWN = "unknown"  # kubectl could not tell (the cluster does not answer)
@@ -59,13 +60,13 @@ class GkeBackend(Backend):
         self.cloud = Cloud(key_file=self.link.key_file, dry_run=dry_run)
         self.context = str(self.record.runtime["context"]) if self.record is not None else None
 
-    def kubectl(self, *arguments: str, check: bool = True) -> Result:
+    def kubectl(self, *arguments: str, check: bool = True, timeout: float = TIMEOUT_SECONDS) -> Result:
         if self.context is None:  # the cluster is gone, and every object on it
             result = Result(1, "", f"Error from server (NotFound): the cluster '{self.cluster}' was deleted")
             if check:
                 raise self.cloud.failure(["kubectl", *arguments], result)
             return result
-        return self.cloud.run(["kubectl", f"--context={self.context}", *arguments], check=check)
+        return self.cloud.run(["kubectl", f"--context={self.context}", *arguments], check=check, timeout=timeout)
 
     @property
     def cluster_record(self) -> ClusterRecord:
@@ -147,7 +148,10 @@ class GkeBackend(Backend):
         """The RayJob as kubectl shows it, or GONE / UNKNOWN."""
         if not isinstance(handle, str) or self.context is None:  # no RayJob, or its cluster is gone with it
             return GONE
-        result = self.kubectl("get", "rayjob", handle, "-o", "json", check=False)
+        try:  # a status read that hangs (an API server that does not answer) is no status: list and show go on
+            result = self.kubectl("get", "rayjob", handle, "-o", "json", check=False, timeout=STATUS_SECONDS)
+        except ClientError:
+            return UNKNOWN
         if result.code != 0:  # gone only by the API server's word for this RayJob: kubectl says "not found" of
             # other things too (its auth plugin, a kube context), and a run judged gone is failed, its cluster released
             return GONE if "(NotFound)" in result.stderr and f'"{handle}" not found' in result.stderr else UNKNOWN
