@@ -135,13 +135,13 @@ def check_rows(mode: UpdateMode, rows: int, *, on_policy: bool, path: str = "upd
     update should be one multiple of ``rows``."""
     if not on_policy or rows <= 1 or mode.unit != "timesteps":
         return
-    size = mode.batch_size
-    if size % rows == 0 and mode.frequency == size and Schedule(mode).next_at == size:
+    size, first = mode.batch_size, Schedule(mode).next_at
+    if size % rows == 0 and mode.frequency == size and first == size:
         return
     warn_spec(
         f"{path}: with {rows} environments, an on-policy update reads the newest {size} rows of the memory, where "
         f"every environment's staged steps are written one environment after another (frequency {mode.frequency}, "
-        f"first update at {Schedule(mode).next_at}): some environments' steps are left out and others' read twice. "
+        f"first update at {first}): some environments' steps are left out and others' read twice. "
         f"Make batch_size, frequency and first_update one multiple of {rows}, as SB3's n_steps * n_envs is, or "
         "update on episodes."
     )

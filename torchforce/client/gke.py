@@ -99,8 +99,16 @@ def create_commands(cluster: Any, link: Link) -> list[list[str]]:
     return commands
 
 
-def delete_command(cluster: Any, link: Link) -> list[str]:
-    return ["gcloud", "container", "clusters", "delete", cluster.name, *_where(cluster, link), "--quiet"]
+def delete_command(cluster: Any, link: Link, made: dict[str, Any] | None = None) -> list[str]:
+    """``clusters delete``: in the project and zone the cluster was made in (``made``: its record's runtime) where
+    known, whatever the project is linked to now, else where the link and the spec place it."""
+    made = made or {}
+    where = (
+        [f"--project={made['project']}", f"--zone={made['zone']}"]
+        if made.get("project") and made.get("zone")
+        else _where(cluster, link)
+    )
+    return ["gcloud", "container", "clusters", "delete", cluster.name, *where, "--quiet"]
 
 
 def cost(cluster: Any, link: Link | None = None) -> Any:
@@ -205,7 +213,7 @@ def create(
     if not dry_run:  # recorded before it is asked for: the cloud may make it though the call fails or is cut
         record = project.store.add_cluster(cluster.name, cluster.spec(), "creating", runtime)
     try:
-        _create_cluster(project, cluster, commands[0], cloud, record)
+        _create_cluster(project, cluster, commands[0], _where(cluster, link), cloud, record)
         for command in commands[1:]:
             cloud.run(command)
         _prepare(project, link, str(runtime["context"]), cloud)
@@ -227,7 +235,9 @@ def create(
     return project.store.cluster(cluster.name)
 
 
-def _create_cluster(project: Any, cluster: Any, command: list[str], cloud: Cloud, record: Any) -> None:
+def _create_cluster(
+    project: Any, cluster: Any, command: list[str], where: list[str], cloud: Cloud, record: Any
+) -> None:
     """``gcloud container clusters create``. When it fails, the cloud is asked whether a cluster was made all the
     same (gcloud exits non-zero after the cluster exists when its setup fails, a node stockout say): then it stays
     recorded, and the failure is raised as a set-up one; else the record goes, and the failure is gcloud's."""
@@ -236,16 +246,15 @@ def _create_cluster(project: Any, cluster: Any, command: list[str], cloud: Cloud
     except ClientError as error:
         if record is None:
             raise
-        made = None if "code=409" in error.message else _described(cluster, command, cloud)
+        made = None if "code=409" in error.message else _described(cluster, where, cloud)
         if made is None:  # nothing of ours there (409: a cluster of that name is someone else's)
             project.store.remove_cluster(cluster.name)
             raise
         raise ClientError(f"gcloud left it in state {made}: {error.message}") from None
 
 
-def _described(cluster: Any, create: list[str], cloud: Cloud) -> str | None:
-    """The status of the cluster the create call named, or None when the cloud has none (its 404)."""
-    where = [argument for argument in create if argument.startswith(("--project=", "--zone="))]
+def _described(cluster: Any, where: list[str], cloud: Cloud) -> str | None:
+    """The status of the cluster in the project and zone ``where`` names, or None when the cloud has none (404)."""
     describe = ["gcloud", "container", "clusters", "describe", cluster.name, *where, "--format=json"]
     result = cloud.run(describe, check=False)
     if result.code != 0:
@@ -310,10 +319,7 @@ def delete(
     running = running_on(project, record.name, force=force)
     cloud = Cloud(dry_run=dry_run, key_file=link.key_file, echo=echo)
     spec = {key: value for key, value in record.spec.items() if key != "type"}
-    command = delete_command(Cluster(**spec), link)
-    made = record.runtime
-    if made.get("project") and made.get("zone"):  # where it was made, whatever the project is linked to now
-        command = [*command[:5], f"--project={made['project']}", f"--zone={made['zone']}", "--quiet"]
+    command = delete_command(Cluster(**spec), link, record.runtime)
     result = cloud.run(command, check=False)
     if result.code != 0 and "code=404" not in result.stderr:  # only the API's word that it is gone forgets it
         raise cloud.failure(command, result)

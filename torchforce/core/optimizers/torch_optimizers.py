@@ -110,7 +110,8 @@ class TorchOptimizer(Optimizer):
             None if grad is None else in_layout_of(parameter, grad)
             for parameter, grad in zip(self.parameters, grads, strict=True)
         ]
-        grads = _unshared(grads)
+        if self.clip_grad_norm is not None:  # clipping scales in place: a tensor two parameters share, once
+            grads = _unshared(grads)
         present = [grad for grad in grads if grad is not None]
         grad_norm = torch.nn.utils.get_total_norm(present) if present else None
         if self.clip_grad_norm is not None and grad_norm is not None:
