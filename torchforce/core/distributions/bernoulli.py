@@ -9,7 +9,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from torchforce.core.distributions.base import Distribution, Params
+from torchforce.core.distributions.base import Distribution, Params, affine
 from torchforce.spec import ActionSpec, SpecError, expect_float
 
 
@@ -31,7 +31,7 @@ class Bernoulli(Distribution):
         self.logit = self.linear(1, math.log(probability / (1.0 - probability)))
 
     def forward(self, embedding: Tensor) -> Params:
-        return (self.logit(embedding).view(embedding.shape[0], *self.shape),)
+        return (affine(self.logit, embedding).view(embedding.shape[0], *self.shape),)
 
     def sample(self, params: Params, deterministic: bool = False) -> Tensor:
         (logits,) = params

@@ -8,7 +8,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from torchforce.core.distributions.base import Distribution, Params
+from torchforce.core.distributions.base import Distribution, Params, affine
 from torchforce.spec import ActionSpec, SpecError
 from torchforce.spec.checks import expect_float32
 
@@ -69,8 +69,8 @@ class Beta(Distribution):
 
     def forward(self, embedding: Tensor) -> Params:
         batch = embedding.shape[0]
-        alpha = F.softplus(self.alpha(embedding).view(batch, *self.shape)) + 1.0
-        beta = F.softplus(self.beta(embedding).view(batch, *self.shape)) + 1.0
+        alpha = F.softplus(affine(self.alpha, embedding).view(batch, *self.shape)) + 1.0
+        beta = F.softplus(affine(self.beta, embedding).view(batch, *self.shape)) + 1.0
         return alpha, beta
 
     def sample(self, params: Params, deterministic: bool = False) -> Tensor:

@@ -8,10 +8,9 @@ from collections.abc import Sequence
 from typing import Any
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor
 
-from torchforce.core.distributions.base import Distribution, Params
+from torchforce.core.distributions.base import Distribution, Params, affine
 from torchforce.spec import ActionSpec, SpecError, expect_float
 
 
@@ -57,7 +56,7 @@ class Categorical(Distribution):
         return torch.tensor(values, dtype=torch.float32) / total
 
     def forward(self, embedding: Tensor) -> Params:
-        logits = F.linear(embedding, self.logits.weight, self.logits.bias)  # not self.logits(...): no module call
+        logits = affine(self.logits, embedding)
         if self.shape or embedding.dim() != 2:  # one value per row is F.linear's [B, num_actions] as it is
             logits = logits.view(embedding.shape[0], *self.shape, self.num_actions)
         return (logits,)

@@ -14,7 +14,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from torchforce.core.distributions.base import Distribution, Params
+from torchforce.core.distributions.base import Distribution, Params, affine
 from torchforce.spec import ActionSpec, expect_float
 from torchforce.spec.checks import expect_float32
 
@@ -42,7 +42,7 @@ class Deterministic(Distribution):
         self.mean = self.linear(1, bias)
 
     def forward(self, embedding: Tensor) -> Params:
-        mu = self.mean(embedding).view(embedding.shape[0], *self.shape)
+        mu = affine(self.mean, embedding).view(embedding.shape[0], *self.shape)
         if self.action.bounded:
             mu = self.low + (torch.tanh(mu) + 1.0) * self.half_range
         return (mu,)

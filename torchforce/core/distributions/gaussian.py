@@ -6,10 +6,9 @@ import math
 from typing import Any
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor, nn, special
 
-from torchforce.core.distributions.base import Distribution, Params
+from torchforce.core.distributions.base import Distribution, Params, affine
 from torchforce.spec import ActionSpec, expect_bool, expect_float
 from torchforce.spec.checks import expect_float32
 
@@ -57,12 +56,12 @@ class Gaussian(Distribution):
 
     def forward(self, embedding: Tensor) -> Params:
         batch = embedding.shape[0]
-        mean = F.linear(embedding, self.mean.weight, self.mean.bias)  # not self.mean(...): no module call
+        mean = affine(self.mean, embedding)
         reshape = embedding.dim() != 2 or len(self.shape) != 1  # a vector action's rows are F.linear's [B, size]
         if reshape:
             mean = mean.view(batch, *self.shape)
         if isinstance(self.log_stddev, nn.Linear):
-            log_std = F.linear(embedding, self.log_stddev.weight, self.log_stddev.bias)
+            log_std = affine(self.log_stddev, embedding)
             log_std = (log_std.view(batch, *self.shape) if reshape else log_std).clamp(-LOG_STD_BOUND, LOG_STD_BOUND)
         else:  # one value per element, clipped once and shared by the rows: the same numbers and gradients
             log_std = self.log_stddev.clamp(-LOG_STD_BOUND, LOG_STD_BOUND).view(self.shape).expand(batch, *self.shape)

@@ -88,7 +88,8 @@ class Layer(nn.Module):
         which at one row costs more than the product (Breakout's 3136x512 dense layer: 0.5 ms an act against 0.25
         in float32). The numbers are autocast's own casts, bit for bit. A pass with gradients gets the parameters
         themselves: autocast's cast of them is differentiated back to the float32 weights."""
-        weight, bias = cast(Tensor, self.weight), cast("Tensor | None", self.bias)
+        parameters = self._parameters  # not self.weight: Module.__getattr__ costs a microsecond on every pass
+        weight, bias = cast(Tensor, parameters["weight"]), parameters.get("bias")
         if (
             self.autocast_dtype is None
             or torch.compiler.is_compiling()
