@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, cast
 
 import torch
 import torch.nn.functional as F
@@ -20,7 +20,7 @@ def affine(layer: nn.Linear, embedding: Tensor) -> Tensor:
     """``layer(embedding)`` without ``Module.__call__`` and its attribute lookups, a few microseconds that acting
     pays on every step (forward hooks on a head's linear maps do not run)."""
     parameters = layer._parameters
-    return F.linear(embedding, parameters["weight"], parameters["bias"])
+    return F.linear(embedding, cast(Tensor, parameters["weight"]), parameters["bias"])
 
 
 class Distribution(nn.Module):
