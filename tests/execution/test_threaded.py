@@ -281,3 +281,92 @@ def test_an_episode_callback_may_read_the_runners_state():
     finished.start()
     finished.join(timeout=60)
     assert not finished.is_alive() and [state["global_episode"] for state in states] == [1, 2, 3]
+
+
+DQN_SYNC = {
+    "type": "dqn",
+    "network": [{"type": "dense", "size": 16}],
+    "memory": {"type": "replay", "capacity": 2000},
+    "update_mode": {"unit": "timesteps", "batch_size": 8, "frequency": 1},
+    "target_sync_frequency": 20,
+    "seed": 0,
+}
+
+
+def recorded_syncs(agent):
+    """The times at which ``agent``'s target network synced from now on (the list fills as it does)."""
+    times = []
+    sync = agent.target_sync.sync
+
+    def recording(time):
+        synced = sync(time)
+        if synced:
+            times.append(time)
+        return synced
+
+    agent.target_sync.sync = recording
+    return times
+
+
+@pytest.mark.parametrize("count", [2, 4])
+def test_workers_sync_the_shared_target_on_the_count_of_all_their_timesteps(count):
+    # 2018's workers shared one model with one timestep counter, so the target followed every
+    # target_sync_frequency of all their acts; compared with a worker's own count, it would follow every
+    # count * target_sync_frequency of them
+    environments = [make("CartPole-v1", seed=index) for index in range(count)]
+    main = create_agent(DQN_SYNC, states=environments[0].states, actions=environments[0].actions)
+    agents = clone_worker_agent(main, count, environments[0], None, None)
+    synced = recorded_syncs(main)
+    runner = ThreadedRunner(agents, environments)
+    runner.run(num_timesteps=1200)
+    # after the first updates, about one comes per timestep of any worker: a sync every 20 of them
+    expected = (runner.global_timestep - synced[0]) / 20
+    assert len(synced) >= 0.8 * expected, f"{len(synced)} syncs in {runner.global_timestep} timesteps"
+    assert np.median(np.diff(synced)) < 1.5 * 20
+
+
+def step_in_turn(agents, environments, steps):
+    """``steps`` acts of each agent, one agent's after another's, in this thread (the same course every time)."""
+    states = [environment.reset() for environment in environments]
+    for _ in range(steps):
+        for index, (agent, environment) in enumerate(zip(agents, environments, strict=True)):
+            actions = agent.act(states[index])
+            states[index], terminal, reward = environment.execute(actions)
+            agent.observe(terminal, reward)
+            if terminal:
+                states[index] = environment.reset()
+
+
+def test_the_shared_model_counts_every_workers_timesteps_and_checkpoints_the_count():
+    schedule = {"type": "linear", "initial": 0.01, "final": 0, "timesteps": 1000}
+    spec = {**DQN_SYNC, "optimizer": {"type": "adam", "learning_rate": schedule}}
+    environments = [make("minimal", seed=index) for index in range(2)]
+    spaces = {"states": environments[0].states, "actions": environments[0].actions}
+    main = create_agent(spec, **spaces)
+    agents = clone_worker_agent(main, 2, environments[0], None, None)
+    synced = recorded_syncs(main)
+    step_in_turn(agents, environments, 100)
+    # the first update comes once each has stored 8 timesteps (batch_size), at the 16th act in all
+    assert synced == list(range(16, 200, 20))
+    # the shared optimizer's learning-rate schedule reads the model's count as well: 0.01 * (1 - 200 / 1000)
+    assert main.optimizer.torch_optimizer.param_groups[0]["lr"] == pytest.approx(0.008)
+    assert [agent.timestep for agent in agents] == [100, 100]
+    assert main.model_timestep == agents[1].model_timestep == 200
+
+    # a checkpoint continues the count, loaded before or after the workers share the model; an agent alone saves
+    # its counters as before
+    state = main.state_dict()
+    assert state["counters"]["model_timestep"] == 200
+    assert "model_timestep" not in create_agent(spec, **spaces).state_dict()["counters"]
+    for share_first in (True, False):
+        fresh = create_agent(spec, **spaces)
+        if share_first:
+            restored = clone_worker_agent(fresh, 2, environments[0], None, None)
+            fresh.load_state_dict(state)
+        else:
+            fresh.load_state_dict(state)
+            restored = clone_worker_agent(fresh, 2, environments[0], None, None)
+        assert [agent.timestep for agent in restored] == [100, 0] and fresh.model_timestep == 200
+        more = recorded_syncs(fresh)
+        step_in_turn(restored, environments, 20)
+        assert more == [216, 236]

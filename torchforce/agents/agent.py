@@ -22,6 +22,7 @@ from torch import nn
 
 from torchforce.agents.batches import STATE_DTYPES, Batch, as_batch, as_output, per_row
 from torchforce.agents.checkpoint import CheckpointError, find_checkpoint, load_checkpoint, save_checkpoint
+from torchforce.agents.clock import ModelClock
 from torchforce.agents.config import AgentConfig, LearningConfig, check_execution
 from torchforce.agents.episodes import Episodes
 from torchforce.agents.errors import NonFiniteActionError
@@ -101,6 +102,7 @@ class Agent:
             torch.manual_seed(self.seed)
         self.rng = np.random.default_rng(self.seed)
         self.timestep = 0
+        self.model_clock = ModelClock(self)  # counts every sharing worker's acts once shared (execution.sharing)
         self.random_timesteps = 0  # the first timesteps act uniformly at random (DDPG, NAF: random_timesteps)
         self.episode = 0
         self.updates = 0
@@ -798,10 +800,19 @@ class Agent:
         return self.timestep - (count - threshold)
 
     @property
+    def model_timestep(self) -> int:
+        """The timestep of the model the agent learns into (``ModelClock``): the agent's own, or, with workers sharing
+        the model, the count of all their acts."""
+        return self.model_clock.timestep
+
+    @property
     def update_timestep(self) -> int:
-        """The timestep the update under way stands for (``_threshold_time``); the agent's timestep outside
-        ``_maybe_update`` (a parameter server's ``compute_update``)."""
-        return self.timestep if self._update_time is None else self._update_time
+        """The model's timestep the update under way stands for: the act at which its threshold was reached
+        (``_threshold_time``) on the model's count; the model's timestep outside ``_maybe_update`` (a parameter
+        server's ``compute_update``). The shared target network of workers follows it."""
+        if self._update_time is None:
+            return self.model_timestep
+        return self.model_timestep - (self.timestep - self._update_time)
 
     def _next_batch(self) -> Transitions:
         """The batch of the next update; on-policy agents updating on timesteps first write every row's staged
@@ -864,11 +875,13 @@ class Agent:
             self._set_training(training)
 
     def _follow_schedules(self) -> None:
-        """Set what follows the timestep to its value now: the optimizers' learning-rate schedules (an agent with
-        schedules of its own, as PPO's clipping range, adds them)."""
+        """Set what follows the timestep to its value now: the optimizers' learning-rate schedules, on the model's
+        timestep, as workers share the optimizers (an agent with schedules of its own, as PPO's clipping range, adds
+        them)."""
+        timestep = self.model_timestep
         for optimizer in self.optimizers().values():
             if isinstance(optimizer, Optimizer):
-                optimizer.at_timestep(self.timestep)
+                optimizer.at_timestep(timestep)
 
     def _update(self, batch: Transitions) -> Info:
         raise NotImplementedError(f"{type(self).__name__} does not learn")
@@ -975,6 +988,9 @@ class Agent:
             **self.episodes.state_dict(),
             "rng": rng_state(self.rng, self.device),
         }
+        model_timestep = self.model_timestep
+        if model_timestep != self.timestep:  # workers share the model (an agent alone saves as before)
+            state["counters"]["model_timestep"] = model_timestep
         if self.learning:
             state["modules"] = state_dicts(self.trainable_modules())
             state["optimizers"] = state_dicts(self.optimizers())
@@ -1005,6 +1021,7 @@ class Agent:
             load_torch_state_dicts(self.optimizers(), state["optimizers"])
         counters = state["counters"]
         self.timestep, self.episode, self.updates = counters["timestep"], counters["episode"], counters["updates"]
+        self.model_clock.set(counters.get("model_timestep", self.timestep))
         self.episodes.load_state_dict(state)
         load_rng_state(state["rng"], self.rng, self.device)
         if not self.learning:

@@ -3,6 +3,12 @@
 A worker shares the main agent's networks and optimizers, the same objects, so what either learns is the other's,
 while its memory, episode bookkeeping, exploration and preprocessing stay its own. Acting runs in parallel; updates
 take turns on the main agent's ``update_lock``, which whoever needs a consistent model (a save) holds too.
+
+The workers share the model's timestep too (``Agent.model_timestep``, one ``ModelClock``): it counts every worker's
+acts, as the one timestep counter of 2018's shared model did, and what the shared objects follow reads it. So the
+target network syncs every ``target_sync_frequency`` acts in all, and a learning-rate schedule runs over the acts in
+all. A worker's own count, about 1/N of them with N workers, would sync the one shared ``Synchronization`` only every
+N * ``target_sync_frequency`` acts in all and run the schedules N times slower.
 """
 
 from __future__ import annotations
@@ -14,7 +20,8 @@ from torchforce.agents import Agent
 
 def share_model(worker: Agent, main: Agent) -> None:
     """Make ``worker`` a worker of ``main`` (an agent of the same kind and spec): ``worker``'s attributes that hold
-    one of its modules or optimizers now hold ``main``'s, and the two update in turn on one ``update_lock``."""
+    one of its modules or optimizers now hold ``main``'s, the two update in turn on one ``update_lock``, and the
+    model's timestep counts ``worker``'s acts from now on too."""
     if main.name != worker.name:
         raise TypeError(f"a {worker.name} agent cannot share the model of a {main.name} agent")
     shared = {**main.trainable_modules(), **main.optimizers()}
@@ -28,3 +35,6 @@ def share_model(worker: Agent, main: Agent) -> None:
     if main.update_lock is None:  # reentrant: who holds it for a consistent model (an evaluation) may act under it
         main.update_lock = threading.RLock()
     worker.update_lock = main.update_lock
+    if worker.model_clock is not main.model_clock:
+        main.model_clock.join(worker)
+        worker.model_clock = main.model_clock

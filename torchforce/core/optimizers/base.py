@@ -163,7 +163,7 @@ class Optimizer:
         add_(self.parameters, deltas)
 
     def at_timestep(self, timestep: int) -> None:
-        """Set what follows the agent's timestep (a learning-rate schedule) before an update; most have nothing."""
+        """Set what follows the model's timestep (a learning-rate schedule) before an update; most have nothing."""
 
     def state_dict(self) -> dict[str, Any]:
         """Everything needed to continue exactly (moments, counters); empty for stateless optimizers."""

@@ -16,7 +16,8 @@ class Synchronization:
 
     ``sync(time)`` does so when ``time - last_sync >= sync_frequency`` and then sets ``last_sync = time``;
     ``last_sync`` starts at ``-sync_frequency``, so the first call syncs. ``update_weight = 1`` is a hard copy,
-    a small weight a soft (Polyak) update. ``time`` is the agent's timestep counter, as in 2018.
+    a small weight a soft (Polyak) update. ``time`` is the model's timestep (``Agent.update_timestep``), as in 2018:
+    the agent's count of acts, or, for workers sharing the model and so this object, the count of all their acts.
     """
 
     def __init__(

@@ -7,8 +7,9 @@ the square root and after bias correction, RMSProp's mean square starts at 0 (TF
 momentum-decay schedule. Every wrapper also takes ``clip_grad_norm``: the global gradient norm is clipped to it
 before the step (not in 2018; modern practice), and a ``learning_rate`` that may be a schedule (ours:
 ``{"type": "linear", "initial": 2.5e-4, "final": 0, "timesteps": 500000}``, ``torchforce.core.schedules``) set
-from the agent's timestep before each update. Info: ``loss`` (before the step) and ``grad_norm`` (before clipping),
-as tensors (see ``Info``).
+from the model's timestep before each update (``Agent.model_timestep``: the agent's acts, or those of all the
+workers sharing the model). Info: ``loss`` (before the step) and ``grad_norm`` (before clipping), as tensors (see
+``Info``).
 """
 
 from __future__ import annotations
