@@ -58,6 +58,20 @@ def test_shards_balance_the_parameters_and_hold_each_once():
     assert abs(sizes[0] - sizes[1]) <= 1
 
 
+@pytest.mark.parametrize("kind, action_type", [("dqn", "int"), ("ddpg", "bounded"), ("naf", "float"), ("ppo", "int")])
+def test_the_shared_parameters_are_copies_of_the_online_networks(kind, action_type):
+    environment = make({"type": "minimal", "action_type": action_type})
+    spec = {"type": kind, "network": [{"type": "dense", "size": 8}], "seed": 0}
+    agent = create_agent(spec, states=environment.states, actions=environment.actions)
+    every = agent.get_parameters()
+    shared = distributed.shared_parameters(agent)
+    assert list(shared) == [name for name in every if not name.startswith("target")]
+    assert all(torch.equal(value, every[name]) for name, value in shared.items())
+    for value in shared.values():  # copies: what a worker keeps as its base does not move with the agent
+        value.add_(1.0)
+    assert all(torch.equal(value, every[name]) for name, value in agent.get_parameters().items())
+
+
 def test_a_parameter_server_adds_the_deltas_it_gets():
     server = ParameterServer({"w": np.ones(3, dtype=np.float32)})
     server.apply({"w": np.full(3, 0.5, dtype=np.float32)})

@@ -12,7 +12,7 @@ import contextlib
 import threading
 import time
 import warnings
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -926,11 +926,13 @@ class Agent:
         """The modules whose parameters the agent learns (subclasses add theirs)."""
         return {"policy": self.policy} if self.learning else {}
 
-    def get_parameters(self) -> dict[str, torch.Tensor]:
-        """A copy of every learned parameter, keyed ``module.parameter``."""
+    def get_parameters(self, modules: Collection[str] | None = None) -> dict[str, torch.Tensor]:
+        """A copy of every learned parameter, keyed ``module.parameter``; of the modules named in ``modules`` only
+        (names of ``trainable_modules``) when given, so that what is left out is not copied."""
         return {
             f"{module_name}.{name}": parameter.detach().clone()
             for module_name, module in self.trainable_modules().items()
+            if modules is None or module_name in modules
             for name, parameter in module.named_parameters()
         }
 

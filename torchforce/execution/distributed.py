@@ -243,8 +243,8 @@ def shared_parameters(agent: Agent) -> dict[str, Any]:
     """The parameters the servers hold and the workers exchange: every learned one but the target networks'
     (``target``, ``target_critic``, ...). Each worker syncs its own targets from the online networks it pulls, on
     its own schedule: were their changes added up on the servers, the targets of two workers syncing in the same
-    exchange would move twice as far as the online network, past it."""
-    return {name: value for name, value in agent.get_parameters().items() if not name.startswith("target")}
+    exchange would move twice as far as the online network, past it. Only these are copied."""
+    return agent.get_parameters([name for name in agent.trainable_modules() if not name.startswith("target")])
 
 
 def ray_job_driver() -> bool:
