@@ -7,6 +7,7 @@ The logs are read while a worker may still be appending to them: a last line wit
 
 from __future__ import annotations
 
+import math
 import os
 import secrets
 import warnings
@@ -87,7 +88,8 @@ def plot_learning_curves(
     A group (``logs`` maps its label to its runs' episode logs) is the mean curve across its runs with a 95%
     bootstrap band over seeds (``aggregate.bootstrap_band``), each run's smoothed curve interpolated onto a grid
     of the steps (or seconds) every run has reached; its evaluation rounds, where all its runs have them, are the
-    mean across runs with a 95% bootstrap interval."""
+    mean across runs with a 95% bootstrap interval. An evaluation whose mean return is no number (NaN, infinite)
+    has no point, nor has a group's round that holds one."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -143,6 +145,7 @@ def _draw_run(by_steps: Axes, by_time: Axes, label: str, path: Path, points: lis
     by_time.plot(seconds, returns, label=label, color=line.get_color())
     if points is None:
         points = read_evaluation_log(path.parent / "evaluations.jsonl")
+    points = [point for point in points if math.isfinite(point["mean_return"])]  # a NaN round has no point
     if points:
         by_steps.errorbar(
             [point["timesteps"] for point in points],
@@ -191,14 +194,18 @@ def _draw_group(by_steps: Axes, by_time: Axes, label: str, paths: list[Path], wi
     count = min((len(points) for points in rounds), default=0)
     if count == 0 or color is None:
         return
-    steps = [float(np.mean([points[k]["timesteps"] for points in rounds])) for k in range(count)]
-    means, below, above = [], [], []
+    steps, means, below, above = [], [], [], []
     for k in range(count):
         values = [points[k]["mean_return"] for points in rounds]
+        if not all(math.isfinite(value) for value in values):
+            continue  # a round in which a seed's result is no number has no mean: no point
+        steps.append(float(np.mean([points[k]["timesteps"] for points in rounds])))
         bottom, top = bootstrap_interval(values)
         means.append(float(np.mean(values)))
         below.append(means[-1] - bottom)
         above.append(top - means[-1])
+    if not means:
+        return
     by_steps.errorbar(
         steps,
         means,

@@ -438,6 +438,21 @@ def test_a_group_s_evaluations_are_averaged_round_by_round(root, capsys, drawn):
     assert options["label"] == "cp (evaluation, mean of 4 seeds, 95% CI)"
 
 
+def test_a_group_s_evaluation_round_with_a_result_that_is_no_number_is_left_out(root, capsys, drawn):
+    constant_finals(root)
+    for seed, value in enumerate(FINALS):
+        diverged = math.nan if seed == 2 else value + 10  # seed 2's second round: NaN rewards
+        rounds = [
+            {"timesteps": 400, "episodes": 40, "mean_return": value, "std_return": 0.0, "returns": [value]},
+            {"timesteps": 800, "episodes": 80, "mean_return": diverged, "std_return": 0.0, "returns": [diverged]},
+        ]
+        path = root / "experiments" / f"cp-s{seed}" / "results" / "evaluations.jsonl"
+        path.write_text("".join(json.dumps({**r, "wall_time": 1.0}) + "\n" for r in rounds))
+    ok(capsys, "experiment", "plot", "-e", "cp", "-o", str(root / "curve.png"))  # no warning of damaged lines
+    ((x, y), options) = drawn["errorbar"][0]
+    assert (x.tolist(), y.tolist()) == ([400.0], [25.0])  # the second round's mean would be NaN
+
+
 def test_one_window_in_every_view(root, capsys, drawn):
     """The plot and every table show the same smoothed return for the same window (it was 20 in the plot and 100
     in the tables)."""

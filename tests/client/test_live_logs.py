@@ -5,6 +5,7 @@ reader of the JSON-lines results leaves out a last line that is still being writ
 from __future__ import annotations
 
 import json
+import math
 import os
 import signal
 import subprocess
@@ -157,6 +158,39 @@ def test_read_evaluations_leaves_out_a_cut_off_last_line(tmp_path):
         assert read_evaluations(tmp_path / "absent.jsonl") == []
     path.write_text(jsonl([*EVALUATIONS, {**EVALUATIONS[0], "returns": "many"}]))
     with pytest.warns(UserWarning, match="1 damaged line skipped"):
+        assert read_evaluations(path) == EVALUATIONS
+
+
+def test_an_evaluation_whose_result_is_no_number_is_a_record_not_damage(tmp_path):
+    # what the worker writes for a diverged policy (json.dumps: NaN), and a writer without NaN (null)
+    nan = {"timesteps": 160, "episodes": 8, "mean_return": math.nan, "std_return": math.nan, "returns": [math.nan, 1.0]}
+    null = {**nan, "timesteps": 200, "mean_return": None, "std_return": None, "returns": [None, 1.0]}
+    infinite = {**nan, "timesteps": 240, "mean_return": -math.inf, "returns": [-math.inf, 1.0]}
+    rounds = [{**row, "wall_time": 4.0} for row in (nan, null, infinite)]
+    path = tmp_path / "evaluations.jsonl"
+    path.write_text(jsonl([*EVALUATIONS, *rounds]))
+    assert "NaN" in path.read_text() and "-Infinity" in path.read_text()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        read = read_evaluations(path)
+    assert read[:3] == EVALUATIONS and [r["timesteps"] for r in read[3:]] == [160, 200, 240]
+    for record in read[3:5]:
+        assert math.isnan(record["mean_return"]) and math.isnan(record["std_return"])
+        assert math.isnan(record["returns"][0]) and record["returns"][1] == 1.0
+    assert read[5]["mean_return"] == -math.inf and math.isnan(read[5]["std_return"])
+    assert [r["timesteps"] for r in read_evaluation_log(path)] == [40, 80, 120, 160, 200, 240]
+    # a line that is no record stays damage
+    damaged = [
+        {**EVALUATIONS[0], "mean_return": "nan"},
+        {**EVALUATIONS[0], "std_return": -0.5},
+        {**EVALUATIONS[0], "std_return": -math.inf},
+        {**EVALUATIONS[0], "returns": [1.0, "two"]},
+        {**EVALUATIONS[0], "returns": None},
+        {**EVALUATIONS[0], "wall_time": math.nan},
+        {key: value for key, value in EVALUATIONS[0].items() if key != "mean_return"},
+    ]
+    path.write_text(jsonl([*EVALUATIONS, *damaged]))
+    with pytest.warns(UserWarning, match="7 damaged lines skipped"):
         assert read_evaluations(path) == EVALUATIONS
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import os
 import statistics
 import warnings
@@ -307,6 +308,34 @@ def test_plot_draws_the_evaluations_mean_and_deviation(project, tmp_path, monkey
     assert (x, y, options["yerr"]) == ([40, 80], [3.0, 7.0], [0.5, 1.0])
     assert options["label"] == "run (evaluation, mean ± std)"
     assert (tmp_path / "curve.png").stat().st_size > 1000
+
+
+def test_plot_leaves_out_an_evaluation_whose_mean_is_no_number(tmp_path, monkeypatch):
+    from matplotlib.axes import Axes
+
+    from torchforce.plots import plot_learning_curves
+
+    results = tmp_path / "results"
+    results.mkdir()
+    episodes = [{"episode": i, "timesteps": 10 * i, "return": float(i), "wall_time": 0.1 * i} for i in range(1, 9)]
+    (results / "episodes.jsonl").write_text("".join(json.dumps(e) + "\n" for e in episodes))
+    diverged = {"episodes": 4, "std_return": math.nan, "returns": [math.nan, 1.0], "wall_time": 1}
+    rounds = [
+        {"timesteps": 20, "mean_return": math.nan, **diverged},
+        {"timesteps": 40, "episodes": 4, "mean_return": 3.0, "std_return": 0.5, "returns": [2.5, 3.5], "wall_time": 1},
+        {"timesteps": 60, "mean_return": math.inf, **diverged},
+    ]
+    (results / "evaluations.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rounds))
+    drawn = []
+    original = Axes.errorbar
+    monkeypatch.setattr(
+        Axes, "errorbar", lambda self, x, y, **kw: drawn.append((x, y, kw)) or original(self, x, y, **kw)
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        plot_learning_curves({"run": results / "episodes.jsonl"}, tmp_path / "curve.png")
+    ((x, y, options),) = drawn
+    assert (x, y, options["yerr"]) == ([40], [3.0], [0.5])
 
 
 def test_tfcli_plot_shows_a_run_s_evaluations(project, monkeypatch):

@@ -4,11 +4,14 @@ real sweeps run by the real driver process: ranked trials, the best experiment w
 from __future__ import annotations
 
 import json
+import math
 import os
 import signal
 import subprocess
 import sys
+import warnings
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -22,7 +25,9 @@ from torchforce.client.report import read_episodes
 from torchforce.client.sweep import (
     RunProgress,
     Sweep,
+    final_value,
     intermediate_values,
+    no_value,
     optuna_module,
     report_and_judge,
 )
@@ -293,6 +298,28 @@ def test_the_median_pruner_stops_a_trial_fed_bad_intermediate_values(tmp_path):
     good = study.ask()
     as_good = read_episodes(episode_log(tmp_path, "good-going", [150.0] * 4))
     assert report_and_judge(good, [RunProgress(as_good, 1000, None)], 100, set()) is None
+
+
+def test_a_trial_s_last_evaluation_that_is_no_number_is_its_value_and_named_as_such(tmp_path):
+    # it was read as damage: the trial was scored with the evaluation before it, or said to have none
+    (tmp_path / "results").mkdir()
+    run = SimpleNamespace(name="t-s0", episode_log=lambda: tmp_path / "results" / "episodes.jsonl")
+    rounds = [
+        {"timesteps": 100, "episodes": 1, "mean_return": 50.0, "std_return": 0.0, "returns": [50.0], "wall_time": 1},
+        {"timesteps": 200, "episodes": 2, "mean_return": math.nan, "std_return": math.nan, "returns": [math.nan]},
+    ]
+    evaluations = tmp_path / "results" / "evaluations.jsonl"
+    evaluations.write_text("".join(json.dumps({"wall_time": 2, **r}) + "\n" for r in rounds))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert math.isnan(final_value([run], "evaluation", 100)[0])
+        assert no_value(run, "evaluation", 100) == "t-s0's last evaluation has a mean return that is not a number"
+    evaluations.unlink()
+    assert no_value(run, "evaluation", 100) == "t-s0 has no evaluation"
+    assert no_value(run, "mean_return", 10) == "t-s0 has no finished episode"
+    episode_log(tmp_path / "results", "episodes", [1.0, math.nan])
+    assert math.isnan(final_value([run], "mean_return", 10)[0])
+    assert no_value(run, "mean_return", 10) == "t-s0's mean return of its last 10 episodes is not a number"
 
 
 # ---------------------------------------------------------------------------------------------- real sweeps

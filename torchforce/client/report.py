@@ -128,8 +128,9 @@ def read_episodes(path: Path) -> list[dict]:
 
 def read_evaluations(path: Path) -> list[dict]:
     """The records of ``evaluations.jsonl``: ``timesteps``, ``episodes`` (training episodes so far),
-    ``mean_return``, ``std_return``, ``returns`` (each evaluation episode's) and ``wall_time``. Damaged lines are
-    skipped, counted and reported as in ``read_episodes``; an absent file has none."""
+    ``mean_return``, ``std_return``, ``returns`` (each evaluation episode's) and ``wall_time``; a round whose
+    returns were no numbers has NaN (or infinite) figures, a record all the same. Damaged lines are skipped, counted
+    and reported as in ``read_episodes``; an absent file has none."""
     return _read_records(path, evaluation_record)
 
 
@@ -168,7 +169,9 @@ def episode_record(line: bytes) -> dict | None:
 
 def evaluation_record(line: bytes) -> dict | None:
     """One line of the evaluation log as a record, or None: an object with ``timesteps`` and ``episodes`` (integers
-    >= 0), finite ``mean_return``, ``std_return`` (>= 0) and ``wall_time``, and ``returns`` a list of numbers."""
+    >= 0), a finite ``wall_time``, numbers ``mean_return`` and ``std_return`` (>= 0) and ``returns`` a list of
+    numbers. A round whose returns were no numbers (a diverged policy, an environment's NaN rewards) is a record
+    too: its figures are NaN or infinite, and a null among them (a writer that has no NaN) reads as NaN."""
     try:
         record = json.loads(line)
     except (ValueError, RecursionError):
@@ -178,13 +181,23 @@ def evaluation_record(line: bytes) -> dict | None:
     counts = (record.get("timesteps"), record.get("episodes"))
     if not all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in counts):
         return None
-    numbers = (record.get("mean_return"), record.get("std_return"), record.get("wall_time"))
-    if not all(_number(value) and math.isfinite(value) for value in numbers) or record["std_return"] < 0:
+    seconds, returns = record.get("wall_time"), record.get("returns")
+    if not (_number(seconds) and math.isfinite(seconds)) or not isinstance(returns, list):
         return None
-    returns = record.get("returns")
-    if not isinstance(returns, list) or not all(_number(value) for value in returns):
+    if not record.keys() >= {"mean_return", "std_return"}:  # a null figure reads as NaN, an absent one is damage
         return None
-    return record
+    mean, deviation = _result(record["mean_return"]), _result(record["std_return"])
+    results = [_result(value) for value in returns]
+    if mean is None or deviation is None or deviation < 0 or None in results:
+        return None
+    return {**record, "mean_return": mean, "std_return": deviation, "returns": results}
+
+
+def _result(value: object) -> float | int | None:
+    """A figure of an evaluation round: a number as it is (NaN and infinities too), null as NaN; None if neither."""
+    if value is None:
+        return math.nan
+    return value if _number(value) else None
 
 
 def _number(value: object) -> TypeGuard[int | float]:

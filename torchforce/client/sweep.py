@@ -51,7 +51,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from torchforce.client.errors import ClientError
+from torchforce.client.errors import ClientError, ClientWarning
 from torchforce.client.experiment import ENDED, Experiment
 from torchforce.client.experiment_file import NAME_PATTERN
 from torchforce.client.project import MARKER, Project, write_json_atomically
@@ -146,6 +146,20 @@ def final_value(runs: Sequence[Experiment], metric: str, window: int) -> list[fl
             returns = [r["return"] for r in read_episodes(run.episode_log())][-window:]
             values.append(sum(returns) / len(returns) if returns else math.nan)
     return values
+
+
+def no_value(run: Experiment, metric: str, window: int) -> str:
+    """Why ``final_value`` is NaN for ``run``: nothing to measure yet, or a result that is no number (a diverged
+    policy, an environment's NaN rewards)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ClientWarning)  # damaged lines: final_value's reading has reported them
+        if metric == "evaluation":
+            if read_evaluations(run.episode_log().with_name("evaluations.jsonl")):
+                return f"{run.name}'s last evaluation has a mean return that is not a number"
+            return f"{run.name} has no evaluation"
+        if read_episodes(run.episode_log()):
+            return f"{run.name}'s mean return of its last {window} episodes is not a number"
+        return f"{run.name} has no finished episode"
 
 
 def spread(values: Sequence[float]) -> float | None:
@@ -885,11 +899,8 @@ class Driver:
             return
         values = final_value(runs, self.spec.metric.name, self.spec.metric.window)
         if any(math.isnan(value) for value in values):
-            missing = runs[next(i for i, value in enumerate(values) if math.isnan(value))].name
-            trial.set_user_attr(
-                "error",
-                f"{missing} has no {'evaluation' if self.spec.metric.name == 'evaluation' else 'finished episode'}",
-            )
+            missing = runs[next(i for i, value in enumerate(values) if math.isnan(value))]
+            trial.set_user_attr("error", no_value(missing, self.spec.metric.name, self.spec.metric.window))
             self._end(flight, optuna.trial.TrialState.FAIL, f"failed: {trial.user_attrs['error']}")
             return
         trial.set_user_attr("seed_values", values)
