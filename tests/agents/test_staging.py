@@ -211,3 +211,50 @@ def test_an_on_policy_batch_that_is_no_multiple_of_the_environments_warns():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         agent(12).act(states(0))  # 4 acts of 3 rows: every update reads exactly what was written since the last
+
+
+@pytest.mark.parametrize(
+    ("mode", "counts", "again"),
+    [
+        # each environment's 8 rows an update hold 5 windows of 4: 15, of which the newest 12 are read
+        ({"batch_size": 12, "frequency": 24, "first_update": 24}, {0: 2, 1: 5, 2: 5}, False),
+        # the first update's 4 rows each hold 2 windows of 3; the next ones' 2 rows none: the same 6 read again
+        ({"batch_size": 6, "length": 3}, {0: 2, 1: 2, 2: 2}, True),
+    ],
+)
+def test_an_on_policy_update_on_sequences_over_environments_warns_where_it_reads_them_unevenly(mode, counts, again):
+    # the memory holds each environment's steps one after another, cut at the update, and an update reads the
+    # newest windows: they are the last environments' unless the numbers give every environment the same windows
+    message = "with 3 environments, an on-policy update on sequences reads the newest"
+    with pytest.warns(SpecWarning, match=message):
+        starts = sequence_starts({"length": 4, **mode})
+    assert {row: len(windows) for row, windows in starts[0].items()} == counts
+    assert (starts[1] == starts[0]) == again
+
+
+def test_an_on_policy_update_on_sequences_that_gives_each_environment_its_windows_does_not_warn():
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        # each environment's 8 rows an update hold 5 windows of 4: 3 x 5 = 15 = 24 - 3 x (4 - 1)
+        starts = sequence_starts({"batch_size": 15, "frequency": 24, "length": 4})
+    assert starts == [{row: list(range(t, t + 5)) for row in range(ROWS)} for t in (0, 8, 16)]
+
+
+def sequence_starts(mode: dict) -> list[dict[int, list[int]]]:
+    """The windows PPO's first three updates on sequences over 3 environments read: per row, their first t."""
+    agent = create_agent(
+        {"type": "ppo", "network": [{"type": "dense", "size": 4}], "update_mode": {"unit": "sequences", **mode}},
+        states={"type": "float", "shape": (2,)},
+        actions={"type": "int", "num_actions": 2},
+    )
+    reads, retrieve = [], agent.memory.retrieve_sequences
+    agent.memory.retrieve_sequences = lambda n, length: reads.append(retrieve(n, length)) or reads[-1]
+    t = 0
+    while len(reads) < 3:
+        step(agent, t, [0] * ROWS)
+        t += 1
+    starts = []
+    for read in reads:
+        firsts = read["states/state"].astype(int)[:: agent.update_mode.length]
+        starts.append({row: [int(t) for r, t in firsts if r == row] for row in range(ROWS)})
+    return starts

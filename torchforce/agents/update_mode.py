@@ -128,22 +128,51 @@ def check_capacity(mode: UpdateMode, capacity: int, *, on_policy: bool, path: st
 
 def check_rows(mode: UpdateMode, rows: int, *, on_policy: bool, path: str = "update_mode") -> None:
     """A warning when an on-policy agent acting on ``rows`` environments would not train on every row's steps
-    alike. What it staged goes to memory one environment's segment after another, and an update of ``timesteps``
-    reads the newest rows of the memory: with more rows written than read (``frequency`` or the
-    first update past ``batch_size``, or counts that step past a threshold by ``rows`` at a time), the first
-    environments' steps are left out and the last ones' read twice. So ``batch_size``, ``frequency`` and the first
-    update should be one multiple of ``rows``."""
-    if not on_policy or rows <= 1 or mode.unit != "timesteps":
+    alike. What it staged goes to memory one environment's segment after another, each cut at the update.
+
+    - ``timesteps``: an update reads the newest ``batch_size`` rows of the memory: with more rows written than read
+      (``frequency`` or the first update past ``batch_size``, or counts that step past a threshold by ``rows`` at a
+      time), the first environments' steps are left out and the last ones' read twice. So ``batch_size``,
+      ``frequency`` and the first update should be one multiple of ``rows``.
+    - ``sequences``: an update reads the newest ``batch_size`` windows of ``length`` rows, and no window crosses a
+      cut, so an environment's ``frequency / rows`` rows hold ``frequency / rows - length + 1`` windows. With more
+      windows than ``batch_size`` the first environments' are left out; with fewer, windows of an earlier update
+      are read again, the last environments' first (with segments shorter than ``length``, only those). So ``frequency``
+      should be a multiple of ``rows``, ``batch_size`` the windows of all of them, ``frequency - rows * (length -
+      1)``, and the first update at ``frequency``; an episode that ends within a segment still leaves it fewer
+      windows."""
+    if not on_policy or rows <= 1 or mode.unit == "episodes":
         return
-    size, first = mode.batch_size, Schedule(mode).next_at
-    if size % rows == 0 and mode.frequency == size and first == size:
+    size, frequency, first = mode.batch_size, mode.frequency, Schedule(mode).next_at
+    if mode.unit == "sequences":
+        _check_sequence_rows(mode, rows, first, path)
+        return
+    if size % rows == 0 and frequency == size and first == size:
         return
     warn_spec(
         f"{path}: with {rows} environments, an on-policy update reads the newest {size} rows of the memory, where "
-        f"every environment's staged steps are written one environment after another (frequency {mode.frequency}, "
+        f"every environment's staged steps are written one environment after another (frequency {frequency}, "
         f"first update at {first}): some environments' steps are left out and others' read twice. "
         f"Make batch_size, frequency and first_update one multiple of {rows}, as SB3's n_steps * n_envs is, or "
         "update on episodes."
+    )
+
+
+def _check_sequence_rows(mode: UpdateMode, rows: int, first: int, path: str) -> None:
+    """``check_rows`` for ``sequences``; ``first``: the first update's count of timesteps."""
+    size, frequency, length = mode.batch_size, mode.frequency, mode.length
+    if frequency % rows == 0 and first == frequency and size == frequency - rows * (length - 1):
+        return
+    windows = -(-size // rows)  # per environment, for a batch of batch_size or a little more
+    warn_spec(
+        f"{path}: with {rows} environments, an on-policy update on sequences reads the newest {size} windows of "
+        f"{length} rows in the memory, where every environment's steps staged since the last update are written "
+        f"one environment after another and no window crosses from one into the next (frequency {frequency}, "
+        f"first update at {first}): the first environments' windows are left out, or windows of an earlier update "
+        f"read again. Give each environment the same whole windows: for W windows each, frequency "
+        f"{rows} x (W + {length - 1}) and batch_size {rows} x W (W = {windows}: frequency "
+        f"{rows * (windows + length - 1)}, batch_size {rows * windows}), first_update at most the frequency "
+        "(an episode that ends within an environment's rows still leaves fewer windows); or update on episodes."
     )
 
 
