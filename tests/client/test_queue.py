@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import sqlite3
 import subprocess
 import sys
@@ -325,6 +326,75 @@ def test_promotion_with_a_start_that_fails_puts_the_run_back_and_the_queue_moves
     record = project.store.experiment("resumed")
     assert (record.status, record.started_at, record.pid) == ("paused", 7.0, None)
     assert record.message.startswith("the queued start failed: experiment 'resumed' has no checkpoint to resume")
+
+
+# ---------------------------------------------------------------------------------------------- a start cut short
+# A Ctrl-C (or an error) between the start's taking its slot and its recording the worker's PID: the slot was held by
+# a row running with no worker (until judged dead, then 'failed'), or a worker ran that the database did not know.
+
+
+def interrupted_start(capsys: pytest.CaptureFixture, name: str) -> None:
+    code, out, err = cli(capsys, "experiment", "start", "-e", name)
+    assert (code, out, err) == (130, "", "tfcli: interrupted\n")
+
+
+def test_a_start_cut_once_its_slot_is_taken_gives_the_slot_back(project, capsys, monkeypatch):
+    queue.set_max_parallel(project, 1)
+    new(project, "cut")
+    new(project, "next")
+    admit = queue.admit
+
+    def admitted_then_cut(*args, **kwargs):
+        assert admit(*args, **kwargs) is None  # the slot is taken (committed), then the Ctrl-C arrives
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(queue, "admit", admitted_then_cut)
+    interrupted_start(capsys, "cut")
+    monkeypatch.undo()
+    assert rows(project)["cut"] == ("new", None)  # as before the start: no slot held, nothing to judge dead
+    assert isinstance(Experiment.load(project, "next").start(), int)  # the slot is free: not queued
+
+
+def test_a_start_cut_as_its_worker_spawns_stops_the_worker_and_gives_the_slot_back(project, capsys, monkeypatch):
+    from torchforce.client.backends import local
+
+    queue.set_max_parallel(project, 1)
+    new(project, "cut")
+    spawned = []
+    popen = local.subprocess.Popen
+
+    def pressed_while_spawning(*args, **kwargs):
+        spawned.append(popen(*args, **kwargs))
+        os.kill(os.getpid(), signal.SIGINT)  # a Ctrl-C as the worker spawns, which this or another thread takes
+        return spawned[-1]
+
+    monkeypatch.setattr(local.subprocess, "Popen", pressed_while_spawning)
+    interrupted_start(capsys, "cut")
+    monkeypatch.undo()
+    (worker,) = spawned
+    assert worker.poll() is not None  # stopped, not left running where no row names it
+    assert rows(project)["cut"] == ("new", None)
+    assert isinstance(Experiment.load(project, "cut").start(), int)  # started again: nothing holds its slot
+
+
+def test_a_start_cut_before_it_recorded_its_worker_records_it(project, capsys, monkeypatch):
+    queue.set_max_parallel(project, 1)
+    new(project, "cut", timesteps=500)
+    record_handle = Experiment._record_handle
+    calls = []
+
+    def cut_once(self, handle, backend):
+        calls.append(handle)
+        if len(calls) == 1:  # the Ctrl-C arrives before the PID is written
+            raise KeyboardInterrupt
+        record_handle(self, handle, backend)
+
+    monkeypatch.setattr(Experiment, "_record_handle", cut_once)
+    interrupted_start(capsys, "cut")
+    monkeypatch.undo()
+    pid = calls[0]
+    assert rows(project)["cut"] == ("running", pid)  # the worker that runs is the one the row names
+    wait_for(lambda: Experiment.load(project, "cut").record().status == "finished", timeout=60, what="the run")
 
 
 # ---------------------------------------------------------------------------------------------- a Ray cluster

@@ -503,24 +503,36 @@ class Experiment:
             self._refuse_a_live_worker(record, previous)
         backend.check(spec)
         launch = Launch(resume=resume, max_restarts=max_restarts, trust_pickle=trust_pickle)
-        if where == "local":
-            choices = Queued(resume, fresh, max_restarts, trust_pickle, queue.cpus_per_run(spec))
-            if queue.admit(self.project, self.name, record.status, choices) is not None:
-                return None  # queued: whoever frees a slot starts it (queue.promote)
-        elif not self.project.store.update_experiment(
-            self.name,
-            expect=(record.status,),
-            status="running",
-            pid=None,
-            job=None,
-            backend=where,
-            cluster=cluster_name,
-            message=None,
-            started_at=time.time(),
-            ended_at=None,
-        ):
-            raise ClientError(f"experiment '{self.name}' changed state meanwhile; try again")
-        return self._run(record, backend, cluster_name, fresh, launch)
+        started = time.time()  # this start's mark on the row: a start cut short takes back its own claim only
+        try:
+            if where == "local":
+                choices = Queued(resume, fresh, max_restarts, trust_pickle, queue.cpus_per_run(spec))
+                if queue.admit(self.project, self.name, record.status, choices, started) is not None:
+                    return None  # queued: whoever frees a slot starts it (queue.promote)
+            elif not self.project.store.update_experiment(
+                self.name,
+                expect=(record.status,),
+                status="running",
+                pid=None,
+                job=None,
+                backend=where,
+                cluster=cluster_name,
+                message=None,
+                started_at=started,
+                ended_at=None,
+            ):
+                raise ClientError(f"experiment '{self.name}' changed state meanwhile; try again")
+            return self._run(record, backend, cluster_name, fresh, launch)
+        except BaseException:
+            # cut (a Ctrl-C, an error) between the commit that took the slot and _run's own guard: the row, still
+            # this start's with no workload, goes back (a row that moved on since is left as it is)
+            self.project.store.update_experiment(
+                self.name,
+                expect=("running",),
+                expect_values={"pid": None, "job": None, "started_at": started},
+                **{key: getattr(record, key) for key in BEFORE},
+            )
+            raise
 
     def start_from_queue(self, choices: Queued) -> Handle:
         """Start the queued run whose slot ``queue.claim_next`` has just taken (its row says running, with no
@@ -536,8 +548,11 @@ class Experiment:
     def _run(
         self, previous: ExperimentRecord, backend: Backend, cluster: str | None, fresh: bool, launch: Launch
     ) -> Handle:
-        """Launch the worker of a start whose row says running already (its slot taken); ``previous`` is the row
-        as it was before, which a failed launch puts back."""
+        """Launch the worker of a start whose row says running already (its slot taken) and record its handle;
+        ``previous`` is the row as it was before. A launch that fails or is cut short (Ctrl-C) puts the row back,
+        its slot free (the local backend's start leaves no worker running when it raises); once the workload has
+        its handle, the handle is recorded whatever cuts the start, so that no workload runs unknown."""
+        handle = None
         try:
             carry = launch.resume and (previous.backend, previous.cluster) != (backend.name, cluster)
             if fresh:
@@ -546,10 +561,13 @@ class Experiment:
             elif carry:
                 self._bring_home(previous)  # the checkpoint comes along to where it resumes
             handle = backend.start(self.folder, self.project.root, replace(launch, carry=carry))
+            self._record_handle(handle, backend)
         except BaseException:
-            self.project.store.update_experiment(self.name, **{key: getattr(previous, key) for key in BEFORE})
+            if handle is None:
+                self.project.store.update_experiment(self.name, **{key: getattr(previous, key) for key in BEFORE})
+            else:
+                self._record_handle(handle, backend)  # (a no-op where the first write got through)
             raise
-        self._record_handle(handle, backend)
         return handle
 
     def _delete_own_cluster_after_a_failed_start(self) -> None:

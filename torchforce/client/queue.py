@@ -220,23 +220,25 @@ def place(project: Project, name: str) -> Place | None:
     )
 
 
-def _claim(connection: sqlite3.Connection, name: str, launch: Queued) -> None:
-    """The row takes its slot: running, no workload yet (the start writes it in a moment)."""
+def _claim(connection: sqlite3.Connection, name: str, launch: Queued, started: float | None = None) -> None:
+    """The row takes its slot: running since ``started`` (default: now), no workload yet (the start writes it in a
+    moment)."""
     now = time.time()
     connection.execute(
         "UPDATE experiments SET status = 'running', pid = NULL, job = NULL, backend = 'local', cluster = NULL, "
         "message = NULL, started_at = ?, ended_at = NULL, queued_at = NULL, launch = ?, updated_at = ? "
         "WHERE name = ?",
-        (now, launch.to_json(), now, name),
+        (now if started is None else started, launch.to_json(), now, name),
     )
 
 
 # ---------------------------------------------------------------------------------------------- moving it
 
 
-def admit(project: Project, name: str, expect: str, launch: Queued) -> Place | None:
+def admit(project: Project, name: str, expect: str, launch: Queued, started: float | None = None) -> Place | None:
     """A local start of ``name`` (whose status must still be ``expect``): it takes a slot when one is free and no
-    run is queued before it (None: start it now), else it joins the end of the queue (its place)."""
+    run is queued before it (None: start it now; the row running since ``started``, default now), else it joins
+    the end of the queue (its place)."""
     with project.store.transaction() as connection:
         records = _rows(connection)
         record = next((r for r in records if r.name == name), None)
@@ -245,7 +247,7 @@ def admit(project: Project, name: str, expect: str, launch: Queued) -> Place | N
         launch = dataclasses.replace(launch, before={key: getattr(record, key) for key in BEFORE})
         queue, taken, rules = waiting(records), occupied(project, records), limit(project)
         if not queue and rules.admits(taken, launch.cpus):
-            _claim(connection, name, launch)
+            _claim(connection, name, launch, started)
             return None
         now = time.time()
         connection.execute(

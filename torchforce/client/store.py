@@ -244,12 +244,19 @@ class Store:
         return [ExperimentRecord(*row) for row in rows]
 
     def update_experiment(
-        self, name: str, *, expect: tuple[str, ...] | None = None, expect_pid: Any = ..., **values: Any
+        self,
+        name: str,
+        *,
+        expect: tuple[str, ...] | None = None,
+        expect_pid: Any = ...,
+        expect_values: dict[str, Any] | None = None,
+        **values: Any,
     ) -> bool:
         """Set ``values`` on the experiment; with ``expect``, only if its status is one of those (compare-and-set,
         so two concurrent ``start`` calls cannot both win), with ``expect_pid`` only if its PID is that one (None:
-        no PID). Returns whether the row changed."""
-        unknown = set(values) - set(COLUMNS)
+        no PID), with ``expect_values`` only if those columns hold those values (None: NULL). Returns whether the
+        row changed."""
+        unknown = (set(values) | set(expect_values or {})) - set(COLUMNS)
         if unknown:
             raise KeyError(f"unknown experiment columns {sorted(unknown)}")
         if "status" in values and values["status"] not in STATUSES:
@@ -264,6 +271,9 @@ class Store:
         if expect_pid is not ...:
             query += " AND pid IS ?"
             parameters.append(expect_pid)
+        for key, value in (expect_values or {}).items():
+            query += f" AND {key} IS ?"
+            parameters.append(value)
         with self.transaction() as connection:
             changed = connection.execute(query, parameters).rowcount
         return changed == 1

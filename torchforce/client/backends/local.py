@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from types import FrameType
 from typing import Any
 
 from torchforce.client.backends.base import Backend, Handle, Launch, check_gpus
@@ -87,6 +90,28 @@ def worker_signals_blocked() -> Iterator[None]:
         signal.pthread_sigmask(signal.SIG_SETMASK, previous)
 
 
+@contextmanager
+def interrupts_held() -> Iterator[None]:
+    """Run SIGINT's handler (a Ctrl-C: KeyboardInterrupt in tfcli) once the block is done, not in it. Blocking the
+    signal in this thread is not enough: another thread (torch starts one) may take it, and the KeyboardInterrupt
+    then comes out of wherever this thread is, also from inside ``subprocess.Popen`` once the child exists.
+    Python runs the handlers in the main thread, and only there can they be changed: in another thread the block
+    runs as it is (no KeyboardInterrupt comes out of it there)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    held: list[FrameType | None] = []
+    previous = signal.signal(signal.SIGINT, lambda _number, frame: held.append(frame))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    if held and callable(previous):
+        previous(signal.SIGINT, held[0])
+    elif held and previous == signal.SIG_DFL:
+        signal.raise_signal(signal.SIGINT)
+
+
 class LocalBackend(Backend):
     name = "local"
     supported_run_modes = ("single", "multi-threaded", "distributed")
@@ -120,21 +145,28 @@ class LocalBackend(Backend):
             *launch.worker_flags(),
         ]
         environment = {**os.environ, "PYTHONUNBUFFERED": "1", "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")}
-        with open(results / "worker.log", "ab") as log:
-            log.write(
-                f"\n=== {time.strftime('%Y-%m-%d %H:%M:%S')} {'resume' if launch.resume else 'start'} ===\n".encode()
-            )
-            log.flush()
-            with worker_signals_blocked():
-                process = subprocess.Popen(  # noqa: S603 - our own interpreter and module
-                    command,
-                    stdin=subprocess.DEVNULL,
-                    stdout=log,
-                    stderr=subprocess.STDOUT,
-                    cwd=workspace,
-                    env=environment,
-                    start_new_session=True,  # detached: survives the tfcli call and its terminal
-                )
+        header = f"\n=== {time.strftime('%Y-%m-%d %H:%M:%S')} {'resume' if launch.resume else 'start'} ===\n"
+        process = None
+        try:
+            with open(results / "worker.log", "ab") as log, interrupts_held():  # a Ctrl-C: once process is set
+                log.write(header.encode())
+                log.flush()
+                with worker_signals_blocked():
+                    process = subprocess.Popen(  # noqa: S603 - our own interpreter and module
+                        command,
+                        stdin=subprocess.DEVNULL,
+                        stdout=log,
+                        stderr=subprocess.STDOUT,
+                        cwd=workspace,
+                        env=environment,
+                        start_new_session=True,  # detached: survives the tfcli call and its terminal
+                    )
+        except BaseException:
+            if process is not None:  # spawned, but cut before its PID is handed over: it must not run unknown
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(process.pid, signal.SIGKILL)  # its session's group: it and anything it started
+                process.wait()
+            raise
         return process.pid
 
     def alive(self, pid: Handle | None, folder: Path | None = None) -> bool:
