@@ -397,6 +397,34 @@ def test_a_start_cut_before_it_recorded_its_worker_records_it(project, capsys, m
     wait_for(lambda: Experiment.load(project, "cut").record().status == "finished", timeout=60, what="the run")
 
 
+def test_a_promotion_cut_before_its_start_puts_the_run_back_at_the_head_of_the_queue(project, monkeypatch):
+    queue.set_max_parallel(project, 1)
+    new(project, "holder")
+    for name in ("first", "second"):
+        new(project, name)
+    with fake_worker(project.experiment_folder("holder")) as pid:
+        holding_a_slot(project, "holder", pid)
+        assert Experiment.load(project, "first").start() is None
+        assert Experiment.load(project, "second").start() is None
+        before = project.store.experiment("first")
+    assert before is not None and before.status == "queued"
+
+    def cut(self, choices):  # the Ctrl-C of the list or watch that promotes, once the slot is taken
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(Experiment, "start_from_queue", cut)
+    with pytest.raises(KeyboardInterrupt):
+        queue.promote(project)
+    monkeypatch.undo()
+    after = project.store.experiment("first")
+    assert after is not None
+    kept = [key for key in ("status", "pid", "job", "started_at", "ended_at", "queued_at", "launch", "message")]
+    assert [getattr(after, key) for key in kept] == [getattr(before, key) for key in kept]  # its place, not 'running'
+    assert [record.name for record in queue.waiting(project.store.experiments())] == ["first", "second"]
+    assert queue.promote(project) == ["first"]  # the slot was given back: the head of the queue starts next
+    assert rows(project)["first"][0] == "running"
+
+
 # ---------------------------------------------------------------------------------------------- a Ray cluster
 
 

@@ -258,9 +258,19 @@ def admit(project: Project, name: str, expect: str, launch: Queued, started: flo
         return Place(len(queue) + 1, len(queue) + 1, len(taken), rules.at_once(launch.cpus))
 
 
-def claim_next(project: Project) -> tuple[str, Queued] | None:
-    """Take a slot for the run at the head of the queue, if one is free: its name and start choices (it is
-    ``running`` now, with no workload yet), or None."""
+@dataclass(frozen=True)
+class Claim:
+    """The slot ``claim_next`` took for the run at the head of the queue: the row as it was in the queue
+    (``queued``), its start choices, and when the claim was made (the row's ``started_at`` while it is this claim)."""
+
+    queued: ExperimentRecord
+    launch: Queued
+    started: float
+
+
+def claim_next(project: Project) -> Claim | None:
+    """Take a slot for the run at the head of the queue, if one is free (it is ``running`` now, with no workload
+    yet), or None."""
     with project.store.transaction() as connection:
         records = _rows(connection)
         queue = waiting(records)
@@ -270,8 +280,21 @@ def claim_next(project: Project) -> tuple[str, Queued] | None:
         launch = Queued.of(head)
         if not limit(project).admits(occupied(project, records), launch.cpus):
             return None
-        _claim(connection, head.name, launch)
-        return head.name, launch
+        started = time.time()
+        _claim(connection, head.name, launch, started)
+        return Claim(head, launch, started)
+
+
+def unclaim(project: Project, claim: Claim) -> bool:
+    """Put a claimed run back where it was in the queue, if its row is still that claim (running since the claim,
+    no workload): a promotion cut short (a Ctrl-C) before the start took it over. Whether it went back."""
+    back = claim.queued
+    return project.store.update_experiment(
+        back.name,
+        expect=("running",),
+        expect_values={"pid": None, "job": None, "started_at": claim.started},
+        **{key: getattr(back, key) for key in (*BEFORE, "queued_at", "launch")},
+    )
 
 
 def promote(project: Project) -> list[str]:
@@ -283,8 +306,8 @@ def promote(project: Project) -> list[str]:
     from torchforce.client.experiment import Experiment
 
     started = []
-    while (claimed := claim_next(project)) is not None:
-        name, launch = claimed
+    while (claim := claim_next(project)) is not None:
+        name, launch = claim.queued.name, claim.launch
         try:
             Experiment.load(project, name).start_from_queue(launch)
             started.append(name)
@@ -300,6 +323,12 @@ def promote(project: Project) -> list[str]:
                 launch=None,
             )
             warnings.warn(f"experiment '{name}' did not start from the queue: {message}", ClientWarning, stacklevel=2)
+        except BaseException:
+            # a Ctrl-C (of the list or watch that promotes) before the start's own guard: back to its place at the
+            # head of the queue, not a slot held with no worker until judged dead and failed (once the launch has
+            # begun, the start puts the row back as it was before it was queued)
+            unclaim(project, claim)
+            raise
     return started
 
 
