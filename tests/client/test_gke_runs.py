@@ -186,6 +186,64 @@ def test_deleting_a_paused_run_removes_its_suspended_rayjob(ready, cloud):
     assert gone.returncode == 1 and b"NotFound" in gone.stderr
 
 
+def rayjobs(context: str) -> list[str]:
+    """The names of the RayJobs on the cluster of ``context``, as kubectl lists them."""
+    listed = subprocess.run(["kubectl", f"--context={context}", "get", "rayjob", "-o", "json"], capture_output=True)
+    assert listed.returncode == 0, listed.stderr
+    return [item["metadata"]["name"] for item in json.loads(listed.stdout)["items"]]
+
+
+def pause(project: Project, experiment: Experiment, at_least: int) -> int:
+    """Pause the running ``experiment`` once it has made ``at_least`` timesteps; the checkpoint's timesteps."""
+    wait_for(lambda: experiment.progress().get("timesteps", 0) >= at_least, 120, 0.5, "progress")
+    paused = tfcli(project.root, "experiment", "pause", "-e", experiment.name, timeout=180)
+    assert paused.returncode == 0, paused.stderr
+    assert experiment.record().status == "paused" and experiment.checkpoint_timesteps() > 0
+    return experiment.checkpoint_timesteps()
+
+
+def test_a_paused_run_started_afresh_leaves_no_suspended_rayjob_behind(ready, cloud):
+    experiment = new(ready, "redo", "-t", "400000")
+    assert tfcli(ready.root, "experiment", "start", "-e", "redo", "-c", CLUSTER).returncode == 0
+    old = experiment.record().job
+    pause(ready, experiment, 500)
+    assert rayjobs(CONTEXT) == [old]  # suspended: no pods, still listed
+    calls = len(cloud.calls())
+    started = tfcli(ready.root, "experiment", "start", "-e", "redo", "-c", CLUSTER, "--fresh")
+    assert started.returncode == 0, started.stderr
+    job = experiment.record().job
+    since = cloud.calls()[calls:]
+    delete = ["kubectl", f"--context={CONTEXT}", "delete", "rayjob", old, "--ignore-not-found"]
+    manifest = ready.root / "experiments" / "redo" / "gke" / f"{job}.yaml"
+    discard = ["gcloud", "storage", "rm", "--recursive", f"gs://{PROJECT}-tfcli/{ready.name}/redo/results"]
+    assert job != old and rayjobs(CONTEXT) == [job]  # the new run's RayJob is the only one left
+    assert delete in since, since
+    assert (
+        since.index(delete)
+        < since.index(discard)
+        < since.index(["kubectl", f"--context={CONTEXT}", "apply", "-f", str(manifest)])
+    )
+    assert json.loads((ready.root / "experiments" / "redo" / "gke" / "rayjob.json").read_text())["name"] == job
+    # paused again, and the API server does not answer the delete: the start is refused before it discards or
+    # makes anything, and the experiment still names its RayJob, so that a later start, stop or delete removes it
+    at_pause = pause(ready, experiment, 300)
+    delete = ["kubectl", f"--context={CONTEXT}", "delete", "rayjob", job, "--ignore-not-found"]
+    cloud.fail(delete, "Unable to connect to the server: dial tcp 10.0.0.2:443: i/o timeout", times=1)
+    calls = len(cloud.calls())
+    refused = tfcli(ready.root, "experiment", "start", "-e", "redo", "-c", CLUSTER, "--fresh")
+    assert refused.returncode == 2 and "Traceback" not in refused.stderr, refused.stderr
+    said = f"the RayJob {job} of experiment 'redo' on the GKE cluster '{CLUSTER}' could not be deleted"
+    assert said in refused.stderr and "i/o timeout" in refused.stderr and "nothing was changed" in refused.stderr
+    since = cloud.calls()[calls:]
+    assert delete in since and not any(call[:3] == ["gcloud", "storage", "rm"] or "apply" in call for call in since)
+    record = experiment.record()
+    assert (record.status, record.job) == ("paused", job) and experiment.checkpoint_timesteps() == at_pause
+    assert rayjobs(CONTEXT) == [job]
+    stopped = tfcli(ready.root, "experiment", "stop", "-e", "redo", "--no-download")  # and it goes with the stop
+    assert stopped.returncode == 0, stopped.stderr
+    assert rayjobs(CONTEXT) == []
+
+
 @pytest.mark.parametrize("request_", ["stop", "pause"])
 def test_a_run_whose_pods_never_start_stops_or_pauses_at_once(linked, cloud, request_):
     # no image of the workers: the RayJob's pods never pull it, and its worker never writes a word

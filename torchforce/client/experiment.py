@@ -274,7 +274,10 @@ class Experiment:
             )
         backend = GkeBackend(self.project, cluster_name, dry_run=True)
         backend.check(spec)
-        carry = launch.resume and (record.backend, record.cluster) != (where, cluster_name)
+        moved = (record.backend, record.cluster) != (where, cluster_name)
+        if (moved or not launch.resume) and record.backend == "gke" and record.cluster and record.job:
+            GkeBackend(self.project, record.cluster, dry_run=True).retire(record.job, self.folder)
+        carry = launch.resume and moved
         backend.start(self.folder, self.project.root, Launch(**{**launch.__dict__, "carry": carry}))
 
     def _create_own_cluster(self, values: dict[str, Any], *, yes: bool) -> None:
@@ -554,7 +557,10 @@ class Experiment:
         its handle, the handle is recorded whatever cuts the start, so that no workload runs unknown."""
         handle = None
         try:
-            carry = launch.resume and (previous.backend, previous.cluster) != (backend.name, cluster)
+            moved = (previous.backend, previous.cluster) != (backend.name, cluster)
+            carry = launch.resume and moved
+            if fresh or moved:
+                self._retire(previous)  # first: a start that cannot remove it changes nothing
             if fresh:
                 shutil.rmtree(self.results, ignore_errors=True)
                 backend.discard(self.folder)
@@ -569,6 +575,18 @@ class Experiment:
                 self._record_handle(handle, backend)  # (a no-op where the first write got through)
             raise
         return handle
+
+    def _retire(self, previous: ExperimentRecord) -> None:
+        """What the last run left on its cluster (a paused GKE run's suspended RayJob) goes before a start that
+        does not continue it; a ClientError when it cannot, before anything is discarded or started."""
+        handle = _handle(previous)
+        if handle is None or previous.backend == "local":
+            return
+        try:
+            backend = self.backend(previous)
+        except ClientError:
+            return  # its cluster is gone, and what ran on it
+        backend.retire(handle, self.folder)
 
     def _delete_own_cluster_after_a_failed_start(self) -> None:
         """A GKE cluster this start created for the experiment goes again when the start fails after all (it

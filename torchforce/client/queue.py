@@ -129,7 +129,7 @@ def set_max_parallel(project: Project, value: int | None) -> None:
 class Queued:
     """How a local start was asked for, kept with the row (its ``launch`` column) so that a queued start, started
     later by whoever promotes it, runs as asked; and, while queued, the row as it was before (``before``: status,
-    message, times), which taking it out of the queue puts back."""
+    message, place, job, times), which taking it out of the queue puts back."""
 
     resume: bool = False
     fresh: bool = False
@@ -157,8 +157,9 @@ class Queued:
 
 
 # What a queued row remembers of itself from before (the queue changes its status and message; a start from the
-# queue, its backend, cluster and times)
-BEFORE = ("status", "message", "backend", "cluster", "started_at", "ended_at")
+# queue, its backend, cluster, job and times: a paused GKE run's RayJob, which the start removes, or a start that
+# fails puts back)
+BEFORE = ("status", "message", "backend", "cluster", "job", "started_at", "ended_at")
 
 
 @dataclass(frozen=True)

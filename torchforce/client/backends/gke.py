@@ -102,10 +102,12 @@ class GkeBackend(Backend):
     def start(self, folder: Path, project_root: Path, launch: Launch) -> str:
         results = self.storage(folder)
         previous = self._previous_job(folder)
-        if launch.resume and not launch.carry and previous is not None and self.status(previous) == "Suspended":
-            results.remove(CONTROL)  # the answered pause must not end the resumed run at once
-            self.kubectl("patch", "rayjob", previous, "--type=merge", '-p={"spec":{"suspend":false}}')
-            return previous
+        if launch.resume and not launch.carry and previous is not None:
+            if self.status(previous) == "Suspended":
+                results.remove(CONTROL)  # the answered pause must not end the resumed run at once
+                self.kubectl("patch", "rayjob", previous, "--type=merge", '-p={"spec":{"suspend":false}}')
+                return previous
+            self.retire(previous, folder)  # ended (its release failed) or gone: a new RayJob takes its place
         if not launch.resume or launch.carry:
             results.remove("")  # a new run, or one resuming what ran elsewhere: nothing of an older run stays
         run = self._run_folder(folder)
@@ -143,6 +145,25 @@ class GkeBackend(Backend):
         if not isinstance(data, dict) or data.get("cluster") != self.cluster:
             return None
         return str(data.get("name")) if data.get("name") else None
+
+    def retire(self, handle: Handle | None, folder: Path) -> None:
+        """Delete the RayJob of an earlier run that a start does not continue (``--fresh``; a run that moves
+        elsewhere): suspended, it holds no pods but stays listed for good. Only deleted, or NotFound by the API
+        server's word (``--ignore-not-found``), is gone; any other failure refuses the start with nothing changed,
+        so that the experiment's row still names the RayJob and the next start, stop or delete tries again."""
+        if not isinstance(handle, str) or self.context is None:  # no RayJob, or its cluster was deleted with it
+            return
+        try:
+            self.kubectl("delete", "rayjob", handle, "--ignore-not-found")
+        except ClientError as error:  # it failed, or did not finish: the RayJob may be there still
+            raise ClientError(
+                f"the RayJob {handle} of experiment '{folder.name}' on the GKE cluster '{self.cluster}' could not be "
+                f"deleted, so the new run was not started (nothing was changed): {error.message}",
+                hint=f"Try again once the cluster answers. A cluster that no longer exists: 'tfcli cluster delete -c "
+                f"{self.cluster}' forgets it, and its RayJobs with it.",
+            ) from None
+        if not self.cloud.dry_run and self._previous_job(folder) == handle:
+            (folder / "gke" / JOB_FILE).unlink(missing_ok=True)  # it named the RayJob of the current run
 
     def job(self, handle: Handle | None) -> dict[str, Any] | str:
         """The RayJob as kubectl shows it, or GONE / UNKNOWN."""
