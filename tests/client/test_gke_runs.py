@@ -1,7 +1,8 @@
 """GKE runs beyond the journey, against the fake cloud: a lost pod resumes from the checkpoint (backoffLimit), the
 experiment's own cluster is created on start and deleted when it ends, a run whose pods fit no node is refused,
-``start --dry-run`` shows the calls and the RayJob, ``logs --follow`` streams, and a RayJob that KubeRay refuses
-ends the experiment as failed with KubeRay's reason."""
+``start --dry-run`` shows the calls and the RayJob, ``logs --follow`` streams, a RayJob that KubeRay refuses
+ends the experiment as failed with KubeRay's reason, ``start --fresh`` of a paused run deletes its suspended RayJob
+first, and a run moved to another GKE cluster resumes from its results in the bucket."""
 
 from __future__ import annotations
 
@@ -242,6 +243,54 @@ def test_a_paused_run_started_afresh_leaves_no_suspended_rayjob_behind(ready, cl
     stopped = tfcli(ready.root, "experiment", "stop", "-e", "redo", "--no-download")  # and it goes with the stop
     assert stopped.returncode == 0, stopped.stderr
     assert rayjobs(CONTEXT) == []
+
+
+def test_a_run_moved_to_another_gke_cluster_resumes_from_its_results_in_the_bucket(ready, cloud):
+    other, other_context = "gke-other", CONTEXT.replace(CLUSTER, "gke-other")
+    made = tfcli(ready.root, "cluster", "create", "-n", other, "-m", "n1-standard-4", "-s", "2", "--yes")
+    assert made.returncode == 0, made.stderr
+    experiment = new(ready, "mover", "-t", "400000")
+    assert tfcli(ready.root, "experiment", "start", "-e", "mover", "-c", CLUSTER).returncode == 0
+    first = pause(ready, experiment, 500)
+    assert tfcli(ready.root, "experiment", "download", "-e", "mover").returncode == 0  # a look at it, here
+    assert tfcli(ready.root, "experiment", "start", "-e", "mover", "--resume").returncode == 0
+    latest = pause(ready, experiment, first + 500)
+    old = experiment.record().job
+    results = f"gs://{PROJECT}-tfcli/{ready.name}/mover/results"
+    bucket = cloud.bucket_dir(f"{PROJECT}-tfcli") / ready.name / "mover" / "results"
+    episodes = (bucket / "episodes.jsonl").read_text()
+    here = json.loads((ready.root / "experiments" / "mover" / "results" / "checkpoints" / "latest.json").read_text())
+    assert here["timesteps"] == first < latest  # the copy here is older than the bucket's results
+    # the bucket cannot be read from here just now (a network blip): what is in it must not be replaced by the
+    # older copy here
+    cloud.fail(["gcloud", "storage", "rsync", results], "ERROR: (gcloud.storage.rsync) HTTPError 503: unavailable")
+    # to this machine, the results must come home first: refused, nothing changed
+    calls = len(cloud.calls())
+    refused = tfcli(ready.root, "experiment", "start", "-e", "mover", "--resume", "-c", "local")
+    assert refused.returncode == 2 and "Traceback" not in refused.stderr, refused.stderr
+    assert f"experiment 'mover' ran on the GKE cluster '{CLUSTER}'" in refused.stderr, refused.stderr
+    assert "HTTPError 503" in refused.stderr and "nothing was changed" in refused.stderr
+    record = experiment.record()
+    assert (record.status, record.backend, record.cluster, record.job) == ("paused", "gke", CLUSTER, old)
+    assert rayjobs(CONTEXT) == [old] and experiment.checkpoint_timesteps() == latest
+    assert not any(call[:3] == ["gcloud", "storage", "rm"] for call in cloud.calls()[calls:])
+    # to another GKE cluster, the results stay where they are: its pods mount the same folder of the bucket
+    calls = len(cloud.calls())
+    moved = tfcli(ready.root, "experiment", "start", "-e", "mover", "--resume", "-c", other)
+    assert moved.returncode == 0, moved.stderr
+    job = experiment.record().job
+
+    def resumed() -> str | None:  # the log of the new RayJob's driver (the bucket's worker.log has every run's)
+        log = experiment.logs()
+        return log if "resuming from the checkpoint at" in log else None
+
+    assert f"resuming from the checkpoint at timestep {latest}\n" in wait_for(resumed, 120, 0.5, "the resume")
+    assert (bucket / "episodes.jsonl").read_text().startswith(episodes)
+    assert (experiment.record().cluster, rayjobs(CONTEXT), rayjobs(other_context)) == (other, [], [job])
+    since = cloud.calls()[calls:]
+    assert ["kubectl", f"--context={CONTEXT}", "delete", "rayjob", old, "--ignore-not-found"] in since
+    assert not any(call[:3] == ["gcloud", "storage", "rsync"] for call in since), since
+    assert ["gcloud", "storage", "rm", "--recursive", results] not in since
 
 
 @pytest.mark.parametrize("request_", ["stop", "pause"])

@@ -277,7 +277,7 @@ class Experiment:
         moved = (record.backend, record.cluster) != (where, cluster_name)
         if (moved or not launch.resume) and record.backend == "gke" and record.cluster and record.job:
             GkeBackend(self.project, record.cluster, dry_run=True).retire(record.job, self.folder)
-        carry = launch.resume and moved
+        carry = launch.resume and moved and record.backend != "gke"  # between GKE clusters the bucket's folder stays
         backend.start(self.folder, self.project.root, Launch(**{**launch.__dict__, "carry": carry}))
 
     def _create_own_cluster(self, values: dict[str, Any], *, yes: bool) -> None:
@@ -558,14 +558,17 @@ class Experiment:
         handle = None
         try:
             moved = (previous.backend, previous.cluster) != (backend.name, cluster)
-            carry = launch.resume and moved
+            in_place = moved and previous.backend == backend.name and backend.shared_storage
+            carry = launch.resume and moved and not in_place  # between GKE clusters, the bucket's folder stays
+            # first what changes nothing if it fails: the checkpoint comes along to where it resumes; then what the
+            # last run left on its cluster goes (a start that cannot remove it changes nothing either)
+            if carry:
+                self._bring_home(previous)
             if fresh or moved:
-                self._retire(previous)  # first: a start that cannot remove it changes nothing
+                self._retire(previous)
             if fresh:
                 shutil.rmtree(self.results, ignore_errors=True)
                 backend.discard(self.folder)
-            elif carry:
-                self._bring_home(previous)  # the checkpoint comes along to where it resumes
             handle = backend.start(self.folder, self.project.root, replace(launch, carry=carry))
             self._record_handle(handle, backend)
         except BaseException:
@@ -609,10 +612,19 @@ class Experiment:
             )
 
     def _bring_home(self, record: ExperimentRecord) -> None:
-        """The results of the last run into ``results/``; from a cluster that is gone, those downloaded before."""
+        """The results of the last run into ``results/``; from a cluster that is gone, those downloaded before. A
+        GKE run's are in the bucket, which outlives its clusters: a download from there that fails is an error,
+        never a reason to resume from an older copy here (which would then replace them)."""
         try:
             self.backend(record).download(self.folder)
-        except ClientError:
+        except ClientError as error:
+            if record.backend == "gke":
+                raise ClientError(
+                    f"experiment '{self.name}' ran on the GKE cluster '{record.cluster}', and its results could not "
+                    f"be brought here from the bucket to resume it elsewhere, so nothing was changed: {error.message}",
+                    hint=f"Try again once the bucket answers ('tfcli experiment download -e {self.name}' brings them "
+                    "here). On another GKE cluster (-c NAME) it resumes from the bucket, with no download.",
+                ) from None
             if not (self.results / "checkpoints" / "latest.json").is_file():
                 raise ClientError(
                     f"experiment '{self.name}' ran on the cluster '{record.cluster}', which is gone, and no checkpoint "

@@ -80,6 +80,9 @@ class Backend:
     name: str = "backend"
     cluster: str | None = None
     supported_run_modes: tuple[str, ...] = ()
+    # every cluster of this backend writes an experiment's results to the same folder (GKE: the linked bucket's), so
+    # a run that moves between them finds its results in place: nothing is brought home and carried up again
+    shared_storage: bool = False
 
     def check(self, spec: dict[str, Any]) -> None:
         """Refuse (ClientError) an experiment that cannot run here, before anything changes."""

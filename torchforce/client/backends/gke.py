@@ -50,6 +50,7 @@ UNKNOWN = "unknown"  # kubectl could not tell (the cluster does not answer)
 class GkeBackend(Backend):
     name = "gke"
     supported_run_modes = ("single", "multi-threaded", "distributed")
+    shared_storage = True  # every cluster's pods mount the link's bucket: gs://BUCKET/PROJECT/EXPERIMENT/
 
     def __init__(self, project: Any, cluster: str, *, dry_run: bool = False) -> None:
         """The backend of ``cluster``. One the project has deleted still reads the bucket (results, logs, download):
