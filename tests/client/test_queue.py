@@ -369,7 +369,13 @@ def test_a_start_cut_as_its_worker_spawns_stops_the_worker_and_gives_the_slot_ba
         return spawned[-1]
 
     monkeypatch.setattr(local.subprocess, "Popen", pressed_while_spawning)
-    interrupted_start(capsys, "cut")
+    # a Ctrl-C is tfcli's KeyboardInterrupt: an earlier test of this process (an in-process worker, a sweep driver)
+    # may have left a handler of its own for SIGINT
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        interrupted_start(capsys, "cut")
+    finally:
+        signal.signal(signal.SIGINT, previous)
     monkeypatch.undo()
     (worker,) = spawned
     assert worker.poll() is not None  # stopped, not left running where no row names it
