@@ -370,3 +370,22 @@ def test_the_shared_model_counts_every_workers_timesteps_and_checkpoints_the_cou
         more = recorded_syncs(fresh)
         step_in_turn(restored, environments, 20)
         assert more == [216, 236]
+
+
+def test_an_agent_alone_has_no_clock_and_is_freed_without_the_cycle_collector():
+    # a clock holds its agents: an agent alone is in no such cycle, so its memory goes as soon as the agent does
+    import gc
+    import weakref
+
+    environment = make("minimal", seed=0)
+    agent = create_agent(DQN_SYNC, states=environment.states, actions=environment.actions)
+    assert agent.model_clock is None and agent.model_timestep == agent.timestep == 0
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        alive = weakref.ref(agent)
+        del agent
+        assert alive() is None
+    finally:
+        if collecting:
+            gc.enable()

@@ -102,7 +102,9 @@ class Agent:
             torch.manual_seed(self.seed)
         self.rng = np.random.default_rng(self.seed)
         self.timestep = 0
-        self.model_clock = ModelClock(self)  # counts every sharing worker's acts once shared (execution.sharing)
+        # the count of every sharing worker's acts once workers share the model (execution.sharing); None for an agent
+        # alone, whose model's timestep is its own (a clock holds its agents: a cycle that a lone agent need not be in)
+        self.model_clock: ModelClock | None = None
         self.random_timesteps = 0  # the first timesteps act uniformly at random (DDPG, NAF: random_timesteps)
         self.episode = 0
         self.updates = 0
@@ -803,7 +805,7 @@ class Agent:
     def model_timestep(self) -> int:
         """The timestep of the model the agent learns into (``ModelClock``): the agent's own, or, with workers sharing
         the model, the count of all their acts."""
-        return self.model_clock.timestep
+        return self.timestep if self.model_clock is None else self.model_clock.timestep
 
     @property
     def update_timestep(self) -> int:
@@ -1023,7 +1025,11 @@ class Agent:
             load_torch_state_dicts(self.optimizers(), state["optimizers"])
         counters = state["counters"]
         self.timestep, self.episode, self.updates = counters["timestep"], counters["episode"], counters["updates"]
-        self.model_clock.set(counters.get("model_timestep", self.timestep))
+        model_timestep = counters.get("model_timestep", self.timestep)
+        if self.model_clock is None and model_timestep != self.timestep:  # a shared model's checkpoint, loaded alone
+            self.model_clock = ModelClock(self)
+        if self.model_clock is not None:
+            self.model_clock.set(model_timestep)
         self.episodes.load_state_dict(state)
         load_rng_state(state["rng"], self.rng, self.device)
         if not self.learning:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import threading
 
 from torchforce.agents import Agent
+from torchforce.agents.clock import ModelClock
 
 
 def share_model(worker: Agent, main: Agent) -> None:
@@ -35,6 +36,8 @@ def share_model(worker: Agent, main: Agent) -> None:
     if main.update_lock is None:  # reentrant: who holds it for a consistent model (an evaluation) may act under it
         main.update_lock = threading.RLock()
     worker.update_lock = main.update_lock
+    if main.model_clock is None:
+        main.model_clock = ModelClock(main)
     if worker.model_clock is not main.model_clock:
         main.model_clock.join(worker)
         worker.model_clock = main.model_clock
