@@ -243,6 +243,18 @@ def test_a_paused_run_started_afresh_leaves_no_suspended_rayjob_behind(ready, cl
     stopped = tfcli(ready.root, "experiment", "stop", "-e", "redo", "--no-download")  # and it goes with the stop
     assert stopped.returncode == 0, stopped.stderr
     assert rayjobs(CONTEXT) == []
+    # a run that ended had its RayJob deleted as it ended: a cluster that does not answer now only warns, and the
+    # new run starts (moving a failed run off a broken cluster must not be refused for a RayJob that went)
+    assert experiment.record().job == job
+    cloud.fail(delete, "Unable to connect to the server: dial tcp 10.0.0.2:443: i/o timeout", times=1)
+    calls = len(cloud.calls())
+    again = tfcli(ready.root, "experiment", "start", "-e", "redo", "-c", CLUSTER, "--fresh")
+    assert again.returncode == 0, again.stderr
+    assert f"warning: the RayJob {job} of experiment 'redo', which ended, could not be deleted" in again.stderr
+    assert "i/o timeout" in again.stderr and "Traceback" not in again.stderr
+    assert delete in cloud.calls()[calls:]
+    record = experiment.record()
+    assert record.status == "running" and record.job not in (None, job) and rayjobs(CONTEXT) == [record.job]
 
 
 def test_a_run_moved_to_another_gke_cluster_resumes_from_its_results_in_the_bucket(ready, cloud):

@@ -581,7 +581,9 @@ class Experiment:
 
     def _retire(self, previous: ExperimentRecord) -> None:
         """What the last run left on its cluster (a paused GKE run's suspended RayJob) goes before a start that
-        does not continue it; a ClientError when it cannot, before anything is discarded or started."""
+        does not continue it; for a paused run a ClientError when it cannot, before anything is discarded or
+        started. A run that ended had its workload removed as it ended (``_release``): trying again is best effort,
+        and a cluster that does not answer (the likely reason to move a failed run) only warns."""
         handle = _handle(previous)
         if handle is None or previous.backend == "local":
             return
@@ -589,7 +591,7 @@ class Experiment:
             backend = self.backend(previous)
         except ClientError:
             return  # its cluster is gone, and what ran on it
-        backend.retire(handle, self.folder)
+        backend.retire(handle, self.folder, required=previous.status not in ENDED)
 
     def _delete_own_cluster_after_a_failed_start(self) -> None:
         """A GKE cluster this start created for the experiment goes again when the start fails after all (it

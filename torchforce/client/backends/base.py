@@ -134,10 +134,11 @@ class Backend:
         cannot (the caller then polls ``logs``)."""
         return False
 
-    def retire(self, handle: Handle | None, folder: Path) -> None:
+    def retire(self, handle: Handle | None, folder: Path, *, required: bool = True) -> None:
         """Remove what an earlier run left on this backend's cluster (a suspended RayJob) before a start that does
-        not continue it (``--fresh``, or a run that moves elsewhere); a ClientError, with nothing changed, when it
-        cannot be removed now. Nothing to do on this machine or a Ray cluster: an ended job holds nothing."""
+        not continue it (``--fresh``, or a run that moves elsewhere); when it cannot be removed now, a ClientError
+        with nothing changed, or, not ``required`` (a run that ended, whose workload went as it ended), a warning.
+        Nothing to do on this machine or a Ray cluster: an ended job holds nothing."""
 
     def release(self, handle: Handle | None, folder: Path) -> None:
         """Free what the run left on its cluster once the experiment has ended for good (finished, stopped or

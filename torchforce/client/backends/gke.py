@@ -147,16 +147,26 @@ class GkeBackend(Backend):
             return None
         return str(data.get("name")) if data.get("name") else None
 
-    def retire(self, handle: Handle | None, folder: Path) -> None:
+    def retire(self, handle: Handle | None, folder: Path, *, required: bool = True) -> None:
         """Delete the RayJob of an earlier run that a start does not continue (``--fresh``; a run that moves
         elsewhere): suspended, it holds no pods but stays listed for good. Only deleted, or NotFound by the API
         server's word (``--ignore-not-found``), is gone; any other failure refuses the start with nothing changed,
-        so that the experiment's row still names the RayJob and the next start, stop or delete tries again."""
+        so that the experiment's row still names the RayJob and the next start, stop or delete tries again. Not
+        ``required`` (the run ended, and its RayJob went as it ended, ``release``) the failure only warns."""
         if not isinstance(handle, str) or self.context is None:  # no RayJob, or its cluster was deleted with it
             return
         try:
             self.kubectl("delete", "rayjob", handle, "--ignore-not-found")
         except ClientError as error:  # it failed, or did not finish: the RayJob may be there still
+            if not required:
+                warnings.warn(
+                    f"the RayJob {handle} of experiment '{folder.name}', which ended, could not be deleted from the "
+                    f"GKE cluster '{self.cluster}' and may be left there ('kubectl delete rayjob {handle}' removes it "
+                    f"once the cluster answers): {error.message}",
+                    ClientWarning,
+                    stacklevel=2,
+                )
+                return
             raise ClientError(
                 f"the RayJob {handle} of experiment '{folder.name}' on the GKE cluster '{self.cluster}' could not be "
                 f"deleted, so the new run was not started (nothing was changed): {error.message}",
