@@ -261,21 +261,23 @@ class Store:
             raise KeyError(f"unknown experiment columns {sorted(unknown)}")
         if "status" in values and values["status"] not in STATUSES:
             raise ValueError(f"unknown status {values['status']!r}")
-        values["updated_at"] = time.time()
-        assignments = ", ".join(f"{key} = ?" for key in values)
-        query = f"UPDATE experiments SET {assignments} WHERE name = ?"
-        parameters: list[Any] = [*values.values(), name]
+        values.pop("updated_at", None)
+        assignments = "".join(f"{key} = ?, " for key in values)
+        query = f"UPDATE experiments SET {assignments}updated_at = ? WHERE name = ?"
+        conditions: list[Any] = [name]
         if expect is not None:
             query += f" AND status IN ({', '.join('?' for _ in expect)})"
-            parameters += list(expect)
+            conditions += list(expect)
         if expect_pid is not ...:
             query += " AND pid IS ?"
-            parameters.append(expect_pid)
+            conditions.append(expect_pid)
         for key, value in (expect_values or {}).items():
             query += f" AND {key} IS ?"
-            parameters.append(value)
+            conditions.append(value)
         with self.transaction() as connection:
-            changed = connection.execute(query, parameters).rowcount
+            # stamped once the write lock is held: a wait for it (up to the busy timeout) does not age the row, whose
+            # updated_at a start's grace counts from (experiment.starting)
+            changed = connection.execute(query, [*values.values(), time.time(), *conditions]).rowcount
         return changed == 1
 
     def remove_experiment(self, name: str, *, expect: tuple[str, ...] | None = None) -> bool:
