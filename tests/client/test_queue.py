@@ -179,7 +179,7 @@ class Started:  # the run's start, written down instead of launching a worker: i
     def __init__(self, name):
         self.name = name
 
-    def start_from_queue(self, launch):
+    def start_from_queue(self, launch, queued=None):
         with open(log, "a") as file:
             file.write(self.name + "\\n")
 
@@ -415,7 +415,7 @@ def test_a_promotion_cut_before_its_start_puts_the_run_back_at_the_head_of_the_q
         before = project.store.experiment("first")
     assert before is not None and before.status == "queued"
 
-    def cut(self, choices):  # the Ctrl-C of the list or watch that promotes, once the slot is taken
+    def cut(self, choices, queued=None):  # the Ctrl-C of the list or watch that promotes, once the slot is taken
         raise KeyboardInterrupt
 
     monkeypatch.setattr(Experiment, "start_from_queue", cut)
@@ -429,6 +429,48 @@ def test_a_promotion_cut_before_its_start_puts_the_run_back_at_the_head_of_the_q
     assert [record.name for record in queue.waiting(project.store.experiments())] == ["first", "second"]
     assert queue.promote(project) == ["first"]  # the slot was given back: the head of the queue starts next
     assert rows(project)["first"][0] == "running"
+
+
+def test_a_promotion_cut_as_its_launch_runs_keeps_the_run_in_the_queue(project, monkeypatch):
+    from torchforce.client.backends.local import LocalBackend
+
+    queue.set_max_parallel(project, 1)
+    new(project, "holder")
+    new(project, "first")
+    new(project, "second")
+    with fake_worker(project.experiment_folder("holder")) as pid:
+        holding_a_slot(project, "holder", pid)
+        assert Experiment.load(project, "first").start() is None
+        assert Experiment.load(project, "second").start() is None
+        before = project.store.experiment("first")
+    assert before is not None and before.status == "queued"
+
+    def cut(self, folder, project_root, launch):  # a Ctrl-C while the launch runs (a download, the spawn)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(LocalBackend, "start", cut)
+    with pytest.raises(KeyboardInterrupt):
+        queue.promote(project)
+    monkeypatch.undo()
+    after = project.store.experiment("first")
+    assert after is not None
+    kept = ("status", "pid", "job", "started_at", "ended_at", "queued_at", "launch", "message")
+    assert [getattr(after, key) for key in kept] == [getattr(before, key) for key in kept]  # its place in the queue
+    assert [record.name for record in queue.waiting(project.store.experiments())] == ["first", "second"]
+
+    def fails(self, folder, project_root, launch):  # a start that fails, not a Ctrl-C: out of the queue, as before
+        raise ClientError("no room on the disk")
+
+    monkeypatch.setattr(LocalBackend, "start", fails)
+    with pytest.warns(Warning) as warned:
+        queue.promote(project)
+    monkeypatch.undo()
+    said = [str(warning.message) for warning in warned]
+    assert [text.split(":")[0] for text in said] == [
+        f"experiment '{name}' did not start from the queue" for name in ("first", "second")
+    ]
+    assert all("no room on the disk" in text for text in said)
+    assert rows(project)["first"] == rows(project)["second"] == ("new", None)
 
 
 # ---------------------------------------------------------------------------------------------- a Ray cluster

@@ -544,24 +544,34 @@ class Experiment:
             )
             raise
 
-    def start_from_queue(self, choices: Queued) -> Handle:
+    def start_from_queue(self, choices: Queued, queued: ExperimentRecord | None = None) -> Handle:
         """Start the queued run whose slot ``queue.claim_next`` has just taken (its row says running, with no
-        workload yet) as its start was asked for, from where ``start`` would go on."""
+        workload yet) as its start was asked for, from where ``start`` would go on. ``queued``: the row as it was
+        in the queue, which a start cut short by a Ctrl-C puts back (the run keeps its place); a start that fails
+        goes back to the row as it was before it was queued."""
         record = self.project.store.experiment(self.name)
         if record is None:
             raise ClientError(f"no experiment named '{self.name}'")
         previous = choices.previous(record)
         self._check_can_start(previous, resume=choices.resume, fresh=choices.fresh)  # (its checkpoint removed since)
         launch = Launch(resume=choices.resume, max_restarts=choices.max_restarts, trust_pickle=choices.trust_pickle)
-        return self._run(previous, get_backend("local"), None, choices.fresh, launch)
+        return self._run(previous, get_backend("local"), None, choices.fresh, launch, requeue=queued)
 
     def _run(
-        self, previous: ExperimentRecord, backend: Backend, cluster: str | None, fresh: bool, launch: Launch
+        self,
+        previous: ExperimentRecord,
+        backend: Backend,
+        cluster: str | None,
+        fresh: bool,
+        launch: Launch,
+        *,
+        requeue: ExperimentRecord | None = None,
     ) -> Handle:
         """Launch the worker of a start whose row says running already (its slot taken) and record its handle;
         ``previous`` is the row as it was before. A launch that fails or is cut short (Ctrl-C) puts the row back,
-        its slot free (the local backend's start leaves no worker running when it raises); once the workload has
-        its handle, the handle is recorded whatever cuts the start, so that no workload runs unknown."""
+        its slot free (the local backend's start leaves no worker running when it raises), or, for a start from the
+        queue cut short, ``requeue`` (the row in the queue: the run keeps its place); once the workload has its
+        handle, the handle is recorded whatever cuts the start, so that no workload runs unknown."""
         handle = None
         try:
             moved = (previous.backend, previous.cluster) != (backend.name, cluster)
@@ -578,8 +588,11 @@ class Experiment:
                 backend.discard(self.folder)
             handle = backend.start(self.folder, self.project.root, replace(launch, carry=carry))
             self._record_handle(handle, backend)
-        except BaseException:
-            if handle is None:
+        except BaseException as error:
+            if handle is None and requeue is not None and not isinstance(error, Exception):  # a Ctrl-C, not a failure
+                columns = (*BEFORE, "queued_at", "launch")
+                self.project.store.update_experiment(self.name, **{key: getattr(requeue, key) for key in columns})
+            elif handle is None:
                 self.project.store.update_experiment(self.name, **{key: getattr(previous, key) for key in BEFORE})
             else:
                 self._record_handle(handle, backend)  # (a no-op where the first write got through)

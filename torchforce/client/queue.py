@@ -310,7 +310,7 @@ def promote(project: Project) -> list[str]:
     while (claim := claim_next(project)) is not None:
         name, launch = claim.queued.name, claim.launch
         try:
-            Experiment.load(project, name).start_from_queue(launch)
+            Experiment.load(project, name).start_from_queue(launch, claim.queued)
             started.append(name)
         except Exception as error:  # noqa: BLE001 - a start that fails must not stop the queue, nor its caller
             message = f"the queued start failed: {error}".splitlines()[0]
@@ -327,7 +327,7 @@ def promote(project: Project) -> list[str]:
         except BaseException:
             # a Ctrl-C (of the list or watch that promotes) before the start's own guard: back to its place at the
             # head of the queue, not a slot held with no worker until judged dead and failed (once the launch has
-            # begun, the start puts the row back as it was before it was queued)
+            # begun, the start puts it back there itself)
             unclaim(project, claim)
             raise
     return started
