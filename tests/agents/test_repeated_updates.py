@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from tests.agents.test_dqn import run
+from tests.execution.test_threaded import recorded_syncs
 from torchforce.agents import create_agent
 from torchforce.agents.update_mode import Schedule, UpdateMode
 from torchforce.environments import make
@@ -142,15 +143,7 @@ def test_with_many_rows_the_target_follows_every_target_sync_frequency_timesteps
         states=envs.states,
         actions=envs.actions,
     )
-    sync, synced = agent.target_sync.sync, []
-
-    def syncing(time):
-        done = sync(time)
-        if done:
-            synced.append(time)
-        return done
-
-    agent.target_sync.sync = syncing
+    synced = recorded_syncs(agent)
     Runner(agent, envs).run(num_timesteps=200)
     assert agent.updates >= 180  # one update per stored timestep from the 8th on
     assert np.diff(synced).tolist() == [expected_every] * (len(synced) - 1)

@@ -24,7 +24,7 @@ from tests.client.conftest import fake_worker, wait_for
 from tests.client.test_bad_input import bad
 from torchforce.client import ClientError, Experiment, Project, queue
 from torchforce.client.cli import main
-from torchforce.client.store import STATUSES, Store
+from torchforce.client.store import STATUSES, ExperimentRecord, Store
 
 RANDOM = {"type": "random"}
 
@@ -403,10 +403,10 @@ def test_a_start_cut_before_it_recorded_its_worker_records_it(project, capsys, m
     wait_for(lambda: Experiment.load(project, "cut").record().status == "finished", timeout=60, what="the run")
 
 
-def test_a_promotion_cut_before_its_start_puts_the_run_back_at_the_head_of_the_queue(project, monkeypatch):
+def queued_behind_a_holder(project: Project) -> ExperimentRecord:
+    """'first' and 'second' queued behind 'holder', whose worker has ended since: the row of 'first'."""
     queue.set_max_parallel(project, 1)
-    new(project, "holder")
-    for name in ("first", "second"):
+    for name in ("holder", "first", "second"):
         new(project, name)
     with fake_worker(project.experiment_folder("holder")) as pid:
         holding_a_slot(project, "holder", pid)
@@ -414,6 +414,19 @@ def test_a_promotion_cut_before_its_start_puts_the_run_back_at_the_head_of_the_q
         assert Experiment.load(project, "second").start() is None
         before = project.store.experiment("first")
     assert before is not None and before.status == "queued"
+    return before
+
+
+def still_first_in_the_queue(project: Project, before: ExperimentRecord) -> None:
+    after = project.store.experiment("first")
+    assert after is not None
+    kept = ("status", "pid", "job", "started_at", "ended_at", "queued_at", "launch", "message")
+    assert [getattr(after, key) for key in kept] == [getattr(before, key) for key in kept]  # its place, not 'running'
+    assert [record.name for record in queue.waiting(project.store.experiments())] == ["first", "second"]
+
+
+def test_a_promotion_cut_before_its_start_puts_the_run_back_at_the_head_of_the_queue(project, monkeypatch):
+    before = queued_behind_a_holder(project)
 
     def cut(self, choices, queued=None):  # the Ctrl-C of the list or watch that promotes, once the slot is taken
         raise KeyboardInterrupt
@@ -422,11 +435,7 @@ def test_a_promotion_cut_before_its_start_puts_the_run_back_at_the_head_of_the_q
     with pytest.raises(KeyboardInterrupt):
         queue.promote(project)
     monkeypatch.undo()
-    after = project.store.experiment("first")
-    assert after is not None
-    kept = [key for key in ("status", "pid", "job", "started_at", "ended_at", "queued_at", "launch", "message")]
-    assert [getattr(after, key) for key in kept] == [getattr(before, key) for key in kept]  # its place, not 'running'
-    assert [record.name for record in queue.waiting(project.store.experiments())] == ["first", "second"]
+    still_first_in_the_queue(project, before)
     assert queue.promote(project) == ["first"]  # the slot was given back: the head of the queue starts next
     assert rows(project)["first"][0] == "running"
 
@@ -434,16 +443,7 @@ def test_a_promotion_cut_before_its_start_puts_the_run_back_at_the_head_of_the_q
 def test_a_promotion_cut_as_its_launch_runs_keeps_the_run_in_the_queue(project, monkeypatch):
     from torchforce.client.backends.local import LocalBackend
 
-    queue.set_max_parallel(project, 1)
-    new(project, "holder")
-    new(project, "first")
-    new(project, "second")
-    with fake_worker(project.experiment_folder("holder")) as pid:
-        holding_a_slot(project, "holder", pid)
-        assert Experiment.load(project, "first").start() is None
-        assert Experiment.load(project, "second").start() is None
-        before = project.store.experiment("first")
-    assert before is not None and before.status == "queued"
+    before = queued_behind_a_holder(project)
 
     def cut(self, folder, project_root, launch):  # a Ctrl-C while the launch runs (a download, the spawn)
         raise KeyboardInterrupt
@@ -452,11 +452,7 @@ def test_a_promotion_cut_as_its_launch_runs_keeps_the_run_in_the_queue(project, 
     with pytest.raises(KeyboardInterrupt):
         queue.promote(project)
     monkeypatch.undo()
-    after = project.store.experiment("first")
-    assert after is not None
-    kept = ("status", "pid", "job", "started_at", "ended_at", "queued_at", "launch", "message")
-    assert [getattr(after, key) for key in kept] == [getattr(before, key) for key in kept]  # its place in the queue
-    assert [record.name for record in queue.waiting(project.store.experiments())] == ["first", "second"]
+    still_first_in_the_queue(project, before)
 
     def fails(self, folder, project_root, launch):  # a start that fails, not a Ctrl-C: out of the queue, as before
         raise ClientError("no room on the disk")
