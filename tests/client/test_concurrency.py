@@ -9,7 +9,6 @@ import subprocess
 import sys
 import threading
 import time
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -136,35 +135,6 @@ def test_a_compare_and_set_has_exactly_one_winner(tmp_path):
         thread.join()
     assert sorted(wins) == [False] * 15 + [True]
     assert store.experiment("race").status == "running" and store.check() == "ok"
-
-
-def test_a_start_that_waited_for_the_write_lock_keeps_its_whole_grace(tmp_path):
-    # a start takes its started_at before it waits for the database's write lock (up to the busy timeout, as long
-    # as the grace a start has before it is judged dead): the row's time is stamped once the lock is held, and the
-    # grace counts from there
-    from torchforce.client.experiment import STARTING_SECONDS, starting
-
-    store = Store(tmp_path / "state.db")
-    store.add_experiment("slow")
-    holder = sqlite3.connect(tmp_path / "state.db", isolation_level=None)
-    holder.execute("BEGIN IMMEDIATE")  # another tfcli call holds the write lock
-    started = time.time()
-    waited = threading.Thread(
-        target=store.update_experiment, args=("slow",), kwargs={"status": "running", "started_at": started}
-    )
-    waited.start()
-    time.sleep(1.0)
-    released = time.time()
-    holder.execute("COMMIT")
-    holder.close()
-    waited.join()
-    record = store.experiment("slow")
-    assert record is not None and record.status == "running" and record.started_at == started
-    assert record.updated_at >= released  # stamped after the wait, not before it
-    # as if the wait had taken the whole grace: still starting, since written just now; a row written as long ago
-    # is not
-    assert starting(replace(record, started_at=time.time() - STARTING_SECONDS - 1))
-    assert not starting(replace(record, started_at=0.0, updated_at=time.time() - STARTING_SECONDS - 1))
 
 
 def test_concurrent_writers_and_readers_in_threads(tmp_path):

@@ -40,13 +40,6 @@ ENDED = ("finished", "stopped", "failed")
 STARTING_SECONDS = 30.0
 
 
-def starting(record: ExperimentRecord) -> bool:
-    """Whether a ``running`` row with no workload yet is still starting: written (its claim, stamped once the
-    database's write lock was held) less than STARTING_SECONDS ago. Its ``started_at``, taken before the start
-    waited for that lock, would age it by the wait."""
-    return time.time() - max(record.started_at or 0.0, record.updated_at) < STARTING_SECONDS
-
-
 class Experiment:
     """An experiment of ``project`` (default: the project around the current folder).
 
@@ -383,7 +376,7 @@ class Experiment:
     def _may_be_alive(self, record: ExperimentRecord) -> bool:
         handle = _handle(record)
         if handle is None:
-            return starting(record)
+            return time.time() - (record.started_at or 0.0) < STARTING_SECONDS
         try:
             return self.backend(record).alive(handle, self.folder)
         except ClientError:

@@ -193,14 +193,14 @@ def occupied(project: Project, records: list[ExperimentRecord]) -> list[int]:
     """The CPUs of each run in a slot: a local run whose worker lives, or which is still starting (no PID yet, for
     as long as ``Experiment`` does not judge it dead)."""
     from torchforce.client.backends.local import process_alive
-    from torchforce.client.experiment import starting
+    from torchforce.client.experiment import STARTING_SECONDS
 
     taken = []
     for record in records:
         if record.status != "running" or record.backend != "local":
             continue
         if record.pid is None:
-            holds = starting(record)
+            holds = time.time() - (record.started_at or 0.0) < STARTING_SECONDS
         else:
             holds = process_alive(record.pid, project.root / "experiments" / record.name)
         if holds:

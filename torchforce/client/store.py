@@ -261,23 +261,21 @@ class Store:
             raise KeyError(f"unknown experiment columns {sorted(unknown)}")
         if "status" in values and values["status"] not in STATUSES:
             raise ValueError(f"unknown status {values['status']!r}")
-        values.pop("updated_at", None)
-        assignments = "".join(f"{key} = ?, " for key in values)
-        query = f"UPDATE experiments SET {assignments}updated_at = ? WHERE name = ?"
-        conditions: list[Any] = [name]
+        values["updated_at"] = time.time()
+        assignments = ", ".join(f"{key} = ?" for key in values)
+        query = f"UPDATE experiments SET {assignments} WHERE name = ?"
+        parameters: list[Any] = [*values.values(), name]
         if expect is not None:
             query += f" AND status IN ({', '.join('?' for _ in expect)})"
-            conditions += list(expect)
+            parameters += list(expect)
         if expect_pid is not ...:
             query += " AND pid IS ?"
-            conditions.append(expect_pid)
+            parameters.append(expect_pid)
         for key, value in (expect_values or {}).items():
             query += f" AND {key} IS ?"
-            conditions.append(value)
+            parameters.append(value)
         with self.transaction() as connection:
-            # stamped once the write lock is held: a wait for it (up to the busy timeout) does not age the row, whose
-            # updated_at a start's grace counts from (experiment.starting)
-            changed = connection.execute(query, [*values.values(), time.time(), *conditions]).rowcount
+            changed = connection.execute(query, parameters).rowcount
         return changed == 1
 
     def remove_experiment(self, name: str, *, expect: tuple[str, ...] | None = None) -> bool:
