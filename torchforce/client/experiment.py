@@ -40,6 +40,15 @@ ENDED = ("finished", "stopped", "failed")
 STARTING_SECONDS = 30.0
 
 
+def _move(previous: ExperimentRecord, backend: Backend, cluster: str | None, resume: bool) -> tuple[bool, bool]:
+    """Whether a start on ``backend``'s ``cluster`` moves the run from where it last ran, and whether a resume must
+    carry its checkpoint along: not between clusters of a backend whose clusters share the results' folder (GKE's
+    bucket), where they stay."""
+    moved = (previous.backend, previous.cluster) != (backend.name, cluster)
+    in_place = moved and previous.backend == backend.name and backend.shared_storage
+    return moved, resume and moved and not in_place
+
+
 class Experiment:
     """An experiment of ``project`` (default: the project around the current folder).
 
@@ -274,10 +283,9 @@ class Experiment:
             )
         backend = GkeBackend(self.project, cluster_name, dry_run=True)
         backend.check(spec)
-        moved = (record.backend, record.cluster) != (where, cluster_name)
+        moved, carry = _move(record, backend, cluster_name, launch.resume)
         if (moved or not launch.resume) and record.backend == "gke" and record.cluster and record.job:
             GkeBackend(self.project, record.cluster, dry_run=True).retire(record.job, self.folder)
-        carry = launch.resume and moved and record.backend != "gke"  # between GKE clusters the bucket's folder stays
         backend.start(self.folder, self.project.root, Launch(**{**launch.__dict__, "carry": carry}))
 
     def _create_own_cluster(self, values: dict[str, Any], *, yes: bool) -> None:
@@ -567,9 +575,7 @@ class Experiment:
         handle, the handle is recorded whatever cuts the start, so that no workload runs unknown."""
         handle = None
         try:
-            moved = (previous.backend, previous.cluster) != (backend.name, cluster)
-            in_place = moved and previous.backend == backend.name and backend.shared_storage
-            carry = launch.resume and moved and not in_place  # between GKE clusters, the bucket's folder stays
+            moved, carry = _move(previous, backend, cluster, launch.resume)
             # first what changes nothing if it fails: the checkpoint comes along to where it resumes; then what the
             # last run left on its cluster goes (a start that cannot remove it changes nothing either)
             if carry:
