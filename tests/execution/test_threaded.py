@@ -372,6 +372,59 @@ def test_the_shared_model_counts_every_workers_timesteps_and_checkpoints_the_cou
         assert more == [216, 236]
 
 
+def test_explorations_clipping_and_random_timesteps_follow_the_count_of_all_workers(monkeypatch):
+    # 2018's explorations read the shared model's global timestep: with N workers, an epsilon annealed over T
+    # timesteps reaches its final value after T acts in all, not N * T; PPO's clipping schedule and DDPG's
+    # random_timesteps count the same acts
+    import torchforce.agents.agent as agent_module
+
+    anneal = {"type": "epsilon_anneal", "initial_epsilon": 1.0, "final_epsilon": 0.0, "timesteps": 100}
+    environments = [make("minimal", seed=index) for index in range(2)]
+    main = create_agent(
+        {**DQN_SYNC, "actions_exploration": anneal}, states=environments[0].states, actions=environments[0].actions
+    )
+    agents = clone_worker_agent(main, 2, environments[0], None, None)
+    read = []
+    exploration = agents[1].explorations["action"]
+    epsilon = exploration.epsilon
+    monkeypatch.setattr(exploration, "epsilon", lambda timestep: read.append(timestep) or epsilon(timestep))
+    step_in_turn(agents, environments, 60)
+    # the second worker's acts are the 2nd, 4th, ... of all (each reads the count of the acts before it): from its
+    # 51st on, past the model's 100th, it acts greedily
+    assert read == list(range(1, 120, 2))
+    assert [exploration.epsilon(read[index]) for index in (0, 49, 50)] == pytest.approx([0.99, 0.01, 0.0])
+
+    clipping = {"type": "linear", "initial": 0.3, "final": 0.1, "timesteps": 400}
+    ppo = {
+        "type": "ppo",
+        "network": NETWORK,
+        "update_mode": {"unit": "timesteps", "batch_size": 100},
+        "likelihood_ratio_clipping": clipping,
+        "seed": 0,
+    }
+    main = create_agent(ppo, states=environments[0].states, actions=environments[0].actions)
+    agents = clone_worker_agent(main, 2, environments[0], None, None)
+    step_in_turn(agents, environments, 100)
+    # each worker's first update comes at its own 100th act, the model's 199th and 200th: 0.3 - 0.2 * 200 / 400
+    assert agents[0].clipping == pytest.approx(0.3 - 0.2 * 199 / 400)
+    assert agents[1].clipping == pytest.approx(0.2)
+
+    uniform = agent_module.uniform_actions
+    drawn = []
+    monkeypatch.setattr(agent_module, "uniform_actions", lambda *args: drawn.append(1) or uniform(*args))
+    ddpg = {
+        "type": "ddpg",
+        "network": NETWORK,
+        "memory": {"type": "replay", "capacity": 64},
+        "random_timesteps": 30,
+        "seed": 0,
+    }
+    environments = [make("minimal", action_type="bounded", seed=index) for index in range(3)]
+    main = create_agent(ddpg, states=environments[0].states, actions=environments[0].actions)
+    step_in_turn(clone_worker_agent(main, 3, environments[0], None, None), environments, 20)
+    assert len(drawn) == 30  # the first 30 acts in all, 10 of each worker's; not 30 of each
+
+
 def test_an_agent_alone_has_no_clock_and_is_freed_without_the_cycle_collector():
     # a clock holds its agents: an agent alone is in no such cycle, so its memory goes as soon as the agent does
     import gc

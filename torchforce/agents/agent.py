@@ -371,7 +371,7 @@ class Agent:
                 self._store(episodes.complete_waiting(batch))
                 self._maybe_update()
         before = episodes.internals
-        at_random = self.timestep < self.random_timesteps and not deterministic
+        at_random = self.random_timesteps > 0 and not deterministic and self.model_timestep < self.random_timesteps
         record = self.learning and self._records_acting
         actions, episodes.internals = self._act_rows(
             batch, before, deterministic=deterministic, record=record and not at_random
@@ -694,7 +694,7 @@ class Agent:
         elif not deterministic and self.explorations:
             for name, exploration in (self.explorations if explorations is None else explorations).items():
                 actions[name] = explore(
-                    self.actions_spec[name], actions[name], exploration, timestep=self.timestep, rng=self.rng
+                    self.actions_spec[name], actions[name], exploration, timestep=self.model_timestep, rng=self.rng
                 )
         for name in self._float_actions:  # a diverged policy is reported, not handed to the environment
             if not np.isfinite(actions[name]).all():
@@ -724,7 +724,7 @@ class Agent:
                 self.actions_spec[name],
                 (rows, *self.actions_spec[name].shape),
                 exploration,
-                timestep=self.timestep,
+                timestep=self.model_timestep,
                 rng=self.rng,
             )
             for name, exploration in self.explorations.items()

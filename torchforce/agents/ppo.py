@@ -109,7 +109,7 @@ class PPOAgent(PolicyGradientAgent):
     def _follow_schedules(self) -> None:
         super()._follow_schedules()
         if self.clipping_schedule is not None:
-            self.clipping = self.clipping_schedule.value(self.timestep)
+            self.clipping = self.clipping_schedule.value(self.model_timestep)
 
     def _update(self, batch: Transitions) -> Info:
         # ---- 1. Advantages A_t (GAE, Schulman et al. 2016) and log pi_old(a_t|s_t) of the collecting policy ----
@@ -138,7 +138,7 @@ class PPOAgent(PolicyGradientAgent):
                 info["policy_loss"] = float(self._policy_loss(data, forward=forward))
                 info |= self._statistics(data, self.clipping, forward)
         if self.clipping_schedule is not None and not self.clipping_schedule.constant:
-            info["likelihood_ratio_clipping"] = self.clipping_schedule.value(self.timestep)  # where it stands now
+            info["likelihood_ratio_clipping"] = self.clipping_schedule.value(self.model_timestep)  # where it stands now
         return info
 
     def _minibatches(self, size: int) -> Iterator[torch.Tensor]:

@@ -3,8 +3,9 @@ clipping range that falls over the run, as SB3's ``lin_2.5e-4`` and CleanRL's ``
 
 Where a spec accepts a schedule, a number is a constant and ``{"type": "linear", "initial": a, "final": b,
 "timesteps": T}`` goes in a straight line from a at timestep 0 to b at timestep T, and stays at b after it. The
-timestep is the agent's own count of timesteps (all rows of a vectorized agent; a worker's own in distributed
-runs), read at each update, so a restored agent continues the schedule exactly where it was.
+timestep is the model's count of timesteps (``Agent.model_timestep``: all rows of a vectorized agent; all acts of
+the threaded workers that share one model; a worker's own in distributed runs), read at each update (an
+exploration's, at each act), so a restored agent continues the schedule exactly where it was.
 """
 
 from __future__ import annotations

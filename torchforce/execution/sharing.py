@@ -6,9 +6,11 @@ take turns on the main agent's ``update_lock``, which whoever needs a consistent
 
 The workers share the model's timestep too (``Agent.model_timestep``, one ``ModelClock``): it counts every worker's
 acts, as the one timestep counter of 2018's shared model did, and what the shared objects follow reads it. So the
-target network syncs every ``target_sync_frequency`` acts in all, and a learning-rate schedule runs over the acts in
-all. A worker's own count, about 1/N of them with N workers, would sync the one shared ``Synchronization`` only every
-N * ``target_sync_frequency`` acts in all and run the schedules N times slower.
+target network syncs every ``target_sync_frequency`` acts in all, and the learning-rate schedules, PPO's clipping
+schedule, the explorations' epsilon and noise schedules and DDPG's ``random_timesteps`` run over the acts in all (2018's
+explorations read the model's global timestep too). A worker's own count, about 1/N of them with N workers, would
+sync the one shared ``Synchronization`` only every N * ``target_sync_frequency`` acts in all and run the schedules N
+times slower.
 """
 
 from __future__ import annotations
