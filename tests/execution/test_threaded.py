@@ -372,10 +372,9 @@ def test_the_shared_model_counts_every_workers_timesteps_and_checkpoints_the_cou
         assert more == [216, 236]
 
 
-def test_explorations_clipping_and_random_timesteps_follow_the_count_of_all_workers(monkeypatch):
+def test_explorations_and_clipping_follow_the_count_of_all_workers_and_random_acting_their_own(monkeypatch):
     # 2018's explorations read the shared model's global timestep: with N workers, an epsilon annealed over T
-    # timesteps reaches its final value after T acts in all, not N * T; PPO's clipping schedule and DDPG's
-    # random_timesteps count the same acts
+    # timesteps reaches its final value after T acts in all, not N * T; PPO's clipping schedule counts the same acts
     import torchforce.agents.agent as agent_module
 
     anneal = {"type": "epsilon_anneal", "initial_epsilon": 1.0, "final_epsilon": 0.0, "timesteps": 100}
@@ -409,20 +408,32 @@ def test_explorations_clipping_and_random_timesteps_follow_the_count_of_all_work
     assert agents[0].clipping == pytest.approx(0.3 - 0.2 * 199 / 400)
     assert agents[1].clipping == pytest.approx(0.2)
 
+    # a noise exploration (DDPG's, drawn after the policy's pass) reads the same count; the random acts that fill a
+    # worker's own memory before its own first update count its own acts, as that update does
     uniform = agent_module.uniform_actions
     drawn = []
     monkeypatch.setattr(agent_module, "uniform_actions", lambda *args: drawn.append(1) or uniform(*args))
+    sigma = {"type": "linear", "initial": 0.3, "final": 0.1, "timesteps": 100}
     ddpg = {
         "type": "ddpg",
         "network": NETWORK,
         "memory": {"type": "replay", "capacity": 64},
-        "random_timesteps": 30,
+        "random_timesteps": 10,
+        "actions_exploration": {"type": "gaussian_noise", "sigma": sigma},
         "seed": 0,
     }
     environments = [make("minimal", action_type="bounded", seed=index) for index in range(3)]
     main = create_agent(ddpg, states=environments[0].states, actions=environments[0].actions)
-    step_in_turn(clone_worker_agent(main, 3, environments[0], None, None), environments, 20)
-    assert len(drawn) == 30  # the first 30 acts in all, 10 of each worker's; not 30 of each
+    agents = clone_worker_agent(main, 3, environments[0], None, None)
+    read = []
+    exploration = agents[1].explorations["action"]
+    noise = exploration.noise
+    monkeypatch.setattr(
+        exploration, "noise", lambda shape, rng, timestep: read.append(timestep) or noise(shape, rng, timestep)
+    )
+    step_in_turn(agents, environments, 20)
+    assert read == list(range(1, 60, 3))
+    assert len(drawn) == 30  # each worker's first 10 acts
 
 
 def test_an_agent_alone_has_no_clock_and_is_freed_without_the_cycle_collector():

@@ -371,7 +371,8 @@ class Agent:
                 self._store(episodes.complete_waiting(batch))
                 self._maybe_update()
         before = episodes.internals
-        at_random = self.random_timesteps > 0 and not deterministic and self.model_timestep < self.random_timesteps
+        # random_timesteps count the agent's own acts, as the first update of its own memory does (shared model or not)
+        at_random = self.timestep < self.random_timesteps and not deterministic
         record = self.learning and self._records_acting
         actions, episodes.internals = self._act_rows(
             batch, before, deterministic=deterministic, record=record and not at_random

@@ -1,6 +1,7 @@
-"""The timestep of a model: what its target network's synchronization and its optimizers' learning-rate schedules
-follow. An agent's model counts the agent's acts; worker agents sharing one model (``torchforce.execution.sharing``)
-count all of theirs, as 2018's workers, which shared one model with one timestep counter, did."""
+"""The timestep of a model: what its target network's synchronization, its optimizers' learning-rate schedules, PPO's
+clipping schedule and the explorations' schedules follow. An agent's model counts the agent's acts; worker agents
+sharing one model (``torchforce.execution.sharing``) count all of theirs, as 2018's workers, which shared one model
+with one timestep counter, did."""
 
 from __future__ import annotations
 
@@ -12,8 +13,8 @@ if TYPE_CHECKING:
 
 class ModelClock:
     """The timestep of the model that ``agents`` learn into: the sum of their own ``timestep`` counters, read when
-    asked (an update), so that acting pays nothing for it, plus ``offset``, the acts the counters do not hold (those
-    of a run a checkpoint continues, whose workers start again at 0)."""
+    asked (an update, or an act that explores: a sum over a few workers, next to nothing an act), plus ``offset``,
+    the acts the counters do not hold (those of a run a checkpoint continues, whose workers start again at 0)."""
 
     def __init__(self, agent: Agent) -> None:
         self.agents = [agent]

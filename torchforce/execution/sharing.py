@@ -7,10 +7,11 @@ take turns on the main agent's ``update_lock``, which whoever needs a consistent
 The workers share the model's timestep too (``Agent.model_timestep``, one ``ModelClock``): it counts every worker's
 acts, as the one timestep counter of 2018's shared model did, and what the shared objects follow reads it. So the
 target network syncs every ``target_sync_frequency`` acts in all, and the learning-rate schedules, PPO's clipping
-schedule, the explorations' epsilon and noise schedules and DDPG's ``random_timesteps`` run over the acts in all (2018's
-explorations read the model's global timestep too). A worker's own count, about 1/N of them with N workers, would
-sync the one shared ``Synchronization`` only every N * ``target_sync_frequency`` acts in all and run the schedules N
-times slower.
+schedule and the explorations' epsilon and noise schedules run over the acts in all (2018's explorations read the
+model's global timestep too). A worker's own count, about 1/N of them with N workers, would sync the one shared
+``Synchronization`` only every N * ``target_sync_frequency`` acts in all and run the schedules N times slower.
+What pairs with a worker's own memory stays on its own count: its first update (``update_mode``) and DDPG's
+``random_timesteps``, which fill that memory before it updates.
 """
 
 from __future__ import annotations

@@ -6,7 +6,8 @@ The workers (``clone_worker_agent``, or ``WorkerAgentGenerator``) are agents of 
 first agent's networks and optimizers (``sharing.share_model``) and keep their own memory, episode bookkeeping,
 exploration and preprocessing. Each thread drives a ``Runner`` over its pair; acting runs in parallel, and updates
 to the shared model take turns. Counters and history are global: ``global_timestep`` counts every worker's acts (as
-does the shared model's timestep, which its target network and learning-rate schedules follow: ``sharing``),
+does the shared model's timestep, which its target network, learning-rate and exploration schedules follow:
+``sharing``),
 ``global_episode`` their finished episodes (exactly ``num_episodes``: an episode another worker finishes after the
 limit is not recorded). Fixed against 2018: each worker observes the state it acted on (2018
 passed the next state to ``atomic_observe``, issue #384), an episode is cut at exactly ``max_episode_timesteps``,
