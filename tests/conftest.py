@@ -1,4 +1,5 @@
 import os
+import signal
 
 import pytest
 import torch
@@ -12,6 +13,23 @@ def _one_torch_thread():
     """Tests share two cores with a parallel worker: one torch thread each keeps timings sane."""
     torch.set_num_threads(1)
     yield
+
+
+HANDLED = (signal.SIGINT, signal.SIGTERM, signal.SIGUSR1)
+
+
+@pytest.fixture(autouse=True)
+def _signal_handlers_restored():
+    """A test that runs a worker or a sweep driver in this process installs their signal handlers (pause on SIGINT,
+    stop on SIGTERM): they go with the test, so that a Ctrl-C in a later test is a KeyboardInterrupt again."""
+    from torchforce.client.worker import Signals
+
+    before = {number: signal.getsignal(number) for number in HANDLED}
+    yield
+    for number, handler in before.items():
+        if signal.getsignal(number) is not handler and handler is not None:
+            signal.signal(number, handler)
+    Signals.request = None
 
 
 def pytest_collection_modifyitems(items):
