@@ -2,7 +2,8 @@
 experiment's own cluster is created on start and deleted when it ends, a run whose pods fit no node is refused,
 ``start --dry-run`` shows the calls and the RayJob, ``logs --follow`` streams, a RayJob that KubeRay refuses
 ends the experiment as failed with KubeRay's reason, ``start --fresh`` of a paused run deletes its suspended RayJob
-first, and a run moved to another GKE cluster resumes from its results in the bucket."""
+first, a run moved to another GKE cluster resumes from its results in the bucket, and a run keeps its bucket when
+the project is linked to another."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ import pytest
 import yaml
 
 from tests.client.conftest import tfcli, wait_for
-from tests.client.gke_common import CLUSTER, CONTEXT, PPO, PROJECT
+from tests.client.gke_common import CLUSTER, CONTEXT, PPO, PROJECT, ZONE
 from tests.fakecloud import FakeCloud
 from torchforce import __version__
 from torchforce.client import Experiment, Project
@@ -303,6 +304,69 @@ def test_a_run_moved_to_another_gke_cluster_resumes_from_its_results_in_the_buck
     assert ["kubectl", f"--context={CONTEXT}", "delete", "rayjob", old, "--ignore-not-found"] in since
     assert not any(call[:3] == ["gcloud", "storage", "rsync"] for call in since), since
     assert ["gcloud", "storage", "rm", "--recursive", results] not in since
+
+
+def test_a_run_keeps_its_bucket_when_the_project_is_linked_to_another(ready, cloud, tmp_path):
+    # the link moves to another bucket while a run is paused: its checkpoint and results stay in the bucket it began
+    # in, where its download, its resume (on its cluster: the RayJob unsuspended; on another: a new RayJob), its
+    # pause and its logs go on finding them
+    other, old, elsewhere = "gke-other", f"{PROJECT}-tfcli", "my-rl-project-elsewhere"
+    made = tfcli(ready.root, "cluster", "create", "-n", other, "-m", "n1-standard-4", "-s", "2", "--yes")
+    assert made.returncode == 0, made.stderr
+    experiment = new(ready, "keeper", "-t", "400000")
+    assert tfcli(ready.root, "experiment", "start", "-e", "keeper", "-c", CLUSTER).returncode == 0
+    first = pause(ready, experiment, 300)
+    key = str(tmp_path / "tfcli-key.json")
+    relinked = tfcli(
+        ready.root, "gcloud", "link", "-r", PROJECT, "--key-file", key, "--zone", ZONE, "--bucket", f"gs://{elsewhere}"
+    )
+    assert relinked.returncode == 0, relinked.stderr
+    assert (
+        f"1 experiment that ran on GKE (keeper) keeps its results and checkpoints in gs://{old}, where tfcli reads "
+        f"and resumes it; a --fresh start moves it to gs://{elsewhere}" in relinked.stdout
+    )
+    assert cloud.bucket_dir(elsewhere).is_dir()
+    assert experiment.checkpoint_timesteps() == first and experiment.progress()["timesteps"] >= first
+    assert tfcli(ready.root, "experiment", "download", "-e", "keeper").returncode == 0
+    here = ready.root / "experiments" / "keeper" / "results" / "checkpoints" / "latest.json"
+    assert json.loads(here.read_text())["timesteps"] == first
+    resumed = tfcli(ready.root, "experiment", "start", "-e", "keeper", "--resume")  # its suspended RayJob, on again
+    assert resumed.returncode == 0, resumed.stderr
+    second = pause(ready, experiment, first + 300)
+    assert second > first
+    moved = tfcli(ready.root, "experiment", "start", "-e", "keeper", "--resume", "-c", other)
+    assert moved.returncode == 0, moved.stderr
+    job = experiment.record().job
+    manifest = yaml.safe_load((ready.root / "experiments" / "keeper" / "gke" / f"{job}.yaml").read_text())
+    head = manifest["spec"]["rayClusterSpec"]["headGroupSpec"]["template"]["spec"]
+    assert [volume["csi"]["volumeAttributes"]["bucketName"] for volume in head["volumes"] if "csi" in volume] == [old]
+
+    def log_of_the_resume() -> str | None:
+        log = experiment.logs()
+        return log if "resuming from the checkpoint at" in log else None
+
+    assert f"resuming from the checkpoint at timestep {second}\n" in wait_for(log_of_the_resume, 120, 0.5, "it")
+    assert not (cloud.bucket_dir(elsewhere) / ready.name).exists()
+    stopped = tfcli(ready.root, "experiment", "stop", "-e", "keeper", "--no-download", timeout=180)
+    assert stopped.returncode == 0, stopped.stderr
+    assert experiment.record().status == "stopped"
+    # a new run begins in the bucket of the link, once the old run's results are gone from the bucket they are in
+    fresh = tfcli(ready.root, "experiment", "start", "-e", "keeper", "--fresh", "-c", other, "--dry-run")
+    assert fresh.returncode == 0, fresh.stderr
+    old_results, new_results = (f"gs://{bucket}/{ready.name}/keeper/results" for bucket in (old, elsewhere))
+    assert f"would run: gcloud storage rm --recursive {old_results}" in fresh.stdout
+    assert f"would run: gcloud storage rm --recursive {new_results}" in fresh.stdout
+    assert f"bucketName: {elsewhere}" in fresh.stdout and f"bucketName: {old}" not in fresh.stdout
+    # the file that says where the run's results are, damaged: an error that names it, no guess at a bucket
+    (ready.root / "experiments" / "keeper" / "gke" / "bucket.json").write_text('{"bucket": "old one"}')
+    calls = len(cloud.calls())
+    refused = tfcli(ready.root, "experiment", "download", "-e", "keeper")
+    assert refused.returncode == 2 and "Traceback" not in refused.stderr, refused.stderr
+    assert (
+        "keeper/gke/bucket.json is damaged: expected" in refused.stderr
+        and '\'{"bucket": "old one"}\'' in refused.stderr
+    )
+    assert cloud.calls()[calls:] == []
 
 
 @pytest.mark.parametrize("request_", ["stop", "pause"])

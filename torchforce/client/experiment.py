@@ -261,9 +261,9 @@ class Experiment:
         found = ray_cluster.find(self.project, cluster)  # a clear error for a name that is no cluster of the project
         return ("gke" if found.spec.get("type") == "gke" else "ray"), cluster
 
-    def _dry_start(self, cluster: str | None, record: ExperimentRecord, launch: Launch) -> None:
+    def _dry_start(self, cluster: str | None, record: ExperimentRecord, launch: Launch, fresh: bool = False) -> None:
         """What ``start`` would do on GKE, printed: the cluster it would create for itself, or the calls and the
-        manifest of the run."""
+        manifest of the run, in ``_run``'s order (``fresh``: the results discarded first, in the run's own bucket)."""
         from torchforce.client import gke
         from torchforce.client.backends.gke import GkeBackend
         from torchforce.client.cluster import Cluster
@@ -286,6 +286,8 @@ class Experiment:
         moved, carry = _move(record, backend, cluster_name, launch.resume)
         if (moved or not launch.resume) and record.backend == "gke" and record.cluster and record.job:
             GkeBackend(self.project, record.cluster, dry_run=True).retire(record.job, self.folder)
+        if fresh:
+            backend.discard(self.folder)
         backend.start(self.folder, self.project.root, Launch(**{**launch.__dict__, "carry": carry}))
 
     def _create_own_cluster(self, values: dict[str, Any], *, yes: bool) -> None:
@@ -475,7 +477,7 @@ class Experiment:
             )
         if dry_run:
             self._dry_start(
-                cluster, record, Launch(resume=resume, max_restarts=max_restarts, trust_pickle=trust_pickle)
+                cluster, record, Launch(resume=resume, max_restarts=max_restarts, trust_pickle=trust_pickle), fresh
             )
             return None
         self._check_can_start(record, resume=resume, fresh=fresh)

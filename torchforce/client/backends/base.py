@@ -80,7 +80,7 @@ class Backend:
     name: str = "backend"
     cluster: str | None = None
     supported_run_modes: tuple[str, ...] = ()
-    # every cluster of this backend writes an experiment's results to the same folder (GKE: the linked bucket's), so
+    # every cluster of this backend writes an experiment's results to the same folder (GKE: the run's bucket's), so
     # a run that moves between them finds its results in place: nothing is brought home and carried up again
     shared_storage: bool = False
 

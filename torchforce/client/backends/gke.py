@@ -3,7 +3,9 @@
 The RayJob's pods run the same worker as every backend, on the image of the project's link, in the experiment's
 folder of the project's bucket (``gs://BUCKET/PROJECT/EXPERIMENT/``, mounted at ``/mnt/tfcli`` in every pod by the
 Cloud Storage FUSE driver). Its manifest is written to ``experiments/NAME/gke/`` before ``kubectl apply``, so what
-runs can be read there; ``gke/rayjob.json`` names the RayJob of the current run.
+runs can be read there; ``gke/rayjob.json`` names the RayJob of the current run, and ``gke/bucket.json`` the bucket
+its results are in: the link's when the run began, which a resumed run keeps (and everything that reads the run's
+results reads), even after ``tfcli gcloud link`` has moved the project to another bucket.
 
 The run modes map to pods: ``single`` one head pod, ``multi-threaded`` one head pod with ``num_workers`` CPUs,
 ``distributed`` a head (the driver) plus a worker group of ``num_workers`` pods and one of the parameter servers
@@ -32,14 +34,16 @@ from torchforce.client.backends.base import Backend, Handle, Launch, check_gpus
 from torchforce.client.cluster import running_on
 from torchforce.client.errors import ClientError, ClientWarning
 from torchforce.client.experiment_file import torch_threads_of
-from torchforce.client.gcloud import TIMEOUT_SECONDS, Cloud, Link, Result
+from torchforce.client.gcloud import BUCKET, TIMEOUT_SECONDS, Cloud, Link, Result
 from torchforce.client.gcs import GcsStorage
 from torchforce.client.modules import modules_folder
+from torchforce.client.project import write_json_atomically
 from torchforce.client.store import ClusterRecord
 
 WORKER_MODULE = "torchforce.client.worker"
 CONTROL = "control.json"
 JOB_FILE = "rayjob.json"
+BUCKET_FILE = "bucket.json"
 ENDED = ("Complete", "Failed", "ValidationFailed")
 STATUS_SECONDS = 60.0  # a RayJob's status read waits this long at most
 NOT_STARTED = ("New", "Initializing", "Waiting")  # the RayJob's pods are not up: its worker has written nothing
@@ -50,7 +54,7 @@ UNKNOWN = "unknown"  # kubectl could not tell (the cluster does not answer)
 class GkeBackend(Backend):
     name = "gke"
     supported_run_modes = ("single", "multi-threaded", "distributed")
-    shared_storage = True  # every cluster's pods mount the link's bucket: gs://BUCKET/PROJECT/EXPERIMENT/
+    shared_storage = True  # every cluster's pods mount the run's bucket: gs://BUCKET/PROJECT/EXPERIMENT/
 
     def __init__(self, project: Any, cluster: str, *, dry_run: bool = False) -> None:
         """The backend of ``cluster``. One the project has deleted still reads the bucket (results, logs, download):
@@ -76,8 +80,34 @@ class GkeBackend(Backend):
 
     # ------------------------------------------------------------------ places
 
-    def _run_folder(self, folder: Path) -> GcsStorage:
-        return GcsStorage(f"{self.link.bucket}/{self.project.name}/{folder.name}", self.cloud)
+    def _run_folder(self, folder: Path, bucket: str | None = None) -> GcsStorage:
+        return GcsStorage(f"{bucket or self.bucket(folder)}/{self.project.name}/{folder.name}", self.cloud)
+
+    def bucket(self, folder: Path) -> str:
+        """The bucket the experiment's run on GKE keeps its results in: the one the link named when the run began
+        (``gke/bucket.json``), or the link's for an experiment that has not run on GKE (or ran before tfcli wrote
+        the file). A file that names no bucket is a ClientError: guessing would read, or resume from, another
+        bucket's copy of the experiment."""
+        path = folder / "gke" / BUCKET_FILE
+        try:
+            text = path.read_text()
+        except FileNotFoundError:
+            return self.link.bucket
+        except OSError as error:
+            raise ClientError(f"cannot read {path}: {error.strerror}") from None
+        try:
+            data = json.loads(text)
+        except ValueError:
+            data = None
+        bucket = data.get("bucket") if isinstance(data, dict) else None
+        if isinstance(bucket, str) and BUCKET.fullmatch(bucket.rstrip("/")):
+            return bucket.rstrip("/")
+        raise ClientError(
+            f'{path} is damaged: expected {{"bucket": "gs://NAME"}} (the bucket the experiment\'s GKE run keeps its '
+            f"results in), got {text.strip()[:200]!r}",
+            hint=f"Write the bucket the run began in into it (gs://BUCKET/{self.project.name}/{folder.name}/ holds "
+            "its results), or remove the file if the run's results are in the linked bucket.",
+        )
 
     def storage(self, folder: Path) -> GcsStorage:
         return self._run_folder(folder).child("results")
@@ -94,14 +124,21 @@ class GkeBackend(Backend):
         gke.check_fits(self.manifest(spec, manifests.job_name(spec["name"], "0000"), ["python"], 0), record)
         check_gpus(spec, f"the GKE cluster '{self.cluster}'", int(record.spec.get("gpus_per_node") or 0), per=" a node")
 
-    def manifest(self, spec: dict[str, Any], name: str, entrypoint: list[str], max_restarts: int) -> dict[str, Any]:
-        """The RayJob of a run of the experiment ``spec`` on this cluster."""
-        return run_manifest(self.project, self.link, self.cluster_record.spec, spec, name, entrypoint, max_restarts)
+    def manifest(
+        self, spec: dict[str, Any], name: str, entrypoint: list[str], max_restarts: int, *, bucket: str | None = None
+    ) -> dict[str, Any]:
+        """The RayJob of a run of the experiment ``spec`` on this cluster, its pods mounting ``bucket`` (default:
+        the link's)."""
+        return run_manifest(
+            self.project, self.link, self.cluster_record.spec, spec, name, entrypoint, max_restarts, bucket=bucket
+        )
 
     # ------------------------------------------------------------------ a run
 
     def start(self, folder: Path, project_root: Path, launch: Launch) -> str:
-        results = self.storage(folder)
+        new_run = not launch.resume or launch.carry  # else it goes on from its results, in the bucket they are in
+        bucket = self.link.bucket if new_run else self.bucket(folder)
+        results = self._run_folder(folder, bucket).child("results")
         previous = self._previous_job(folder)
         if launch.resume and not launch.carry and previous is not None:
             if self.status(previous) == "Suspended":
@@ -109,9 +146,11 @@ class GkeBackend(Backend):
                 self.kubectl("patch", "rayjob", previous, "--type=merge", '-p={"spec":{"suspend":false}}')
                 return previous
             self.retire(previous, folder)  # ended (its release failed) or gone: a new RayJob takes its place
-        if not launch.resume or launch.carry:
+        if new_run:
             results.remove("")  # a new run, or one resuming what ran elsewhere: nothing of an older run stays
-        run = self._run_folder(folder)
+        if not self.cloud.dry_run:
+            write_json_atomically(folder / "gke" / BUCKET_FILE, {"bucket": bucket})
+        run = self._run_folder(folder, bucket)
         run.upload(folder / "experiment.json", "experiment.json")
         results.remove(CONTROL)
         if launch.carry and (folder / "results").is_dir():
@@ -126,7 +165,7 @@ class GkeBackend(Backend):
             entrypoint += ["--modules", f"{place}/modules"]
         entrypoint += ["--trust-pickle"] if launch.trust_pickle else []
         name = manifests.job_name(folder.name, uuid.uuid4().hex[:4])
-        text = manifests.dump(self.manifest(spec, name, entrypoint, launch.max_restarts))
+        text = manifests.dump(self.manifest(spec, name, entrypoint, launch.max_restarts, bucket=bucket))
         file = folder / "gke" / f"{name}.yaml"
         if self.cloud.dry_run:  # the manifest is shown, not written
             self.cloud.echo(f"the RayJob ({file.relative_to(self.project.root)}):\n{text}")
@@ -327,15 +366,17 @@ def run_manifest(
     name: str,
     entrypoint: list[str],
     max_restarts: int,
+    *,
+    bucket: str | None = None,
 ) -> dict[str, Any]:
     """The RayJob of a run of the experiment ``spec`` on a cluster of spec ``cluster``: its pods by run mode, the
-    cluster's GPUs for the one that learns."""
+    cluster's GPUs for the one that learns, ``bucket`` (default: the link's) mounted."""
     return manifests.ray_job(
         name=name,
         project=project.name,
         experiment=spec["name"],
         image=link.image,
-        bucket=link.bucket,
+        bucket=bucket or link.bucket,
         entrypoint=entrypoint,
         run_mode=spec["run_mode"],
         num_workers=int(spec.get("num_workers") or 1),

@@ -4,6 +4,7 @@ image."""
 from __future__ import annotations
 
 import argparse
+import json
 from pathlib import Path
 
 from torchforce.client.commands import add_command, command
@@ -105,13 +106,22 @@ def make_link(args: argparse.Namespace) -> Link:
     )
 
 
-def report(link: Link, dry_run: bool) -> None:
+def report(link: Link, dry_run: bool, project: Project | None = None) -> None:
+    """What linking did; with ``project``, also the experiments whose GKE runs stay in another bucket."""
     if dry_run:
         print("Dry run: nothing was changed.")
-        return
-    print(f"Linked to the Google Cloud project '{link.project}' (zone {link.zone}) as {link.service_account}")
-    print(f"  results: {link.bucket}; workers' image: {link.image}")
-    print("Next: tfcli image build, then tfcli cluster create -f single_node_cluster")
+    else:
+        print(f"Linked to the Google Cloud project '{link.project}' (zone {link.zone}) as {link.service_account}")
+        print(f"  results: {link.bucket}; workers' image: {link.image}")
+    for bucket, names in runs_elsewhere(project, link.bucket).items() if project is not None else ():
+        many = len(names) > 1
+        print(
+            f"  {len(names)} experiment{'s' if many else ''} that ran on GKE ({', '.join(names)}) "
+            f"{'keep their' if many else 'keeps its'} results and checkpoints in {bucket}, where tfcli reads and "
+            f"resumes {'them' if many else 'it'}; a --fresh start moves {'them' if many else 'it'} to {link.bucket}"
+        )
+    if not dry_run:
+        print("Next: tfcli image build, then tfcli cluster create -f single_node_cluster")
 
 
 @command("gcloud", "link")
@@ -119,7 +129,26 @@ def gcloud_link(args: argparse.Namespace) -> None:
     project = Project.find()
     link = make_link(args)
     link_project(project, link, Cloud(dry_run=args.dry_run, key_file=link.key_file))
-    report(link, args.dry_run)
+    report(link, args.dry_run, project)
+
+
+def runs_elsewhere(project: Project, bucket: str) -> dict[str, list[str]]:
+    """The experiments whose run is on GKE and keeps its results in a bucket other than ``bucket`` (the one it
+    began in, ``gke/bucket.json``: see the GKE backend), by that bucket."""
+    from torchforce.client.backends.gke import BUCKET_FILE
+
+    found: dict[str, list[str]] = {}
+    for record in project.store.experiments():
+        if record.backend != "gke":
+            continue
+        try:
+            recorded = json.loads((project.root / "experiments" / record.name / "gke" / BUCKET_FILE).read_text())
+        except (OSError, ValueError):
+            continue
+        other = recorded.get("bucket") if isinstance(recorded, dict) else None
+        if isinstance(other, str) and other.rstrip("/") != bucket:
+            found.setdefault(other.rstrip("/"), []).append(record.name)
+    return found
 
 
 @command("gcloud", "show")

@@ -54,7 +54,7 @@ def init(args: argparse.Namespace) -> None:
     print(f"  {len(written)} default config files written" + (f" ({kept} existing ones kept)" if kept else ""))
     if link is not None:
         record_link(project, link)
-        report(link, False)
+        report(link, False, project)
         return
     print("Next: tfcli experiment new -n NAME -A ppo_cartpole -E cartpole -t 50000 --start")
 
