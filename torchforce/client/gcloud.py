@@ -7,18 +7,35 @@ zone, the service account and the path of its key in the project settings (``.tf
 and to keep it out of messages; it is never copied anywhere: commands get its path, pods run as the service account
 through Workload Identity and need no key.
 
-Every call is an argument list run without a shell; ``Cloud(dry_run=True)`` prints each call instead and runs none,
-so a dry run changes nothing. A failing call is a ClientError with the command and the tool's own error text.
+Every call is an argument list run without a shell; ``Cloud(link, dry_run=True)`` prints each call instead and runs
+none, so a dry run changes nothing. A failing call is a ClientError with the command and the tool's own error text.
+
+tfcli's own gcloud configuration: every ``gcloud`` and ``kubectl`` that tfcli starts runs with ``CLOUDSDK_CONFIG``
+set to a folder of tfcli's, one per linked service account (``config_dir``: ``$XDG_CONFIG_HOME/tfcli/gcloud/E``,
+``~/.config/tfcli/gcloud/E`` by default, mode 0700). ``gcloud auth activate-service-account`` makes the account the
+active one of the configuration it runs in, and its project the default: in tfcli's folder, that leaves the user's
+own configuration (``~/.config/gcloud``, or their ``CLOUDSDK_CONFIG``) as it was, and their own ``gcloud`` and
+``kubectl`` commands run as they did. ``kubectl`` gets the folder too: the auth plugin it runs for a GKE context
+(``gke-gcloud-auth-plugin``) asks gcloud, in that environment, for the token. A ``Cloud`` makes sure the account is
+active there before its first call, activating it from the link's key file when it is not (a link made before
+tfcli kept its own configuration, or a folder removed since): see ``Cloud.prepare``.
 """
 
 from __future__ import annotations
 
+import configparser
+import contextlib
+import fcntl
 import json
+import os
 import re
 import shlex
 import shutil
+import sqlite3
 import subprocess
-from collections.abc import Sequence
+import sys
+import threading
+from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -33,6 +50,18 @@ BUCKET = re.compile(r"gs://[a-z0-9][a-z0-9_.-]{1,61}[a-z0-9]")
 IMAGE = re.compile(r"[a-z0-9][a-z0-9.-]*(:[0-9]+)?(/[a-z0-9._-]+)+(:[A-Za-z0-9._-]{1,128})?")
 DEFAULT_ZONE = "us-central1-a"
 TIMEOUT_SECONDS = 1800.0  # creating a cluster with a GPU pool takes minutes; nothing takes half an hour
+CONFIG_VARIABLE = "CLOUDSDK_CONFIG"  # the folder gcloud reads its whole configuration from, credentials included
+# What would make a call run as someone other than the active account of tfcli's configuration (gcloud reads these
+# from the environment, over the configuration's own properties): a shell's settings are not passed on to tfcli's
+# calls. CLOUDSDK_ACTIVE_CONFIG_NAME would pick a named configuration that tfcli's folder does not have.
+ACCOUNT_OVERRIDES = (
+    "CLOUDSDK_ACTIVE_CONFIG_NAME",
+    "CLOUDSDK_CORE_ACCOUNT",
+    "CLOUDSDK_AUTH_ACCESS_TOKEN",
+    "CLOUDSDK_AUTH_ACCESS_TOKEN_FILE",
+    "CLOUDSDK_AUTH_CREDENTIAL_FILE_OVERRIDE",
+    "CLOUDSDK_AUTH_IMPERSONATE_SERVICE_ACCOUNT",
+)
 INSTALL_HINTS = {
     "gcloud": "Install the Google Cloud CLI (https://cloud.google.com/sdk/docs/install) and put it on PATH.",
     "kubectl": "Install it with 'gcloud components install kubectl' (or your package manager).",
@@ -180,13 +209,84 @@ class Result:
             raise ClientError(f"expected JSON from the cloud tools, got: {self.stdout[:200]!r}") from None
 
 
-class Cloud:
-    """Runs ``gcloud`` and ``kubectl`` argument lists; with ``dry_run`` prints them (``would run: ...``) instead."""
+def config_home() -> Path:
+    """Where tfcli keeps its own gcloud configurations: ``$XDG_CONFIG_HOME/tfcli/gcloud`` (``~/.config`` when the
+    variable is unset or not an absolute path, as the XDG spec says)."""
+    base = os.environ.get("XDG_CONFIG_HOME", "")
+    return (Path(base) if os.path.isabs(base) else Path.home() / ".config") / "tfcli" / "gcloud"
 
-    def __init__(self, *, dry_run: bool = False, key_file: str | Path | None = None, echo: Any = print) -> None:
+
+def config_dir(service_account: str) -> Path:
+    """tfcli's gcloud configuration for ``service_account``: the folder every call of a project linked to it runs
+    with (``CLOUDSDK_CONFIG``). The account is a checked e-mail (``EMAIL``): a plain folder name."""
+    return config_home() / _checked(service_account, "gcloud.service_account", EMAIL, "a service account e-mail")
+
+
+def make_private(folder: Path) -> None:
+    """``folder`` and the folders of tfcli's configurations above it, readable by the user alone (0700): gcloud
+    keeps the service account's credentials there."""
+    home = config_home()
+    try:
+        for path in (home.parent, home, folder):
+            path.mkdir(mode=0o700, parents=True, exist_ok=True)
+        folder.chmod(0o700)
+    except OSError as error:
+        raise ClientError(
+            f"cannot make tfcli's own gcloud configuration {folder}: {error.strerror}",
+            hint="It must be a folder of yours (under $XDG_CONFIG_HOME, or ~/.config).",
+        ) from None
+
+
+def active_account(folder: Path) -> str | None:
+    """The account that is active in the gcloud configuration ``folder`` when it has credentials there, else None.
+    Read from the files gcloud keeps (``active_config``, ``configurations/config_NAME``, ``credentials.db``),
+    without running it: a missing, unreadable or foreign file is None."""
+    try:
+        name = (folder / "active_config").read_text().strip() or "default"
+    except FileNotFoundError:
+        name = "default"
+    except OSError:
+        return None
+    parser = configparser.ConfigParser(interpolation=None)
+    try:
+        parser.read(folder / "configurations" / f"config_{name}")
+    except (configparser.Error, OSError, UnicodeDecodeError):
+        return None
+    account = parser.get("core", "account", fallback="").strip()
+    database = folder / "credentials.db"
+    if not account or not database.is_file():
+        return None
+    try:
+        with contextlib.closing(sqlite3.connect(f"{database.as_uri()}?mode=ro", uri=True)) as connection:
+            row = connection.execute("SELECT 1 FROM credentials WHERE account_id = ?", (account,)).fetchone()
+    except sqlite3.Error:
+        return None
+    return account if row is not None else None
+
+
+@contextlib.contextmanager
+def _locked(folder: Path) -> Iterator[None]:
+    """Held while a configuration is looked at and activated: two tfcli processes activate it once."""
+    with open(folder / "tfcli.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+class Cloud:
+    """Runs ``gcloud`` and ``kubectl`` argument lists as the ``link``'s service account, in tfcli's own gcloud
+    configuration (``config_dir``); with ``dry_run`` prints them (``would run: ...``) instead."""
+
+    def __init__(self, link: Link, *, dry_run: bool = False, echo: Any = print) -> None:
+        self.link = link
         self.dry_run = dry_run
-        self.secrets = secrets_of(key_file)
+        self.secrets = secrets_of(link.key_file)
         self.echo = echo
+        self.config = config_dir(link.service_account)
+        self._prepared = False
+        self._lock = threading.Lock()  # ssh_parallel calls from threads
 
     @staticmethod
     def require(*tools: str) -> None:
@@ -195,10 +295,84 @@ class Cloud:
             if shutil.which(tool) is None:
                 raise ClientError(f"'{tool}' is not installed (not found on PATH)", hint=INSTALL_HINTS.get(tool))
 
+    def environment(self) -> dict[str, str]:
+        """The environment of every call: this one, with tfcli's configuration as ``CLOUDSDK_CONFIG`` and without
+        the settings that would choose another account (``ACCOUNT_OVERRIDES``)."""
+        env = {key: value for key, value in os.environ.items() if key not in ACCOUNT_OVERRIDES}
+        env[CONFIG_VARIABLE] = str(self.config)
+        return env
+
+    def activation(self) -> list[str]:
+        """``gcloud auth activate-service-account``: the account active, its project the default (in tfcli's
+        configuration, where every call runs)."""
+        account, key, project = self.link.service_account, self.link.key_file, self.link.project
+        return ["gcloud", "auth", "activate-service-account", account, f"--key-file={key}", f"--project={project}"]
+
+    def activate(self) -> None:
+        """Activate the service account with its key in tfcli's configuration (linking: gcloud checks the key)."""
+        with self._lock:
+            self._announce()
+            if self.dry_run:
+                self._call(self.activation())
+            else:
+                make_private(self.config)
+                with _locked(self.config):
+                    self._call(self.activation())
+            self._prepared = True
+
+    def prepare(self) -> None:
+        """Before the first call: tfcli's configuration exists and has the service account active, activated from
+        the link's key file when it has not (a link made before tfcli kept its own configuration, or the folder
+        removed since). A dry run creates nothing: it shows the activation it would run."""
+        with self._lock:
+            if self._prepared:
+                return
+            self._announce()
+            if self.dry_run:
+                if active_account(self.config) != self.link.service_account:
+                    self._call(self.activation())
+            else:
+                make_private(self.config)
+                with _locked(self.config):
+                    if active_account(self.config) != self.link.service_account:
+                        self.require("gcloud")
+                        self._activate_lazily()
+            self._prepared = True
+
+    def _announce(self) -> None:
+        if self.dry_run and not self._prepared:
+            self.echo(
+                f"gcloud and kubectl would run with {CONFIG_VARIABLE}={self.config} (tfcli's own gcloud "
+                f"configuration for {self.link.service_account}; yours is left as it is)"
+            )
+
+    def _activate_lazily(self) -> None:
+        link = self.link
+        try:
+            self._call(self.activation())
+        except ClientError as error:
+            raise ClientError(
+                f"cannot activate the linked service account {link.service_account} in tfcli's own gcloud "
+                f"configuration ({self.config}): {error.message}",
+                hint=f"Link the project again with the account's key: tfcli gcloud link -r {link.project} "
+                "--key-file KEY.json",
+            ) from None
+        print(
+            f"tfcli: activated {link.service_account} in tfcli's own gcloud configuration ({self.config}); "
+            "your gcloud configuration is left as it is",
+            file=sys.stderr,
+        )
+
     def run(
         self, argv: list[str], *, check: bool = True, input: str | None = None, timeout: float = TIMEOUT_SECONDS
     ) -> Result:
         """Run ``argv``; a non-zero exit is a ClientError (with the tool's error text) when ``check``."""
+        self.prepare()
+        return self._call(argv, check=check, input=input, timeout=timeout)
+
+    def _call(
+        self, argv: list[str], *, check: bool = True, input: str | None = None, timeout: float = TIMEOUT_SECONDS
+    ) -> Result:
         if self.dry_run:
             self.echo("would run: " + shlex.join(argv))
             return Result(0, "", "")
@@ -212,6 +386,7 @@ class Cloud:
                 input=input,
                 stdin=subprocess.DEVNULL if input is None else None,  # a tool never waits on a prompt
                 timeout=timeout,
+                env=self.environment(),
             )
         except subprocess.TimeoutExpired:
             raise ClientError(f"'{shlex.join(argv[:4])} ...' did not finish in {timeout:.0f} s") from None
@@ -221,6 +396,15 @@ class Cloud:
         if check and result.code != 0:
             raise self.failure(argv, result)
         return result
+
+    def attached(self, argv: list[str]) -> int:
+        """Run ``argv`` with this process's stdout and stderr (``kubectl logs --follow``): its exit code."""
+        self.prepare()
+        if self.dry_run:
+            self.echo("would run: " + shlex.join(argv))
+            return 0
+        self.require(argv[0])
+        return subprocess.run(argv, check=False, env=self.environment()).returncode  # noqa: S603 - no shell
 
     def failure(self, argv: list[str], result: Result) -> ClientError:
         said = "\n".join(line for line in result.stderr.strip().splitlines()[-6:] if line.strip())
@@ -241,12 +425,10 @@ def link_project(project: Any, link: Link, cloud: Cloud) -> None:
 
 
 def activate(link: Link, cloud: Cloud) -> None:
-    """``gcloud auth activate-service-account`` with the key, and the results bucket made if it is missing."""
+    """``gcloud auth activate-service-account`` with the key, in tfcli's own gcloud configuration (the user's is
+    left alone), and the results bucket made if it is missing."""
     Cloud.require("gcloud", "kubectl")
-    cloud.run(
-        ["gcloud", "auth", "activate-service-account", link.service_account, f"--key-file={link.key_file}"]
-        + [f"--project={link.project}"]
-    )
+    cloud.activate()
     ensure_bucket(link, cloud)
 
 

@@ -186,7 +186,7 @@ def create(
     """Create ``cluster`` in the linked project, after showing its cost (and asking, unless ``yes``); record it.
     ``owner``: the experiment it is made for, which deletes it when it ends. Returns None in a dry run."""
     link = Link.of(project.settings)
-    cloud = Cloud(dry_run=dry_run, key_file=link.key_file, echo=echo)
+    cloud = Cloud(link, dry_run=dry_run, echo=echo)
     if not dry_run:
         Cloud.require("gcloud", "kubectl")
         if project.store.cluster(cluster.name) is not None:
@@ -317,7 +317,7 @@ def delete(
 
     link = Link.of(project.settings)
     running = running_on(project, record.name, force=force)
-    cloud = Cloud(dry_run=dry_run, key_file=link.key_file, echo=echo)
+    cloud = Cloud(link, dry_run=dry_run, echo=echo)
     spec = {key: value for key, value in record.spec.items() if key != "type"}
     command = delete_command(Cluster(**spec), link, record.runtime)
     result = cloud.run(command, check=False)
@@ -333,7 +333,7 @@ def live(project: Any, dry_run: bool = False, echo: Callable[[str], None] = prin
     """The linked project's GKE clusters as gcloud reports them now, with nodes, GPUs, hourly cost and the
     experiments running on each (from this project's records)."""
     link = Link.of(project.settings)
-    cloud = Cloud(dry_run=dry_run, key_file=link.key_file, echo=echo)
+    cloud = Cloud(link, dry_run=dry_run, echo=echo)
     found = cloud.json(["gcloud", "container", "clusters", "list", f"--project={link.project}", "--format=json"])
     rows = []
     for item in found or []:
@@ -400,7 +400,7 @@ def ssh_parallel(project: Any, name: str, items: list[str | tuple[str, str]], *,
     --command=...``) or a (from, to) pair (``gcloud compute scp FROM NODE:TO``). Returns the results in order."""
     link = Link.of(project.settings)
     record = find(project, name)
-    cloud = Cloud(key_file=link.key_file, echo=(lambda text: None) if silent else print)
+    cloud = Cloud(link, echo=(lambda text: None) if silent else print)
     nodes = cloud.json(["kubectl", f"--context={record.runtime['context']}", "get", "nodes", "-o", "json"])
     names = [str(item["metadata"]["name"]) for item in (nodes or {}).get("items", [])]
     where = [f"--project={link.project}", f"--zone={record.runtime['zone']}"]

@@ -22,7 +22,6 @@ same cluster unsuspends it: KubeRay runs the entry point again, which resumes fr
 from __future__ import annotations
 
 import json
-import subprocess
 import time
 import uuid
 import warnings
@@ -62,7 +61,7 @@ class GkeBackend(Backend):
         self.project, self.cluster = project, cluster
         self.record = project.store.cluster(cluster)
         self.link = Link.of(project.settings)
-        self.cloud = Cloud(key_file=self.link.key_file, dry_run=dry_run)
+        self.cloud = Cloud(self.link, dry_run=dry_run)
         self.context = str(self.record.runtime["context"]) if self.record is not None else None
 
     def kubectl(self, *arguments: str, check: bool = True, timeout: float = TIMEOUT_SECONDS) -> Result:
@@ -322,9 +321,8 @@ class GkeBackend(Backend):
         """Follow the driver's log as it grows (``kubectl logs --follow``); False when there is no job to follow."""
         if not isinstance(handle, str) or self.status(handle) in (GONE, UNKNOWN):
             return False
-        Cloud.require("kubectl")
         command = ["kubectl", f"--context={self.context}", "logs", f"job/{handle}", "--follow"]
-        return subprocess.run(command, check=False).returncode == 0  # noqa: S603 - an argument list, no shell
+        return self.cloud.attached(command) == 0  # in tfcli's gcloud configuration, as every call
 
     def download(self, folder: Path) -> Path:
         target = folder / "results"

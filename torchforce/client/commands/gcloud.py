@@ -53,7 +53,9 @@ def add_parser(groups: argparse._SubParsersAction) -> None:
         help="link this project to a Google Cloud project (a service account key)",
         description="Activate the service account with its key (gcloud auth activate-service-account), make the "
         "results\nbucket if it does not exist, and record the link in .tfcli/project.json (readable by you "
-        "alone).\nThe key stays where it is: only its path is recorded. Needs gcloud and kubectl on PATH.\n\n" + SETUP,
+        "alone).\nThe key stays where it is: only its path is recorded. Needs gcloud and kubectl on PATH.\n"
+        "tfcli runs gcloud and kubectl in its own gcloud configuration (CLOUDSDK_CONFIG=~/.config/tfcli/gcloud/"
+        "ACCOUNT):\nyour own gcloud account and project stay as they are.\n\n" + SETUP,
         examples=[
             "tfcli gcloud link -r my-rl-project --key-file ~/tfcli-key.json",
             "tfcli gcloud link -r my-rl-project --key-file key.json --zone europe-west4-a --dry-run",
@@ -128,7 +130,7 @@ def report(link: Link, dry_run: bool, project: Project | None = None) -> None:
 def gcloud_link(args: argparse.Namespace) -> None:
     project = Project.find()
     link = make_link(args)
-    link_project(project, link, Cloud(dry_run=args.dry_run, key_file=link.key_file))
+    link_project(project, link, Cloud(link, dry_run=args.dry_run))
     report(link, args.dry_run, project)
 
 
@@ -180,7 +182,7 @@ def image_build(args: argparse.Namespace) -> None:
     source = Path(args.source).expanduser().resolve() if args.source else source_tree()
     if not (source / "Dockerfile").is_file():
         raise ClientError(f"{source} has no Dockerfile", hint="Give --source with a checkout of torchforce.")
-    cloud = Cloud(dry_run=args.dry_run, key_file=link.key_file)
+    cloud = Cloud(link, dry_run=args.dry_run)
     where = [f"--location={link.region}", f"--project={link.project}"]
     found = cloud.run(
         ["gcloud", "artifacts", "repositories", "describe", "tfcli", *where, "--format=json"], check=False

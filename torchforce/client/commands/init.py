@@ -42,7 +42,7 @@ def init(args: argparse.Namespace) -> None:
         if not args.remote_project_id:
             raise ClientError("the link flags need the Google Cloud project", hint="Give -r PROJECT_ID as well.")
         link = make_link(args)  # checked, and the key accepted by gcloud, before anything is written here
-        activate(link, Cloud(dry_run=args.dry_run, key_file=link.key_file))
+        activate(link, Cloud(link, dry_run=args.dry_run))
         if args.dry_run:
             report(link, True)
             return
