@@ -104,13 +104,30 @@ def copied_project(template: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPat
     return copy
 
 
+# what would choose another gcloud configuration or account than the fake user's (gcloud reads them from the
+# environment)
+GCLOUD_SETTINGS = (
+    "CLOUDSDK_CONFIG",
+    "CLOUDSDK_ACTIVE_CONFIG_NAME",
+    "CLOUDSDK_CORE_ACCOUNT",
+    "CLOUDSDK_AUTH_ACCESS_TOKEN",
+    "CLOUDSDK_AUTH_ACCESS_TOKEN_FILE",
+    "CLOUDSDK_AUTH_CREDENTIAL_FILE_OVERRIDE",
+    "CLOUDSDK_AUTH_IMPERSONATE_SERVICE_ACCOUNT",
+)
+
+
 @pytest.fixture
 def cloud(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     """The fake Google Cloud (tests/fakecloud): fake gcloud and kubectl first on PATH; every process it started is
-    ended afterwards."""
+    ended afterwards. The user is logged in to gcloud as themselves in their default configuration (the fake's
+    ``user_config``), and tfcli keeps its own gcloud configurations under the test's folder (``XDG_CONFIG_HOME``)."""
     fake = FakeCloud(tmp_path / "cloud")
     monkeypatch.setenv("TFCLI_FAKE_CLOUD", str(fake.root))
     monkeypatch.setenv("PATH", f"{fake.root / 'bin'}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
+    for name in GCLOUD_SETTINGS:  # this shell's gcloud settings are not the fake user's
+        monkeypatch.delenv(name, raising=False)
     try:
         yield fake
     finally:

@@ -4,6 +4,7 @@ key whose content must never appear anywhere tfcli writes or passes on."""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 PROJECT = "my-rl-project"
@@ -70,3 +71,28 @@ def setup_calls(name: str, zone: str, root: Path, signing_key: Path) -> list[lis
         ["kubectl", f"--context={context}", "create", "secret", "generic", "tfcli-checkpoint-key"]
         + [f"--from-file=checkpoint.key={signing_key}"],
     ]
+
+
+def own_config() -> Path:
+    """tfcli's own gcloud configuration for the linked service account, where every call of tfcli runs
+    (``CLOUDSDK_CONFIG``): ``$XDG_CONFIG_HOME/tfcli/gcloud/EMAIL``, which the ``cloud`` fixture puts in the test's
+    folder."""
+    return Path(os.environ["XDG_CONFIG_HOME"]) / "tfcli" / "gcloud" / EMAIL
+
+
+def files_of(folder: Path) -> dict[str, bytes]:
+    """Every file under ``folder`` and its content: a gcloud configuration, to see that nothing changed it."""
+    return {str(path.relative_to(folder)): path.read_bytes() for path in sorted(folder.rglob("*")) if path.is_file()}
+
+
+def assert_own_config(records: list[dict]) -> None:
+    """Every call ran with tfcli's own configuration, as the linked service account (a ``kubectl``: the account its
+    auth plugin takes the token of; an activation is recorded before it makes the account active)."""
+    assert records
+
+    def right(record: dict) -> bool:
+        activation = record["argv"][1:3] == ["auth", "activate-service-account"]
+        return record["config"] == str(own_config()) and (activation or record["account"] == EMAIL)
+
+    wrong = [[*record["argv"][:4], record["config"], record["account"]] for record in records if not right(record)]
+    assert wrong == [], f"calls that ran elsewhere than in {own_config()} as {EMAIL}: {wrong}"

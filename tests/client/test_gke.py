@@ -28,12 +28,14 @@ from tests.client.gke_common import (
     PRIVATE_KEY,
     PROJECT,
     ZONE,
+    assert_own_config,
     cluster_create_call,
     key_file,
     setup_calls,
 )
 from tests.client.test_gke_manifests import KUBERNETES, as_pod, crd_errors, templates
 from tests.fakecloud import FakeCloud
+from tests.fakecloud.common import USER_ACCOUNT, USER_PROJECT
 from torchforce import __version__
 from torchforce.client import Experiment, Project
 from torchforce.client.checkpoints import Checkpoints
@@ -248,6 +250,13 @@ def test_the_whole_journey(linked, cloud, tmp_path):
                     kubernetes_validate.validate(as_pod(template), KUBERNETES, strict=True)
             else:
                 kubernetes_validate.validate(document, KUBERNETES, strict=True)
+    # every call ran in tfcli's own gcloud configuration, as the service account; the user's is as it was
+    assert_own_config(cloud.call_records())
+    assert cloud.gcloud_config(cloud.user_config) == {
+        "account": USER_ACCOUNT,
+        "project": USER_PROJECT,
+        "credentials": [USER_ACCOUNT],
+    }
     # the key's content is nowhere: not in an argument, not in a file the client (or the runs) wrote
     secrets = [PRIVATE_KEY.splitlines()[1], KEY_ID]
     for call in cloud.calls():

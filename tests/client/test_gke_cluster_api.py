@@ -16,7 +16,15 @@ from pathlib import Path
 import pytest
 
 import torchforce.client
-from tests.client.gke_common import EMAIL, PROJECT, ZONE, cluster_create_call, key_file, setup_calls
+from tests.client.gke_common import (
+    EMAIL,
+    PROJECT,
+    ZONE,
+    assert_own_config,
+    cluster_create_call,
+    key_file,
+    setup_calls,
+)
 from tests.fakecloud import FakeCloud, common
 from tests.fakecloud.fake_kubectl import cluster_nodes
 from torchforce.client import Cluster, get_cluster_from_string, gke
@@ -224,6 +232,7 @@ def test_ssh_parallel_runs_each_item_on_every_node_of_every_pool(linked, cloud):
     calls = cloud.calls()[before:]
     assert calls[0] == ["kubectl", "--context=gke_my-rl-project_us-central1-a_gpu-l4", "get", "nodes", "-o", "json"]
     assert sorted(calls[1:]) == sorted(expected) and len(calls) == 10  # run at once: in any order
+    assert_own_config(cloud.call_records()[before:])  # ssh and scp too, from threads of this process
     said = [f"fake cloud: ran on {node} in {ZONE}: {command}\n" for command in ("nproc",) for node in nodes]
     said += [""] * 3 + [f"fake cloud: ran on {node} in {ZONE}: nvidia-smi -L\n" for node in nodes]
     assert [(r.code, r.stdout) for r in results] == [(0, line) for line in said]  # results in the items' order

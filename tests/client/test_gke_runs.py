@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 from tests.client.conftest import tfcli, wait_for
-from tests.client.gke_common import CLUSTER, CONTEXT, PPO, PROJECT, ZONE
+from tests.client.gke_common import CLUSTER, CONTEXT, PPO, PROJECT, ZONE, assert_own_config
 from tests.fakecloud import FakeCloud
 from torchforce import __version__
 from torchforce.client import Experiment, Project
@@ -119,7 +119,8 @@ def test_logs_follow_streams_the_rayjob_log_until_it_ends(ready, cloud):
     assert followed.returncode == 0, followed.stderr
     assert "experiment chatty finished" in followed.stdout
     job = experiment.record().job
-    assert ["kubectl", f"--context={CONTEXT}", "logs", f"job/{job}", "--follow"] in cloud.calls()
+    follow = ["kubectl", f"--context={CONTEXT}", "logs", f"job/{job}", "--follow"]
+    assert_own_config([record for record in cloud.call_records() if record["argv"] == follow])  # as every call
 
 
 def test_a_rayjob_kuberay_refuses_fails_the_experiment_with_its_reason(ready, cloud):

@@ -5,7 +5,11 @@ calls of the GKE contract, keep their state in a folder, and run RayJobs as loca
         subprocess.run(["gcloud", ...])
         assert fake_cloud.calls()[0][:3] == ["gcloud", "auth", "activate-service-account"]
 
-See ``FakeCloud`` for what a test can set up, inject and inspect."""
+See ``FakeCloud`` for what a test can set up, inject and inspect. The user is logged in to gcloud as themselves
+(``common.USER_ACCOUNT``, project ``common.USER_PROJECT``) in their default configuration (``user_config``): a
+``gcloud`` call without ``CLOUDSDK_CONFIG`` runs as them, as on a developer's machine. The fake ``kubectl`` checks no
+credentials (the real one leaves them to the cluster's auth plugin); every call's record says which configuration
+it ran with and the account active there (``call_records``)."""
 
 from __future__ import annotations
 
@@ -26,10 +30,12 @@ class FakeCloud:
     ``root/calls.jsonl``, ``root/state.json``, ``root/buckets/<name>/`` and ``root/jobs/<context>/<rayjob>/``
     what they did."""
 
-    def __init__(self, root: Path):
+    def __init__(self, root: Path, user: str | None = common.USER_ACCOUNT, user_project: str = common.USER_PROJECT):
         self.root = Path(root).resolve()
         self.store = common.Store(self.root)
         self.store.setup()
+        if user is not None:
+            self.login(user, user_project)
         for tool in ("gcloud", "kubectl"):
             script = self.bin_dir / tool
             script.write_text(
@@ -53,7 +59,31 @@ class FakeCloud:
         env["PATH"] = f"{self.bin_dir}{os.pathsep}{env.get('PATH', '')}"
         return env
 
+    @property
+    def user_config(self) -> Path:
+        """The user's own gcloud configuration (``~/.config/gcloud`` for the real gcloud): where ``gcloud`` reads
+        and writes its configuration when ``CLOUDSDK_CONFIG`` is unset."""
+        return common.default_config_dir(self.root)
+
+    def login(self, account: str, project: str | None = None, folder: Path | None = None) -> None:
+        """``gcloud auth login`` as ``account`` (and ``gcloud config set project``) in the configuration ``folder``
+        (the user's default one when None): the account active there, with credentials."""
+        folder = self.user_config if folder is None else Path(folder)
+        common.add_credentials(folder, account, {"type": "authorized_user"})
+        common.set_properties(folder, False, account=account, **({"project": project} if project else {}))
+
     # ---- inspection ----
+
+    @staticmethod
+    def gcloud_config(folder: Path) -> dict:
+        """What a gcloud configuration folder holds: the active ``account`` and ``project`` (None when unset), and
+        the accounts it has ``credentials`` for."""
+        core = common.properties(Path(folder), environment=False)
+        return {
+            "account": core.get("account"),
+            "project": core.get("project"),
+            "credentials": sorted(common.credentials(Path(folder))),
+        }
 
     def calls(self) -> list[list[str]]:
         """Every call's argv, in order, the tool's name first: ``["gcloud", "container", "clusters", ...]``."""
@@ -61,7 +91,8 @@ class FakeCloud:
 
     def call_records(self) -> list[dict]:
         """Every call with what is known of it: ``argv``, ``stdin`` (pipe/tty/null/file/closed), ``stdin_piped``,
-        ``time``, ``pid``."""
+        ``time``, ``pid``, ``config`` (its ``CLOUDSDK_CONFIG``, None when unset) and ``account`` (the account active
+        with credentials in that configuration, as which it ran; None when there was none)."""
         return self.store.calls()
 
     def state(self) -> dict:
@@ -149,6 +180,8 @@ def fake_cloud(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     killed at the end."""
     cloud = FakeCloud(tmp_path / "fakecloud")
     monkeypatch.setenv(common.ENV_ROOT, str(cloud.root))
+    for name in (common.ENV_CONFIG, common.ENV_CONFIG_NAME, common.ENV_ACCOUNT):  # the user's default configuration
+        monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("PATH", f"{cloud.bin_dir}{os.pathsep}{os.environ.get('PATH', '')}")
     try:
         yield cloud

@@ -3,10 +3,18 @@ accelerator table, and the helpers that find and kill the processes the fake spa
 
 Everything lives under one folder (``TFCLI_FAKE_CLOUD``): ``calls.jsonl`` (every call, in order),
 ``state.json`` (clusters, contexts, objects, ...; written atomically under ``state.lock``), ``buckets/<name>/``
-(the objects of gs://name) and ``jobs/<context>/<rayjob>/`` (what the fake KubeRay operator ran)."""
+(the objects of gs://name) and ``jobs/<context>/<rayjob>/`` (what the fake KubeRay operator ran).
+
+gcloud's configuration is not in that folder: as the real gcloud, the fake reads the active account, its project
+and the credentials from the folder ``CLOUDSDK_CONFIG`` names, else from the user's default one, which for the fake
+is ``home/.config/gcloud`` under its folder (the real one is ``~/.config/gcloud``, never touched by the tests). It
+keeps them in the files gcloud keeps: ``active_config`` (the configuration's name), ``configurations/config_NAME``
+(``[core]`` ``account`` and ``project``) and ``credentials.db`` (a row per account; the fake stores the key file's
+path and hash, never the key)."""
 
 from __future__ import annotations
 
+import configparser
 import contextlib
 import datetime as dt
 import fcntl
@@ -14,6 +22,7 @@ import hashlib
 import json
 import os
 import signal
+import sqlite3
 import stat
 import sys
 import time
@@ -22,6 +31,11 @@ from pathlib import Path
 
 ENV_ROOT = "TFCLI_FAKE_CLOUD"
 ENV_JOB = "TFCLI_FAKE_CLOUD_JOB"  # marks every process a RayJob run started, and their descendants
+ENV_CONFIG = "CLOUDSDK_CONFIG"  # gcloud's configuration folder (the user's default one when unset)
+ENV_CONFIG_NAME = "CLOUDSDK_ACTIVE_CONFIG_NAME"  # a named configuration in that folder, over active_config
+ENV_ACCOUNT = "CLOUDSDK_CORE_ACCOUNT"  # the account, over the configuration's own
+USER_ACCOUNT = "me@example.com"  # the user's own gcloud login, in the user's default configuration
+USER_PROJECT = "my-own-project"
 
 ACCELERATORS = {
     "nvidia-tesla-t4": ("NVIDIA T4", 4),
@@ -78,7 +92,7 @@ def default_state() -> dict:
     return {
         "failures": [],
         "accelerators": {},  # zone -> [types], overriding DEFAULT_ZONE_ACCELERATORS
-        "auth": {"active": None, "accounts": {}},
+        "auth": {"accounts": {}},  # every activation's key (the active account is per configuration folder)
         "buckets": {},
         "clusters": {},  # "P/Z/NAME" -> cluster resource (full, before default values are left out)
         "contexts": {},  # context -> "P/Z/NAME"
@@ -150,6 +164,10 @@ class Store:
 
     def record(self, tool: str, args: list[str]) -> None:
         entry = {"argv": [tool, *args], "stdin": stdin_kind(), "time": time.time(), "pid": os.getpid()}
+        # the configuration it ran with (None: the user's default one), and the account active there, as which a
+        # gcloud call, and the auth plugin of a kubectl call, would act (None: none with credentials)
+        entry["config"] = os.environ.get(ENV_CONFIG) or None
+        entry["account"] = active_account(config_dir(self.root))
         entry["stdin_piped"] = entry["stdin"] == "pipe"
         with self.locked(), open(self.calls_path, "a") as out:
             out.write(json.dumps(entry) + "\n")
@@ -165,6 +183,87 @@ class Store:
     def job_dir(self, context: str, namespace: str, name: str) -> Path:
         base = self.root / "jobs" / context
         return base / name if namespace == "default" else base / namespace / name
+
+
+# ---- gcloud's configuration ----------------------------------------------------------------------------------
+
+
+def default_config_dir(root: Path) -> Path:
+    """The user's own gcloud configuration when ``CLOUDSDK_CONFIG`` is unset: ``~/.config/gcloud`` for the real
+    gcloud, a folder under the fake's root for the fake."""
+    return Path(root) / "home" / ".config" / "gcloud"
+
+
+def config_dir(root: Path) -> Path:
+    """The configuration folder a call runs with: ``CLOUDSDK_CONFIG``, else the user's default one."""
+    value = os.environ.get(ENV_CONFIG)
+    return Path(value) if value else default_config_dir(root)
+
+
+def config_file(folder: Path, environment: bool = True) -> Path:
+    """The active configuration's file: the one ``CLOUDSDK_ACTIVE_CONFIG_NAME`` names (when ``environment``), else
+    the one ``active_config`` names, else ``default``."""
+    name = os.environ.get(ENV_CONFIG_NAME) if environment else None
+    if not name:
+        try:
+            name = (folder / "active_config").read_text().strip() or "default"
+        except FileNotFoundError:
+            name = "default"
+    return folder / "configurations" / f"config_{name}"
+
+
+def properties(folder: Path, environment: bool = True) -> dict:
+    """The ``[core]`` properties of the active configuration in ``folder``: ``account``, ``project``; with
+    ``environment``, as a call sees them (``CLOUDSDK_CORE_ACCOUNT`` over the file's account)."""
+    parser = configparser.ConfigParser(interpolation=None)
+    parser.read(config_file(folder, environment))
+    core = dict(parser["core"]) if parser.has_section("core") else {}
+    if environment and os.environ.get(ENV_ACCOUNT):
+        core["account"] = os.environ[ENV_ACCOUNT]
+    return core
+
+
+def set_properties(folder: Path, environment: bool = True, **values: str) -> None:
+    """Set ``[core]`` properties of the active configuration in ``folder`` (as ``gcloud config set``)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    if not (folder / "active_config").exists():
+        (folder / "active_config").write_text("default")
+    path = config_file(folder, environment)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    parser = configparser.ConfigParser(interpolation=None)
+    parser.read(path)
+    if not parser.has_section("core"):
+        parser.add_section("core")
+    for key, value in values.items():
+        parser.set("core", key, value)
+    with open(path, "w") as out:
+        parser.write(out)
+
+
+def credentials(folder: Path) -> dict[str, dict]:
+    """The credentials stored in ``folder``, by account."""
+    database = folder / "credentials.db"
+    if not database.is_file():
+        return {}
+    with contextlib.closing(sqlite3.connect(database)) as connection:
+        rows = connection.execute("SELECT account_id, value FROM credentials").fetchall()
+    return {str(account): json.loads(value) for account, value in rows}
+
+
+def add_credentials(folder: Path, account: str, value: dict) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    with contextlib.closing(sqlite3.connect(folder / "credentials.db")) as connection, connection:
+        connection.execute('CREATE TABLE IF NOT EXISTS "credentials" (account_id TEXT PRIMARY KEY, value BLOB)')
+        connection.execute("REPLACE INTO credentials VALUES (?, ?)", (account, json.dumps(value)))
+
+
+def active_account(folder: Path) -> str | None:
+    """The active account of the configuration in ``folder`` when it has credentials there."""
+    try:
+        account = properties(folder).get("account")
+        return account if account and account in credentials(folder) else None
+    except (OSError, configparser.Error, sqlite3.Error, ValueError):
+        return None
 
 
 def stdin_kind() -> str:

@@ -2,7 +2,11 @@
 them (JSON on ``--format=json``, human text otherwise, gcloud's error lines on stderr and exit codes).
 
 Anything outside the contract exits 2 the way gcloud's argument parser does (``Invalid choice``,
-``unrecognized arguments``), so a client that strays from the contract fails its tests."""
+``unrecognized arguments``), so a client that strays from the contract fails its tests.
+
+Credentials are gcloud's: ``auth activate-service-account`` makes the account the active one of the configuration
+the call runs with (``CLOUDSDK_CONFIG``, else the user's default one: see ``common``) and ``--project`` its default
+project; every other command fails as gcloud does when that configuration has no active account with credentials."""
 
 from __future__ import annotations
 
@@ -88,7 +92,34 @@ def dispatch(store: Store, args: list[str]) -> int:
         raise Exit(1, f"ERROR: ({call.name}) The required property [project] is not currently set.\n")
     if spec.zone and not (call.flags.get("--zone") or call.flags.get("--region")):
         raise Exit(1, f"ERROR: ({call.name}) One of [--zone, --region] must be supplied: Please specify location.\n")
+    if spec.path != ("auth", "activate-service-account"):
+        check_credentials(store, call)
     return spec.handler(store, call) or 0
+
+
+LOGIN_HINT = "Please run:\n\n  $ gcloud auth login\n\nto obtain new credentials.\n\n"
+
+
+def check_credentials(store: Store, call: Call) -> None:
+    """Fail as gcloud does when the configuration the call runs with has no active account, or none with
+    credentials there."""
+    folder = common.config_dir(store.root)
+    account = common.properties(folder).get("account")
+    if not account:
+        raise Exit(
+            1,
+            f"ERROR: ({call.name}) You do not currently have an active account selected.\n"
+            + LOGIN_HINT
+            + "If you have already logged in with a different account, run:\n\n  $ gcloud config set account "
+            "ACCOUNT\n\nto select an already authenticated account to use.\n",
+        )
+    if account not in common.credentials(folder):
+        raise Exit(
+            1,
+            f"ERROR: ({call.name}) Your current active account [{account}] does not have any valid credentials\n"
+            + LOGIN_HINT
+            + "For service account, please activate it first:\n\n  $ gcloud auth activate-service-account ACCOUNT\n",
+        )
 
 
 # ---- parsing --------------------------------------------------------------------------------------------------
@@ -233,12 +264,14 @@ def auth_activate(store: Store, call: Call) -> None:
             "The given account name does not match the account name in the key file.  "
             "This argument can be omitted when using .json keys.",
         )
+    folder = common.config_dir(store.root)
+    path = Path(key).resolve()
+    stored = {"type": "service_account", "key_file": str(path), "key_sha256": common.sha256_of(path)}
     with store.transaction() as state:
-        state["auth"]["accounts"][email] = {
-            "key_file": str(Path(key).resolve()),
-            "key_sha256": common.sha256_of(Path(key)),
-        }
-        state["auth"]["active"] = email
+        common.add_credentials(folder, email, stored)
+        project = call.flags.get("--project")
+        common.set_properties(folder, account=email, **({"project": project} if project else {}))
+        state["auth"]["accounts"][email] = {**stored, "config": str(folder)}
     sys.stderr.write(f"Activated service account credentials for: [{email}]\n")
 
 

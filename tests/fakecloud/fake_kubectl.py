@@ -13,7 +13,12 @@ GcsFuseCsiDriver add-on, an existing bucket and a Workload Identity binding of t
 Registry image was built; requested GPUs exist in a node pool.
 
 ``kubectl get nodes`` lists the nodes of the context's cluster, one per node of each pool, named and labelled as
-GKE's (``cluster_nodes``); ``gcloud compute ssh``/``scp`` reach the same nodes as Compute Engine instances."""
+GKE's (``cluster_nodes``); ``gcloud compute ssh``/``scp`` reach the same nodes as Compute Engine instances.
+
+Credentials are not checked here (the real ``kubectl`` leaves them to the context's auth plugin, which asks gcloud
+in the environment it inherits): each call's record says which gcloud configuration it ran with (``CLOUDSDK_CONFIG``)
+and the account active there, as which the plugin would have fetched the token. So the tests' own ``kubectl`` calls
+need no login."""
 
 from __future__ import annotations
 

@@ -288,6 +288,47 @@ def test_activate_service_account_checks_the_key_and_never_repeats_it(fake_cloud
     assert "not-a-real-key" not in stored + wrong.stderr + broken.stderr + missing.stderr
 
 
+def test_activation_lands_in_the_configuration_of_the_call_and_other_calls_need_its_account(
+    fake_cloud, tmp_path, monkeypatch
+):
+    user = fake_cloud.user_config  # the user's own login, where a call without CLOUDSDK_CONFIG runs
+    theirs = {"account": common.USER_ACCOUNT, "project": common.USER_PROJECT, "credentials": [common.USER_ACCOUNT]}
+    assert fake_cloud.gcloud_config(user) == theirs
+    own = tmp_path / "own"
+    monkeypatch.setenv("CLOUDSDK_CONFIG", str(own))
+    listing = ["gcloud", "container", "clusters", "list", f"--project={PROJECT}", "--format=json"]
+    nobody = run(*listing)
+    assert nobody.returncode == 1 and nobody.stderr.startswith(
+        "ERROR: (gcloud.container.clusters.list) You do not currently have an active account selected.\n"
+    )
+    key = key_file(tmp_path)
+    ok("gcloud", "auth", "activate-service-account", ACCOUNT, f"--key-file={key}", f"--project={PROJECT}")
+    assert fake_cloud.gcloud_config(own) == {"account": ACCOUNT, "project": PROJECT, "credentials": [ACCOUNT]}
+    assert (own / "active_config").read_text() == "default" and (own / "configurations" / "config_default").is_file()
+    assert fake_cloud.gcloud_config(user) == theirs  # not where the activation ran
+    assert ok(*listing).stdout == "[]\n"
+    monkeypatch.setenv("CLOUDSDK_CORE_ACCOUNT", common.USER_ACCOUNT)  # over the configuration's account
+    stranger = run(*listing)
+    assert stranger.returncode == 1 and stranger.stderr.startswith(
+        f"ERROR: (gcloud.container.clusters.list) Your current active account [{common.USER_ACCOUNT}] does not "
+        "have any valid credentials\n"
+    )
+    monkeypatch.delenv("CLOUDSDK_CORE_ACCOUNT")
+    monkeypatch.setenv("CLOUDSDK_CONFIG", str(tmp_path / "empty"))
+    unchecked = run("kubectl", f"--context={CONTEXT}", "get", "rayjob", "x", "-o", "json")  # no credentials check
+    assert unchecked.stderr == f'error: context "{CONTEXT}" does not exist\n'
+    monkeypatch.delenv("CLOUDSDK_CONFIG")
+    ok(*listing)  # the user's own, as them
+    assert [(record["config"], record["account"]) for record in fake_cloud.call_records()] == [
+        (str(own), None),
+        (str(own), None),  # recorded before it acts
+        (str(own), ACCOUNT),
+        (str(own), None),
+        (str(tmp_path / "empty"), None),
+        (None, common.USER_ACCOUNT),
+    ]
+
+
 def test_bucket_describe_fails_until_it_is_created(fake_cloud):
     describe = ["gcloud", "storage", "buckets", "describe", f"gs://{BUCKET}", f"--project={PROJECT}", "--format=json"]
     missing = run(*describe)
