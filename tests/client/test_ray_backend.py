@@ -92,19 +92,19 @@ def test_the_cluster_is_listed_live_and_listens_on_loopback_only(project):
 def test_a_distributed_experiment_pauses_resumes_finishes_and_downloads(project):
     distributed = ["--run-mode", "distributed", "--num-workers", "2", "--num-parameter-servers", "1"]
     experiment = new(
-        project, "dist", *distributed, "-t", "12000", "-N", "2", agent="dqn_cartpole"
-    )  # learns at every step: slow enough to be paused on the way
+        project, "dist", *distributed, "-t", "16000", "-N", "2", agent="dqn_cartpole"
+    )  # learns at every step: slow enough to be paused on the way, even on a loaded machine
     started = tfcli(project.root, "experiment", "start", "-e", "dist", "-c", CLUSTER)
     assert started.returncode == 0 and "Ray job" in started.stdout, started.stderr
     assert experiment.record().backend == "ray" and experiment.record().job
-    wait_for(progress_at_least(experiment, 3000), timeout=180, what="progress")
+    wait_for(progress_at_least(experiment, 2000), timeout=180, what="progress")
     running = cluster_processes(clusters.local_handle(project.store.cluster(CLUSTER)))  # driver, servers, workers
     assert [s for s in listening_sockets(running) if not is_loopback(s[0])] == []
     paused = tfcli(project.root, "experiment", "pause", "-e", "dist")
     assert paused.returncode == 0, paused.stderr + experiment.log_tail()
     assert experiment.record().status == "paused"
     paused_at = experiment.checkpoint_timesteps()
-    assert 3000 <= paused_at < 12000
+    assert 2000 <= paused_at < 16000
     checkpoint = json.loads(experiment.storage().read_text("checkpoints/latest.json"))
     workers = Path(experiment.storage().local) / "checkpoints" / checkpoint["folder"] / "workers"
     assert sorted(path.name for path in workers.glob("*.pt")) == ["worker-0.pt", "worker-1.pt"]  # every Ray worker
@@ -115,7 +115,7 @@ def test_a_distributed_experiment_pauses_resumes_finishes_and_downloads(project)
     log = episodes(experiment)
     assert [episode["episode"] for episode in log] == list(range(1, len(log) + 1))
     assert {episode["worker"] for episode in log} == {0, 1}
-    assert log[-1]["timesteps"] <= 12000 <= experiment.progress()["timesteps"]
+    assert log[-1]["timesteps"] <= 16000 <= experiment.progress()["timesteps"]
     assert "resumed from checkpoint" in experiment.logs()
     # the workers find the servers by name: Ray has no reference among their arguments to warn about (ray#53727)
     assert "constructor arguments in the object store" not in experiment.logs()
