@@ -16,6 +16,7 @@ import pytest
 from tests.client.gke_common import PROJECT, ZONE, key_file
 from tests.fakecloud import FakeCloud
 from torchforce.client import Experiment, Project
+from torchforce.client.gcloud import ACCOUNT_OVERRIDES, CONFIG_VARIABLE
 
 
 @pytest.fixture
@@ -105,16 +106,8 @@ def copied_project(template: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPat
 
 
 # what would choose another gcloud configuration or account than the fake user's (gcloud reads them from the
-# environment)
-GCLOUD_SETTINGS = (
-    "CLOUDSDK_CONFIG",
-    "CLOUDSDK_ACTIVE_CONFIG_NAME",
-    "CLOUDSDK_CORE_ACCOUNT",
-    "CLOUDSDK_AUTH_ACCESS_TOKEN",
-    "CLOUDSDK_AUTH_ACCESS_TOKEN_FILE",
-    "CLOUDSDK_AUTH_CREDENTIAL_FILE_OVERRIDE",
-    "CLOUDSDK_AUTH_IMPERSONATE_SERVICE_ACCOUNT",
-)
+# environment): the configuration folder, and what tfcli leaves out of its own calls
+GCLOUD_SETTINGS = (CONFIG_VARIABLE, *ACCOUNT_OVERRIDES)
 
 
 @pytest.fixture
