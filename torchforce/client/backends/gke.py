@@ -84,29 +84,9 @@ class GkeBackend(Backend):
 
     def bucket(self, folder: Path) -> str:
         """The bucket the experiment's run on GKE keeps its results in: the one the link named when the run began
-        (``gke/bucket.json``), or the link's for an experiment that has not run on GKE (or ran before tfcli wrote
-        the file). A file that names no bucket is a ClientError: guessing would read, or resume from, another
-        bucket's copy of the experiment."""
-        path = folder / "gke" / BUCKET_FILE
-        try:
-            text = path.read_text()
-        except FileNotFoundError:
-            return self.link.bucket
-        except OSError as error:
-            raise ClientError(f"cannot read {path}: {error.strerror}") from None
-        try:
-            data = json.loads(text)
-        except ValueError:
-            data = None
-        bucket = data.get("bucket") if isinstance(data, dict) else None
-        if isinstance(bucket, str) and BUCKET.fullmatch(bucket.rstrip("/")):
-            return bucket.rstrip("/")
-        raise ClientError(
-            f'{path} is damaged: expected {{"bucket": "gs://NAME"}} (the bucket the experiment\'s GKE run keeps its '
-            f"results in), got {text.strip()[:200]!r}",
-            hint=f"Write the bucket the run began in into it (gs://BUCKET/{self.project.name}/{folder.name}/ holds "
-            "its results), or remove the file if the run's results are in the linked bucket.",
-        )
+        (``recorded_bucket``), or the link's for an experiment that has not run on GKE (or ran before tfcli wrote
+        the file)."""
+        return recorded_bucket(folder) or self.link.bucket
 
     def storage(self, folder: Path) -> GcsStorage:
         return self._run_folder(folder).child("results")
@@ -354,6 +334,32 @@ class GkeBackend(Backend):
             )
             return
         gke.delete(self.project, owned, force=True, echo=lambda text: None)
+
+
+def recorded_bucket(folder: Path) -> str | None:
+    """The bucket the experiment in ``folder`` began its GKE run in (``gke/bucket.json``), None without the file. A
+    file that names no bucket is a ClientError: guessing would read, or resume from, another bucket's copy of the
+    experiment."""
+    path = folder / "gke" / BUCKET_FILE
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        return None
+    except OSError as error:
+        raise ClientError(f"cannot read {path}: {error.strerror}") from None
+    try:
+        data = json.loads(text)
+    except ValueError:
+        data = None
+    bucket = data.get("bucket") if isinstance(data, dict) else None
+    if isinstance(bucket, str) and BUCKET.fullmatch(bucket.rstrip("/")):
+        return bucket.rstrip("/")
+    raise ClientError(
+        f'{path} is damaged: expected {{"bucket": "gs://NAME"}} (the bucket the experiment\'s GKE run keeps its '
+        f"results in), got {text.strip()[:200]!r}",
+        hint=f"Write the bucket the run began in into it (gs://BUCKET/PROJECT/{folder.name}/ holds its results), or "
+        "remove the file if the run's results are in the linked bucket.",
+    )
 
 
 def run_manifest(

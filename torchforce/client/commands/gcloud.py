@@ -4,7 +4,6 @@ image."""
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 
 from torchforce.client.commands import add_command, command
@@ -137,19 +136,18 @@ def gcloud_link(args: argparse.Namespace) -> None:
 def runs_elsewhere(project: Project, bucket: str) -> dict[str, list[str]]:
     """The experiments whose run is on GKE and keeps its results in a bucket other than ``bucket`` (the one it
     began in, ``gke/bucket.json``: see the GKE backend), by that bucket."""
-    from torchforce.client.backends.gke import BUCKET_FILE
+    from torchforce.client.backends.gke import recorded_bucket
 
     found: dict[str, list[str]] = {}
     for record in project.store.experiments():
         if record.backend != "gke":
             continue
         try:
-            recorded = json.loads((project.root / "experiments" / record.name / "gke" / BUCKET_FILE).read_text())
-        except (OSError, ValueError):
+            other = recorded_bucket(project.root / "experiments" / record.name)
+        except ClientError:  # damaged: the commands that read the run say so
             continue
-        other = recorded.get("bucket") if isinstance(recorded, dict) else None
-        if isinstance(other, str) and other.rstrip("/") != bucket:
-            found.setdefault(other.rstrip("/"), []).append(record.name)
+        if other is not None and other != bucket:
+            found.setdefault(other, []).append(record.name)
     return found
 
 
