@@ -220,6 +220,7 @@ class ExperimentRun:
                 LOG.info("--resume-if-any: no checkpoint, starting a new run")
         self.resume, self.trust_pickle = resume, trust_pickle
         self.episodes_restored = False  # whether a resumed run continues the environments' episodes in progress
+        self._said_unsaved = False  # whether the log said that checkpoints cannot keep the episodes in progress
         self.recent: deque[float] = deque(maxlen=100)
         self._progress_written = 0.0
         self._session = {"start": time.monotonic(), "timesteps": 0}
@@ -374,10 +375,9 @@ class ExperimentRun:
                 "mean_return": best,
                 "folder": Checkpoints.folder_name(info["timesteps"]),
             }
-        environments = self.environments  # a vector's episodes in progress are saved; threads' are not
         state = {
             "runner": self.runner.state_dict(),
-            "environments": None if isinstance(environments, list) else environments.get_state(),
+            "environments": self._episodes_in_progress(),
             "elapsed": self.elapsed(),
             "recent": list(self.recent),
             "evaluation": None if self.evaluation is None else self.evaluation.state_dict(),
@@ -387,6 +387,23 @@ class ExperimentRun:
         LOG.info("checkpoint at timestep %d, episode %d", info["timesteps"], info["episodes"])
         if best is not None:
             self.checkpoints.mark_best(info["timesteps"], best)
+
+    def _episodes_in_progress(self) -> list[bytes] | None:
+        """The environments as a checkpoint keeps them (``VectorEnvironment.get_state``), or None where their episodes
+        in progress cannot be kept: a threaded run's, or copies that would not go on from a pickle (a resumed run
+        starts new episodes there; the log says so once)."""
+        if isinstance(self.environments, list):
+            return None
+        blobs = self.environments.get_state()
+        if blobs is None and not self._said_unsaved:
+            LOG.warning(
+                "checkpoints cannot keep the episodes in progress of %s (Gymnasium builds such an environment again "
+                "from its arguments when it is pickled, and torchforce restores only MuJoCo's and ALE's): they keep "
+                "the agent and the counts, and a resumed run starts new episodes",
+                self.environments,
+            )
+            self._said_unsaved = True
+        return blobs
 
     def _save_ray_workers(self, folder: Path) -> None:
         """Every Ray worker's agent into ``folder/workers/`` of a checkpoint being written."""

@@ -145,8 +145,11 @@ def game_monitor(env: gymnasium.Env, file: Path) -> gymnasium.Env:
     """``env`` wrapped to append one JSON line per real game to ``file``: the Gym adapter's monitor record
     (``episode``, ``reward``, ``length``, ``terminal``, ``seconds``) plus ``frames``, the ALE frames the game
     lasted."""
-    ale = env.unwrapped.ale  # type: ignore[attr-defined]
-    return log_episodes(env, EpisodeLog(file, extra=lambda: {"frames": int(ale.getEpisodeFrameNumber())}))
+    unwrapped = env.unwrapped  # (the emulator is read when a game ends: it cannot be pickled, the game can)
+    return log_episodes(
+        env,
+        EpisodeLog(file, extra=lambda: {"frames": int(unwrapped.ale.getEpisodeFrameNumber())}),  # type: ignore[attr-defined]
+    )
 
 
 class EpisodicLife(gymnasium.Wrapper):

@@ -49,6 +49,13 @@ class Environment:
     def close(self) -> None:
         """Release what the environment holds (windows, processes, files)."""
 
+    @property
+    def resumable(self) -> bool:
+        """Whether a pickled copy goes on with the episode in progress (checkpoints save episodes in progress only
+        then). True for an environment that pickles whole; the Gym adapter says False for a Gymnasium environment
+        that pickling builds again from its arguments and that it cannot restore (``snapshots``)."""
+        return True
+
     def __enter__(self) -> Environment:
         return self
 

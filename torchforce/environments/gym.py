@@ -31,6 +31,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, SupportsFloat
 
+from torchforce.environments import snapshots
 from torchforce.environments.environment import Environment
 from torchforce.environments.names import (
     atari_id,
@@ -392,6 +393,22 @@ class Gym(Environment):
 
     def close(self) -> None:
         self.gym.close()
+
+    @property
+    def resumable(self) -> bool:
+        return snapshots.resumable(self.gym.unwrapped)
+
+    def __getstate__(self) -> dict[str, Any]:
+        """Pickled with what pickling the Gymnasium environment leaves out (``snapshots.take``: MuJoCo's physics,
+        ALE's emulator), so that a copy goes on with the episode in progress."""
+        return {**self.__dict__, "_snapshot": snapshots.take(self.gym.unwrapped)}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        state = dict(state)
+        snapshot = state.pop("_snapshot", None)
+        self.__dict__.update(state)
+        if snapshot is not None:
+            snapshots.put(self.gym.unwrapped, snapshot)
 
 
 class EpisodeLog:

@@ -124,9 +124,12 @@ class _Rows:
     def seed(self, seeds: Sequence[int | None]) -> list[int | None]:
         return [environment.seed(seed) for environment, seed in zip(self.environments, seeds, strict=True)]
 
-    def get_state(self) -> bytes:
+    def get_state(self) -> bytes | None:
+        """Every copy pickled, or None when some copy would not go on with its episode (``resumable``)."""
         import cloudpickle
 
+        if not all(environment.resumable for environment in self.environments):
+            return None
         return cloudpickle.dumps(self.environments)
 
     def set_state(self, payload: bytes) -> None:
@@ -572,16 +575,18 @@ class VectorEnvironment:
         results = self._command("seed", [seeds[lo:hi] for lo, hi in self._chunks])
         return [value for chunk in results for value in chunk]
 
-    def get_state(self) -> list[bytes]:
+    def get_state(self) -> list[bytes] | None:
         """Every copy pickled as it is now (cloudpickle; one blob per worker, one in all in sync mode), for exact
-        pause and resume. Raises whatever pickling raises for environments that cannot be pickled.
+        pause and resume; None when some copy would not go on with its episode from a pickle (``resumable``: a
+        Gymnasium environment that pickling builds again, of a kind whose simulator cannot be restored), so that a
+        run resumes with new episodes. Raises whatever pickling raises for environments that cannot be pickled.
 
         The blobs are pickles (a Gymnasium environment can only be saved whole), so ``set_state`` runs whatever they
         hold: store them apart from plain data and give ``set_state`` only blobs you trust (the client's
         checkpoints keep them in ``environments.pkl``, signed, and load them only when trusted)."""
-        if self._rows is not None:
-            return [self._rows.get_state()]
-        return self._command("get_state")
+        blobs = [self._rows.get_state()] if self._rows is not None else self._command("get_state")
+        kept = [blob for blob in blobs if blob is not None]
+        return kept if len(kept) == len(blobs) else None
 
     def set_state(self, blobs: list[bytes]) -> None:
         """Replace every copy with the pickled ones of ``get_state`` (same mode and number of workers); the state
