@@ -234,3 +234,94 @@ def test_spec_errors_in_workers_stay_spec_errors():
         make_vector({"type": "minimal", "action_type": "integer"}, 2, mode="subprocess", num_workers=1)
     assert "expected one of" in str(error.value)
     assert not [p for p in multiprocessing.active_children() if p.name.startswith("env-worker")]
+
+
+class OneBuffer(Environment):
+    """Hands out the one array it writes its state into (Gymnasium allows it), and is cut after 3 steps."""
+
+    def __init__(self) -> None:
+        self.buffer = np.zeros(1, dtype=np.float32)
+
+    @property
+    def states(self):
+        return {"type": "float", "shape": (1,)}
+
+    @property
+    def actions(self):
+        return {"type": "int", "num_actions": 2}
+
+    def reset(self):
+        self.buffer[0] = 0.0
+        return self.buffer
+
+    def execute(self, actions):
+        self.buffer[0] += 1.0
+        return self.buffer, 2 if self.buffer[0] == 3.0 else 0, 1.0
+
+
+@pytest.mark.parametrize("mode", ["sync", "subprocess"])
+def test_the_final_state_of_a_copy_that_writes_one_array_is_its_last_state_not_its_reset(mode):
+    vector = VectorEnvironment(factory=OneBuffer, num_environments=2, mode=mode)
+    try:
+        vector.reset()
+        for _ in range(2):
+            vector.execute(np.zeros(2, dtype=np.int64))
+        step = vector.execute(np.zeros(2, dtype=np.int64))
+        assert step.terminal.tolist() == [2, 2]
+        assert step.final_states[:, 0].tolist() == [3.0, 3.0] and step.states[:, 0].tolist() == [0.0, 0.0]
+    finally:
+        vector.close()
+
+
+class LosesItsServer(Minimal):
+    """Talks to something that goes away on its second step."""
+
+    def execute(self, actions):
+        if self._timestep == 1:
+            raise BrokenPipeError("the simulator's socket closed")
+        return super().execute(actions)
+
+
+def test_an_environments_own_broken_pipe_is_its_error_with_the_traceback_not_a_silent_exit():
+    vector = VectorEnvironment(factory=lambda: LosesItsServer("int"), num_environments=2, mode="subprocess")
+    try:
+        vector.reset()
+        vector.execute(np.zeros(2, dtype=np.int64))
+        with pytest.raises(VectorEnvironmentError, match="(?s)BrokenPipeError.*socket closed"):
+            vector.execute(np.zeros(2, dtype=np.int64))
+        vector.reset()  # the workers live on: the failure was the environment's
+    finally:
+        vector.close()
+    our_children_are_gone(vector)
+
+
+class Interrupted:
+    """A worker's pipe whose next reply is interrupted (a Ctrl-C while the parent waits for it)."""
+
+    def __init__(self, connection) -> None:
+        self.connection, self.interrupt = connection, True
+
+    def recv(self):
+        if self.interrupt:
+            self.interrupt = False
+            raise KeyboardInterrupt
+        return self.connection.recv()
+
+    def __getattr__(self, name):
+        return getattr(self.connection, name)
+
+
+def test_a_vector_interrupted_while_its_workers_answer_refuses_later_commands_and_still_closes():
+    """Replies left in the pipes would answer the next commands: the vector says it is out of step instead."""
+    vector = make_vector("minimal", 2, mode="subprocess", num_workers=2, seed=0)
+    try:
+        vector.reset()
+        vector._connections[0] = Interrupted(vector._connections[0])
+        with pytest.raises(KeyboardInterrupt):
+            vector.execute(np.zeros(2, dtype=np.int64))
+        for command in (vector.reset, lambda: vector.execute(np.zeros(2, dtype=np.int64))):
+            with pytest.raises(VectorEnvironmentError, match="interrupted .* close it and build a new one"):
+                command()
+    finally:
+        vector.close()
+    our_children_are_gone(vector)

@@ -55,6 +55,11 @@ def _buffers(states: Mapping[str, Any], n: int) -> dict[str, np.ndarray]:
     return {name: np.zeros((n, *spec.shape), dtype=DTYPES[spec.type]) for name, spec in states.items()}
 
 
+def _copied(state: Any) -> Any:
+    """A state of one copy (an array, or a dict of them) in arrays of its own."""
+    return {name: np.array(value) for name, value in state.items()} if isinstance(state, Mapping) else np.array(state)
+
+
 class _Rows:
     """A list of environments stepped into preallocated row buffers; a finished copy is reset at once."""
 
@@ -107,8 +112,8 @@ class _Rows:
             state, terminal, reward = environment.execute(action)
             terminals[row] = terminal
             rewards[row] = reward
-            if terminal:
-                ended.append((row, state))
+            if terminal:  # a copy: an environment may hand out one array, which its reset writes again
+                ended.append((row, _copied(state)))
                 state = environment.reset()
             if single is not None:
                 single[row] = state
@@ -225,7 +230,7 @@ def _serve(connection: Any, rows: _Rows | None, memory: list[Any]) -> None:
             if command == "close":
                 if rows is not None:
                     rows.close()
-                connection.send(("ok", None))
+                _reply(connection, ("ok", None))
                 return
             if rows is None:
                 raise RuntimeError("the environments of this worker could not be built")
@@ -249,14 +254,22 @@ def _serve(connection: Any, rows: _Rows | None, memory: list[Any]) -> None:
                 data = None
             else:
                 raise ValueError(f"unknown command {command!r}")
-            connection.send(("ok", data))
-        except (BrokenPipeError, ConnectionResetError):
-            return  # the parent is gone
-        except BaseException as error:  # noqa: BLE001 - every failure goes back to the parent
-            try:
-                connection.send(_error_message(error))
-            except OSError:
-                return
+            reply = ("ok", data)
+        except BaseException as error:  # noqa: BLE001 - every failure goes back to the parent (an environment's own
+            reply = _error_message(error)  # BrokenPipeError too: only a reply that cannot be sent means it is gone)
+        if not _reply(connection, reply):
+            return
+
+
+def _reply(connection: Any, reply: tuple[str, Any]) -> bool:
+    """Send a worker's reply; False when the parent is gone. A reply that cannot be pickled sends its error."""
+    try:
+        connection.send(reply)
+    except OSError:  # BrokenPipeError, ConnectionResetError: nobody reads this pipe any more
+        return False
+    except Exception as error:  # noqa: BLE001 - pickling the reply failed: the parent gets why
+        return _reply(connection, _error_message(error))
+    return True
 
 
 def _worker(connection: Any, payload: bytes) -> None:
@@ -351,6 +364,7 @@ class VectorEnvironment:
         self._n = num_environments
         self.copy = copy
         self._closed = False
+        self._out_of_step: str | None = None  # why the workers' replies no longer match the commands (see _gather)
         self._processes: list[Any] = []
         self._connections: list[Any] = []
         self._chunks: list[tuple[int, int]] = []
@@ -432,6 +446,8 @@ class VectorEnvironment:
 
     def _send(self, messages: Mapping[int, Any]) -> list[int]:
         """Each worker its message; returns the workers whose pipe is broken (the process died), which got none."""
+        if self._out_of_step is not None:
+            raise VectorEnvironmentError(f"{self}: {self._out_of_step}; close it and build a new one")
         dead = []
         for index, message in messages.items():
             try:
@@ -452,7 +468,10 @@ class VectorEnvironment:
                 if index in dead:
                     raise EOFError
                 status, data = connection.recv()
-            except (EOFError, OSError):
+            except BaseException as error:
+                if not isinstance(error, (EOFError, OSError)):  # a Ctrl-C while waiting: replies left unread
+                    self._out_of_step = f"interrupted ({type(error).__name__}) while its workers answered a command"
+                    raise
                 process = self._processes[index]
                 process.join(timeout=1.0)
                 status, data = "error", f"the worker process exited unexpectedly (exit code {process.exitcode})"
