@@ -243,3 +243,34 @@ def test_a_truncated_rows_final_state_is_standardized_without_joining_the_statis
     agent.act(np.array([[5.0]], dtype=np.float32))
     stored = agent.episodes.flush()
     assert [segment["next_states/state"].tolist() for segment in stored] == [[[10.0], [10.0]]]
+
+
+@pytest.mark.parametrize(
+    ("step", "expected"),
+    [
+        ({"type": "running_return_scale"}, 0.9),
+        ("running_return_scale", 0.9),
+        ([{"type": "clip", "min_value": -5, "max_value": 5}, {"type": "running_return_scale"}], 0.9),
+        ({"type": "running_return_scale", "discount": 0.5}, 0.5),
+    ],
+    ids=["dict", "name", "in-a-list", "its-own"],
+)
+def test_running_return_scale_takes_the_agents_discount_unless_it_names_one(step, expected):
+    """As rl-baselines3-zoo gives VecNormalize the algorithm's gamma: a reward scale that leaves out its discount
+    discounts its returns as the agent does (it was 0.99 whatever the agent's)."""
+    environment = make("CartPole-v1")
+    agent = create_agent(
+        {"type": "ppo", "network": [{"type": "dense", "size": 8}], "discount": 0.9, "reward_preprocessing": step},
+        states=environment.states,
+        actions=environment.actions,
+    )
+    scale = [
+        preprocessor for preprocessor in agent.reward_preprocessing if isinstance(preprocessor, RunningReturnScale)
+    ]
+    assert [preprocessor.discount for preprocessor in scale] == [expected]
+    state = environment.reset()
+    for _ in range(2):  # returns 1, then 1 + discount * 1
+        state, terminal, reward = environment.execute(agent.act(state))
+        agent.observe(terminal=terminal, reward=reward)
+    assert scale[0]._returns.tolist() == [1.0 + expected]
+    assert [step.discount for step in build_reward_preprocessing({"type": "running_return_scale"})] == [0.99]  # alone

@@ -247,7 +247,9 @@ class Agent:
             name: (self.preprocessing[name].processed_spec if name in self.preprocessing else spec)
             for name, spec in self.states_spec.items()
         }
-        self.reward_preprocessing = build_reward_preprocessing(config.reward_preprocessing, path="reward_preprocessing")
+        self.reward_preprocessing = build_reward_preprocessing(
+            config.reward_preprocessing, path="reward_preprocessing", discount=config.discount
+        )
         self.explorations = build_explorations(
             config.actions_exploration, self.actions_spec, path="actions_exploration"
         )

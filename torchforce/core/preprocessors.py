@@ -9,7 +9,7 @@ flatten, expand_dims) keep the dtype. Preprocessed states are what the agent fee
 
 Normalization as rl-baselines3-zoo's ``normalize: true`` (SB3's VecNormalize) does it: states
 ``[{"type": "running_standardize", "reset_after_batch": false}, {"type": "clip", "min_value": -10, "max_value":
-10}]``, reward ``{"type": "running_return_scale", "discount": <the agent's>}`` (clip 10). The state half differs
+10}]``, reward ``{"type": "running_return_scale"}`` (the agent's discount, clip 10). The state half differs
 from VecNormalize only in its first samples: VecNormalize starts from a pseudo-sample of weight 1e-4 (mean 0,
 variance 1) and divides by ``sqrt(var + 1e-8)`` of the population variance, running_standardize passes the first
 state through and divides by ``max(std, 1e-6)`` of the sample variance; after n states their scales differ by
@@ -404,9 +404,10 @@ class RunningReturnScale(Preprocessor):
     Each row keeps its episode's discounted return ``R <- discount * R + r``, zero again when the row starts an
     episode (``start_episodes``; the agent says so to its reward steps). The returns of a batch's rows are folded
     into one mean and population variance for the whole run (Chan et al.), from a pseudo-sample of weight 1e-4 at
-    mean 0 and variance 1 as in SB3, and then the batch's rewards are scaled. Use the agent's ``discount`` (the zoo
-    passes the algorithm's gamma). Statistics and returns are float64, all in ``state_dict``: a resumed run scales
-    exactly as an uninterrupted one. For rewards only (scalars).
+    mean 0 and variance 1 as in SB3, and then the batch's rewards are scaled. ``discount``: in an agent's
+    ``reward_preprocessing``, the agent's unless given (the zoo passes the algorithm's gamma); 0.99 on its own.
+    Statistics and returns are float64, all in ``state_dict``: a resumed run scales exactly as an uninterrupted one.
+    For rewards only (scalars).
     """
 
     keeps_episode_state = True
@@ -701,6 +702,15 @@ def _type_name(entry: Any) -> Any:
     return None
 
 
+def _with_discount(entry: Any, discount: float) -> Any:
+    """``entry`` with ``discount`` when it is a ``running_return_scale`` step that names none."""
+    if PREPROCESSORS.canonical(_type_name(entry)) != "running_return_scale":
+        return entry
+    if isinstance(entry, str):
+        return {"type": entry, "discount": discount}
+    return entry if "discount" in entry else {**entry, "discount": discount}
+
+
 def _create(entry: Any, spec: StateSpec, path: str) -> Preprocessor:
     if _type_name(entry) == "center":
         raise SpecError(
@@ -765,16 +775,25 @@ def build_preprocessing(
     return {name: build_stack(spec, state, path) for name, state in states.items()}
 
 
-def build_reward_preprocessing(spec: Any, *, path: str = "reward_preprocessing") -> PreprocessorStack | None:
+def build_reward_preprocessing(
+    spec: Any, *, path: str = "reward_preprocessing", discount: float | None = None
+) -> PreprocessorStack | None:
     """The reward's stack (rewards are scalars, batches ``[B]``), or None without a spec.
 
     Steps must keep the reward a scalar. Per-instance ``standardize`` and ``normalize`` turn every scalar reward
-    into 0, so they warn.
+    into 0, so they warn. A ``running_return_scale`` step that leaves out its ``discount`` takes ``discount`` (the
+    agent's, as rl-baselines3-zoo gives VecNormalize the algorithm's gamma) where one is given.
     """
     if spec is None or spec == []:
         return None
     if isinstance(spec, Mapping) and "type" not in spec:
         raise SpecError(path, "not a reward preprocessing spec", got=spec, expected='a list of steps or {"type": ...}')
+    if discount is not None:
+        spec = (
+            [_with_discount(entry, discount) for entry in spec]
+            if isinstance(spec, list)
+            else _with_discount(spec, discount)
+        )
     stack = build_stack(spec, StateSpec("reward", (), "float"), path)
     if stack.processed_spec.shape != ():
         raise SpecError(
