@@ -1,5 +1,6 @@
 """evaluate(): deterministic, independent episodes that leave the agent exactly as it was."""
 
+import json
 import math
 
 import numpy as np
@@ -127,3 +128,22 @@ def test_evaluation_arguments_are_checked_and_mean_return():
     with pytest.raises(SpecError, match="max_episode_timesteps"):
         evaluate(agent, env, episodes=1, max_episode_timesteps=0)
     assert mean_return([1.0, 2.0]) == 1.5 and math.isnan(mean_return([]))
+
+
+def test_an_atari_evaluation_scores_whole_games_not_lives(tmp_path):
+    """Episodic life ends the agent's episode at each lost life; evaluation plays the game on, life after life (each
+    an episode of the agent, as in training), and its returns are the games' scores, as the monitor records them
+    below the life wrapper (SB3 scores a Monitor's games the same way)."""
+    from torchforce.execution.evaluation import evaluate_episodes
+
+    environment = make({"type": "atari", "game": "Breakout", "monitor": str(tmp_path)}, seed=1)
+    agent = create_agent({"type": "random", "seed": 0}, states=environment.states, actions=environment.actions)
+    starts = []
+    start = agent.start_independent_episode
+    agent.start_independent_episode = lambda *args, **kwargs: (starts.append(1), start(*args, **kwargs))[1]
+    played = evaluate_episodes(agent, environment, episodes=2, deterministic=False)
+    games = [json.loads(line) for line in (tmp_path / "episodes.jsonl").read_text().splitlines()]
+    assert [game["reward"] for game in games] == played.returns and len(games) == 2
+    assert len(starts) == 2 * 5  # Breakout's five lives a game, each a new episode of the agent
+    assert all(length > 0 for length in played.lengths)
+    environment.close()

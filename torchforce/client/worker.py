@@ -272,10 +272,12 @@ class ExperimentRun:
         self.agent = create_agent(agent_spec, **kwargs)
         self.summarizer = self.agent.summarizer
         if spec.get("evaluation") is not None:  # its own environment: the experiment's unless it names another
+            from torchforce.client.evaluate import environment_spec
+
             settings = spec["evaluation"]
             self.evaluation = PeriodicEvaluation(
                 settings,
-                environment
+                environment_spec(spec)  # the experiment's, without the monitor that records the training's games
                 if settings.get("environment") is None
                 else acted_environment(spec, settings["environment"]),
                 seed=spec["seed"],

@@ -56,6 +56,13 @@ class Environment:
         that pickling builds again from its arguments and that it cannot restore (``snapshots``)."""
         return True
 
+    @property
+    def game_goes_on(self) -> bool:
+        """After a step that ended the episode: whether the game it was a part of goes on (an Atari game's episodic
+        life ends the episode at each lost life, not the game). Evaluation plays on to the end of the game and scores
+        whole games, as SB3 scores a Monitor's games. False for environments whose episode is the game."""
+        return False
+
     def __enter__(self) -> Environment:
         return self
 

@@ -43,5 +43,13 @@ class RepeatActions(Environment):
     def seed(self, seed: int | None) -> int | None:
         return self.environment.seed(seed)
 
+    @property
+    def resumable(self) -> bool:
+        return self.environment.resumable
+
+    @property
+    def game_goes_on(self) -> bool:
+        return self.environment.game_goes_on
+
     def close(self) -> None:
         self.environment.close()

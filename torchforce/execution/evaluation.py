@@ -97,10 +97,12 @@ def evaluate_episodes(
 ) -> Evaluation:
     """Play ``episodes`` episodes acted with ``independent=True``: the agent's counters, memory and training rows
     are untouched, so evaluation can run in the middle of training. An episode ends at a terminal (1 or 2) or
-    after ``max_episode_timesteps`` steps. ``video``: an ``.mp4`` file to record the episodes into, one after the
-    other, at ``fps`` frames per second (default: the environment's ``render_fps``, else 30). ``on_step(episode,
-    step)`` is called after each step (both counted from 1): a progress bar's hook, as rendering a video may take
-    far longer than playing (MuJoCo through software EGL: about 0.1 s a frame)."""
+    after ``max_episode_timesteps`` steps; where a terminal ends only a part of a game that goes on
+    (``Environment.game_goes_on``: an Atari life), the game is played on, each part an episode of the agent (as in
+    training), and the return and length are the whole game's. ``video``: an ``.mp4`` file to record the episodes
+    into, one after the other, at ``fps`` frames per second (default: the environment's ``render_fps``, else 30).
+    ``on_step(episode, step)`` is called after each step (both counted from 1): a progress bar's hook, as rendering
+    a video may take far longer than playing (MuJoCo through software EGL: about 0.1 s a frame)."""
     episodes = expect_int(episodes, "episodes", minimum=1)
     max_episode_timesteps = expect_int(max_episode_timesteps, "max_episode_timesteps", minimum=1, allow_none=True)
     fps = expect_int(fps, "fps", minimum=1, allow_none=True)
@@ -120,8 +122,13 @@ def evaluate_episodes(
                 steps += 1
                 if on_step is not None:
                     on_step(episode, steps)
-                if terminal or (max_episode_timesteps is not None and steps >= max_episode_timesteps):
+                if max_episode_timesteps is not None and steps >= max_episode_timesteps:
                     break
+                if terminal:
+                    if not environment.game_goes_on:
+                        break
+                    state = environment.reset() if recorder is None else recorder.reset()  # the game's next life
+                    agent.start_independent_episode()
             returns.append(total)
             lengths.append(steps)
     if recorder is None:
