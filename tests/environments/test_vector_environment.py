@@ -325,3 +325,17 @@ def test_a_vector_interrupted_while_its_workers_answer_refuses_later_commands_an
     finally:
         vector.close()
     our_children_are_gone(vector)
+
+
+def int_in_the_first_worker_float_in_the_others() -> Environment:
+    first = multiprocessing.current_process().name == "env-worker-0"
+    return Minimal("int" if first else "float")
+
+
+def test_workers_whose_copies_act_differently_are_a_spec_error_naming_the_first_odd_copy():
+    """As in one process (each copy against the first): worker processes' copies are checked against each other."""
+    with pytest.raises(SpecError, match=r"environments\[2\]: has other states/actions than environments\[0\]"):
+        VectorEnvironment(
+            factory=int_in_the_first_worker_float_in_the_others, num_environments=4, mode="subprocess", num_workers=2
+        )
+    assert not [p for p in multiprocessing.active_children() if p.name.startswith("env-worker")]

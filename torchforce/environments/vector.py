@@ -426,6 +426,16 @@ class VectorEnvironment:
         except BaseException:
             self.close()
             raise
+        first = [normalize_states(specs[0][0])[0], normalize_actions(specs[0][1])[0]]
+        for index, (states, actions) in enumerate(specs[1:], 1):  # as _Rows checks the copies of one worker
+            if [normalize_states(states)[0], normalize_actions(actions)[0]] != first:
+                self.close()
+                lo = self._chunks[index][0]
+                raise SpecError(
+                    f"environments[{lo}]",
+                    f"has other states/actions than environments[0]: {states}, {actions} against {specs[0][0]}, "
+                    f"{specs[0][1]}",
+                )
         return specs[0]
 
     def _share_buffers(self) -> None:
