@@ -17,6 +17,7 @@ import pytest
 import torch
 
 from tests.client.conftest import copied_project
+from tests.tiny_environments import OneNumber
 from torchforce.agents import create_agent
 from torchforce.client import Experiment, Project
 from torchforce.client.cli import main
@@ -24,7 +25,7 @@ from torchforce.client.commands.evaluate import episode_bar
 from torchforce.client.evaluate import build_environment, environment_spec, find_checkpoint, restore_agent
 from torchforce.client.experiment_file import worker_agent_spec
 from torchforce.client.worker import ExperimentRun
-from torchforce.environments import Environment, Gym, make
+from torchforce.environments import Gym, make
 from torchforce.execution.evaluation import VideoError, evaluate, evaluate_episodes
 
 NAME = "cp"
@@ -362,19 +363,11 @@ def test_mujoco_renders_headless_through_egl(tmp_path, monkeypatch):
     assert frame.shape == (48, 64, 3) and frame.std() > 5  # a picture, not a blank
 
 
-class Painted(Environment):
+class Painted(OneNumber):
     """No Gymnasium: a ``render()`` of its own that paints the step number."""
 
     def __init__(self) -> None:
         self.t = 0
-
-    @property
-    def states(self):
-        return {"type": "float", "shape": (1,)}
-
-    @property
-    def actions(self):
-        return {"type": "int", "num_actions": 2}
 
     def reset(self):
         self.t = 0

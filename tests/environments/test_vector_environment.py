@@ -7,6 +7,7 @@ import multiprocessing
 import numpy as np
 import pytest
 
+from tests.tiny_environments import OneNumber
 from torchforce.environments import (
     Environment,
     Minimal,
@@ -236,19 +237,11 @@ def test_spec_errors_in_workers_stay_spec_errors():
     assert not [p for p in multiprocessing.active_children() if p.name.startswith("env-worker")]
 
 
-class OneBuffer(Environment):
+class OneBuffer(OneNumber):
     """Hands out the one array it writes its state into (Gymnasium allows it), and is cut after 3 steps."""
 
     def __init__(self) -> None:
         self.buffer = np.zeros(1, dtype=np.float32)
-
-    @property
-    def states(self):
-        return {"type": "float", "shape": (1,)}
-
-    @property
-    def actions(self):
-        return {"type": "int", "num_actions": 2}
 
     def reset(self):
         self.buffer[0] = 0.0

@@ -7,8 +7,9 @@ import numpy as np
 import pytest
 import torch
 
+from tests.tiny_environments import OneNumber
 from torchforce.agents import create_agent
-from torchforce.environments import Environment, VectorEnvironment, make
+from torchforce.environments import VectorEnvironment, make
 from torchforce.execution import Runner
 from torchforce.execution.evaluation import evaluate, mean_return
 from torchforce.spec import SpecError
@@ -33,19 +34,11 @@ AGENTS = {
 }
 
 
-class Steps(Environment):
+class Steps(OneNumber):
     """Reward 1 per step; a true terminal after ``length`` steps."""
 
     def __init__(self, length: int = 100) -> None:
         self.length, self.t = length, 0
-
-    @property
-    def states(self):
-        return {"type": "float", "shape": (1,)}
-
-    @property
-    def actions(self):
-        return {"type": "int", "num_actions": 2}
 
     def reset(self):
         self.t = 0

@@ -7,6 +7,7 @@ import time
 import numpy as np
 import pytest
 
+from tests.tiny_environments import OneNumber
 from torchforce.agents import create_agent
 from torchforce.environments import Environment, make
 from torchforce.execution import ThreadedRunner, WorkerAgentGenerator, clone_worker_agent
@@ -70,19 +71,11 @@ def test_episode_and_timestep_limits_are_global():
     assert runner.episode == runner.global_episode and runner.global_step == runner.timestep
 
 
-class Counting(Environment):
+class Counting(OneNumber):
     """The state is the number of steps taken so far (per environment); episodes of 4 steps."""
 
     def __init__(self) -> None:
         self.t = 0
-
-    @property
-    def states(self):
-        return {"type": "float", "shape": (1,)}
-
-    @property
-    def actions(self):
-        return {"type": "int", "num_actions": 2}
 
     def reset(self):
         return np.array([self.t], dtype=np.float32)

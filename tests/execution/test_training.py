@@ -6,7 +6,7 @@ from itertools import pairwise
 import numpy as np
 import pytest
 
-from torchforce.environments import Environment
+from tests.tiny_environments import OneNumber
 from torchforce.execution.training import EPISODE_LOG_KEYS, TrainingResult, train
 from torchforce.spec import SpecError
 
@@ -83,19 +83,11 @@ def test_train_learns_with_a_learning_agent_and_a_gym_id():
     assert agent.updates >= 1 and result.timesteps == 64 and result.evaluations == []
 
 
-class Uneven(Environment):
+class Uneven(OneNumber):
     """Episodes of 30 steps, then of 1 step, then 30 again...: episode ends come in bursts."""
 
     def __init__(self) -> None:
         self.episode, self.t = 0, 0
-
-    @property
-    def states(self):
-        return {"type": "float", "shape": (1,)}
-
-    @property
-    def actions(self):
-        return {"type": "int", "num_actions": 2}
 
     def reset(self):
         self.episode, self.t = self.episode + 1, 0
