@@ -16,7 +16,15 @@ import numpy as np
 import pytest
 import torch
 
-from tests.client.worker_runs import new_experiment, new_project, records, run, set_fields, without_wall_time
+from tests.client.worker_runs import (
+    new_experiment,
+    new_project,
+    pause_at,
+    records,
+    run,
+    set_fields,
+    without_wall_time,
+)
 from torchforce.client import Project
 from torchforce.client.checkpoints import Checkpoints
 from torchforce.client.cli import main
@@ -433,20 +441,9 @@ def test_a_pause_at_a_step_an_evaluation_is_due_plays_it_first(project, monkeypa
     """A pause that arrives at the step a round is due: the round is played (and kept as the best if it is) before
     the pause, so the resumed run's evaluations are the uninterrupted run's, not one played later by a policy
     that has moved on."""
-    from torchforce.client.worker import ExperimentRun, Signals
-
     whole = new_experiment(project, "whole", evaluation=EVALUATION)
     assert run(whole) == "finished"
-    step_finished = ExperimentRun.step_finished
-    paused: list[int] = []
-
-    def pause_at_500(self, runner):
-        if runner.global_timestep >= 500 and not paused:
-            paused.append(runner.global_timestep)
-            Signals.request = "pause"  # as the signal sets it, arriving during this step
-        return step_finished(self, runner)
-
-    monkeypatch.setattr(ExperimentRun, "step_finished", pause_at_500)
+    paused = pause_at(monkeypatch, 500)
     halves = new_experiment(project, "halves", evaluation=EVALUATION)
     assert run(halves) == "paused" and paused == [500]  # the step the second round is due
     assert [e["timesteps"] for e in records(halves / "results" / "evaluations.jsonl")] == [250, 500]

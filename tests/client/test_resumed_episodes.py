@@ -9,9 +9,16 @@ from pathlib import Path
 
 import pytest
 
-from tests.client.worker_runs import SMALL_PPO, new_experiment, new_project, records, run, without_wall_time
+from tests.client.worker_runs import (
+    SMALL_PPO,
+    new_experiment,
+    new_project,
+    pause_at,
+    records,
+    run,
+    without_wall_time,
+)
 from torchforce.client import Project
-from torchforce.client.worker import ExperimentRun, Signals
 
 
 @pytest.fixture
@@ -37,16 +44,7 @@ def test_a_run_paused_mid_episode_on_a_simulator_resumes_as_an_uninterrupted_one
     }
     whole = new_experiment(project, "whole", **fields)
     assert run(whole) == "finished"
-    step_finished = ExperimentRun.step_finished
-    paused: list[int] = []
-
-    def pause_at_150(self, runner):
-        if runner.global_timestep >= 150 and not paused:
-            paused.append(runner.global_timestep)
-            Signals.request = "pause"
-        return step_finished(self, runner)
-
-    monkeypatch.setattr(ExperimentRun, "step_finished", pause_at_150)
+    paused = pause_at(monkeypatch, 150)
     halves = new_experiment(project, "halves", **fields)
     assert run(halves) == "paused" and paused == [150]
     assert run(halves, resume=True) == "finished"

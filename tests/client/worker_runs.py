@@ -63,6 +63,22 @@ def run(folder: Path, *, resume: bool = False) -> str:
     return ExperimentRun(folder, resume).run()
 
 
+def pause_at(monkeypatch: Any, timesteps: int) -> list[int]:
+    """The runs after this call pause once, at the first step that reaches ``timesteps`` (as a pause signal arriving
+    during that step would): the list returned gets that step's timestep."""
+    step_finished = ExperimentRun.step_finished
+    paused: list[int] = []
+
+    def pausing(self: ExperimentRun, runner: Any) -> bool:
+        if runner.global_timestep >= timesteps and not paused:
+            paused.append(runner.global_timestep)
+            Signals.request = "pause"
+        return step_finished(self, runner)
+
+    monkeypatch.setattr(ExperimentRun, "step_finished", pausing)
+    return paused
+
+
 def set_fields(folder: Path, **fields: Any) -> None:
     """Change fields of a stored experiment.json (as a person editing it would)."""
     spec = json.loads((folder / "experiment.json").read_text())
