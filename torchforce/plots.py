@@ -87,9 +87,11 @@ def plot_learning_curves(
 
     A group (``logs`` maps its label to its runs' episode logs) is the mean curve across its runs with a 95%
     bootstrap band over seeds (``aggregate.bootstrap_band``), each run's smoothed curve interpolated onto a grid
-    of the steps (or seconds) every run has reached; its evaluation rounds, where all its runs have them, are the
-    mean across runs with a 95% bootstrap interval. An evaluation whose mean return is no number (NaN, infinite)
-    has no point, nor has a group's round that holds one."""
+    of the steps (or seconds) every run has reached. The band stops where the first run stops: past it the mean
+    would hold that run at its last return, a flat line the run may yet leave (``compare``'s best mean does hold
+    it, so as to end at the final mean). Its evaluation rounds, where all its runs have them, are the mean across
+    runs with a 95% bootstrap interval. An evaluation whose mean return is no number (NaN, infinite) has no point,
+    nor has a group's round that holds one."""
     import matplotlib
 
     matplotlib.use("Agg")

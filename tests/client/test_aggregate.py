@@ -128,6 +128,13 @@ def test_the_grid_covers_what_every_run_has_reached():
     assert common_grid([np.array([0, 4]), np.array([])]).size == 0
 
 
+def test_a_held_grid_runs_on_to_the_last_end():
+    assert common_grid([np.array([0, 10]), np.array([5, 20])], points=4, hold=True).tolist() == [5, 10, 15, 20]
+    assert common_grid([np.array([0, 4]), np.array([5, 20])], points=4, hold=True).tolist() == [5, 10, 15, 20]
+    assert common_grid([np.array([3]), np.array([7])], hold=True).tolist() == [7]  # one point each: the later
+    assert common_grid([np.array([0, 4]), np.array([])], hold=True).size == 0
+
+
 def test_curves_are_interpolated_onto_the_grid():
     grid, curves = aligned(
         [(np.array([0, 10, 20]), np.array([0.0, 1.0, 2.0])), (np.array([5, 15, 25]), np.array([1.0, 3.0, 5.0]))],
@@ -135,6 +142,14 @@ def test_curves_are_interpolated_onto_the_grid():
     )
     assert grid.tolist() == [5.0, 12.5, 20.0]
     assert curves.tolist() == [[0.5, 1.25, 2.0], [1.0, 2.5, 4.0]]
+    # held: the first curve keeps its last value (2) past its end (20), up to the second's end (25)
+    grid, curves = aligned(
+        [(np.array([0, 10, 20]), np.array([0.0, 1.0, 2.0])), (np.array([5, 15, 25]), np.array([1.0, 3.0, 5.0]))],
+        points=3,
+        hold=True,
+    )
+    assert grid.tolist() == [5.0, 15.0, 25.0]
+    assert curves.tolist() == [[0.5, 1.5, 2.0], [1.0, 3.0, 5.0]]
 
 
 def test_the_first_crossing():
@@ -204,6 +219,47 @@ def test_a_group_summary():
     assert group.best_mean_return == pytest.approx(77.0)
     assert (group.episodes, group.timesteps) == (48.0, 480.0)  # means per run, the empty one included
     assert [run.name for run in group.runs] == list(ramps) and group.to_dict()["kind"] == "group"
+
+
+def test_a_group_s_best_reaches_its_final_mean_when_runs_end_at_different_steps():
+    # 0..59 and 10..69, smoothed over 10: finals 54.5 and 64.5, their mean 59.5; the second run ends first (step
+    # 540), where the first is at episode 54 (48.5): a mean curve that stopped there peaked at 56.5, below 59.5
+    logs = {"g-s0": log([float(i) for i in range(60)]), "g-s1": log([float(i + 10) for i in range(60)], step=9)}
+    group = summarize_group("g", logs, [0, 1], window=10)
+    assert group.final_mean_return == 59.5
+    assert group.best_mean_return == pytest.approx(59.5)
+    # fewer episodes than the window (50 and 60 of 100): each run's curve is one point, at its end, and the two do
+    # not overlap; the best is the mean of what they have, as the final mean is (24.5 and 29.5), not none
+    logs = {"g-s0": log([float(i) for i in range(50)]), "g-s1": log([float(i) for i in range(60)], step=9)}
+    group = summarize_group("g", logs, [0, 1], window=100)
+    assert (group.final_mean_return, group.best_mean_return) == (27.0, 27.0)
+
+
+def test_a_group_s_best_holds_a_run_that_ended_at_its_final_return():
+    # smoothed over 1: g-s0 ends at step 20 with 10; g-s1 has 20 from step 30 to 40 and ends at 0 (step 50). Held at
+    # 10, g-s0 makes the mean 15 from step 30 to 40: the peak, above the final mean (10 + 0) / 2
+    logs = {"g-s0": log([0.0, 10.0]), "g-s1": log([0.0, 0.0, 20.0, 20.0, 0.0])}
+    group = summarize_group("g", logs, [0, 1], window=1)
+    assert (group.final_mean_return, group.best_mean_return) == (5.0, 15.0)
+
+
+def test_a_group_s_best_is_never_below_its_final_mean_nor_missing():
+    rng = np.random.default_rng(7)
+    for _ in range(40):
+        seeds = int(rng.integers(1, 11))  # 8 or more: numpy sums the final mean in another order than the curve's
+        returns = [rng.normal(rng.normal(), 1.0, size=int(rng.integers(1, 80))).tolist() for _ in range(seeds)]
+        logs = {f"g-s{k}": log(values, step=int(rng.integers(1, 20))) for k, values in enumerate(returns)}
+        group = summarize_group("g", logs, list(range(seeds)), window=int(rng.integers(1, 30)))
+        assert group.best_mean_return is not None and group.final_mean_return is not None
+        assert group.best_mean_return >= group.final_mean_return
+
+
+def test_one_seed_gives_no_interval():
+    group = summarize_group("g", {"g-s0": log([35.0] * 20), "g-s1": [], "g-s2": []}, [0, 1, 2], window=10)
+    assert (group.final_mean_return, group.final_iqm, group.best_mean_return) == (35.0, 35.0, 35.0)
+    assert (group.final_low, group.final_high) == (None, None)
+    two = summarize_group("g", {"g-s0": log([35.0] * 20), "g-s1": log([45.0] * 20)}, [0, 1], window=10)
+    assert (two.final_low, two.final_high) == bootstrap_interval([35.0, 45.0]) == (35.0, 45.0)
 
 
 def test_a_group_of_runs_without_episodes():

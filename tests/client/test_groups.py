@@ -268,6 +268,33 @@ def test_show_a_group(root, capsys):
     assert ok(capsys, "experiment", "show", "-e", "cp-s3", "--window", "7").count("100.00 (last 7)") == 1
 
 
+def test_a_group_with_one_seed_counted_shows_no_interval(root, capsys):
+    episodes(root, "cp-s0", [35.0] * 120)  # the other three have no episodes yet
+    out = ok(capsys, "experiment", "list")
+    assert table_rows(out)["cp"][-2:] == ["35.0 [-]", "4"]
+    assert "[low, high] ([-] for one seed, which gives none)" in out.replace("\n", " ")
+    group = json.loads(ok(capsys, "experiment", "list", "--json"))[-1]
+    assert (group["mean_return"], group["mean_return_low"], group["mean_return_high"]) == (35.0, None, None)
+    assert group["mean_return_seeds"] == 1
+    shown = ok(capsys, "experiment", "show", "-e", "cp").splitlines()
+    assert shown[7] == "Mean return  35.00 (last 100; mean of 1 seed), 95% CI [-], IQM 35.00"
+    # compare: episodes, timesteps as means over the 4 runs; best and final 35, no interval, IQM 35
+    assert table_rows(ok(capsys, "experiment", "compare", "cp"))["cp"][:9] == [
+        *["cp", "4", "30", "300", "1m00s", "35.0", "35.0", "-", "35.0"]
+    ]
+    compared = json.loads(ok(capsys, "experiment", "compare", "cp", "--json"))[0]
+    assert (compared["final_mean_return"], compared["final_low"], compared["final_high"]) == (35.0, None, None)
+
+
+def test_compare_a_group_whose_runs_end_at_different_steps(root, capsys):
+    # as vectorized runs do: the same returns (0..149), ending at steps 1,350, 1,500 and 1,650 (the fourth has none
+    # yet); finals (mean of 50..149) 99.5 each, and so is the best, where a curve that stopped at 1,350 peaked lower
+    for seed, step in enumerate((9, 10, 11)):
+        episodes(root, f"cp-s{seed}", [float(i) for i in range(150)], step=step)
+    row = table_rows(ok(capsys, "experiment", "compare", "cp"))["cp"]
+    assert row[5:7] == ["99.5", "99.5"]
+
+
 def test_an_unknown_name_is_said_with_the_groups(root, capsys):
     err = bad(root, capsys, "experiment", "show", "-e", "cpp")
     assert err.startswith(f"tfcli: no experiment named 'cpp' in project '{Project(root).name}'")

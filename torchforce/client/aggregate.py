@@ -83,7 +83,8 @@ def bootstrap_interval(
     resamples: int = RESAMPLES,
     seed: int = BOOTSTRAP_SEED,
 ) -> tuple[float, float]:
-    """The percentile bootstrap interval of the mean of ``values`` (one per seed); see ``bootstrap_band``."""
+    """The percentile bootstrap interval of the mean of ``values`` (one per seed); see ``bootstrap_band``. One
+    value gives an interval of zero width, which is no interval: the tables show none for a group of one seed."""
     column = np.asarray(values, dtype=float)[:, None]
     _, low, high = bootstrap_band(column, confidence=confidence, resamples=resamples, seed=seed)
     return float(low[0]), float(high[0])
@@ -98,13 +99,15 @@ def monotone(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return x[last], y[last]
 
 
-def common_grid(xs: Sequence[np.ndarray], points: int = GRID_POINTS) -> np.ndarray:
+def common_grid(xs: Sequence[np.ndarray], points: int = GRID_POINTS, *, hold: bool = False) -> np.ndarray:
     """``points`` evenly spread values over the range every curve covers: from the latest first ``x`` to the
     earliest last one (a mean across seeds only where every seed has data). Empty when the ranges do not
-    overlap."""
+    overlap. ``hold``: on to the latest last ``x`` instead, for curves held at their last value past their own end
+    (see ``aligned``); then empty only when a curve is."""
     if not xs or any(len(x) == 0 for x in xs):
         return np.empty(0)
-    start, end = max(float(np.min(x)) for x in xs), min(float(np.max(x)) for x in xs)
+    ends = [float(np.max(x)) for x in xs]
+    start, end = max(float(np.min(x)) for x in xs), max(ends) if hold else min(ends)
     if start > end:
         return np.empty(0)
     return np.unique(np.linspace(start, end, points))
@@ -124,12 +127,18 @@ def overlapping(xs: Sequence[np.ndarray]) -> list[int]:
 
 
 def aligned(
-    curves: Sequence[tuple[np.ndarray, np.ndarray]], points: int = GRID_POINTS
+    curves: Sequence[tuple[np.ndarray, np.ndarray]], points: int = GRID_POINTS, *, hold: bool = False
 ) -> tuple[np.ndarray, np.ndarray]:
     """Curves ``(x, y)`` of several runs on one grid (``common_grid``), each interpolated linearly: the grid and a
-    matrix with one row per curve."""
+    matrix with one row per curve.
+
+    Without ``hold`` the grid stops where the first curve stops, so that no value is made up. With it the grid
+    runs on to where the last curve stops, and a curve that stopped before keeps its last value, as a run that
+    ended (or has not got so far yet) keeps its final return: the mean curve then ends at the mean of the curves'
+    last values, and a run that ended a few steps before the others, or lags far behind, still counts. A curve is
+    never held before its first ``x``: that would credit a run with a return it had not reached yet."""
     cleaned = [monotone(x, y) for x, y in curves]
-    grid = common_grid([x for x, _ in cleaned], points)
+    grid = common_grid([x for x, _ in cleaned], points, hold=hold)
     return grid, np.array([np.interp(grid, x, y) for x, y in cleaned]).reshape(len(cleaned), len(grid))
 
 

@@ -288,8 +288,9 @@ def first_whole_window(episodes: int, window: int) -> int:
 @dataclass
 class GroupSummary:
     """A group's figures across its runs (the seeds of one setup): each run's ``Summary``; the mean of the runs'
-    final returns with its 95% bootstrap interval over seeds and their interquartile mean; the peak of the mean
-    curve; episodes and timesteps as means per run (how far the group has come, runs not started yet at 0), time
+    final returns with its 95% bootstrap interval over seeds (none for one seed) and their interquartile mean; the
+    peak of the mean curve, each run held at its final return past its last episode (so never below the final
+    mean); episodes and timesteps as means per run (how far the group has come, runs not started yet at 0), time
     and speed as means per run that has episodes; and, for a threshold, how many runs reached it and the spread of
     their steps and time to it. Runs without episodes yet count in ``runs`` and in the means of episodes and
     timesteps only."""
@@ -349,10 +350,13 @@ def summarize_group(
     if counted:
         finals = [run.final_mean_return or 0.0 for run in counted]
         group.final_mean_return = float(np.mean(finals))
-        group.final_low, group.final_high = bootstrap_interval(finals)
+        if len(finals) > 1:  # one seed gives no interval (its bootstrap has zero width)
+            group.final_low, group.final_high = bootstrap_interval(finals)
         group.final_iqm = interquartile_mean(finals)
-        _, curves = aligned([whole_windows(logs[run.name], window) for run in counted])
-        group.best_mean_return = _best(curves.mean(axis=0)) if curves.size else None
+        # the mean curve runs on to the last run's end, runs that ended before held at their final returns: it ends
+        # at the final mean (up to rounding, so that is taken too), and its peak is never below it
+        _, curves = aligned([whole_windows(logs[run.name], window) for run in counted], hold=True)
+        group.best_mean_return = _best(np.append(curves.mean(axis=0), group.final_mean_return))
     if threshold is not None:
         reached = [run for run in counted if run.timesteps_to_threshold is not None]
         group.reached = len(reached)

@@ -194,11 +194,11 @@ def broken_row(record: ExperimentRecord, project: Project, error: Exception) -> 
 def group_row(name: str, rows: list[dict[str, Any]], window: int = WINDOW) -> dict[str, Any]:
     """The row of the group ``name`` for ``list`` and ``show``, from its runs' rows (in the order of their seeds):
     what the runs share (or each value they have), their statuses counted, the mean of their progress, and the mean
-    across seeds of each run's mean return with its 95% bootstrap interval and interquartile mean (runs without
-    episodes yet left out; ``mean_return_seeds`` says how many counted)."""
+    across seeds of each run's mean return with its 95% bootstrap interval (none for one seed) and interquartile
+    mean (runs without episodes yet left out; ``mean_return_seeds`` says how many counted)."""
     finals = [row["mean_return"] for row in rows if row["mean_return"] is not None]
     fractions = [row["progress"] for row in rows if row["progress"] is not None]
-    low, high = bootstrap_interval(finals) if finals else (None, None)
+    low, high = bootstrap_interval(finals) if len(finals) > 1 else (None, None)  # one seed gives no interval
     statuses: dict[str, int] = {}
     for row in rows:
         statuses[row["status"]] = statuses.get(row["status"], 0) + 1
@@ -269,7 +269,7 @@ def list_table(rows: list[dict[str, Any]], window: int = WINDOW) -> str:
     if groups:
         text += "\n" + textwrap.fill(
             f"A group's mean return is the mean across its seeds of each run's mean of the last {window} episodes, "
-            "with a 95% bootstrap confidence interval [low, high].",
+            "with a 95% bootstrap confidence interval [low, high] ([-] for one seed, which gives none).",
             NOTE_WIDTH,
         )
     return text
@@ -308,7 +308,13 @@ def status_line(row: dict[str, Any]) -> str:
 def _group_return(row: dict[str, Any]) -> str | None:
     if row["mean_return"] is None:
         return None
-    return f"{row['mean_return']:.1f} [{row['mean_return_low']:.1f}, {row['mean_return_high']:.1f}]"
+    return f"{row['mean_return']:.1f} {_interval(row, 1)}"
+
+
+def _interval(row: dict[str, Any], digits: int) -> str:
+    """A group's 95% interval as ``[low, high]``; ``[-]`` for one seed, which gives none."""
+    low, high = row["mean_return_low"], row["mean_return_high"]
+    return "[-]" if low is None else f"[{low:.{digits}f}, {high:.{digits}f}]"
 
 
 def _shown(row: dict[str, Any], key: str, form: Callable[[Any], str], *, also: str | None = None) -> str | None:
@@ -479,8 +485,9 @@ def compare_table(summaries: list[Summary | GroupSummary], threshold: float | No
     ]
     note = (
         f"Returns are means of the last {window} episodes. A group's episodes, timesteps, time and steps/s are means "
-        "per run; its best is the peak of the mean curve across seeds; its final mean comes with a 95% bootstrap "
-        "confidence interval over seeds, and IQM is the interquartile mean of the seeds' final returns"
+        "per run; its best is the peak of the mean curve across seeds, each seed held at its final return past its "
+        "last episode (so never below the final mean); its final mean comes with a 95% bootstrap confidence interval "
+        "over seeds (none for one seed), and IQM is the interquartile mean of the seeds' final returns"
     )
     if threshold is not None:
         note += f"; steps and time to {threshold:g} are the median (min-max) over the seeds that reached it"
@@ -561,7 +568,7 @@ def group_lines(row: dict[str, Any], runs: list[Experiment], run_rows: list[dict
         seeds_counted = row["mean_return_seeds"]
         mean = (
             f"{row['mean_return']:.2f} (last {window}; mean of {seeds_counted} seed{'s' * (seeds_counted != 1)}), "
-            f"95% CI [{row['mean_return_low']:.2f}, {row['mean_return_high']:.2f}], IQM {row['mean_return_iqm']:.2f}"
+            f"95% CI {_interval(row, 2)}, IQM {row['mean_return_iqm']:.2f}"
         )
     lines = [
         f"Group        {row['name']}: {len(runs)} run{'s' * (len(runs) != 1)}" + (f", seeds {seeds}" if seeds else ""),
