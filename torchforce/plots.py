@@ -186,11 +186,12 @@ def _draw_group(by_steps: Axes, by_time: Axes, label: str, paths: list[Path], wi
         if not grid.size:
             continue
         mean, low, high = bootstrap_band(matrix)
-        seeds = f"{len(kept)} seed" + ("s" if len(kept) != 1 else "")
         marker = "o" if len(grid) == 1 else None  # a single point draws no line
-        (line,) = axis.plot(grid, mean, label=f"{label} (mean of {seeds}, 95% CI)", color=color, marker=marker)
+        named = f"{label} (mean of {len(kept)} seeds, 95% CI)" if len(kept) > 1 else f"{label} (1 seed)"
+        (line,) = axis.plot(grid, mean, label=named, color=color, marker=marker)
         color = line.get_color()
-        axis.fill_between(grid, low, high, color=color, alpha=0.2, linewidth=0)
+        if len(kept) > 1:  # one seed gives no interval
+            axis.fill_between(grid, low, high, color=color, alpha=0.2, linewidth=0)
     rounds = [read_evaluation_log(path.parent / "evaluations.jsonl") for path, _ in found]
     rounds = [points for points in rounds if points]
     count = min((len(points) for points in rounds), default=0)
@@ -208,13 +209,16 @@ def _draw_group(by_steps: Axes, by_time: Axes, label: str, paths: list[Path], wi
         above.append(top - means[-1])
     if not means:
         return
+    several = len(rounds) > 1  # one seed gives no interval
     by_steps.errorbar(
         steps,
         means,
-        yerr=[below, above],
+        yerr=[below, above] if several else None,
         fmt="s",
         color=color,
         markersize=4,
         capsize=3,
-        label=f"{label} (evaluation, mean of {len(rounds)} seeds, 95% CI)",
+        label=f"{label} (evaluation, mean of {len(rounds)} seeds, 95% CI)"
+        if several
+        else f"{label} (evaluation, 1 seed)",
     )

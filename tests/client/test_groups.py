@@ -419,8 +419,9 @@ def test_plot_draws_a_group_whose_runs_have_not_all_started_or_overlapped(root, 
         "runs\n"
     )
     (steps, mean), options = drawn["plot"][0]
-    assert options["label"] == "cp (mean of 1 seed, 95% CI)" and (steps[0], steps[-1]) == (10.0, 200.0)
+    assert options["label"] == "cp (1 seed)" and (steps[0], steps[-1]) == (10.0, 200.0)
     assert set(mean) == {1.0}
+    assert drawn["fill_between"] == []  # one seed gives no band
 
 
 def test_compare_json_writes_a_nan_return_as_null_and_smooths_past_it(root, capsys):
