@@ -4,6 +4,7 @@ memory's capacity against what the update_mode needs."""
 
 import numpy as np
 import pytest
+import torch
 
 from torchforce.agents import Agent, create_agent
 from torchforce.environments import make
@@ -267,6 +268,67 @@ def test_independent_acting_leaves_the_training_rows_frames_and_noise_alone():
     assert np.array_equal(noise.state_dict()["state"], trained_noise)
     train([0.4, 0.5])  # other frames in the training rows: the evaluation episode's first action is the same
     assert agent.updates == 0 and evaluate_from_the_start(0.9) == first
+
+
+EXPLORING_DQN = {**DQN, "actions_exploration": {"type": "epsilon_decay", "initial_epsilon": 0.5, "final_epsilon": 0.5}}
+DDPG = {
+    "type": "ddpg",
+    "network": MLP,
+    "critic_network": MLP,
+    "update_mode": {"unit": "timesteps", "batch_size": 8, "frequency": 4},
+    "memory": {"type": "replay", "capacity": 100},
+    "actions_exploration": {"type": "ornstein_uhlenbeck", "sigma": 0.3},
+    "seed": 1,
+}
+
+
+def training_with_evaluations(spec: dict, action_type: str, every: int | None) -> tuple[list, dict]:
+    """The actions of 60 seeded training steps, with 5 exploring acts apart after every ``every``-th (None: none),
+    and the parameters they end with."""
+    env, apart = make("minimal", action_type=action_type, seed=0), make("minimal", action_type=action_type, seed=1)
+    agent = create_agent(spec, states=env.states, actions=env.actions)
+    actions, state = [], env.reset()
+    for step in range(60):
+        action = agent.act(state)
+        actions.append(np.asarray(action).tolist())
+        state, terminal, reward = env.execute(action)
+        agent.observe(terminal=terminal, reward=reward)
+        if terminal:
+            state = env.reset()
+        if every is not None and step % every == 0:
+            for _ in range(5):  # an evaluation with exploration: epsilon, Gumbel-max samples, noise
+                agent.act(apart.reset(), independent=True)
+    return actions, {name: value.clone() for name, value in agent.get_parameters().items()}
+
+
+@pytest.mark.parametrize(
+    ("spec", "action_type"),
+    [(PPO, "int"), (EXPLORING_DQN, "int"), (DDPG, "float"), ({"type": "random", "seed": 1}, "int")],
+    ids=["ppo", "dqn", "ddpg", "random"],
+)
+def test_evaluating_with_exploration_leaves_a_seeded_runs_training_as_it_is(spec, action_type):
+    """Acting apart that draws (exploration, sampling) draws from generators of its own: the training's actions and
+    parameters are those of the run that never evaluated, however often it evaluates."""
+    alone, parameters = training_with_evaluations(spec, action_type, None)
+    for every in (1, 7):
+        actions, evaluated = training_with_evaluations(spec, action_type, every)
+        assert actions == alone
+        assert all(torch.equal(evaluated[name], parameters[name]) for name in parameters)
+
+
+def test_exploring_acts_apart_are_random_reproducible_and_continue_from_a_checkpoint():
+    env = make("minimal", action_type="int")
+    agent = create_agent(EXPLORING_DQN, states=env.states, actions=env.actions)
+    state = env.reset()
+    first = [int(agent.act(state, independent=True)) for _ in range(40)]
+    assert len(set(first)) > 1  # epsilon 0.5: they explore
+    again = create_agent(EXPLORING_DQN, states=env.states, actions=env.actions)
+    assert [int(again.act(state, independent=True)) for _ in range(40)] == first  # from the seed
+    saved = agent.state_dict()
+    ahead = [int(agent.act(state, independent=True)) for _ in range(40)]
+    restored = create_agent(EXPLORING_DQN, states=env.states, actions=env.actions)
+    restored.load_state_dict(saved)
+    assert [int(restored.act(state, independent=True)) for _ in range(40)] == ahead != first
 
 
 # ---------------------------------------------------------------------------------------------- memory and update_mode

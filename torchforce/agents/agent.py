@@ -29,6 +29,7 @@ from torchforce.agents.errors import NonFiniteActionError
 from torchforce.agents.experience import experience_batch
 from torchforce.agents.fetch import check_fetch, fetch, fetchable
 from torchforce.agents.state import (
+    ApartRandomness,
     check_kind,
     check_module_states,
     jsonable,
@@ -101,6 +102,7 @@ class Agent:
         if self.seed is not None:
             torch.manual_seed(self.seed)
         self.rng = np.random.default_rng(self.seed)
+        self._apart = ApartRandomness(self.seed, self.device)  # what acting apart from training draws from
         self.timestep = 0
         # the count of every sharing worker's acts once workers share the model (execution.sharing); None for an agent
         # alone, whose model's timestep is its own (a clock holds its agents: a cycle that a lone agent need not be in)
@@ -345,16 +347,19 @@ class Agent:
         """Actions for one state, or for a batch of states (one row per parallel environment).
 
         ``deterministic`` turns exploration and sampling off; ``independent`` acts without recording the step
-        (no observe expected, counters unchanged), e.g. for evaluation. ``fetch_tensors`` (names from
-        ``fetchable_tensors()``: distribution parameters, Q-values, the state value, internals, the network's named
-        outputs) makes it return ``(actions, {name: array})``, computed on the states the actions came from.
+        (no observe expected, counters unchanged), e.g. for evaluation, and draws its exploration and samples from
+        random generators of its own: a seeded run trains the same however it is evaluated. ``fetch_tensors``
+        (names from ``fetchable_tensors()``: distribution parameters, Q-values, the state value, internals, the
+        network's named outputs) makes it return ``(actions, {name: array})``, computed on the states the actions
+        came from.
         ``buffered`` is 2018's and changes nothing: observe is always cheap.
         """
         batch, batched = self._as_batch(states)
         rows = next(iter(batch.values())).shape[0]
         wanted = None if fetch_tensors is None else check_fetch(self, fetch_tensors)
         if independent:
-            actions, processed, internals = self._act_independent(batch, rows, deterministic)
+            with contextlib.nullcontext() if deterministic else self._randomness_apart():
+                actions, processed, internals = self._act_independent(batch, rows, deterministic)
             if wanted is None:
                 return self._as_output(actions, batched)
             return self._as_output(actions, batched), fetch(self, processed, internals, wanted, batched)
@@ -554,6 +559,18 @@ class Agent:
         if self.device.type == "cpu":  # shares the arrays' memory, without a call per state on every act
             return {name: torch.from_numpy(values) for name, values in batch.items()}
         return {name: to_device(values, self.device) for name, values in batch.items()}
+
+    @contextlib.contextmanager
+    def _randomness_apart(self) -> Iterator[None]:
+        """Independent acting that draws (exploration, sampling) draws from generators of its own, so that training
+        goes on with the same numbers (``ApartRandomness``)."""
+        training = self.rng
+        with self._apart.swapped_in() as generator:
+            self.rng = generator
+            try:
+                yield
+            finally:
+                self.rng = training
 
     def _act_independent(
         self, batch: Batch, rows: int, deterministic: bool
@@ -995,6 +1012,9 @@ class Agent:
             **self.episodes.state_dict(),
             "rng": rng_state(self.rng, self.device),
         }
+        apart = self._apart.state_dict()
+        if apart is not None:  # (only once acting apart has drawn: a checkpoint saves again as it was read)
+            state["rng"]["apart"] = apart
         model_timestep = self.model_timestep
         if model_timestep != self.timestep:  # workers share the model (an agent alone saves as before)
             state["counters"]["model_timestep"] = model_timestep
@@ -1035,6 +1055,7 @@ class Agent:
             self.model_clock.set(model_timestep)
         self.episodes.load_state_dict(state)
         load_rng_state(state["rng"], self.rng, self.device)
+        self._apart.load_state_dict(state["rng"].get("apart"))
         if not self.learning:
             return
         # rows acted with the saved parameters stay known as such (a checkpoint without: none are)

@@ -5,8 +5,9 @@ the agent itself."""
 
 from __future__ import annotations
 
+import contextlib
 import copy
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import numpy as np
@@ -84,6 +85,70 @@ def load_rng_state(state: dict[str, Any], rng: np.random.Generator, device: torc
     if "cuda" in state and device.type == "cuda":
         torch.cuda.set_rng_state(torch.as_tensor(state["cuda"], dtype=torch.uint8), device)
     rng.bit_generator.state = state["numpy"]
+
+
+APART_KEY = 0xA9A7  # the spawn key of acting apart's generators: a child of the seed that nothing else draws from
+
+
+def _torch_states(device: torch.device) -> dict[str, torch.Tensor]:
+    states = {"torch": torch.get_rng_state()}
+    if device.type == "cuda":
+        states["cuda"] = torch.cuda.get_rng_state(device)
+    return states
+
+
+def _set_torch_states(states: Mapping[str, Any], device: torch.device) -> None:
+    torch.set_rng_state(torch.as_tensor(states["torch"], dtype=torch.uint8))
+    if "cuda" in states and device.type == "cuda":
+        torch.cuda.set_rng_state(torch.as_tensor(states["cuda"], dtype=torch.uint8), device)
+
+
+class ApartRandomness:
+    """The random generators of acting apart from training (``act(independent=True)`` without ``deterministic``:
+    exploration, sampling): a numpy generator and torch (and CUDA) generator states of its own, swapped in for that
+    acting and out again, so that a seeded run trains the same whether it is evaluated with exploration or not, and
+    however often. They start from the agent's ``seed`` (a child of its seed sequence that nothing else draws from;
+    fresh entropy without a seed) at the first such act, and checkpoints keep them. Torch's generators are the
+    process's: workers acting in threads on a shared model should act apart deterministically (as periodic
+    evaluation does), or one thread's swap reaches into another's draws."""
+
+    def __init__(self, seed: int | None, device: torch.device) -> None:
+        self.seed, self.device = seed, device
+        self.rng: np.random.Generator | None = None
+        self.torch: dict[str, Any] = {}  # their torch (and CUDA) generator states, between two acts
+
+    @contextlib.contextmanager
+    def swapped_in(self) -> Iterator[np.random.Generator]:
+        """The apart generators in place of training's for the block: torch's swapped, numpy's handed out."""
+        training = _torch_states(self.device)
+        if self.rng is None:
+            sequence = np.random.SeedSequence(self.seed, spawn_key=(APART_KEY,))
+            self.rng = np.random.default_rng(sequence)
+            seed = int(sequence.generate_state(1, np.uint64)[0] >> 1)
+            torch.default_generator.manual_seed(seed)
+            if self.device.type == "cuda":
+                torch.cuda.default_generators[self.device.index or torch.cuda.current_device()].manual_seed(seed)
+        else:
+            _set_torch_states(self.torch, self.device)
+        try:
+            yield self.rng
+        finally:
+            self.torch = _torch_states(self.device)
+            _set_torch_states(training, self.device)
+
+    def state_dict(self) -> dict[str, Any] | None:
+        if self.rng is None:
+            return None
+        return {"numpy": copy.deepcopy(self.rng.bit_generator.state), **self.torch}
+
+    def load_state_dict(self, state: Mapping[str, Any] | None) -> None:
+        """Continue from ``state`` (of ``state_dict``); None (not used yet, or a checkpoint of older code): they start
+        over from the seed at the next act apart."""
+        self.rng, self.torch = None, {}
+        if state is not None:
+            self.rng = np.random.default_rng(np.random.SeedSequence(self.seed, spawn_key=(APART_KEY,)))
+            self.rng.bit_generator.state = state["numpy"]
+            self.torch = {key: value for key, value in state.items() if key != "numpy"}
 
 
 def state_dicts(components: Mapping[str, Any]) -> dict[str, Any]:
