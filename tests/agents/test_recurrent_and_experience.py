@@ -349,6 +349,24 @@ def test_import_experience_appends_after_what_is_stored():
     assert len(agent.memory) == len(EXPERIENCE)
 
 
+def test_imported_steps_cut_short_say_that_they_bootstrap_from_a_stand_in(recwarn):
+    """A recording has no state after a truncation nor after its unfinished last step: as observe() without
+    next_states, the import says that each one's own state stands in for it; whole episodes import silently."""
+    env = make("minimal", action_type="int")
+    agent = create_agent(MLP_SPECS["dqn"], states=env.states, actions=env.actions)
+    whole = [{**step, "terminal": step["terminal"] or index == 2} for index, step in enumerate(EXPERIENCE[:3])]
+    agent.import_experience(whole)
+    assert not [w for w in recwarn if "imported experience" in str(w.message)]
+    cut = [{**step, "terminal": 2 if index == 1 else step["terminal"]} for index, step in enumerate(EXPERIENCE[:4])]
+    with pytest.warns(
+        UserWarning, match=r"2 steps end with terminal 2 \(1 time-limit truncation and the last step"
+    ) as caught:
+        agent.import_experience(cut)
+    assert caught[0].filename == __file__  # it points at the call
+    with pytest.warns(UserWarning, match=r"1 step ends with terminal 2 \(1 time-limit truncation\)"):
+        agent.import_experience([{**EXPERIENCE[0], "terminal": 2}])
+
+
 def test_import_experience_with_recurrent_internals():
     agent = build("dqn")
     internal = np.arange(16, dtype=np.float32).reshape(2, 8) / 16

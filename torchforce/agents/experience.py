@@ -7,6 +7,7 @@ from __future__ import annotations
 import copy
 import math
 import numbers
+import warnings
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -275,14 +276,34 @@ def experience_batch(
     batch = {**_step_actions(steps, actions, single_action, path), **_step_internals(steps, internals, path)}
     batch["terminal"] = _terminal([experience["terminal"] for experience in steps], lambda s: path(s, "terminal"))
     batch["reward"] = _reward([experience["reward"] for experience in steps], lambda s: path(s, "reward"))
-    if batch["terminal"][-1] == 0:
+    unfinished = batch["terminal"][-1] == 0
+    if unfinished:
         batch["terminal"][-1] = 2
+    _warn_of_truncations(batch["terminal"], unfinished)
     states, following = experience_states(states, batch["terminal"], preprocessing, process)
     for name in states:
         batch[f"states/{name}"], batch[f"next_states/{name}"] = states[name], following[name]
     for name in internals:  # the recurrent state the next step acted from (recorded, it is what acting left)
         batch[f"next_internals/{name}"] = _following(batch[f"internals/{name}"], batch["terminal"])
     return batch
+
+
+def _warn_of_truncations(terminal: np.ndarray, unfinished: bool) -> None:
+    """Say that steps cut short (terminal 2) bootstrap from a stand-in, as ``observe`` says it without next_states."""
+    cut = int(np.count_nonzero(terminal == 2))
+    if not cut:
+        return
+    truncations = cut - int(unfinished)
+    which = [f"{truncations} time-limit truncation" + ("s" * (truncations != 1))] if truncations else []
+    which += ["the last step, of an episode the recording leaves unfinished"] if unfinished else []
+    warnings.warn(
+        f"imported experience: {_steps_count(cut)} {'ends' if cut == 1 else 'end'} with terminal 2 "
+        f"({' and '.join(which)}); a recording holds "
+        "no state after "
+        "them, so each one's own state stands in for the next state that learning targets bootstrap from (a "
+        "value that feeds into itself). Leave out an unfinished last episode where you can.",
+        stacklevel=5,
+    )
 
 
 def experience_states(
