@@ -146,8 +146,9 @@ def no_entropy_option() -> Any:
 def random_timesteps_option() -> Any:
     return option(
         0,
-        "The first timesteps act uniformly at random within the action bounds instead of by the policy (SB3's "
-        "learning_starts, Spinning Up's start_steps), so the replay memory starts diverse; 0: none.",
+        "The first timesteps act uniformly at random within the action bounds instead of by the policy (Spinning "
+        "Up's start_steps; SB3's learning_starts also holds updates back, which update_mode.first_update does), "
+        "so the replay memory starts diverse; 0: none.",
         Integer(minimum=0),
     )
 
@@ -536,7 +537,7 @@ class DQFDConfig(LearningConfig):
     )
     demo_sampling_ratio: float = option(
         0.2,
-        "Fraction of what each update learns from that is demonstrations.",
+        "Fraction of the transitions each update learns from that are demonstrations (in a step of their own).",
         Number(minimum=0.0, maximum=1.0, open_minimum=True, open_maximum=True),
     )
 

@@ -13,7 +13,9 @@ which pushes the expert's action a margin above every other (the paper's n-step 
 is the network's weight penalties). ``pretrain(steps)`` runs that many demonstration updates before any
 interaction (the paper's pre-training phase); afterwards every online update on the replay memory is followed by
 one on ``demo_batch_size = demo_sampling_ratio * batch_size / (1 - demo_sampling_ratio)`` demonstrations, so
-demonstrations make up ``demo_sampling_ratio`` of what the agent learns from (2018's scheme). 2018 squared J_E and
+demonstrations make up ``demo_sampling_ratio`` of the transitions the agent learns from (2018's scheme); each step
+takes the mean over its own batch, so one demonstration moves the parameters as much as ``batch_size /
+demo_batch_size`` online transitions (4 at the default ratio). 2018 squared J_E and
 averaged it over action elements; here it is the paper's (unsquared) margin loss.
 """
 

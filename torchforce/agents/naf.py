@@ -9,7 +9,9 @@ entries of L are Linear heads on the same embedding (``AdvantageHeads``). The TD
 from the target network's V head (2018 used the log-density of its Gaussian instead: a quirk, fixed), with the
 squared or Huber (``huber_loss``) error; the target network (policy and heads) follows slowly,
 ``target_update_weight`` of the way every ``target_sync_frequency`` timesteps. Algorithm 1's I updates per step, each
-on a minibatch of its own, are ``update_mode.updates`` (default 1). All float actions form one vector a
+on a minibatch of its own, are ``update_mode.updates`` (default 1); the target follows once a timestep, not after
+each of them as in the paper (scale ``target_update_weight`` by I for the paper's pace). All float actions form one
+vector a
 of their flattened elements. ``double_q_model`` is accepted for 2018 configs and changes nothing: V' needs no
 argmax. Float actions only, as in 2018: bool and int actions are the DQN agents' (a SpecError points there).
 """
