@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import resource
 import shutil
 import sqlite3
@@ -18,6 +19,7 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -26,6 +28,7 @@ from torchforce.client import ClientError, Project
 from torchforce.client import store as store_module
 from torchforce.client.cli import main
 from torchforce.client.store import Store
+from torchforce.client.worker import ExperimentRun
 
 FIRST, SECOND = "alpha", "beta"
 EPISODE = {"episode": 1, "timesteps": 20, "worker": 0, "return": 20.0, "length": 20, "wall_time": 0.1}
@@ -148,6 +151,38 @@ def test_a_damaged_progress_file_shows_question_marks_and_every_view_survives(ro
     shown, _ = ok(capsys, "experiment", "show", "-e", FIRST)
     assert "Damaged      experiments/alpha/results/progress.json" in shown
     ok(capsys, "experiment", "show", "-e", FIRST, "--json")
+
+
+def strict_json(text: str) -> object:
+    """``text`` parsed as strict JSON, which has no NaN or Infinity."""
+
+    def refuse(constant: str) -> None:
+        raise ValueError(f"{constant} is not JSON")
+
+    return json.loads(text, parse_constant=refuse)
+
+
+def test_a_diverged_runs_progress_shows_nan_returns_not_damage(root, capsys):
+    progress = root / "experiments" / FIRST / "results" / "progress.json"
+    (root / "experiments" / FIRST / "results" / "episodes.jsonl").unlink(missing_ok=True)  # the progress file alone
+    # the worker writes a NaN return as null, which strict JSON parsers read
+    run = ExperimentRun(root / "experiments" / FIRST, resume=False)
+    run.runner, run.threaded = SimpleNamespace(global_timestep=60, global_episode=3), False
+    run.recent.extend([20.0, math.nan, 12.0])
+    run.write_progress("running", force=True)
+    written = strict_json(progress.read_text())
+    assert written["mean_return_100"] is None and written["last_return"] == 12.0
+    # it reads as NaN: shown as nan, not as damage; so does a bare NaN (Python's json writes it) or an infinity
+    for returns in ({}, {"mean_return_100": math.nan, "last_return": math.nan}, {"last_return": -math.inf}):
+        write(progress, json.dumps({**written, **returns}))
+        shown, _ = ok(capsys, "experiment", "show", "-e", FIRST)
+        assert "Mean return  nan (last 100)" in shown and "Damaged" not in shown and "?" not in shown
+        listed = json.loads(ok(capsys, "experiment", "list", "--json")[0])[0]
+        assert listed["progress_damaged"] == [] and listed["mean_return_100"] is None  # --json: NaN as null
+    # before the first episode a null return is no return yet
+    write(progress, json.dumps({**written, "episodes": 0, "last_return": None}))
+    shown, _ = ok(capsys, "experiment", "show", "-e", FIRST)
+    assert "Mean return  -" in shown and "Damaged" not in shown
 
 
 # ---------------------------------------------------------------------------------------------- 2. episodes.jsonl

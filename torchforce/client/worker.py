@@ -13,7 +13,8 @@ a supervised run) the client reads it from ``progress.json``. Results:
   newline). A resumed run cuts it back to the checkpoint's episode count first: those after it are played again;
 - ``evaluations.jsonl``: with the experiment's ``evaluation``, one JSON line per evaluation round
   (``PeriodicEvaluation``), cut back to the checkpoint's timestep on resume, as the episode log;
-- ``progress.json``: counters, recent mean return and steps/s, rewritten about once a second;
+- ``progress.json``: counters, recent mean return and steps/s, rewritten about once a second (a NaN or infinite
+  return, a diverged run's, as null: JSON has no NaN);
 - ``checkpoints/<timestep>/``: the agent's whole state plus the runner's and the environments' state, every
   ``saver_frequency``, when paused or stopped, and when an evaluation is the best so far;
   ``checkpoints/latest.json`` points at the newest complete one, ``checkpoints/best.json`` at the best evaluated
@@ -67,6 +68,7 @@ import argparse
 import contextlib
 import json
 import logging
+import math
 import os
 import signal
 import socket
@@ -99,6 +101,12 @@ PROGRESS_LOG_SECONDS = 5.0  # a progress line in worker.log at most this often (
 HOLD_POLL_SECONDS = 1.0  # --hold-after-pause: how often a held worker looks at control.json
 EVALUATION_SEED_OFFSET = 100_000  # the evaluation environment's seed: the experiment's seed plus this
 RECENT_METRIC = "run/mean_return_100"  # the scalar that measures a run in TensorBoard's HParams dashboard
+
+
+def finite(value: float) -> float | None:
+    """``value``, or None for NaN and the infinities, which strict JSON has not: the progress file's readers take a
+    null return after the first episode as NaN (see ``views.read_progress``)."""
+    return float(value) if math.isfinite(value) else None
 
 
 class Signals:
@@ -490,8 +498,8 @@ class ExperimentRun:
                 "total_episodes": spec["episodes"],
                 "elapsed_seconds": round(self.elapsed(), 3),
                 "steps_per_second": round((runner.global_timestep - self._session["timesteps"]) / session_seconds, 1),
-                "mean_return_100": sum(self.recent) / len(self.recent) if self.recent else None,
-                "last_return": self.recent[-1] if self.recent else None,
+                "mean_return_100": finite(sum(self.recent) / len(self.recent)) if self.recent else None,
+                "last_return": finite(self.recent[-1]) if self.recent else None,
                 "restarts": self.restarts,
                 "workers": self.worker_rows(),
                 "updated_at": time.time(),

@@ -56,20 +56,28 @@ PROGRESS_FIELDS: dict[str, type | tuple[type, ...]] = {
     "updated_at": (int, float),
 }
 DAMAGED = "?"
+# Returns, which a diverged run makes NaN or infinite: the worker writes such a return as null (JSON has no NaN), and
+# a null one after the first episode reads as NaN; a bare NaN or Infinity (Python's json writes them) is read as is.
+RETURN_FIELDS = ("mean_return_100", "last_return")
 
 
 def read_progress(experiment: Experiment) -> tuple[dict[str, Any], list[str]]:
-    """The experiment's progress file, keeping only the fields of the right type (counters >= 0, finite numbers),
-    and the names of the fields that are damaged (every field when the file is not a JSON object at all)."""
+    """The experiment's progress file, keeping only the fields of the right type (counters >= 0, finite numbers but
+    for the returns, which may be NaN: see RETURN_FIELDS), and the names of the fields that are damaged (every field
+    when the file is not a JSON object at all)."""
     raw = experiment.progress()  # wherever the worker writes it; {} when there is none or it is unreadable
     if not isinstance(raw, dict) or not raw:
         return {}, list(PROGRESS_FIELDS) if _unreadable(experiment.results / "progress.json") else []
-    progress, damaged = {}, []
+    progress: dict[str, Any] = {}
+    damaged: list[str] = []
     for key, kind in PROGRESS_FIELDS.items():
         value = raw.get(key)
+        if value is None and key in RETURN_FIELDS and key in raw and progress.get("episodes", 0) > 0:
+            progress[key] = math.nan  # the worker's null for a NaN or infinite return
+            continue
         if value is None:
             continue
-        if _fits(value, kind):
+        if _fits(value, kind, finite=key not in RETURN_FIELDS):
             progress[key] = value
         else:
             damaged.append(key)
@@ -86,11 +94,11 @@ def _unreadable(path: Path) -> bool:
         return True
 
 
-def _fits(value: Any, kind: type | tuple[type, ...]) -> bool:
+def _fits(value: Any, kind: type | tuple[type, ...], *, finite: bool = True) -> bool:
     if isinstance(value, bool) or not isinstance(value, kind):
         return False
     if isinstance(value, (int, float)):
-        return math.isfinite(value) and (kind is not int or value >= 0)
+        return (math.isfinite(value) or not finite) and (kind is not int or value >= 0)
     return True
 
 
