@@ -205,3 +205,31 @@ def test_a_store_that_fails_while_running_turns_tracking_off_not_the_run(project
     assert "MLflow: sending metrics failed (disk full); tracking is off for the rest of this run" in caplog.messages
     assert history(project, folder, "episode/return") == []
     assert records(folder / "results" / "episodes.jsonl")  # the results folder has it all
+
+
+@needs_mlflow
+def test_once_tracking_is_off_no_metric_is_buffered(project, monkeypatch, tmp_path):
+    # a long run whose store failed must not keep every later episode in memory, nor what another worker thread
+    # buffered while the failing batch was being sent
+    from mlflow.tracking import MlflowClient
+
+    (tmp_path / "results").mkdir()
+    tracker = tracking.MlflowRun(store(project), tmp_path / "results", {"name": "leak"}, resume=False)
+    sends = []
+    episode = {"episode": 1, "timesteps": 20, "return": 20.0, "length": 20}
+
+    def failing(self, run, metrics=(), **kw):
+        sends.append(len(metrics))
+        tracker.episode({**episode, "episode": 2, "timesteps": 40})  # another thread, meanwhile
+        raise OSError("disk full")
+
+    monkeypatch.setattr(MlflowClient, "log_batch", failing)
+    tracker.episode(episode)
+    tracker.flush()
+    assert not tracker.enabled and tracker._pending == []
+    for number in range(3, 1003):
+        tracker.episode({**episode, "episode": number, "timesteps": 20 * number})
+        tracker.scalars({"run/steps_per_second": 500.0}, 20 * number)
+    assert tracker._pending == []
+    tracker.end("finished", None)
+    assert sends == [2]  # the one batch that failed; nothing after it

@@ -22,6 +22,7 @@ import os
 import re
 import threading
 import time
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -76,8 +77,8 @@ class MlflowRun:
     Metrics wait in a buffer and go in batches (``flush``). ``mlflow.json`` counts what was sent, so a resumed
     run does not send again what the run before it sent after its checkpoint (episodes by number, other metrics
     by step): a resumed run replays those steps, and an exact resume replays them the same. A failure to send
-    turns tracking off for the rest of the run, with a warning: the results folder has it all anyway; a failure
-    to start fails the run, as a misconfigured store should be found at once."""
+    turns tracking off for the rest of the run, with a warning, and nothing is buffered after it: the results
+    folder has it all anyway; a failure to start fails the run, as a misconfigured store should be found at once."""
 
     def __init__(self, settings: dict[str, Any], results: Path, spec: dict[str, Any], *, resume: bool) -> None:
         uri = settings["tracking_uri"]
@@ -149,8 +150,7 @@ class MlflowRun:
             (self.entities.Metric(name, float(record[key]), now, step), step, number)
             for name, key in (("episode/return", "return"), ("episode/length", "length"))
         ]
-        with self._lock:
-            self._pending.extend(metrics)
+        self._keep(metrics)
 
     def scalars(self, values: dict[str, float], step: int) -> None:
         """Metrics of the run at timestep ``step`` (steps/s, the recent mean return, an evaluation's results)."""
@@ -158,8 +158,13 @@ class MlflowRun:
             return
         now = int(time.time() * 1000)
         metrics = [(self.entities.Metric(name, float(value), now, step), step, None) for name, value in values.items()]
+        self._keep(metrics)
+
+    def _keep(self, metrics: Iterable[tuple[Any, int, int | None]]) -> None:
+        """Buffer ``metrics`` for the next ``flush``; nothing once tracking is off (a long run would keep them all)."""
         with self._lock:
-            self._pending.extend(metrics)
+            if self.enabled:
+                self._pending.extend(metrics)
 
     def flush(self, *, due_only: bool = False) -> None:
         """Send the metrics waiting (``due_only``: only when ``SEND_SECONDS`` have passed or a batch is full)."""
@@ -182,7 +187,9 @@ class MlflowRun:
                         sent["timesteps"] = max(sent["timesteps"], step)
         except Exception as error:  # noqa: BLE001 - tracking is a copy: the run goes on without it
             LOG.warning("MLflow: sending metrics failed (%s); tracking is off for the rest of this run", error)
-            self.enabled = False
+            with self._lock:  # and what other threads buffered meanwhile is dropped with it
+                self.enabled = False
+                self._pending.clear()
         self.record["sent"] = sent
         self._write_record(self.record)
 
