@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 
 from torchforce.agents import create_agent
+from torchforce.durable import unwritable
 from torchforce.environments import make
 from torchforce.export import ActingPolicy, ExportError, ExportWarning, export_format, export_policy, onnx_names
 
@@ -344,6 +346,9 @@ def test_formats_and_paths_are_checked(tmp_path):
     with pytest.raises(ExportError, match=r"cannot write '.*taken.pt': it is a folder; name the file to write"):
         export_policy(agent, tmp_path / "taken.pt")
     assert [path.name for path in tmp_path.iterdir()] == ["taken.pt"]
+    if unwritable("/proc") is not None:  # a folder that takes no file, also for root: said so, before the tracing
+        with pytest.raises(ExportError, match=r"cannot write '/proc/policy.pt': the folder '/proc' takes no new file"):
+            export_policy(agent, Path("/proc/policy.pt"))
 
 
 def test_a_mixed_precision_policy_exports_in_float32_with_a_warning(tmp_path):

@@ -43,6 +43,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import importlib
+import io
 import json
 import logging
 import os
@@ -62,6 +63,7 @@ from torchforce.core import preprocessors as steps
 from torchforce.core.named import NamedModules
 from torchforce.core.networks import set_autocast
 from torchforce.core.policy import Policy
+from torchforce.durable import unwritable
 from torchforce.spec import StateSpec
 
 FORMATS = {"torchscript": ".pt", "onnx": ".onnx"}
@@ -346,6 +348,9 @@ def export_policy(agent: Agent, path: str | Path, *, format: str | None = None) 
         raise ExportError(f"cannot write '{path}': the folder '{path.parent}' does not exist")
     if path.is_dir():
         raise ExportError(f"cannot write '{path}': it is a folder; name the file to write, '{path / path.name}'")
+    reason = unwritable(path.parent)
+    if reason is not None:
+        raise ExportError(f"cannot write '{path}': the folder '{path.parent}' takes no new file ({reason})")
     module = ActingPolicy(agent)
     partial = path.with_name(f".{path.name}.{secrets.token_hex(4)}.partial")
     try:
@@ -356,6 +361,8 @@ def export_policy(agent: Agent, path: str | Path, *, format: str | None = None) 
                 _save_torchscript(module, partial)
         except ExportError:
             raise
+        except OSError as error:  # the file system's refusal (a full disk), not the exporter's
+            raise ExportError(f"cannot write '{path}': {error.strerror or error}") from error
         except Exception as error:  # noqa: BLE001 - tracing fails on what a network does: its error says what
             exporter = "torch.onnx.export" if format == "onnx" else "torch.jit.trace"
             first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
@@ -382,7 +389,9 @@ def _save_torchscript(module: ActingPolicy, path: Path) -> None:
             f"the traced policy acts otherwise on {EXAMPLE_BATCH + 3} rows than the policy itself: the network "
             "seems to take the batch size as a constant, which tracing keeps"
         )
-    torch.jit.save(traced, str(path), _extra_files={METADATA: json.dumps(module.describe())})
+    serialized = io.BytesIO()  # written here, so that a file system's refusal is an OSError, not torch's RuntimeError
+    torch.jit.save(traced, serialized, _extra_files={METADATA: json.dumps(module.describe())})
+    path.write_bytes(serialized.getvalue())
 
 
 def _tensors(output: Tensor | tuple[Tensor, ...]) -> tuple[Tensor, ...]:

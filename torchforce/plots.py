@@ -25,7 +25,7 @@ from torchforce.client.aggregate import (
     overlapping,
     running_mean,
 )
-from torchforce.client.errors import ClientWarning
+from torchforce.client.errors import ClientError, ClientWarning
 from torchforce.client.report import episode_record, evaluation_record, whole_lines
 
 if TYPE_CHECKING:
@@ -122,11 +122,13 @@ def plot_learning_curves(
 
 def save_figure(figure: Figure, output: Path) -> None:
     """``figure`` as a PNG at ``output``, whole or not at all: written beside it, then renamed over it, so a save
-    that fails part way leaves the plot that was there."""
+    that fails part way leaves the plot that was there. A file system that refuses it is a ClientError."""
     partial = output.with_name(f".{output.name}.{secrets.token_hex(4)}.partial")
     try:
         figure.savefig(partial, dpi=100, format="png")
         os.replace(partial, output)
+    except OSError as error:
+        raise ClientError(f"cannot write the plot '{output}': {error.strerror or error}") from error
     finally:
         partial.unlink(missing_ok=True)
 

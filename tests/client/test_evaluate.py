@@ -25,6 +25,7 @@ from torchforce.client.commands.evaluate import episode_bar
 from torchforce.client.evaluate import build_environment, environment_spec, find_checkpoint, restore_agent
 from torchforce.client.experiment_file import worker_agent_spec
 from torchforce.client.worker import ExperimentRun
+from torchforce.durable import unwritable
 from torchforce.environments import Gym, make
 from torchforce.execution.evaluation import VideoError, evaluate, evaluate_episodes
 
@@ -483,3 +484,66 @@ def test_export_writes_the_checkpoints_policy(root, capsys, tmp_path):
     code, _, err = tfcli(capsys, "experiment", "export", "-e", NAME, "--format", "tflite")
     assert code == 2 and "argument --format: invalid choice: 'tflite'" in err
     assert list(tmp_path.iterdir()) == []
+
+
+# ---------------------------------------------------------------------------------------------- unwritable outputs
+
+UNWRITABLE = Path("/proc")  # a folder that takes no new file, also for root (whom no file mode stops)
+needs_unwritable = pytest.mark.skipif(
+    not UNWRITABLE.is_dir() or unwritable(UNWRITABLE) is None, reason="no folder here refuses new files"
+)
+OUTPUTS = [
+    ("evaluate", "--episodes", "1", "--video", "x.mp4"),
+    ("plot", "-o", "x.png"),
+    ("export", "--format", "onnx", "-o", "x.onnx"),
+    ("export", "--format", "torchscript", "-o", "x.pt"),
+]
+
+
+def output_command(command: tuple[str, ...], folder: Path) -> list[str]:
+    """``tfcli experiment COMMAND -e cp ...`` writing its file into ``folder``."""
+    return ["experiment", command[0], "-e", NAME, *command[1:-1], str(folder / command[-1])]
+
+
+@needs_unwritable
+@pytest.mark.parametrize("command", OUTPUTS, ids=lambda command: command[-1])
+def test_an_output_folder_that_takes_no_file_is_refused_before_the_work(root, capsys, command, monkeypatch):
+    from torchforce.client import evaluate as client_evaluate
+
+    monkeypatch.setattr(client_evaluate, "build_environment", lambda *a, **k: pytest.fail("the work began"))
+    before = snapshot(root / "experiments")
+    code, out, err = tfcli(capsys, *output_command(command, UNWRITABLE))
+    path = UNWRITABLE / command[-1]
+    assert (code, out) == (2, ""), err
+    assert err.startswith(f"tfcli: {'video ' if command[0] == 'evaluate' else 'cannot write '}") and f"'{path}'" in err
+    assert f"the folder '{UNWRITABLE}' takes no new file (" in err and "Traceback" not in err
+    assert "you can write to." in err and len(err.strip().splitlines()) == 2
+    assert snapshot(root / "experiments") == before
+
+
+@pytest.mark.parametrize("command", OUTPUTS, ids=lambda command: command[-1])
+def test_a_folder_given_as_the_output_file_is_refused(root, capsys, command, tmp_path):
+    (tmp_path / command[-1]).mkdir()
+    code, out, err = tfcli(capsys, *output_command(command, tmp_path))
+    assert (code, out) == (2, "") and f"'{tmp_path / command[-1]}' is a folder" in err and "Traceback" not in err
+    assert [path.name for path in tmp_path.iterdir()] == [command[-1]]
+
+
+@needs_unwritable
+@pytest.mark.parametrize("command", OUTPUTS, ids=lambda command: command[-1])
+def test_a_final_write_that_fails_is_one_line_naming_the_file(root, capsys, command, monkeypatch):
+    # the folder looked writable (a disk that filled up meanwhile): the write's OSError names the file and the reason
+    from torchforce import export
+    from torchforce.client import project
+    from torchforce.execution import evaluation
+
+    for module in (export, project, evaluation):
+        monkeypatch.setattr(module, "unwritable", lambda folder: None, raising=False)
+    code, out, err = tfcli(capsys, *output_command(command, UNWRITABLE))
+    path = UNWRITABLE / command[-1]
+    assert (code, out) == (2, ""), err
+    assert "Traceback" not in err and "unexpected error" not in err and "FFMPEG" not in err, err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("tfcli: "), err
+    written = "video '{}': writing it failed: " if command[0] == "evaluate" else "cannot write '{}': "
+    assert written.format(path) in err.replace("the plot ", "")

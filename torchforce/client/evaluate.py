@@ -31,6 +31,7 @@ from torchforce.client.errors import ClientError
 from torchforce.client.experiment import Experiment
 from torchforce.client.experiment_file import acted_environment, runnable_here, worker_agent_spec
 from torchforce.client.modules import modules_folder, use_modules
+from torchforce.client.project import check_output
 from torchforce.spec import SpecError
 
 if TYPE_CHECKING:  # torch loads when an agent is built, not when the command line is parsed
@@ -288,7 +289,9 @@ def evaluate_experiment(
         try:
             check_video_path(Path(video))
         except VideoError as error:
-            raise ClientError(str(error), hint="Give --video a file 'NAME.mp4' in an existing folder.") from None
+            raise ClientError(
+                str(error), hint="Give --video a file 'NAME.mp4' in an existing folder you can write to."
+            ) from None
     found = find_checkpoint(experiment, checkpoint)
     spec = experiment.checked_spec
     seed = spec["seed"] if seed is None else seed
@@ -349,11 +352,7 @@ def export_experiment(
         path = experiment.folder / "exports" / f"policy-{found.timesteps}{FORMATS[format]}"
     else:
         path = Path(output)
-        if not path.parent.is_dir():
-            raise ClientError(
-                f"the folder of the output '{path}' does not exist",
-                hint=f"Create it first ('mkdir -p {path.parent}'), or give another -o/--output.",
-            )
+        check_output(path, "the output", example=f"policy-{found.timesteps}{FORMATS[format]}")
     environment = build_environment(experiment)
     try:
         agent = restore_agent(experiment, found, environment)

@@ -20,6 +20,7 @@ from typing import Any
 from torchforce.client.errors import ClientError, ClientWarning
 from torchforce.client.store import ExperimentRecord, Store
 from torchforce.configs import KINDS, folder
+from torchforce.durable import unwritable
 from torchforce.spec import SpecError, did_you_mean, load_file
 from torchforce.spec.errors import describe
 
@@ -66,6 +67,25 @@ def write_json_atomically(path: Path, data: Any, *, mode: int | None = None, dur
         from torchforce.durable import sync_file
 
         sync_file(path.parent)
+
+
+def check_output(path: Path, what: str, *, example: str) -> None:
+    """A ClientError unless the file ``path`` that a command writes with its ``-o/--output`` (``what``: "the
+    plot") can be written: a folder that exists and takes new files, and no folder in its place (``example``: a
+    file name to suggest in it). Checked before the work, not found at its end."""
+    if not path.parent.is_dir():
+        raise ClientError(
+            f"the folder of {what} '{path}' does not exist",
+            hint=f"Create it first ('mkdir -p {path.parent}'), or give another -o/--output.",
+        )
+    if path.is_dir():
+        raise ClientError(f"{what} '{path}' is a folder", hint=f"Name the file to write: -o/--output {path / example}.")
+    reason = unwritable(path.parent)
+    if reason is not None:
+        raise ClientError(
+            f"cannot write {what} '{path}': the folder '{path.parent}' takes no new file ({reason})",
+            hint="Give -o/--output a file in a folder you can write to.",
+        )
 
 
 def read_settings(path: Path) -> dict[str, Any]:

@@ -35,6 +35,7 @@ from typing import Any
 import numpy as np
 
 from torchforce.agents import Agent
+from torchforce.durable import unwritable
 from torchforce.environments import Environment, Gym
 from torchforce.spec import expect_int
 
@@ -186,11 +187,18 @@ class VideoRecorder:
     ) -> None:
         try:
             if self._writer is not None:
-                self._writer.close()
+                try:
+                    self._writer.close()
+                except OSError as failure:
+                    if kind is None:  # else the error that ended the recording is the one to tell
+                        raise VideoError(self._write_failed(failure)) from failure
             if kind is None:
                 if self.frames == 0:
                     raise VideoError(f"{self.environment} rendered no frame: the video '{self.path}' would be empty")
-                os.replace(self._partial, self.path)
+                try:
+                    os.replace(self._partial, self.path)
+                except OSError as failure:
+                    raise VideoError(self._write_failed(failure)) from failure
         finally:
             self._partial.unlink(missing_ok=True)
 
@@ -219,18 +227,33 @@ class VideoRecorder:
 
     def _write(self, rendered: Any) -> None:
         for frame in _frames(rendered, self.environment):
-            self._writer.append_data(frame)
+            try:
+                self._writer.append_data(frame)
+            except OSError as error:
+                raise VideoError(self._write_failed(error)) from error
             self.frames += 1
+
+    def _write_failed(self, error: OSError) -> str:
+        """What to say when writing the video failed (a full disk, a folder gone): the file system's reason, or,
+        where ffmpeg (which writes the file) stopped, that its own message (on standard error, before) says why."""
+        first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        if "FFMPEG COMMAND" in str(error):  # imageio-ffmpeg's error: the pipe into ffmpeg broke
+            return f"video '{self.path}': writing it failed: ffmpeg stopped ({first}); its message above says why"
+        return f"video '{self.path}': writing it failed: {error.strerror or first}"
 
 
 def check_video_path(path: Path) -> None:
-    """A VideoError unless ``path`` can become the video: an ``.mp4`` file in a folder that exists."""
+    """A VideoError unless ``path`` can become the video: an ``.mp4`` file in a folder that exists and takes new
+    files (checked before any episode is played, which may take long)."""
     if path.suffix.lower() != VIDEO_SUFFIX:
         raise VideoError(f"video '{path}': videos are written as MP4; name the file '....mp4'")
     if not path.parent.is_dir():
         raise VideoError(f"video '{path}': the folder '{path.parent}' does not exist")
     if path.is_dir():
         raise VideoError(f"video '{path}' is a folder")
+    reason = unwritable(path.parent)
+    if reason is not None:
+        raise VideoError(f"video '{path}': the folder '{path.parent}' takes no new file ({reason})")
 
 
 def _video_writer_module() -> Any:

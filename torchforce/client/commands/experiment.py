@@ -15,7 +15,7 @@ from torchforce.client.errors import ClientError
 from torchforce.client.experiment import Experiment
 from torchforce.client.groups import Group, format_seeds, memberships, new_group, parse_seeds, resolve
 from torchforce.client.overrides import apply_to_experiment, blame, parse_overrides
-from torchforce.client.project import Project
+from torchforce.client.project import Project, check_output
 from torchforce.client.report import GroupSummary, Summary, read_episodes, summarize, summarize_group
 from torchforce.spec import SpecError, load_file
 
@@ -678,11 +678,7 @@ def experiment_plot(args: argparse.Namespace) -> None:
     output = Path(args.output) if args.output else started[first.name].results / default
     if output.suffix.lower() != ".png":
         raise ClientError(f"the plot is written as PNG; got '{output}'", hint="Name the output file '....png'.")
-    if not output.parent.is_dir():
-        raise ClientError(
-            f"the folder of the plot '{output}' does not exist",
-            hint=f"Create it first ('mkdir -p {output.parent}'), or give another -o/--output.",
-        )
+    check_output(output, "the plot", example=default)
     from torchforce.plots import plot_learning_curves
 
     path = plot_learning_curves(logs, output, window=args.window)
