@@ -336,6 +336,7 @@ def test_a_name_that_is_the_same_as_another_in_kubernetes(root, capsys):
             {"torch_threads": 1000},
             ["experiment.torch_threads: out of range; expected an integer in [1, 256], got 1000"],
         ),
+        ({"seed": 2**64}, [f"experiment.seed: out of range; expected an integer in [0, 2^64 - 1], got {2**64}"]),
     ],
 )
 def test_a_bad_field_in_an_experiment_file(root, capsys, fields, expected):
@@ -358,6 +359,11 @@ def test_a_bad_field_in_an_experiment_file(root, capsys, fields, expected):
             ["--run-mode", "distributed", "--num-parameter-servers", "-1"],
             "experiment.num_parameter_servers: out of range; expected an integer >= 0",
         ),
+        (
+            ["--seed", "99999999999999999999"],  # the agent's range, blamed on the flag, not the agent config
+            "experiment.seed: out of range; expected an integer in [0, 2^64 - 1], got 99999999999999999999.",
+        ),
+        (["--seed", "-1"], "experiment.seed: out of range; expected an integer >= 0, got -1."),
         (["-t", "many"], "tfcli: error: argument -t/--total-timesteps: invalid int value: 'many'"),
         (["--run-mode", "threads"], "tfcli: error: argument --run-mode: invalid choice: 'threads'"),
     ],

@@ -104,6 +104,9 @@ def test_seeds_are_read_as_ranges_and_lists(text, seeds, written):
         ("0-2,", "expected seeds like"),
         ("0-2,2", "seed 2 is given twice in '0-2,2'"),
         ("0-1000", "more than 1000 seeds in '0-1000'"),
+        # the agent's range: not an error about the agent config, after the runs are made
+        ("0,99999999999999999999", "seed 99999999999999999999 is out of range; expected seeds in [0, 2^64 - 1]"),
+        ("18446744073709551615-18446744073709551616", "seed 18446744073709551616 is out of range"),
     ],
 )
 def test_bad_seeds_are_a_usage_error_that_changes_nothing(root, capsys, text, message):

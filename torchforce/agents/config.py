@@ -35,7 +35,7 @@ from typing import Any, ClassVar, Self
 
 from torchforce.core.schedules import build_schedule
 from torchforce.spec import SpecError, check_kwargs, expect_bool, expect_choice, expect_dict
-from torchforce.spec.options import Choice, Flag, Integer, Number, Text, option
+from torchforce.spec.options import SEED, Choice, Flag, Integer, Number, Text, option
 
 CONSTRUCTOR_KEYS = ("states", "actions", "network")  # an agent constructor's arguments, not config options
 SCHEMA_KEY = "$schema"  # where a config file may name its schema for editors; ignored when a config is built
@@ -208,7 +208,7 @@ class AgentConfig:
     seed: int | None = option(
         None,
         "Seeds torch's and the agent's random numbers; null: unseeded.",
-        Integer(minimum=0, maximum=2**64 - 1, nullable=True, expected="an integer in [0, 2^64 - 1]"),
+        SEED,
     )
 
     def __post_init__(self) -> None:

@@ -27,6 +27,7 @@ from torchforce.spec import (
 )
 from torchforce.spec.device import missing_gpu
 from torchforce.spec.errors import describe
+from torchforce.spec.options import SEED
 
 # A name is a folder name and, with "_" as "-", the start of Kubernetes names (Jobs and Services "NAME-worker-0"):
 # Services need a DNS-1035 label, so a letter first; 40 characters leave room for the suffixes within 63.
@@ -338,7 +339,7 @@ def _check_run(spec: dict[str, Any]) -> None:
     spec["torch_threads"] = expect_int(
         spec["torch_threads"], "experiment.torch_threads", minimum=1, maximum=MAX_THREADS
     )
-    spec["seed"] = None if spec["seed"] is None else expect_int(spec["seed"], "experiment.seed", minimum=0)
+    spec["seed"] = SEED(spec["seed"], "experiment.seed")  # the agent's range: its seed is this one
     spec["group"] = None if spec["group"] is None else check_name(spec["group"], "experiment.group", what="group name")
 
 

@@ -27,6 +27,7 @@ from torchforce.client.experiment_file import check_name, resolve_experiment
 from torchforce.client.overrides import Override, apply_to_experiment
 from torchforce.client.project import Project
 from torchforce.spec import SpecError, did_you_mean
+from torchforce.spec.options import MAX_SEED
 
 SEEDS_RULE = "seeds like 0-4, 0,3,7 or 0-2,5 (whole numbers >= 0)"
 # More runs than this in one command is taken for a typo (0-1000 for 0-100): each is a folder and a worker.
@@ -37,14 +38,16 @@ PER_RUN = ("name", "seed", "group")
 
 def parse_seeds(text: str) -> list[int]:
     """The seeds ``text`` lists: ``0-4`` (a range, both ends included), ``0,3,7``, or both (``0-2,5``), in the
-    order written. A ValueError saying what is wrong for anything else, for a seed given twice, or for more than
-    MAX_SEEDS seeds."""
+    order written. A ValueError saying what is wrong for anything else, for a seed given twice, for a seed past
+    MAX_SEED (the agent's range), or for more than MAX_SEEDS seeds."""
     seeds: list[int] = []
     for part in text.split(","):
         match = re.fullmatch(r"\s*(\d+)\s*(?:-\s*(\d+)\s*)?", part)
         if match is None:
             raise ValueError(f"expected {SEEDS_RULE}, got '{text}'")
         first, last = int(match[1]), int(match[2] if match[2] is not None else match[1])
+        if max(first, last) > MAX_SEED:
+            raise ValueError(f"seed {max(first, last)} is out of range; expected seeds in [0, 2^64 - 1]")
         if last < first:
             raise ValueError(f"the range '{part.strip()}' runs backwards; write it as '{last}-{first}'")
         if len(seeds) + last - first + 1 > MAX_SEEDS:

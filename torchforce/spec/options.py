@@ -52,6 +52,11 @@ class Integer:
         return {key: value for key, value in bounds.items() if value is not None}
 
 
+MAX_SEED = 2**64 - 1  # the largest seed torch.manual_seed takes
+# A seed (the agent's, the experiment's, each of --seeds): null, or an integer in [0, MAX_SEED].
+SEED = Integer(minimum=0, maximum=MAX_SEED, nullable=True, expected="an integer in [0, 2^64 - 1]")
+
+
 @dataclass(frozen=True)
 class Number:
     """A finite number within [``minimum``, ``maximum``]; ``open_minimum``/``open_maximum`` leave an end out
