@@ -6,6 +6,7 @@ import time
 
 import numpy as np
 import pytest
+import torch
 
 from tests.tiny_environments import OneNumber
 from torchforce.agents import create_agent
@@ -55,6 +56,56 @@ def test_workers_share_the_model_and_optimizers_and_keep_their_own_memory(spec, 
             assert worker.optimizers()[name] is optimizer
         assert worker.memory is not main.memory and worker.update_lock is main.update_lock is not None
     assert [agent.seed for agent in agents] == [3, 4, 5]
+
+
+PPO_EPOCHS = {  # as ppo_cartpole: minibatch epochs and a baseline network of its own (one backward pass for both)
+    "type": "ppo",
+    "network": NETWORK,
+    "update_mode": {"unit": "timesteps", "batch_size": 16, "frequency": 16},
+    "memory": {"type": "latest", "capacity": 64},
+    "epochs": 2,
+    "minibatch_size": 8,
+    "baseline_mode": "states",
+    "baseline": {"type": "mlp", "sizes": [8]},
+}
+
+
+@pytest.mark.parametrize(
+    "spec, action_type",
+    [
+        (VPG, "int"),
+        (PPO_EPOCHS, "int"),
+        ({"type": "dqn", "network": NETWORK, "memory": {"type": "replay", "capacity": 64}}, "int"),
+        ({"type": "ddpg", "network": NETWORK, "memory": {"type": "replay", "capacity": 64}}, "bounded"),
+        ({"type": "naf", "network": NETWORK, "memory": {"type": "replay", "capacity": 64}}, "float"),
+    ],
+    ids=["vpg", "ppo-epochs", "dqn", "ddpg", "naf"],
+)
+def test_what_a_worker_other_than_the_first_learns_moves_the_shared_model(spec, action_type):
+    """Every worker's updates step the shared optimizers on the shared parameters (PPO with epochs kept its own two
+    optimizers in a tuple, which sharing did not replace: only the first worker's experience trained the model)."""
+    agents, environments = workers({**spec, "seed": 3}, action_type=action_type)
+    main, worker, environment = agents[0], agents[1], environments[1]
+    before = main.get_parameters()
+    state = environment.reset()
+    while worker.updates < 2:
+        state, terminal, reward = environment.execute(worker.act(state))
+        worker.observe(terminal=terminal, reward=reward)
+        if terminal:
+            state = environment.reset()
+    after = main.get_parameters()
+    assert main.updates == 0 and any(not torch.equal(before[name], after[name]) for name in before)
+    for name in ("policy", "baseline"):  # each module the shared optimizers step
+        moved = [key for key in before if key.startswith(f"{name}.") and not torch.equal(before[key], after[key])]
+        assert moved or not any(key.startswith(f"{name}.") for key in before), name
+
+
+def test_an_agent_keeping_an_optimizer_where_sharing_cannot_replace_it_is_refused():
+    agents, environments = workers(count=1)
+    other = create_agent(VPG, states=environments[0].states, actions=environments[0].actions)
+    other._cached = (other.optimizer,)
+    with pytest.raises(TypeError, match=r"keeps one of its modules or optimizers in '_cached' \(a tuple\)"):
+        share_model(other, agents[0])
 
 
 def test_episode_and_timestep_limits_are_global():

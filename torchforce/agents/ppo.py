@@ -93,16 +93,15 @@ class PPOAgent(PolicyGradientAgent):
             )
         # the policy's and the baseline's steps on a minibatch share one backward pass where neither loss reads the
         # other's parameters: a baseline network of its own ("states" mode), each optimizer a plain gradient step
-        self._shared_backward: tuple[TorchOptimizer, TorchOptimizer] | None = None
-        if (
+        # (a flag, not the two optimizers: a worker sharing a model steps the shared ones, which replace its own)
+        self._shared_backward = bool(
             isinstance(self.optimizer, TorchOptimizer)
             and isinstance(self.baseline_optimizer, TorchOptimizer)
             and self.baseline is not None
             and self.baseline_mode == "states"
             and self.epochs is not None
             and not {id(p) for p in self.policy.parameters()} & {id(p) for p in self.baseline.parameters()}
-        ):
-            self._shared_backward = (self.optimizer, self.baseline_optimizer)
+        )
         self._finish(network=network)
         self._load_on_start()
 
@@ -119,8 +118,9 @@ class PPOAgent(PolicyGradientAgent):
         for indices in self._minibatches(len(batch)):
             # index_select: for image rows about 20x faster than indexing with a tensor (value[indices])
             minibatch = {key: value.index_select(0, indices) for key, value in trained.items()}
-            if self._shared_backward is not None:  # the two steps below, their gradients from one backward pass
-                policy_step, baseline_step = self._shared_backward
+            if self._shared_backward:  # the two steps below, their gradients from one backward pass
+                policy_step, baseline_step = self.optimizer, self.baseline_optimizer
+                assert isinstance(policy_step, TorchOptimizer) and isinstance(baseline_step, TorchOptimizer)
                 minimize_each(
                     [(policy_step, self._policy_loss(minibatch)), (baseline_step, self._baseline_loss(minibatch))]
                 )

@@ -36,6 +36,12 @@ def share_model(worker: Agent, main: Agent) -> None:
     for attribute, value in list(vars(worker).items()):
         if id(value) in replace:
             setattr(worker, attribute, replace[id(value)])
+        elif any(id(item) in replace for item in _items(value)):  # it would go on stepping its own, unseen
+            raise TypeError(
+                f"the {worker.name} agent keeps one of its modules or optimizers in '{attribute}' (a "
+                f"{type(value).__name__}), where sharing a model cannot put the shared one: read it from the agent's "
+                "own attribute when it is needed"
+            )
     if main.update_lock is None:  # reentrant: who holds it for a consistent model (an evaluation) may act under it
         main.update_lock = threading.RLock()
     worker.update_lock = main.update_lock
@@ -44,3 +50,10 @@ def share_model(worker: Agent, main: Agent) -> None:
     if worker.model_clock is not main.model_clock:
         main.model_clock.join(worker)
         worker.model_clock = main.model_clock
+
+
+def _items(value: object) -> tuple[object, ...]:
+    """What a tuple, list, set or dict (its values) holds; nothing for anything else."""
+    if isinstance(value, dict):
+        return tuple(value.values())
+    return tuple(value) if isinstance(value, (tuple, list, set, frozenset)) else ()
