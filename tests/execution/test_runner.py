@@ -464,3 +464,19 @@ def test_a_paused_vectorized_run_resumes_exactly():
     assert state["rows"]["lengths"].tolist() == first.state_dict()["rows"]["lengths"].tolist()  # the state as saved
     with pytest.raises(ValueError, match="resume"):
         Runner(random_agent(Counter()), Counter()).run(num_timesteps=1, resume=True)
+
+
+@pytest.mark.parametrize("vectorized", [False, True])
+@pytest.mark.parametrize("ending", ["num_episodes", "episode_finished"])
+def test_step_finished_is_called_on_the_step_whose_episode_ends_the_run(vectorized, ending):
+    """What a caller does after each step (the client evaluates and checkpoints there) it does after the last one
+    too, whatever ends the run: an episode limit or a falsy episode_finished as much as a timestep limit."""
+    env = VectorEnvironment([Counter(length=3), Counter(length=5)]) if vectorized else Counter(length=3)
+    runner = Runner(random_agent(env), env)
+    steps: list[int] = []
+    limits = {"num_episodes": 2} if ending == "num_episodes" else {"num_episodes": 100}
+    stop_after_two = None if ending == "num_episodes" else (lambda r, *_: r.episode < 2)
+    runner.run(**limits, episode_finished=stop_after_two, step_finished=lambda r: steps.append(r.timestep) or True)
+    assert runner.episode == 2
+    assert steps[-1] == runner.timestep == (10 if vectorized else 6)  # the step that ended the second episode
+    assert steps == list(range(2 if vectorized else 1, runner.timestep + 1, 2 if vectorized else 1))

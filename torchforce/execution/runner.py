@@ -202,10 +202,10 @@ class Runner(BaseRunner):
                     self._episode_done(episode_reward, self.episode_timestep, time.time() - started)
                     if self._episodes_done():
                         self._stopped = True
-                    if self._stopped:
-                        return
+                # after every step, also the one whose episode ends the run (what it does at the end, it does then)
                 if self._step_callback is not None and not self._step_callback(self):
                     self._stopped = True
+                if self._stopped:
                     return
                 if self._timesteps_done() or self.agent.should_stop():
                     return  # an episode interrupted here is not recorded
@@ -267,10 +267,10 @@ class Runner(BaseRunner):
             # every row that ended starts its next episode, recorded or not (a resumed run goes on from here)
             lengths[ended], returns[ended], started[ended] = 0, 0.0, now
             self._rows = {"states": states, "lengths": lengths, "returns": returns, "started": started}
-            if self._stopped:
-                return
+            # after every step, also the one whose episodes end the run (what it does at the end, it does then)
             if self._step_callback is not None and not self._step_callback(self):
                 self._stopped = True
+            if self._stopped:
                 return
             if self._timesteps_done() or self.agent.should_stop():
                 return
