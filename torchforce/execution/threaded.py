@@ -80,6 +80,7 @@ class ThreadedRunner(BaseRunner):
         self.save_path, self.save_frequency, self.save_unit = save_path, save_frequency, save_frequency_unit
         self._lock = threading.RLock()  # the counters and history, which every worker's thread updates; reentrant:
         # episode_finished runs holding it, and may read state_dict()
+        self._save_lock = threading.Lock()  # one worker's thread saves at a time, and marks it done
         self.reset()
 
     def reset(self, history: dict[str, list] | None = None) -> None:
@@ -256,9 +257,10 @@ class ThreadedRunner(BaseRunner):
         limit = self._limits[0]
         if limit is not None and self.global_timestep >= limit:
             self._stop.set()
-        if runner.id == 0 and self.save_frequency is not None:
-            if self._save_timer.due(self.global_timestep, self.global_episode):
-                self._save()
+        if self.save_frequency is not None:  # whichever worker's step makes it due (worker 0 may have stopped)
+            with self._save_lock:
+                if self._save_timer.due(self.global_timestep, self.global_episode):
+                    self._save()
         if self._step_callback is not None and not self._step_callback(self, runner.id):
             self._stop.set()
         return not self._stop.is_set()
