@@ -12,6 +12,7 @@ import pytest
 from torchforce.agents import create_agent
 from torchforce.environments import Environment, VectorEnvironment, make, make_vector
 from torchforce.execution import Runner
+from torchforce.spec import SpecError
 
 MLP = [{"type": "dense", "size": 8}]
 
@@ -480,3 +481,14 @@ def test_step_finished_is_called_on_the_step_whose_episode_ends_the_run(vectoriz
     assert runner.episode == 2
     assert steps[-1] == runner.timestep == (10 if vectorized else 6)  # the step that ended the second episode
     assert steps == list(range(2 if vectorized else 1, runner.timestep + 1, 2 if vectorized else 1))
+
+
+@pytest.mark.parametrize("vectorized", [False, True])
+def test_a_run_of_no_steps_or_no_episodes_takes_no_step(vectorized):
+    env = VectorEnvironment([Counter(), Counter()]) if vectorized else Counter()
+    runner = Runner(random_agent(env), env)
+    for limits in ({"num_timesteps": 0}, {"num_episodes": 0}, {"num_timesteps": 0, "num_episodes": 3}):
+        runner.run(**limits)
+        assert (runner.timestep, runner.episode) == (0, 0), limits  # (it took a step, or played an episode)
+    with pytest.raises(SpecError, match="num_timesteps"):
+        runner.run(num_timesteps=-1)

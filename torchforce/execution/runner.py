@@ -19,6 +19,7 @@ import numpy as np
 from torchforce.agents import Agent
 from torchforce.environments import Environment, VectorEnvironment
 from torchforce.execution.base import TORCH_THREADS, BaseRunner, check_torch_threads, torch_threads
+from torchforce.spec import expect_int
 
 
 class Runner(BaseRunner):
@@ -151,6 +152,10 @@ class Runner(BaseRunner):
             warnings.warn(
                 "summary_report/summary_interval are deprecated; use episode_finished", DeprecationWarning, stacklevel=2
             )
+        num_timesteps = expect_int(num_timesteps, "num_timesteps", minimum=0, allow_none=True)
+        num_episodes = expect_int(num_episodes, "num_episodes", minimum=0, allow_none=True)
+        if num_timesteps == 0 or num_episodes == 0:  # nothing to run: not one step
+            return
         self._limits = (
             None if num_timesteps is None else self.global_timestep + num_timesteps,
             None if num_episodes is None else self.global_episode + num_episodes,
