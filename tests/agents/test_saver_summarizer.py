@@ -164,7 +164,12 @@ def test_ppo_summaries_are_real_event_files(tmp_path):
     assert all(math.isfinite(event.value) for event in found["update/policy_loss"])
 
 
-def test_a_restored_agent_continues_its_summaries_without_repeating_steps(tmp_path):
+def test_a_restored_agent_continues_its_summaries_without_repeating_steps(tmp_path, monkeypatch):
+    """Also where the writers' files of one second sort as text the wrong way round: the process's 8th, 9th and
+    10th writers ('10' before '8'), as a run of the test suite made them once."""
+    from tensorboard.summary.writer import event_file_writer
+
+    monkeypatch.setattr(event_file_writer, "_global_uid", event_file_writer.AtomicCounter(8))
     summaries, saved = tmp_path / "summaries", tmp_path / "checkpoints"
     first = build(PPO, summarizer={"directory": str(summaries)})
     drive(first, 0, 20)
@@ -237,3 +242,22 @@ def test_labels_and_learning_rates_of_optimizers():
     assert learning_rate(build_optimizer(nested, parameters)) == pytest.approx(0.1)
     assert learning_rate(build_optimizer({"type": "evolutionary", "learning_rate": 0.5}, parameters)) == 0.5
     assert learning_rate(Synchronization(parameters, [torch.zeros(3)])) is None
+
+
+def test_the_purging_writers_file_is_read_after_the_others_made_in_the_same_second(tmp_path, monkeypatch):
+    """TensorBoard reads event files in the order of their names: the second they were made, then the process's
+    writer count as text. A summarizer resumed the moment after another wrote (its 8th and 10th writers: '10' sorts
+    before '8') waits for the next second, so its purge applies to what the other wrote."""
+    from tensorboard.summary.writer import event_file_writer
+
+    from torchforce.core.summaries import Summarizer
+
+    monkeypatch.setattr(event_file_writer, "_global_uid", event_file_writer.AtomicCounter(8))
+    first = Summarizer({"directory": str(tmp_path)})
+    first.writer.add_scalar("x", 1.0, 5)
+    first.writer.flush()
+    second = Summarizer({"directory": str(tmp_path)})
+    second.resume_at(3)
+    names = sorted(path.name for path in tmp_path.glob("events.out.tfevents.*"))
+    assert names[-1].endswith(".10")  # the purging writer's, read last
+    first.close(), second.close()

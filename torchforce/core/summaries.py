@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable, Mapping
+from pathlib import Path
 from typing import Any, SupportsFloat
 
 from torchforce.spec import SpecError, did_you_mean, expect_dict, expect_float, expect_int
@@ -159,7 +160,9 @@ class Summarizer:
         from torch.utils.tensorboard import SummaryWriter
 
         directory, flush = self.writer.log_dir, self.writer.flush_secs
+        own = Path(self.writer._get_file_writer().event_writer._file_name).name
         self.writer.close()
+        _after_the_others(Path(directory), own)
         self.writer = SummaryWriter(log_dir=directory, flush_secs=flush, purge_step=timestep + 1)
         self._last_step = None
 
@@ -167,3 +170,18 @@ class Summarizer:
         if self.writer is not None:
             self.writer.close()
             self.writer = None
+
+
+def _after_the_others(directory: Path, own: str) -> None:
+    """Wait, where it must, for the purging writer's file to sort after every other in ``directory``. TensorBoard
+    reads a folder's event files in the order of their names, which begin with the second a file was made and end
+    with a count of the process's writers that sorts as text ("10" before "9"): a writer made in the same second as
+    another's file (an agent restored in the process that wrote it, the moment after) could be read before it, and
+    the summaries it purges come back. Files of earlier seconds (a run resumed in a new process) need no wait."""
+    seconds = [
+        int(part)
+        for path in directory.glob("events.out.tfevents.*")
+        if path.name != own and (part := path.name.split(".")[3]).isdigit()
+    ]
+    if seconds and max(seconds) >= int(time.time()):
+        time.sleep(max(seconds) + 1 - time.time())
