@@ -646,8 +646,8 @@ def test_steps_sharing_a_backward_pass_equal_separate_steps(optimizer):
         "baseline_optimizer": {**optimizer, "clip_grad_norm": 0.5},
     }
     shared, apart = ppo(**options), ppo(**options)
-    assert shared._shared_backward is not None
-    apart._shared_backward = None
+    assert shared._shared_backward
+    apart._shared_backward = False
     for agent in (shared, apart):
         torch.manual_seed(0)  # the minibatches' order is drawn from torch's global generator
         run(agent, ENV, 4)
@@ -670,7 +670,7 @@ def test_steps_sharing_a_backward_pass_equal_separate_steps(optimizer):
     ],
 )
 def test_steps_share_a_backward_pass_only_where_neither_loss_reads_the_other_s_parameters(options):
-    assert ppo(**options)._shared_backward is None
+    assert not ppo(**options)._shared_backward
 
 
 def test_the_losses_carry_the_networks_weight_penalties():
