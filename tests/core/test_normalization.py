@@ -274,3 +274,22 @@ def test_running_return_scale_takes_the_agents_discount_unless_it_names_one(step
         agent.observe(terminal=terminal, reward=reward)
     assert scale[0]._returns.tolist() == [1.0 + expected]
     assert [step.discount for step in build_reward_preprocessing({"type": "running_return_scale"})] == [0.99]  # alone
+
+
+def test_the_statistics_of_several_normalizers_combine_into_those_of_one_that_saw_every_state():
+    """A distributed run's workers each standardize the states of their own environments: combined, their
+    statistics are one normalizer's over all those states (count, mean, m2), what the driver's agent applies."""
+    rng = np.random.default_rng(0)
+    batches = [rng.normal(loc, 2.0, size=(rows, 3)) for loc, rows in ((0.0, 40), (5.0, 7), (-3.0, 1))]
+    parts, whole = [], RunningStandardize(reset_after_batch=False)
+    for batch in batches:
+        part = RunningStandardize(reset_after_batch=False)
+        for row in batch:  # one step at a time, as a worker of one environment folds them
+            part.process(row[None])
+        parts.append(part.state_dict())
+        whole.process(batch)
+    combined = RunningStandardize.combined([*parts, RunningStandardize(reset_after_batch=False).state_dict()])
+    assert combined["count"] == 48
+    np.testing.assert_allclose(combined["mean"], whole.state_dict()["mean"], rtol=1e-12)
+    np.testing.assert_allclose(combined["m2"], whole.state_dict()["m2"], rtol=1e-12)
+    assert RunningStandardize.combined([]) == {"count": 0, "mean": None, "m2": None}

@@ -153,6 +153,30 @@ def test_episode_limits_callbacks_and_history():
         runner.run()
 
 
+def test_the_agent_that_is_saved_and_evaluated_standardizes_with_every_workers_statistics():
+    """The workers' run-wide normalizers learn the states of their own environments, which no parameter server
+    holds: the driver's agent (checkpoints, evaluation, export) takes them all in, combined, with the parameters."""
+    from torchforce.core.preprocessors import RunningStandardize
+
+    spec = {**PPO, "states_preprocessing": [{"type": "running_standardize", "reset_after_batch": False}]}
+    agent = main_agent(spec)
+    runner = DistributedRunner(agent, MINIMAL, num_workers=2, seed=0)
+    try:
+        runner.run(num_timesteps=400, chunk=100)
+        workers = [state["preprocessing"]["state"]["0"] for state in runner.worker_states()]
+        assert [int(worker["count"]) for worker in workers] == [200, 200]  # each its own environment's states
+        driver = agent.preprocessing["state"].preprocessors[0].state_dict()
+        expected = RunningStandardize.combined(workers)
+        assert driver["count"] == 400
+        np.testing.assert_allclose(driver["mean"], expected["mean"])
+        np.testing.assert_allclose(driver["m2"], expected["m2"])
+        runner.run(num_timesteps=0)  # nothing to run: no chunk, the counts as they were
+        runner.run(num_episodes=0)
+        assert runner.global_timestep == 400
+    finally:
+        runner.close()
+
+
 def test_the_shared_model_learns_the_minimal_task():
     # asynchronous updates arrive in a different order every run, so learning is not reproducible: with this learning
     # rate 8 of 8 runs learned (measured); under CI's load two tries both ended just short (8.9, 8.8 of 10), so a
@@ -264,6 +288,43 @@ def test_a_restart_under_way_is_waited_out_and_deaths_are_counted():
         died.failed(ray.exceptions.RayActorError())
     with pytest.raises(ray.exceptions.RayActorError):
         died.failed(ray.exceptions.RayActorError())
+
+
+def test_a_worker_that_answered_again_is_waited_for_anew_at_its_next_death_but_its_deaths_add_up():
+    """Two deaths further apart than RESTART_TIMEOUT, the worker back and answering in between (its chunk died
+    before it ended), do not end the run; a worker that keeps dying still does."""
+    clock = [0.0]
+    absence = Absence(clock=lambda: clock[0])
+    absence.failed(ray.exceptions.RayActorError())
+    clock[0] = 10.0
+    absence.answered()  # the restarted worker's readiness probe came back
+    clock[0] = distributed.RESTART_TIMEOUT + 100.0  # its next chunk died, long after the first death
+    assert absence.failed(ray.exceptions.RayActorError()) == pytest.approx(0.1) and absence.deaths == 2
+    for _ in range(distributed.MAX_WORKER_RESTARTS - 2):
+        absence.answered()
+        absence.failed(ray.exceptions.RayActorError())
+    absence.answered()
+    with pytest.raises(ray.exceptions.RayActorError):
+        absence.failed(ray.exceptions.RayActorError())
+
+
+def test_the_callers_signal_handlers_come_back_after_ray_puts_its_own_in_their_place():
+    """ray.init makes SIGTERM exit the process at once: a runner starting its cluster puts the caller's handlers
+    back before its workers start (minutes on a busy machine), so tfcli's stop asked for then is a stop, not a
+    failure."""
+    import signal
+
+    def stop(*_):
+        pass
+
+    before = signal.signal(signal.SIGTERM, stop)
+    try:
+        handlers = distributed._signal_handlers()
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)  # what ray.init does, in its own way
+        distributed._restore_signal_handlers(handlers)
+        assert signal.getsignal(signal.SIGTERM) is stop
+    finally:
+        signal.signal(signal.SIGTERM, before)
 
 
 def test_worker_agents_come_back_from_their_states():

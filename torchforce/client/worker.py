@@ -572,7 +572,8 @@ class ExperimentRun:
         evaluation, runner = self.evaluation, self.runner
         if evaluation is None or not evaluation.due(self.counts()):
             return None
-        if self.distributed:
+        if self.distributed:  # the chunks under way taken in first, as a save does: a best checkpoint saves this model
+            self._ray_runner().drain()
             self._ray_runner().sync_agent()  # the parameter servers' model into the agent that plays
         returns = evaluation.play(self.agent, self.counts())
         mean, deviation = float(np.mean(returns)), float(np.std(returns))

@@ -306,11 +306,22 @@ class RunningStandardize(Preprocessor):
         if self._mean is None or self._m2 is None or self._mean.shape != mean.shape:
             self._count, self._mean, self._m2 = len(values), mean, m2
         else:
-            total = self._count + len(values)
-            delta = mean - self._mean
-            self._mean = self._mean + delta * (len(values) / total)
-            self._m2 = self._m2 + m2 + delta**2 * (self._count * len(values) / total)
-            self._count = total
+            self._count, self._mean, self._m2 = _folded((self._count, self._mean, self._m2), (len(values), mean, m2))
+
+    @staticmethod
+    def combined(states: list[Mapping[str, Any]]) -> dict[str, Any]:
+        """The run-wide statistics of several copies' (``state_dict``s of ``reset_after_batch=False`` steps, each
+        over the states its own environments gave, as a distributed run's workers keep them) as one: the count,
+        mean and m2 of all their states together (Chan et al.), what one normalizer seeing them all would hold."""
+        together: tuple[int, np.ndarray, np.ndarray] | None = None
+        for state in states:
+            if state["mean"] is None or not state["count"]:
+                continue
+            part = (int(state["count"]), np.asarray(state["mean"], np.float64), np.asarray(state["m2"], np.float64))
+            together = part if together is None else _folded(together, part)
+        if together is None:
+            return {"count": 0, "mean": None, "m2": None}
+        return {"count": together[0], "mean": together[1], "m2": together[2]}
 
     def process(self, batch: np.ndarray, rows: Any = None) -> np.ndarray:
         values = np.asarray(batch, dtype=np.float64)
@@ -383,6 +394,16 @@ def _standardized(values: np.ndarray, count: Any, mean: np.ndarray, m2: np.ndarr
     samples_less_one = count - 1 if shared else np.maximum(count - 1, 1)  # shared: 2 or more here
     scores = (values - mean) / np.maximum(np.sqrt(m2 / samples_less_one), EPSILON)
     return (scores if shared else np.where(count > 1, scores, values)).astype(np.float32)
+
+
+def _folded(
+    first: tuple[int, np.ndarray, np.ndarray], second: tuple[int, np.ndarray, np.ndarray]
+) -> tuple[int, np.ndarray, np.ndarray]:
+    """Two sets of statistics ``(count, mean, m2)`` as one (Chan et al.'s parallel update)."""
+    (count, mean, m2), (other, other_mean, other_m2) = first, second
+    total = count + other
+    delta = other_mean - mean
+    return total, mean + delta * (other / total), m2 + other_m2 + delta**2 * (count * other / total)
 
 
 def _trailing(values: np.ndarray, ndim: int) -> np.ndarray:

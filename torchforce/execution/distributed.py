@@ -32,8 +32,10 @@ from __future__ import annotations
 import math
 import os
 import shutil
+import signal
 import socket
 import tempfile
+import threading
 import time
 import uuid
 from collections.abc import Callable
@@ -44,6 +46,7 @@ import numpy as np
 from torchforce.agents import Agent, create_agent
 from torchforce.execution.base import BaseRunner
 from torchforce.execution.runner import episode_callback
+from torchforce.spec import expect_int
 from torchforce.spec.device import needs_gpu, uses_gpu
 
 CHUNK = 1_000  # steps a worker runs between two reports to the driver
@@ -191,6 +194,10 @@ class Worker:
         """The agent's whole state (to checkpoint), its tensors on the CPU: the driver may have no GPU."""
         return _on_cpu(self.agent.state_dict())
 
+    def statistics(self) -> dict[str, dict[str, dict[str, Any]]]:
+        """This worker's run-wide state statistics (``run_wide_statistics``), for the driver's agent."""
+        return run_wide_statistics(self.agent)
+
     def set_state(self, state: dict[str, Any]) -> None:
         """Continue from a checkpointed agent state; the next chunk starts new episodes with the servers' model."""
         self.agent.load_state_dict(state)
@@ -245,6 +252,37 @@ def shared_parameters(agent: Agent) -> dict[str, Any]:
     its own schedule: were their changes added up on the servers, the targets of two workers syncing in the same
     exchange would move twice as far as the online network, past it. Only these are copied."""
     return agent.get_parameters([name for name in agent.trainable_modules() if not name.startswith("target")])
+
+
+def run_wide_statistics(agent: Agent) -> dict[str, dict[str, dict[str, Any]]]:
+    """The state dicts of ``agent``'s run-wide state normalizers (``running_standardize`` with
+    ``reset_after_batch`` false, as the MuJoCo PPO configs have), by state and by the step's place in its stack:
+    what a distributed run's workers learn in their environments and no parameter server holds."""
+    from torchforce.core.preprocessors import RunningStandardize
+
+    return {
+        name: {
+            str(index): step.state_dict()
+            for index, step in enumerate(stack.preprocessors)
+            if isinstance(step, RunningStandardize) and not step.reset_after_batch
+        }
+        for name, stack in agent.preprocessing.items()
+    }
+
+
+def _signal_handlers() -> dict[int, Any]:
+    """The process's SIGINT and SIGTERM handlers (none outside the main thread, which alone may set them)."""
+    if threading.current_thread() is not threading.main_thread():
+        return {}
+    return {number: signal.getsignal(number) for number in (signal.SIGINT, signal.SIGTERM)}
+
+
+def _restore_signal_handlers(handlers: dict[int, Any]) -> None:
+    """Put back what ``_signal_handlers`` found: a stop asked for (tfcli's SIGTERM) while the Ray workers start is the
+    caller's to handle, not Ray's exit."""
+    for number, handler in handlers.items():
+        if handler is not None and signal.getsignal(number) is not handler:
+            signal.signal(number, handler)
 
 
 def ray_job_driver() -> bool:
@@ -305,6 +343,7 @@ class _Chunks:
             return None
         runner._note_incarnation(index, result["incarnation"] if steps else result)
         if not steps:  # a restarted worker is ready: back to work (it counts as back once a chunk succeeds)
+            self.absences[index].answered()
             self.hand_out(index)
             return None
         self.absences[index] = Absence()
@@ -363,6 +402,11 @@ class Absence:
         if self.deaths > MAX_WORKER_RESTARTS or now - self.since > RESTART_TIMEOUT:
             raise error
         return min(0.1 * self.calls, 2.0)
+
+    def answered(self) -> None:
+        """The restarted worker answered again: the wait for it is over (a later death waits anew), while its deaths
+        count on until one of its chunks succeeds (a worker that dies in every chunk is still given up)."""
+        self.since, self.calls = None, 0
 
 
 def worker_resources(device: Any, cluster_gpus: float, num_workers: int, cpus: int = 1) -> dict[str, float]:
@@ -450,6 +494,7 @@ class DistributedRunner(BaseRunner):
         self.workers: list[Any] = []  # actor handles
         self.servers: list[Any] = []
         self.placement: Any = None
+        handlers = _signal_handlers()  # ray.init puts its own in their place (SIGTERM: exit at once)
         try:
             if self._connected and ray_job_driver():  # its cluster
                 ray.init(address=os.environ["RAY_ADDRESS"], log_to_driver=False, configure_logging=False)
@@ -465,6 +510,7 @@ class DistributedRunner(BaseRunner):
                     object_store_memory=OBJECT_STORE,
                     temp_dir=self._temp,
                 )
+            _restore_signal_handlers(handlers)  # the caller's again before the minutes the workers may take to start
             self._start(agent, environment, num_environments, seed, agent_spec, agent_kwargs)
         except BaseException:
             self.close()
@@ -588,19 +634,23 @@ class DistributedRunner(BaseRunner):
         return [dict(row) for row in self.status]
 
     def worker_states(self) -> list[dict[str, Any]]:
-        """Every worker's agent state (each worker answers once its chunk under way is done; one that Ray is
+        """Every worker's agent state."""
+        return self._ask_every_worker("get_state")
+
+    def _ask_every_worker(self, method: str) -> list[Any]:
+        """Every worker's answer to ``method`` (each answers once its chunk under way is done; one that Ray is
         restarting answers once it is back)."""
         ray = _ray()
-        states = []
+        answers = []
         for worker in self.workers:
             absence = Absence()
             while True:
                 try:
-                    states.append(ray.get(worker.get_state.remote()))
+                    answers.append(ray.get(getattr(worker, method).remote()))
                     break
                 except ray.exceptions.RayActorError as error:
                     time.sleep(absence.failed(error))
-        return states
+        return answers
 
     def load_worker_states(self, states: list[dict[str, Any]]) -> None:
         if len(states) != self.num_workers:
@@ -619,12 +669,23 @@ class DistributedRunner(BaseRunner):
         )
 
     def sync_agent(self) -> Agent:
-        """The local agent with the servers' parameters (what ``save_model`` should save)."""
+        """The local agent with the servers' parameters and the workers' run-wide state statistics together (what
+        ``save_model`` should save, and evaluation and export apply: the networks learned on states the workers'
+        statistics standardized)."""
         import torch
+
+        from torchforce.core.preprocessors import RunningStandardize
 
         self.agent.set_parameters(
             {name: torch.from_numpy(np.array(value)) for name, value in self.parameters().items()}
         )
+        own = run_wide_statistics(self.agent)
+        if any(own.values()):
+            states = self._ask_every_worker("statistics")
+            for name, steps in own.items():
+                for index in steps:
+                    step = self.agent.preprocessing[name].preprocessors[int(index)]
+                    step.load_state_dict(RunningStandardize.combined([state[name][index] for state in states]))
         return self.agent
 
     def run(
@@ -645,6 +706,10 @@ class DistributedRunner(BaseRunner):
         ``num_environments - 1`` steps per worker past ``num_timesteps``, and the steps counted are those taken."""
         if num_timesteps is None and num_episodes is None:
             raise ValueError("a distributed run needs num_timesteps or num_episodes")
+        num_timesteps = expect_int(num_timesteps, "num_timesteps", minimum=0, allow_none=True)
+        num_episodes = expect_int(num_episodes, "num_episodes", minimum=0, allow_none=True)
+        if num_timesteps == 0 or num_episodes == 0:  # nothing to run: no chunk
+            return
         ray = _ray()
         chunks = _Chunks(self, ray, chunk, (max_episode_timesteps, deterministic), episode_callback(episode_finished))
         chunks.step_limit = None if num_timesteps is None else self.global_timestep + num_timesteps
