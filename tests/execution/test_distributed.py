@@ -164,7 +164,8 @@ def test_the_agent_that_is_saved_and_evaluated_standardizes_with_every_workers_s
     try:
         runner.run(num_timesteps=400, chunk=100)
         workers = [state["preprocessing"]["state"]["0"] for state in runner.worker_states()]
-        assert [int(worker["count"]) for worker in workers] == [200, 200]  # each its own environment's states
+        counts = [int(worker["count"]) for worker in workers]  # each its own environment's states: as many as
+        assert sum(counts) == 400 and min(counts) >= 100, counts  # the chunks of 100 it got (the first one each)
         driver = agent.preprocessing["state"].preprocessors[0].state_dict()
         expected = RunningStandardize.combined(workers)
         assert driver["count"] == 400
