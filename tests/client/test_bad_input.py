@@ -602,6 +602,17 @@ def test_delete_or_stop_never_leaves_a_live_worker_the_row_lost(root, capsys, co
     assert (results / "progress.json").is_file() and Project(root).store.experiment(EXISTING).status == "failed"
 
 
+def test_delete_waits_a_moment_for_a_finished_runs_worker_to_exit(root, capsys):
+    """A worker writes 'finished', then closes its environments and its interpreter: a delete right after 'watch'
+    said finished waits for it to exit (up to EXITING_SECONDS) instead of calling it a live worker."""
+    results = root / "experiments" / EXISTING / "results"
+    with fake_worker(root / "experiments" / EXISTING, script="import time; time.sleep(1.5)") as pid:
+        write(results / "progress.json", json.dumps({"pid": pid, "timesteps": 10}))
+        set_status(root, EXISTING, status="finished", pid=pid)
+        assert main(["experiment", "delete", "-e", EXISTING]) == 0, capsys.readouterr().err
+    assert not (root / "experiments" / EXISTING).exists() and Project(root).store.experiment(EXISTING) is None
+
+
 @pytest.mark.parametrize("command", ["pause", "stop"])
 def test_pause_or_stop_fails_clearly_when_the_worker_dies_instead(root, capsys, command):
     # A process that the signal (SIGUSR1, SIGTERM) kills, as it killed a worker whose handlers were not installed.

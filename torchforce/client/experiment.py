@@ -37,6 +37,7 @@ SIGNAL_TIMEOUT = 120.0
 # A worker whose row says running but has no PID yet is starting (its start call writes the PID in a moment): for
 # this long it is not judged dead, so a status check during a start cannot mark a live worker failed.
 ENDED = ("finished", "stopped", "failed")
+EXITING_SECONDS = 10.0  # how long a worker that has written its end may take to exit before it counts as running
 STARTING_SECONDS = 30.0
 
 
@@ -684,12 +685,26 @@ class Experiment:
         """No second worker on the same results (nor --fresh deleting them under one), whatever the status says."""
         local = record.backend == "local"
         for pid in dict.fromkeys((_handle(record), self.progress().get("pid") if local else None)):
-            if pid and backend.alive(pid, self.folder):
+            if pid and backend.alive(pid, self.folder) and not self._exits_soon(record, pid, backend):
                 raise ClientError(
                     f"a worker of experiment '{self.name}' is still running (PID {pid}), though its status is "
                     f"'{record.status}'",
                     hint=f"Wait for it to end, or end it with 'kill {pid}'.",
                 )
+
+    def _exits_soon(self, record: ExperimentRecord, pid: Any, backend: Any) -> bool:
+        """Whether the worker ``pid`` of a run whose status is one its worker writes as it ends (finished, stopped,
+        paused; not failed, which a lost worker is given) exits within ``EXITING_SECONDS``: it writes that status,
+        then closes its environments and its interpreter, which takes a moment on a busy machine ('tfcli experiment
+        delete' right after 'watch' said finished)."""
+        if record.status not in ("finished", "stopped", "paused"):
+            return False
+        deadline = time.monotonic() + EXITING_SECONDS
+        while backend.alive(pid, self.folder):
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.1)
+        return True
 
     def _ended_by_its_progress(self, record: ExperimentRecord) -> tuple[str, None] | None:
         """How a local run ended by its progress file, when its worker wrote a final state there during this run
