@@ -316,7 +316,7 @@ def test_the_callers_signal_handlers_come_back_after_ray_puts_its_own_in_their_p
     import signal
 
     def stop(*_):
-        pass
+        """The caller's handler (what it does matters not here: which one is installed does)."""
 
     before = signal.signal(signal.SIGTERM, stop)
     try:

@@ -73,17 +73,12 @@ def jsonable(value: Any) -> Any:
 
 def rng_state(rng: np.random.Generator, device: torch.device) -> dict[str, Any]:
     """Torch's global generator, ``rng``'s, and on a GPU the device's generator (sampling there draws from it)."""
-    state = {"torch": torch.get_rng_state(), "numpy": copy.deepcopy(rng.bit_generator.state)}
-    if device.type == "cuda":
-        state["cuda"] = torch.cuda.get_rng_state(device)
-    return state
+    return {**_torch_states(device), "numpy": copy.deepcopy(rng.bit_generator.state)}
 
 
 def load_rng_state(state: dict[str, Any], rng: np.random.Generator, device: torch.device) -> None:
     """Put ``state`` (of ``rng_state``) back into the generators."""
-    torch.set_rng_state(torch.as_tensor(state["torch"], dtype=torch.uint8))
-    if "cuda" in state and device.type == "cuda":
-        torch.cuda.set_rng_state(torch.as_tensor(state["cuda"], dtype=torch.uint8), device)
+    _set_torch_states(state, device)
     rng.bit_generator.state = state["numpy"]
 
 

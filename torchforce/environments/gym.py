@@ -143,13 +143,22 @@ def _kwarg_error(gym_id: str, spec: Any, kwargs: dict[str, Any], error: TypeErro
     return SpecError(f"{path}.{key}", f"unknown argument for '{gym_id}'", hint=hint)
 
 
+def wrapper_chain(env: Any) -> list[Any]:
+    """``env`` and the environments it wraps, outermost first."""
+    import gymnasium
+
+    chain = [env]
+    while isinstance(chain[-1], gymnasium.Wrapper):
+        chain.append(chain[-1].env)
+    return chain
+
+
 def _check_time_limit(env: Any, steps: int, path: str) -> None:
     """A ready environment's own ``TimeLimit`` (``gymnasium.make`` adds one) cuts its episodes before a longer
     ``max_episode_timesteps`` wrapped around it would: refused, rather than silently ignored."""
     import gymnasium
 
-    layer = env
-    while isinstance(layer, gymnasium.Wrapper):
+    for layer in wrapper_chain(env):
         if isinstance(layer, gymnasium.wrappers.TimeLimit) and layer._max_episode_steps < steps:
             name = env.spec.id if env.spec is not None else "the environment"
             raise SpecError(
@@ -160,7 +169,6 @@ def _check_time_limit(env: Any, steps: int, path: str) -> None:
                 expected=f"at most {layer._max_episode_steps}, or the environment made with "
                 f"gymnasium.make('{name}', max_episode_steps={steps}) (or given by its id)",
             )
-        layer = layer.env
 
 
 def _make(gym_id: str, spec: Any, max_episode_timesteps: int | None, gym_kwargs: dict[str, Any], path: str) -> Any:
