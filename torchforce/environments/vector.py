@@ -39,12 +39,15 @@ DTYPES = {"float": np.float32, "int": np.int64, "bool": np.bool_, "uint8": np.ui
 
 class VectorStep(NamedTuple):
     """One step of N copies: ``states``/``final_states`` are arrays [N, ...] (or dicts of them, by state name),
-    ``terminal`` int8 [N] (0, 1, 2) and ``reward`` float32 [N]."""
+    ``terminal`` int8 [N] (0, 1, 2) and ``reward`` float32 [N]. ``goes_on``: bool [N], True for the rows whose
+    episode ended as a part of a game that goes on (``Environment.game_goes_on``: an Atari life lost with
+    ``episodic_life``); None when no row's did."""
 
     states: Any
     terminal: np.ndarray
     reward: np.ndarray
     final_states: Any
+    goes_on: np.ndarray | None = None
 
 
 class VectorEnvironmentError(RuntimeError):
@@ -98,12 +101,13 @@ class _Rows:
         for row in range(len(self.environments)) if rows is None else rows:
             self._write(self.states, int(row), self.environments[int(row)].reset())
 
-    def execute(self, actions: Any) -> bool:
+    def execute(self, actions: Any) -> list[int] | None:
         """Step every copy with its row of ``actions`` (an array [n, ...], or a dict of them by action name).
 
-        Returns whether a copy ended; only then are ``final_states`` written (otherwise they equal ``states``).
+        Returns None when no copy ended, else the rows among those that ended whose game goes on (``game_goes_on``,
+        read before the reset); only when a copy ended are ``final_states`` written (otherwise they equal ``states``).
         """
-        ended = []
+        ended, goes_on = [], []
         terminals, rewards, states = self.terminal, self.reward, self.states
         single_state, names = self.single_state, self.action_names
         single = states["state"] if single_state else None
@@ -114,6 +118,8 @@ class _Rows:
             rewards[row] = reward
             if terminal:  # a copy: an environment may hand out one array, which its reset writes again
                 ended.append((row, _copied(state)))
+                if environment.game_goes_on:
+                    goes_on.append(row)
                 state = environment.reset()
             if single is not None:
                 single[row] = state
@@ -124,7 +130,7 @@ class _Rows:
                 np.copyto(buffer, states[name])
             for row, state in ended:
                 self._write(self.final_states, row, state)
-        return bool(ended)
+        return goes_on if ended else None
 
     def seed(self, seeds: Sequence[int | None]) -> list[int | None]:
         return [environment.seed(seed) for environment, seed in zip(self.environments, seeds, strict=True)]
@@ -577,24 +583,30 @@ class VectorEnvironment:
         """Step every copy with its row of ``actions``; finished copies are reset (see the module doc)."""
         batch = self._batch_actions(actions)
         if self._rows is not None:
-            ended = self._rows.execute(batch)
+            replies = [self._rows.execute(batch)]
         else:
             if self._single_action:
                 chunks = [batch[lo:hi] for lo, hi in self._chunks]
             else:
                 chunks = [{name: value[lo:hi] for name, value in batch.items()} for lo, hi in self._chunks]
-            flags = self._command("execute", chunks)  # the workers write their rows into the shared arrays
-            ended = any(flags)
-            for (lo, hi), chunk_ended in zip(self._chunks, flags, strict=True):
-                if ended and not chunk_ended:  # that worker left its final rows as they were
+            replies = self._command("execute", chunks)  # the workers write their rows into the shared arrays
+        ended = any(reply is not None for reply in replies)
+        goes_on = None
+        if ended:
+            for reply, (lo, hi) in zip(replies, self._chunks or [(0, self._n)], strict=True):
+                if reply is None:  # that worker left its final rows as they were
                     for name, buffer in self._final.items():
                         buffer[lo:hi] = self._states[name][lo:hi]
+                elif reply:
+                    if goes_on is None:
+                        goes_on = np.zeros(self._n, dtype=bool)
+                    goes_on[np.asarray(reply) + lo] = True
         if self.copy:
             terminal, reward = self._terminal.copy(), self._reward.copy()
         else:
             terminal, reward = self._terminal, self._reward
         states = self._out(self._states)
-        return VectorStep(states, terminal, reward, self._out(self._final) if ended else states)
+        return VectorStep(states, terminal, reward, self._out(self._final) if ended else states, goes_on)
 
     def seed(self, seed: int | None) -> list[int | None]:
         """Seed copy i with ``seed + i`` (all None for None), from each copy's next reset on."""

@@ -37,6 +37,12 @@ class Runner(BaseRunner):
     (``num_timesteps`` reached, a falsy ``step_finished``, the agent's ``should_stop``) is not recorded; both paths
     behave the same. ``history`` (a dict with those three lists, or a ``state_dict()``) continues an earlier run.
 
+    Games: where a terminal ends only a part of a game that goes on (``Environment.game_goes_on``: an Atari life
+    lost with ``episodic_life``), the agent's episode ends there (it observes the terminal, and the next part starts
+    as a new episode of the agent), but the Runner's episode is the whole game: the history, ``episode_finished``,
+    ``num_episodes`` and ``max_episode_timesteps`` count games and their steps, and a return is the game's score
+    (unclipped: agents clip rewards themselves), as SB3's Monitor and ``evaluate_episodes`` count them.
+
     ``episode_finished(runner, worker_id)`` gets ``id_`` as the worker id for one environment and the row index for
     N environments; the 2018 one-argument form ``episode_finished(runner)`` works too.
 
@@ -203,7 +209,9 @@ class Runner(BaseRunner):
                 episode_reward += reward
                 if self._bar is not None:
                     self._bar.step(1)
-                if terminal:  # a true terminal, or a truncation (by the environment or max_episode_timesteps)
+                # a true terminal, or a truncation (by the environment or max_episode_timesteps), that ends the game
+                game_over = terminal and not environment.game_goes_on
+                if game_over:
                     self._episode_done(episode_reward, self.episode_timestep, time.time() - started)
                     if self._episodes_done():
                         self._stopped = True
@@ -214,8 +222,13 @@ class Runner(BaseRunner):
                     return
                 if self._timesteps_done() or self.agent.should_stop():
                     return  # an episode interrupted here is not recorded
-                if terminal:
+                if game_over:
                     break
+                if terminal:  # the agent's episode ended and the game goes on: the agent starts its next episode
+                    state = environment.reset()
+                    self.agent.reset()
+                    if testing:
+                        self.agent.start_independent_episode()
                 if sleep:
                     time.sleep(sleep)
 
@@ -262,6 +275,8 @@ class Runner(BaseRunner):
             if self._bar is not None:
                 self._bar.step(count)
             now = time.time()
+            if step.goes_on is not None:  # rows whose game goes on record nothing yet: their game is the episode
+                ended = ended[~step.goes_on[ended]]
             for row in ended.tolist():
                 self.episode_timestep = int(lengths[row])
                 self._episode_done(float(returns[row]), int(lengths[row]), now - started[row], worker=row)
