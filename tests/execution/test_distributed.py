@@ -245,14 +245,22 @@ def test_a_worker_of_several_torch_threads_asks_for_as_many_cpus_and_runs_on_the
 
 
 def test_a_worker_killed_mid_run_is_restarted_and_only_its_chunk_is_lost():
+    """The restarted worker's agent goes on from its predecessor's last chunk (counters, run-wide statistics), with
+    a seed of its own."""
     lost = []
+    spec = {**PPO, "states_preprocessing": [{"type": "running_standardize", "reset_after_batch": False}]}
     runner = DistributedRunner(
-        main_agent(), MINIMAL, num_workers=2, seed=4, on_lost_worker=lambda index, steps: lost.append((index, steps))
+        main_agent(spec),
+        MINIMAL,
+        num_workers=2,
+        seed=4,
+        on_lost_worker=lambda index, steps: lost.append((index, steps)),
     )
     killed = []
 
     def kill_once(r):
-        if not killed:  # its process dies as a crash would end it: Ray may restart it
+        # once worker 0 has finished two chunks, its process dies as a crash would end it: Ray may restart it
+        if not killed and r.worker_status()[0]["steps"] >= 200:
             ray.kill(r.workers[0], no_restart=False)
             killed.append(True)
         return True
@@ -265,8 +273,22 @@ def test_a_worker_killed_mid_run_is_restarted_and_only_its_chunk_is_lost():
         assert [row["restarts"] for row in status] == [1, 0] and status[0]["lost_steps"] == 100
         assert status[1]["steps"] > 0 and status[1]["episodes"] > 0 and status[1]["node"]
         assert sum(row["steps"] for row in status) == 3000
+        states = runner.worker_states()
+        # the steps counted for each worker, those before the restart too: its agent's timestep and statistics
+        assert [state["counters"]["timestep"] for state in states] == [row["steps"] for row in status]
+        counts = [int(state["preprocessing"]["state"]["0"]["count"]) for state in states]
+        assert counts == [row["steps"] for row in status]
+        seeds = ray.get([worker.__ray_call__.remote(lambda worker: worker.seed) for worker in runner.workers])
+        assert seeds == [distributed.restarted_seed(5, 1), 6] and seeds[0] not in (5, 6)  # seed + 1 + i
     finally:
         runner.close()
+
+
+def test_a_restarted_workers_seed_is_its_own_and_the_same_in_every_run():
+    seeds = [distributed.restarted_seed(7, restarts) for restarts in (1, 2, 3)]
+    assert len(set(seeds)) == 3 and 7 not in seeds and all(0 <= seed < 2**31 for seed in seeds)
+    assert seeds == [distributed.restarted_seed(7, restarts) for restarts in (1, 2, 3)]
+    assert distributed.restarted_seed(None, 1) is None
 
 
 def test_a_restart_under_way_is_waited_out_and_deaths_are_counted():

@@ -21,8 +21,12 @@ environment copy j is seeded ``seed + 1 + i * num_environments + j`` (no two cop
 Faults: a worker whose process dies (killed, out of memory, its node lost) is restarted by Ray (up to
 ``MAX_WORKER_RESTARTS`` times): its new agent finds the servers by their actor names, pulls their parameters, and
 the run goes on. Only the chunk it had under way is lost: its steps are not counted and its episodes not recorded
-(``on_lost_worker`` is told). An error raised inside a worker (its environment failing, a parameter server that
-died) ends the run with a RuntimeError that names the worker and says what failed.
+(``on_lost_worker`` is told). The new agent takes over what the worker's record on the first server holds as of
+its last chunk (its counters, so that exploration and the other schedules of the timestep go on where they were,
+and its run-wide state statistics), and seeds itself and its copies anew (``restarted_seed``), so that it does not
+replay its predecessor's episodes; its memory and optimizer state start empty. An error raised inside a worker
+(its environment failing, a parameter server that died) ends the run with a RuntimeError that names the worker and
+says what failed.
 
 Install Ray with ``pip install torchforce[ray]``.
 """
@@ -81,6 +85,9 @@ class ParameterServer:
     def __init__(self, parameters: dict[str, np.ndarray]) -> None:
         self.parameters = {name: np.array(value, dtype=np.float32) for name, value in parameters.items()}
         self.updates = 0
+        # the first server also keeps each worker's record (``keep``), which the worker's next incarnation recalls
+        self.records: dict[int, dict[str, Any]] = {}
+        self.arrivals: dict[int, int] = {}
 
     def apply(self, deltas: dict[str, np.ndarray]) -> int:
         for name, delta in deltas.items():
@@ -95,6 +102,18 @@ class ParameterServer:
         """``apply`` then ``get`` in one round trip: what a worker does after every update."""
         self.apply(deltas)
         return self.parameters
+
+    def keep(self, index: int, record: dict[str, Any]) -> None:
+        """Worker ``index``'s record as of its last chunk: what its agent would lose with its process (see
+        ``Worker.record``)."""
+        self.records[index] = record
+
+    def arrive(self, index: int) -> tuple[int, dict[str, Any] | None]:
+        """A worker built (again): how many incarnations of worker ``index`` came before it, and the last record
+        they kept (None before any)."""
+        earlier = self.arrivals.get(index, 0)
+        self.arrivals[index] = earlier + 1
+        return earlier, self.records.get(index)
 
     def set(self, parameters: dict[str, np.ndarray]) -> None:
         for name, value in parameters.items():
@@ -131,10 +150,18 @@ class Worker:
         self.index, self.layout, self.sync_every = index, layout, sync_every
         self.node = f"{socket.gethostname()}:{_ray().get_runtime_context().get_node_id()[:8]}"
         self.incarnation = f"{os.getpid()}@{time.time():.6f}"  # a process Ray restarts is a new incarnation
-        self.environments = make_vector(environment, num_environments, seed=seed)
+        earlier, record = _ray().get(self.servers[0].arrive.remote(index))
+        self.seed = seed if not earlier else restarted_seed(seed, earlier)
+        self.environments = make_vector(environment, num_environments, seed=self.seed)
         self.agent = create_agent(
-            agent_spec, states=self.environments.states, actions=self.environments.actions, seed=seed, **agent_kwargs
+            agent_spec,
+            states=self.environments.states,
+            actions=self.environments.actions,
+            seed=self.seed,
+            **agent_kwargs,
         )
+        if record is not None:  # a restart: where the agent before it was, as of its last chunk
+            self._take_over(record)
         self.runner = Runner(self.agent, self.environments, id_=index, torch_threads=torch_threads)
         self._started = False
         self.sync_seconds, self.syncs = 0.0, 0  # time spent waiting for the servers, and how many exchanges
@@ -186,6 +213,27 @@ class Worker:
             _ray().wait(self.pending, num_returns=len(self.pending), fetch_local=False)
             self.sync_seconds += time.monotonic() - waited
 
+    def record(self) -> dict[str, Any]:
+        """What a restarted worker's new agent takes over (``_take_over``): its counters, so that exploration and
+        the other schedules of the timestep go on where they were, and its run-wide state statistics, which no
+        parameter server holds. Its memory and optimizer state are not kept: a restarted agent refills and
+        rebuilds them."""
+        return {
+            "timestep": self.agent.timestep,
+            "episode": self.agent.episode,
+            "statistics": _on_cpu(run_wide_statistics(self.agent)),
+        }
+
+    def _take_over(self, record: dict[str, Any]) -> None:
+        self.agent.timestep, self.agent.episode = int(record["timestep"]), int(record["episode"])
+        for name, steps in record["statistics"].items():
+            for index, state in steps.items():
+                self.agent.preprocessing[name].preprocessors[int(index)].load_state_dict(state)
+
+    def _keep_record(self) -> None:
+        """The record on the first server (not waited for: the worker's calls to it arrive in order)."""
+        self.servers[0].keep.remote(self.index, self.record())
+
     def ready(self) -> str:
         """Answers once the worker is built (again, after a restart): which incarnation of it this is."""
         return self.incarnation
@@ -202,6 +250,7 @@ class Worker:
         """Continue from a checkpointed agent state; the next chunk starts new episodes with the servers' model."""
         self.agent.load_state_dict(state)
         self._started = False
+        self._keep_record()
 
     def run(self, steps: int, max_episode_timesteps: int | None, deterministic: bool) -> dict[str, Any]:
         """Up to ``steps`` more steps, from the servers' current parameters; returns the episodes finished
@@ -232,6 +281,7 @@ class Worker:
         if self.agent.updates > self.pulled_at:  # updates short of sync_every: the next chunk's pull would drop them
             self._push()
         self._settle()
+        self._keep_record()
         return {
             "episodes": episodes,
             "timesteps": self.runner.global_timestep - before,
@@ -244,6 +294,16 @@ class Worker:
 
     def close(self) -> None:
         self.environments.close()
+
+
+def restarted_seed(seed: int | None, restarts: int) -> int | None:
+    """The seed of a worker's incarnation after ``restarts`` restarts (None stays None): one of its own, so that it
+    neither replays the episodes its first incarnation's seed started nor draws the same noise, and the same
+    in every run that restarts that worker as often. Derived with numpy's SeedSequence, far from the seeds
+    ``seed + 1 + i * num_environments + j`` that the workers and their copies start with."""
+    if seed is None:
+        return None
+    return int(np.random.SeedSequence([seed, restarts]).generate_state(1)[0] >> 1)
 
 
 def shared_parameters(agent: Agent) -> dict[str, Any]:
