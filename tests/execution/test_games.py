@@ -70,7 +70,8 @@ def test_one_environment_records_games_and_the_agent_observes_lives():
 
 @pytest.mark.parametrize("mode", ["sync", "subprocess"])
 def test_vectorized_rows_record_games_and_the_agent_observes_lives(mode):
-    with VectorEnvironment(factory=Lives, num_environments=2, mode=mode, num_workers=2 if mode != "sync" else None) as env:
+    workers = 2 if mode != "sync" else None
+    with VectorEnvironment(factory=Lives, num_environments=2, mode=mode, num_workers=workers) as env:
         agent = watched_agent(env)
         runner = Runner(agent, env)
         runner.run(num_timesteps=2 * 30)
@@ -96,6 +97,27 @@ def test_max_episode_timesteps_cuts_the_game_and_num_episodes_counts_games():
         runner.run(num_episodes=3, max_episode_timesteps=6)
         assert runner.episode_rewards == [8.0] * 3 and runner.episode_timesteps == [6] * 3
         assert np.stack(agent.terminals)[:, 0].tolist() == [0, 0, 0, 1, 0, 2] * 2
+
+
+def test_a_life_lost_at_the_step_limit_ends_the_game_and_the_next_one_starts_anew():
+    env = Lives()
+    agent = watched_agent(env)
+    runner = Runner(agent, env)
+    runner.run(num_episodes=2, max_episode_timesteps=4)  # the first part ends at the limit: so does its game
+    assert runner.episode_rewards == [4.0, 4.0] and runner.episode_timesteps == [4, 4]
+    assert np.concatenate(agent.terminals).tolist() == [0, 0, 0, 1] * 2  # the agent observed the lost lives
+    with VectorEnvironment(factory=Lives, num_environments=2) as vector:
+        runner = Runner(watched_agent(vector), vector)
+        runner.run(num_episodes=4, max_episode_timesteps=4)
+        assert runner.episode_rewards == [4.0] * 4 and runner.episode_timesteps == [4] * 4  # new games: part 1 again
+
+
+def test_a_run_that_stops_as_a_life_ends_leaves_no_game_half_continued():
+    env = Lives()
+    runner = Runner(watched_agent(env), env)
+    runner.run(num_timesteps=4)  # ends on the step that ended the first part
+    runner.run(num_episodes=1)  # a new game from its start, recorded whole
+    assert runner.episode_rewards == [GAME] and runner.episode_timesteps == [12]
 
 
 def test_a_resumed_vectorized_run_goes_on_with_the_games_in_progress():
@@ -132,3 +154,20 @@ def test_breakout_runner_returns_are_the_monitors_games(tmp_path, mode):
     assert collections.Counter(runner.episode_rewards) == collections.Counter(game["reward"] for game in games)
     lives = int(np.count_nonzero(np.stack(agent.terminals)))
     assert lives >= 4 * len(games)  # the agent's episodes: a life each (five a game, some in progress at the end)
+
+
+def test_one_atari_environment_through_the_gym_adapter_records_the_monitors_games(tmp_path):
+    """``atari_env``'s Gymnasium environment taken by the Gym adapter has games too, and the single path records
+    them as the monitor does."""
+    from torchforce.environments import Environment
+    from torchforce.environments.atari import atari_env
+
+    env = Environment.from_spec(atari_env("Breakout", monitor=str(tmp_path)))
+    env.seed(5)
+    agent = watched_agent(env)
+    runner = Runner(agent, env)
+    runner.run(num_timesteps=2500)
+    games = [json.loads(line) for line in (tmp_path / "episodes.jsonl").read_text().splitlines()]
+    assert len(games) >= 3 and runner.episode_rewards == [game["reward"] for game in games]
+    assert int(np.count_nonzero(np.concatenate(agent.terminals))) >= 4 * len(games)
+    env.close()

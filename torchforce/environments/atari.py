@@ -53,7 +53,7 @@ from typing import Any, SupportsFloat
 import gymnasium
 import numpy as np
 
-from torchforce.environments.gym import EpisodeLog, Gym, has_display, log_episodes, wrapper_chain
+from torchforce.environments.gym import EpisodeLog, Gym, has_display, log_episodes
 from torchforce.environments.names import atari_id, gym_registry, register_installed
 from torchforce.spec import SpecError, did_you_mean, expect_bool, expect_float, expect_int
 from torchforce.spec.checks import expect_elements
@@ -420,15 +420,9 @@ class Atari(Gym):
             raise error.under(path) from None
         super().__init__(env, seed=seed)
         self.game = self.gym_id.split("/", 1)[1].split("-v")[0]
-        self._lives = next((wrapper for wrapper in wrapper_chain(env) if isinstance(wrapper, EpisodicLife)), None)
         # frames stay uint8 (the adapter would read a Box as float32): agents store them as bytes
         self._states = {"type": "uint8", "shape": env.observation_space.shape}
         self._read = np.asarray
 
     def __str__(self) -> str:
         return f"Atari({self.game})"
-
-    @property
-    def game_goes_on(self) -> bool:
-        """Whether the last step lost a life and the game goes on (with ``episodic_life``)."""
-        return self._lives is not None and self._lives.life_lost

@@ -153,6 +153,13 @@ def wrapper_chain(env: Any) -> list[Any]:
     return chain
 
 
+def _life_wrapper(env: Any) -> Any:
+    """The Atari life wrapper (``EpisodicLife``) among ``env``'s wrappers, or None."""
+    from torchforce.environments.atari import EpisodicLife
+
+    return next((wrapper for wrapper in wrapper_chain(env) if isinstance(wrapper, EpisodicLife)), None)
+
+
 def _check_time_limit(env: Any, steps: int, path: str) -> None:
     """A ready environment's own ``TimeLimit`` (``gymnasium.make`` adds one) cuts its episodes before a longer
     ``max_episode_timesteps`` wrapped around it would: refused, rather than silently ignored."""
@@ -349,6 +356,7 @@ class Gym(Environment):
         if monitor is not None:
             env = _monitored(env, monitor, monitor_safe, monitor_video, path)
         self.gym = env
+        self._lives = _life_wrapper(env)
         try:
             self._states, self._read = states_from_space(env.observation_space, f"{path}.observation_space")
             self._actions, self._write, self._single_action = actions_from_space(
@@ -401,6 +409,12 @@ class Gym(Environment):
 
     def close(self) -> None:
         self.gym.close()
+
+    @property
+    def game_goes_on(self) -> bool:
+        """Whether the last step lost a life and the game goes on: an Atari game with episodic life (``atari_env``'s
+        ``EpisodicLife`` anywhere in the environment's wrappers, however it was built)."""
+        return self._lives is not None and self._lives.life_lost
 
     @property
     def resumable(self) -> bool:

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from torchforce.agents import Agent
-from torchforce.environments import Environment, VectorEnvironment
+from torchforce.environments import Environment, VectorEnvironment, VectorStep
 from torchforce.execution.base import TORCH_THREADS, BaseRunner, check_torch_threads, torch_threads
 from torchforce.spec import expect_int
 
@@ -40,8 +40,10 @@ class Runner(BaseRunner):
     Games: where a terminal ends only a part of a game that goes on (``Environment.game_goes_on``: an Atari life
     lost with ``episodic_life``), the agent's episode ends there (it observes the terminal, and the next part starts
     as a new episode of the agent), but the Runner's episode is the whole game: the history, ``episode_finished``,
-    ``num_episodes`` and ``max_episode_timesteps`` count games and their steps, and a return is the game's score
-    (unclipped: agents clip rewards themselves), as SB3's Monitor and ``evaluate_episodes`` count them.
+    ``num_episodes`` and ``max_episode_timesteps`` count games and their steps (a life lost at the limit ends the game
+    there too), and a return is the game's score (unclipped: agents clip rewards themselves), as SB3's Monitor and
+    ``evaluate_episodes`` count them; only points scored on the steps a reset takes by itself (the no-op after a
+    lost life, FIRE), which no action of the agent's earned, are left out where a monitor counts them.
 
     ``episode_finished(runner, worker_id)`` gets ``id_`` as the worker id for one environment and the row index for
     N environments; the 2018 one-argument form ``episode_finished(runner)`` works too.
@@ -199,18 +201,10 @@ class Runner(BaseRunner):
             self.episode_timestep, episode_reward, started = 0, 0.0, time.time()
             while True:
                 action = self.agent.act(state, deterministic=deterministic, independent=testing)
-                state, terminal, reward = self._execute(environment, action)
-                self.episode_timestep += 1
-                self.global_timestep += 1
-                if not terminal and max_steps is not None and self.episode_timestep >= max_steps:
-                    terminal = 2
-                if not testing:
-                    self.agent.observe(terminal=terminal, reward=reward, next_states=state if terminal == 2 else None)
+                state, reward, game_over = self._single_step(environment, action, max_steps, testing)
                 episode_reward += reward
                 if self._bar is not None:
                     self._bar.step(1)
-                # a true terminal, or a truncation (by the environment or max_episode_timesteps), that ends the game
-                game_over = terminal and not environment.game_goes_on
                 if game_over:
                     self._episode_done(episode_reward, self.episode_timestep, time.time() - started)
                     if self._episodes_done():
@@ -224,13 +218,33 @@ class Runner(BaseRunner):
                     return  # an episode interrupted here is not recorded
                 if game_over:
                     break
-                if terminal:  # the agent's episode ended and the game goes on: the agent starts its next episode
-                    state = environment.reset()
-                    self.agent.reset()
-                    if testing:
-                        self.agent.start_independent_episode()
                 if sleep:
                     time.sleep(sleep)
+
+    def _single_step(
+        self, environment: Environment, action: Any, max_steps: int | None, testing: bool
+    ) -> tuple[Any, float, bool]:
+        """One step executed and observed: the next state, the reward and whether the game (the Runner's episode)
+        ended, by a true terminal or a truncation (the environment's, or at ``max_steps``). A step that ends a part of
+        a game that goes on (an Atari life) ends the agent's episode, and the next part starts at once (the
+        environment's reset), so that a run stopped here leaves no part half-started; a game whose part ends at
+        ``max_steps`` is over, and the next reset starts a new one."""
+        state, terminal, reward = self._execute(environment, action)
+        self.episode_timestep += 1
+        self.global_timestep += 1
+        goes_on = bool(terminal) and environment.game_goes_on  # asked only where the environment ended the episode
+        at_limit = max_steps is not None and self.episode_timestep >= max_steps
+        if not terminal and at_limit:
+            terminal = 2
+        if not testing:
+            self.agent.observe(terminal=terminal, reward=reward, next_states=state if terminal == 2 else None)
+        if goes_on:
+            state = environment.reset()  # the game's next part
+            if not at_limit:
+                self.agent.reset()  # its new episode, as at the start of a game
+                if testing:
+                    self.agent.start_independent_episode()
+        return state, reward, bool(terminal) and (not goes_on or at_limit)
 
     def _execute(self, environment: Environment, action: Any) -> tuple[Any, int, float]:
         """One act's action executed ``repeat_actions`` times (fewer if the episode ends); the rewards summed."""
@@ -264,19 +278,17 @@ class Runner(BaseRunner):
             step = env.execute(actions)
             lengths += 1
             returns += step.reward
-            terminal, final_states, states = step.terminal, step.final_states, step.states
+            terminal, final_states, states, goes_on = step.terminal, step.final_states, step.states, step.goes_on
             if max_steps is not None:
-                cut = (lengths >= max_steps) & (terminal == 0)
-                if cut.any():
-                    terminal, final_states, states = _truncate(env, cut, terminal, final_states, states)
+                terminal, final_states, states, goes_on = _at_limit(env, lengths >= max_steps, step)
             ended = np.flatnonzero(terminal)
             self._tell_agent(terminal, ended, step.reward, final_states, testing)
             self.global_timestep += count
             if self._bar is not None:
                 self._bar.step(count)
             now = time.time()
-            if step.goes_on is not None:  # rows whose game goes on record nothing yet: their game is the episode
-                ended = ended[~step.goes_on[ended]]
+            if goes_on is not None:  # rows whose game goes on record nothing yet: their game is the episode
+                ended = ended[~goes_on[ended]]
             for row in ended.tolist():
                 self.episode_timestep = int(lengths[row])
                 self._episode_done(float(returns[row]), int(lengths[row]), now - started[row], worker=row)
@@ -329,6 +341,20 @@ class Runner(BaseRunner):
         return limit is not None and self.global_episode >= limit
 
 
+def _at_limit(env: VectorEnvironment, limit: np.ndarray, step: VectorStep) -> tuple[np.ndarray, Any, Any, Any]:
+    """``step``'s terminal, final states, states and ``goes_on`` once the games whose rows reached the episode step
+    limit (``limit``: a mask) are over: a row that did not end is truncated (terminal 2), a row whose game would go
+    on after a lost life (its copy went on to the next part) starts a new game instead."""
+    terminal, final_states, states, goes_on = step.terminal, step.final_states, step.states, step.goes_on
+    cut = limit & (terminal == 0)
+    if cut.any():
+        terminal, final_states, states = _truncate(env, cut, terminal, final_states, states)
+    if goes_on is not None and (goes_on & limit).any():
+        states = _restarted(env, np.flatnonzero(goes_on & limit), states)
+        goes_on = goes_on & ~limit
+    return terminal, final_states, states, goes_on
+
+
 def _truncate(env: VectorEnvironment, cut: np.ndarray, terminal, final_states, states):
     """Rows that hit the episode step limit end with terminal 2 and start a new episode."""
     rows = np.flatnonzero(cut)
@@ -337,17 +363,25 @@ def _truncate(env: VectorEnvironment, cut: np.ndarray, terminal, final_states, s
     # Copy first: without copy=True the arrays are views into buffers that reset_rows overwrites.
     if isinstance(states, dict):
         final_states = {name: values.copy() for name, values in final_states.items()}
-        states = {name: values.copy() for name, values in states.items()}
-        fresh = env.reset_rows(rows)
         for name in states:
             final_states[name][rows] = states[name][rows]
-            states[name][rows] = fresh[name]
     else:
-        final_states, states = final_states.copy(), states.copy()
-        fresh = env.reset_rows(rows)
+        final_states = final_states.copy()
         final_states[rows] = states[rows]
-        states[rows] = fresh
-    return terminal, final_states, states
+    return terminal, final_states, _restarted(env, rows, states)
+
+
+def _restarted(env: VectorEnvironment, rows: np.ndarray, states: Any) -> Any:
+    """``states`` (copied) with the first states of new episodes in ``rows``, whose copies are reset."""
+    fresh = env.reset_rows(rows)
+    if isinstance(states, dict):
+        states = {name: values.copy() for name, values in states.items()}
+        for name in states:
+            states[name][rows] = fresh[name]
+        return states
+    states = states.copy()
+    states[rows] = fresh
+    return states
 
 
 def _copied_rows(rows: dict[str, Any]) -> dict[str, Any]:
