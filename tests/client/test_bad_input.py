@@ -374,6 +374,26 @@ def test_a_bad_flag(root, capsys, flags, expected):
     assert "(in " not in err  # flags are not a file
 
 
+def test_an_agent_that_learns_nothing_in_the_distributed_mode(root, capsys):
+    write(root / "random.json", json.dumps({"type": "random"}))
+    err = bad(
+        root,
+        capsys,
+        "experiment",
+        "new",
+        "-n",
+        "fresh",
+        "-A",
+        "random.json",
+        "-E",
+        "cartpole",
+        "--run-mode",
+        "distributed",
+    )
+    assert "experiment.run_mode: a distributed run trains one model on parameter servers, and a random agent" in err
+    assert not (root / "experiments" / "fresh").exists()
+
+
 def test_a_missing_name_or_agent(root, capsys):
     assert "experiment.name: an experiment needs a name" in bad(root, capsys, "experiment", "new", *CHEAP)
     err = bad(root, capsys, "experiment", "new", "-n", "fresh", "-E", "cartpole")

@@ -284,6 +284,12 @@ def test_a_worker_killed_mid_run_is_restarted_and_only_its_chunk_is_lost():
         runner.close()
 
 
+def test_an_agent_that_learns_nothing_is_refused_with_where_to_run_it():
+    with pytest.raises(ValueError, match="a random agent learns none: run it with the Runner"):
+        DistributedRunner(main_agent({"type": "random", "seed": 0}), MINIMAL, num_workers=2, seed=2)
+    assert distributed.run_wide_statistics(main_agent({"type": "random"})) == {}
+
+
 def test_a_restarted_workers_seed_is_its_own_and_the_same_in_every_run():
     seeds = [distributed.restarted_seed(7, restarts) for restarts in (1, 2, 3)]
     assert len(set(seeds)) == 3 and 7 not in seeds and all(0 <= seed < 2**31 for seed in seeds)

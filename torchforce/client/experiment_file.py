@@ -574,6 +574,13 @@ def check_buildable(spec: dict[str, Any]) -> None:
             raise _blame_the_network(error, spec, sources) from None
         _warn_if_never_learning(spec, agent)
         agent.close()
+        if spec["run_mode"] == "distributed" and not agent.learning:
+            raise SpecError(
+                "experiment.run_mode",
+                f"a distributed run trains one model on parameter servers, and a {agent.name} agent learns none",
+                got="distributed",
+                expected="'single' (or 'multi-threaded') for this agent",
+            )
     finally:
         environment.close()
 

@@ -231,8 +231,8 @@ class Worker:
                 self.agent.preprocessing[name].preprocessors[int(index)].load_state_dict(state)
 
     def _keep_record(self) -> None:
-        """The record on the first server (not waited for: the worker's calls to it arrive in order)."""
-        self.servers[0].keep.remote(self.index, self.record())
+        """The record on the first server, after a ``set_state`` (each chunk's, the driver keeps as it counts it)."""
+        _ray().get(self.servers[0].keep.remote(self.index, self.record()))
 
     def ready(self) -> str:
         """Answers once the worker is built (again, after a restart): which incarnation of it this is."""
@@ -281,7 +281,6 @@ class Worker:
         if self.agent.updates > self.pulled_at:  # updates short of sync_every: the next chunk's pull would drop them
             self._push()
         self._settle()
-        self._keep_record()
         return {
             "episodes": episodes,
             "timesteps": self.runner.global_timestep - before,
@@ -290,6 +289,7 @@ class Worker:
             "sync_seconds": self.sync_seconds,
             "syncs": self.syncs,
             "incarnation": self.incarnation,
+            "record": self.record(),  # the driver keeps it on the first server once it has counted this chunk
         }
 
     def close(self) -> None:
@@ -326,7 +326,7 @@ def run_wide_statistics(agent: Agent) -> dict[str, dict[str, dict[str, Any]]]:
             for index, step in enumerate(stack.preprocessors)
             if isinstance(step, RunningStandardize) and not step.reset_after_batch
         }
-        for name, stack in agent.preprocessing.items()
+        for name, stack in getattr(agent, "preprocessing", {}).items()  # a learning agent's: the others have none
     }
 
 
@@ -409,6 +409,7 @@ class _Chunks:
         self.absences[index] = Absence()
         self.assigned += result["timesteps"] - steps  # a vector steps all its rows: a chunk ends on a multiple
         runner._count(index, result)
+        runner.servers[0].keep.remote(index, result["record"])  # what the counted steps left: a restart goes on there
         if not runner._stop:  # once the run stops, the episodes of the chunks still under way are not recorded
             runner._stop = runner._record_episodes(index, result["episodes"], self.episode_limit, self.callback)
         if self.episode_limit is not None and runner.global_episode >= self.episode_limit:
@@ -542,6 +543,11 @@ class DistributedRunner(BaseRunner):
             raise ValueError(
                 "num_workers, num_parameter_servers and num_environments must be at least 1, got "
                 f"{num_workers}, {num_parameter_servers} and {num_environments}"
+            )
+        if not agent.learning:
+            raise ValueError(
+                f"a distributed run trains one model on parameter servers, and a {agent.name} agent learns none: run "
+                "it with the Runner (run_mode 'single')"
             )
         ray = _ray()
         self.agent, self.environment = agent, environment
