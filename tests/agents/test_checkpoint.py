@@ -334,6 +334,48 @@ def test_restore_into_a_used_agent_drops_what_it_had_open(tmp_path):
     assert_trees_equal(reference.state_dict(), used.state_dict())
 
 
+def test_a_checkpoint_of_other_preprocessing_is_refused_before_anything_loads(tmp_path):
+    """An agent rebuilt without the run-long standardization it trained with would act on raw states, silently."""
+    standardized = [
+        {"type": "running_standardize", "reset_after_batch": False},
+        {"type": "clip", "min_value": -5.0, "max_value": 5.0},
+    ]
+    trained = build("ppo", states_preprocessing=standardized)
+    drive(trained, 0, 7)
+    trained.save_model(tmp_path / "run")
+    for changes, message in [
+        ({}, r"states_preprocessing: 'state': 2 steps there, none here"),
+        ({"states_preprocessing": standardized[:1]}, r"'state': 2 steps there, 'state': 1 step here"),
+        (
+            {
+                "states_preprocessing": [{"type": "clip", "min_value": -5.0, "max_value": 5.0}, standardized[0]]
+            },  # other kinds in order
+            r"'state': 2 steps there, 'state': 2 steps here",
+        ),
+        (
+            {
+                "states_preprocessing": standardized,
+                "reward_preprocessing": [{"type": "clip", "min_value": -1.0, "max_value": 1.0}],
+            },
+            "the checkpoint's agent has no reward_preprocessing and this one a",
+        ),
+    ]:
+        other = build("ppo", **changes)
+        before = {name: value.clone() for name, value in other.get_parameters().items()}
+        with pytest.raises(ValueError, match=message):
+            other.restore_model(tmp_path / "run")
+        assert other.timestep == 0  # nothing loaded
+        assert all(torch.equal(before[name], value) for name, value in other.get_parameters().items())
+    plain = build("ppo")
+    drive(plain, 0, 7)
+    plain.save_model(tmp_path / "plain")
+    with pytest.raises(ValueError, match="'state': 2 steps here"):
+        build("ppo", states_preprocessing=standardized).restore_model(tmp_path / "plain")
+    same = build("ppo", states_preprocessing=standardized)
+    same.restore_model(tmp_path / "run")
+    assert same.timestep == 7
+
+
 def test_restore_errors_and_file_forms(tmp_path, monkeypatch):
     agent = build("ppo")
     drive(agent, 0, 7)

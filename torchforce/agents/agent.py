@@ -1042,6 +1042,7 @@ class Agent:
         memory capacity) fails first, before anything has changed."""
         check_kind(state, self.name)
         if self.learning:
+            self._check_parts(state)
             check_module_states(self.trainable_modules(), state["modules"])
             self.memory.load_state_dict(state["memory"])  # checked before it changes anything, and first to change
             load_torch_state_dicts(self.trainable_modules(), state["modules"])
@@ -1067,6 +1068,35 @@ class Agent:
             self.reward_preprocessing.load_state_dict(state["reward_preprocessing"])
         for name, values in state["explorations"].items():
             self.explorations[name].load_state_dict(values)
+
+    def _check_parts(self, state: dict[str, Any]) -> None:
+        """A checkpoint whose agent preprocessed its states or rewards, or explored, with steps of other kinds than
+        this agent's is refused before anything is loaded: a state preprocessing left out would have this agent act
+        on states its networks never saw (raw instead of standardized), without an error."""
+        own = {name: [step.state_dict() for step in stack.preprocessors] for name, stack in self.preprocessing.items()}
+        saved = state.get("preprocessing", {})
+        saved = {name: [saved[name][str(index)] for index in range(len(saved[name]))] for name in saved}
+        shape = lambda stacks: {  # noqa: E731 - each state's steps, by what their state holds
+            name: [sorted(step) for step in steps] for name, steps in stacks.items() if steps
+        }
+        if shape(own) != shape(saved):
+            raise ValueError(
+                "the checkpoint's agent preprocessed its states with other steps than this one (states_preprocessing: "
+                f"{_stacks(saved)} there, {_stacks(own)} here); build the agent from the spec it was trained with "
+                "(the checkpoint's .json file holds it)"
+            )
+        if (self.reward_preprocessing is None) != (state.get("reward_preprocessing") is None):
+            there, here = ("a", "no") if self.reward_preprocessing is None else ("no", "a")
+            raise ValueError(
+                f"the checkpoint's agent has {there} reward_preprocessing and this one {here}; build the agent from "
+                "the spec it was trained with (the checkpoint's .json file holds it)"
+            )
+        explorations = {name for name, exploration in self.explorations.items() if hasattr(exploration, "state_dict")}
+        if explorations != set(state.get("explorations", {})):
+            raise ValueError(
+                f"the checkpoint's agent explores {sorted(state.get('explorations', {})) or 'nothing'} with a state, "
+                f"this one {sorted(explorations) or 'nothing'}; build the agent from the spec it was trained with"
+            )
 
     def optimizers(self) -> dict[str, Any]:
         """The agent's optimizers by name (subclasses list theirs), saved with the model."""
@@ -1142,3 +1172,11 @@ def cpp_compiler_found() -> bool:
     except (RuntimeError, OSError):
         return False
     return True
+
+
+def _stacks(stacks: dict[str, list]) -> str:
+    """Each state's number of preprocessing steps, for a message: "'state': 2 steps", or "none"."""
+    described = [
+        f"'{name}': {len(steps)} step{'s' if len(steps) != 1 else ''}" for name, steps in stacks.items() if steps
+    ]
+    return ", ".join(described) or "none"
