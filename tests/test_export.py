@@ -203,6 +203,22 @@ def test_state_preprocessing_is_part_of_the_module(tmp_path):
     assert not np.array_equal(raw, expected)
 
 
+@pytest.mark.parametrize("step", ["standardize", "flatten", "normalize"])
+def test_preprocessing_of_a_scalar_state_exports_as_the_agent_applies_it(tmp_path, step):
+    """A scalar state's batch is ``[batch]``: standardizing each instance gives 0 (not the batch standardized), and
+    flattening gives one column."""
+    spec = {
+        **PPO,
+        "network": [{"type": "flatten"}, {"type": "dense", "size": 8}],
+        "states_preprocessing": [{"type": step}],
+    }
+    agent = create_agent(spec, states={"type": "float", "shape": ()}, actions={"type": "int", "num_actions": 3})
+    states = np.random.default_rng(1).normal(size=32).astype(np.float32) * 3
+    expected = agent.act(states, deterministic=True, independent=True)
+    path = export_policy(agent, tmp_path / "policy.pt")
+    np.testing.assert_array_equal(run_torchscript(path, states)[0], expected)
+
+
 @pytest.mark.parametrize(
     ("preprocessing", "message"),
     [

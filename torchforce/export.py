@@ -205,9 +205,14 @@ class _Divide(nn.Module):
         return x.float() / self.scale
 
 
+def _rows(x: Tensor) -> Tensor:
+    """``x`` as one flat row an instance, ``[batch, -1]``: a scalar state's batch too, as numpy's reshape."""
+    return x.flatten(1) if x.dim() > 1 else x.unsqueeze(1)
+
+
 class _Flatten(nn.Module):
     def forward(self, x: Tensor) -> Tensor:
-        return x.flatten(1)
+        return _rows(x)
 
 
 class _ExpandDims(nn.Module):
@@ -226,6 +231,8 @@ class _Standardize(nn.Module):
 
     def forward(self, x: Tensor) -> Tensor:
         x = x.float()
+        if not self.across_batch and x.dim() == 1:  # a scalar state: each instance is its own mean (numpy's 0)
+            return torch.zeros_like(x)
         dims = list(range(x.dim())) if self.across_batch else list(range(1, x.dim()))
         mean = x.mean(dim=dims, keepdim=True)
         std = (x - mean).square().mean(dim=dims, keepdim=True).sqrt()  # the population deviation, as numpy's
@@ -235,7 +242,7 @@ class _Standardize(nn.Module):
 class _Normalize(nn.Module):
     def forward(self, x: Tensor) -> Tensor:
         x = x.float()
-        flat = x.flatten(1)
+        flat = _rows(x)
         shape = [-1] + [1] * (x.dim() - 1)
         low, high = flat.min(dim=1).values.view(shape), flat.max(dim=1).values.view(shape)
         return (x - low) / (high - low + steps.EPSILON)
