@@ -390,3 +390,10 @@ def test_the_export_is_a_copy_on_the_cpu_that_later_training_does_not_change(tmp
         for parameter in agent.policy.parameters():
             parameter.add_(1.0)
     np.testing.assert_array_equal(module(torch.from_numpy(states)).numpy(), before)
+
+
+def test_a_diverged_policy_is_named_as_such(tmp_path):
+    agent, _ = agent_for(PPO_GAUSSIAN, "Pendulum-v1")
+    agent.set_parameters({name: torch.full_like(value, float("nan")) for name, value in agent.get_parameters().items()})
+    with pytest.raises(ExportError, match="actions are not finite"):
+        export_policy(agent, tmp_path / "policy.pt")

@@ -390,6 +390,11 @@ def _save_torchscript(module: ActingPolicy, path: Path) -> None:
     other = module.varied_inputs(EXAMPLE_BATCH + 3)
     with torch.no_grad():
         expected, got = module(*other), traced(*other)
+    if not all(bool(torch.isfinite(a).all()) for a in _tensors(expected) if a.is_floating_point()):
+        raise ExportError(
+            "the policy's actions are not finite (NaN or infinite): its training diverged by this checkpoint; export "
+            "an earlier one (--checkpoint best, or a STEP before it diverged)"
+        )
     same = [torch.equal(a, b) for a, b in zip(_tensors(expected), _tensors(got), strict=True)]
     if not all(same):
         raise ExportError(

@@ -57,3 +57,12 @@ def test_an_error_in_a_shipped_config_names_its_file():
         r"ppo_cartpole\.json\)",
     ):
         create_agent("ppo_cartpole", **SPACES, network=[{"type": "dense", "size": 8}])
+
+
+def test_names_that_would_share_modules_are_refused():
+    with pytest.raises(ValueError, match="the names 'a.b' and 'a_b' would share one set of modules"):
+        create_agent(
+            {"type": "ppo", "network": [{"type": "dense", "size": 4}]},
+            states={"type": "float", "shape": (2,)},
+            actions={"a.b": {"type": "int", "num_actions": 3}, "a_b": {"type": "float"}},
+        )

@@ -447,6 +447,30 @@ def test_evaluation_drops_the_monitor_and_renders_every_step_for_a_video():
     assert environment_spec(atari, video=True) == {"type": "atari", "game": "Pong", "render_mode": "rgb_array_list"}
     own = {"environment": {"type": "mymodule:Maze", "monitor": "kept: not a Gymnasium option"}, "repeat_actions": 1}
     assert environment_spec(own, video=True) == own["environment"]
+    # a wrapper's spec written out: the Gymnasium environment inside it loses its monitor too
+    nested = {
+        "type": "repeat_actions",
+        "repeat": 3,
+        "environment": {"type": "gym", "gym_id": "CartPole-v1", "monitor": "m"},
+    }
+    assert environment_spec({"environment": nested, "repeat_actions": 1}) == {
+        "type": "repeat_actions",
+        "repeat": 3,
+        "environment": {"type": "gym", "gym_id": "CartPole-v1"},
+    }
+
+
+def test_evaluating_a_diverged_checkpoint_says_so_and_where_to_look(root, capsys, monkeypatch):
+    from torchforce.agents.errors import NonFiniteActionError
+    from torchforce.execution import evaluation
+
+    def diverged(*args, **kwargs):  # what acting a diverged policy raises
+        raise NonFiniteActionError("ppo", "action", 300, policy_finite=False)
+
+    monkeypatch.setattr(evaluation, "evaluate_episodes", diverged)
+    code, _, err = tfcli(capsys, "experiment", "evaluate", "-e", NAME, "--checkpoint", "latest")
+    assert code == 2 and "Traceback" not in err
+    assert "latest checkpoint (timestep 300)" in err and "--checkpoint best" in err
 
 
 def test_build_environment_is_the_experiments(root):

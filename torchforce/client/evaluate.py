@@ -185,14 +185,24 @@ def _kept_timesteps(folder: Path) -> list[int]:
 
 def environment_spec(spec: dict[str, Any], *, video: bool = False) -> Any:
     """The experiment's environment as evaluation builds it (see the module doc)."""
+    return acted_environment(spec, _unmonitored(spec["environment"], video))
+
+
+def _unmonitored(environment: Any, video: bool) -> Any:
+    """A Gymnasium or Atari environment spec without its monitor options (and rendering frames for a video), also
+    where a wrapper's spec holds it (``repeat_actions``' ``environment``)."""
     from torchforce.environments import ENVIRONMENTS
 
-    environment = spec["environment"]
-    if isinstance(environment, dict) and ENVIRONMENTS.canonical(str(environment.get("type"))) in ("gym", "atari"):
+    if not isinstance(environment, dict):
+        return environment
+    if ENVIRONMENTS.canonical(str(environment.get("type"))) in ("gym", "atari"):
         environment = {key: value for key, value in environment.items() if key not in MONITOR_OPTIONS}
         if video:
             environment["render_mode"] = VIDEO_RENDER_MODE
-    return acted_environment(spec, environment)
+        return environment
+    if isinstance(environment.get("environment"), dict):
+        return {**environment, "environment": _unmonitored(environment["environment"], video)}
+    return environment
 
 
 def build_environment(experiment: Experiment, *, video: bool = False) -> Environment:
@@ -292,6 +302,8 @@ def evaluate_experiment(
             raise ClientError(
                 str(error), hint="Give --video a file 'NAME.mp4' in an existing folder you can write to."
             ) from None
+    from torchforce.agents.errors import NonFiniteError
+
     found = find_checkpoint(experiment, checkpoint)
     spec = experiment.checked_spec
     seed = spec["seed"] if seed is None else seed
@@ -311,6 +323,12 @@ def evaluate_experiment(
             )
         except VideoError as error:
             raise ClientError(str(error), hint=_video_hint(str(error))) from None
+        except NonFiniteError as error:  # a diverged run's checkpoint: say which, and where to look instead
+            raise ClientError(
+                f"the {found.describe()}: {error}",
+                hint="Evaluate an earlier checkpoint: --checkpoint best, or a STEP before the run diverged "
+                "(tfcli experiment checkpoints lists them).",
+            ) from None
         finally:
             agent.close()
     finally:

@@ -20,6 +20,14 @@ class NamedModules(nn.Module, Generic[M]):
 
     def __init__(self, modules: Mapping[str, M]) -> None:
         super().__init__()
+        escaped: dict[str, str] = {}
+        for name in modules:
+            if _key(name) in escaped:  # '.' is not allowed in a module's name: "a.b" is kept as "a_b"
+                raise ValueError(
+                    f"the names '{escaped[_key(name)]}' and '{name}' would share one set of modules (a '.' in a name "
+                    "is kept as '_'): rename one of them"
+                )
+            escaped[_key(name)] = name
         self.names: list[str] = list(modules)
         self.escaped = nn.ModuleDict({_key(name): module for name, module in modules.items()})
 
