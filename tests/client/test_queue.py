@@ -632,3 +632,42 @@ def test_a_first_open_answered_busy_at_once_is_tried_again_until_the_timeout(tmp
     answers = iter([sqlite3.OperationalError("no such column: foo")])
     with pytest.raises(ClientError, match="cannot be used"):
         Store(tmp_path / "third.db")  # any other error at once
+
+
+@pytest.mark.parametrize(
+    "launch",
+    ['{"cpus": "2", "before": []}', '{"cpus": -3, "resume": 1}', "[1, 2]", "{not json", '{"max_restarts": true}'],
+)
+def test_a_damaged_launch_keeps_each_bad_field_at_its_default(launch):
+    """A row's ``launch`` another program or a damaged disk wrote: the queue goes on with the defaults (one CPU, no
+    earlier state), where sums and lookups over it failed every status-reading command."""
+    record = ExperimentRecord("x", "running", launch=launch)
+    kept = queue.Queued.of(record)
+    assert kept.cpus == 1 and kept.before == {} and kept.resume is False and kept.max_restarts == 0
+    assert kept.previous(record).status == "new"
+    assert queue.Queued.of(ExperimentRecord("y", "running", launch='{"cpus": 2, "resume": true}')) == queue.Queued(
+        resume=True, cpus=2
+    )
+
+
+def test_a_start_judged_dead_before_its_worker_spawned_and_taken_over_starts_nothing(project, monkeypatch):
+    """A start whose preparations (a checkpoint downloaded, results removed) outlast the grace period is judged
+    dead, and another start claims the run: the first one must not spawn a second worker into the same folder."""
+    from torchforce.client.backends.local import LocalBackend
+
+    experiment = new(project, "slow")
+    spawned = []
+    monkeypatch.setattr(LocalBackend, "start", lambda self, *args, **kwargs: spawned.append(1) or 12345)
+    retire = Experiment._retire
+
+    def taken_over_meanwhile(self, previous):  # what another tfcli did during this start's preparations
+        retire(self, previous)
+        assert project.store.update_experiment("slow", status="failed", message="the worker died")
+        assert project.store.update_experiment("slow", status="running", message=None, started_at=time.time() + 1)
+
+    monkeypatch.setattr(Experiment, "_retire", taken_over_meanwhile)
+    with pytest.raises(ClientError, match="was judged dead meanwhile, and another start took it over"):
+        experiment.start(fresh=True)
+    assert spawned == []
+    record = project.store.experiment("slow")
+    assert record.status == "running" and record.pid is None  # the other start's claim, left as it was

@@ -41,6 +41,10 @@ EXITING_SECONDS = 10.0  # how long a worker that has written its end may take to
 STARTING_SECONDS = 30.0
 
 
+class TakenOver(Exception):
+    """A start's claim on its row was taken over by another start (see ``Experiment._renew_claim``)."""
+
+
 def _move(previous: ExperimentRecord, backend: Backend, cluster: str | None, resume: bool) -> tuple[bool, bool]:
     """Whether a start on ``backend``'s ``cluster`` moves the run from where it last ran, and whether a resume must
     carry its checkpoint along: not between clusters of a backend whose clusters share the results' folder (GKE's
@@ -577,6 +581,7 @@ class Experiment:
         queue cut short, ``requeue`` (the row in the queue: the run keeps its place); once the workload has its
         handle, the handle is recorded whatever cuts the start, so that no workload runs unknown."""
         handle = None
+        claimed = self.project.store.experiment(self.name)  # this start's claim: its started_at tells it apart
         try:
             moved, carry = _move(previous, backend, cluster, launch.resume)
             # first what changes nothing if it fails: the checkpoint comes along to where it resumes; then what the
@@ -588,8 +593,16 @@ class Experiment:
             if fresh:
                 shutil.rmtree(self.results, ignore_errors=True)
                 backend.discard(self.folder)
+            self._renew_claim(claimed)
             handle = backend.start(self.folder, self.project.root, replace(launch, carry=carry))
             self._record_handle(handle, backend)
+        except TakenOver:
+            raise ClientError(
+                f"experiment '{self.name}' took more than {STARTING_SECONDS:.0f} s to start here (downloading or "
+                "removing what its run needed), was judged dead meanwhile, and another start took it over: nothing "
+                "was started here",
+                hint=f"See 'tfcli experiment show -e {self.name}'.",
+            ) from None
         except BaseException as error:
             if handle is None and requeue is not None and not isinstance(error, Exception):  # a Ctrl-C, not a failure
                 columns = (*BEFORE, "queued_at", "launch")
@@ -600,6 +613,21 @@ class Experiment:
                 self._record_handle(handle, backend)  # (a no-op where the first write got through)
             raise
         return handle
+
+    def _renew_claim(self, claimed: ExperimentRecord | None) -> None:
+        """Just before the worker is spawned, this start's claim (running, no PID yet) starts its grace period of
+        STARTING_SECONDS again, so that what came before (a checkpoint downloaded, results removed) does not count
+        against it; ``TakenOver`` when the claim is no longer this start's (judged dead meanwhile, and claimed by
+        another start): two workers must never write into one folder."""
+        started = None if claimed is None else claimed.started_at
+        if not self.project.store.update_experiment(
+            self.name,
+            expect=("running",),
+            expect_pid=None,
+            expect_values={"job": None, "started_at": started},
+            started_at=time.time(),
+        ):
+            raise TakenOver
 
     def _retire(self, previous: ExperimentRecord) -> None:
         """What the last run left on its cluster (a paused GKE run's suspended RayJob) goes before a start that

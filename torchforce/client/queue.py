@@ -143,12 +143,21 @@ class Queued:
 
     @classmethod
     def of(cls, record: ExperimentRecord) -> Queued:
-        """The row's start choices (the defaults where it has none, or a damaged one)."""
+        """The row's start choices (the defaults where it has none, or a damaged one: each field of another type
+        than its default's keeps the default, so that a damaged row cannot stop the queue)."""
         try:
             data = json.loads(record.launch or "{}")
-            return cls(**{field.name: data[field.name] for field in dataclasses.fields(cls) if field.name in data})
-        except (ValueError, TypeError):
+        except ValueError:
             return cls()
+        if not isinstance(data, dict):
+            return cls()
+        default = cls()
+        kept = {}
+        for field in dataclasses.fields(cls):
+            value, usual = data.get(field.name), getattr(default, field.name)
+            if type(value) is type(usual) and (not isinstance(value, int) or value >= 0):
+                kept[field.name] = value
+        return cls(**kept)
 
     def previous(self, record: ExperimentRecord) -> ExperimentRecord:
         """The row as it was before it was queued (a row that does not tell: ``new``)."""
