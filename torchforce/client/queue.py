@@ -152,7 +152,7 @@ class Queued:
         if not isinstance(data, dict):
             return cls()
         default = cls()
-        kept = {}
+        kept: dict[str, Any] = {}
         for field in dataclasses.fields(cls):
             value, usual = data.get(field.name), getattr(default, field.name)
             if type(value) is type(usual) and (not isinstance(value, int) or value >= 0):
