@@ -161,6 +161,33 @@ def test_trials_on_cuda_need_a_cluster_where_this_machine_has_no_cuda(sweeps, ca
     assert not (sweeps.root / ".tfcli" / "sweeps").exists()
 
 
+def test_a_sweep_on_a_gke_cluster_is_refused_and_one_on_a_ray_cluster_is_not(sweeps, capsys, tmp_path):
+    """The driver reads its trials' episode logs on this machine, and a run on GKE writes them to its bucket: every
+    trial failed without a value, the pruner never acted, and the whole budget was spent. A Ray cluster's runs write
+    where this machine reads them."""
+    sweeps.store.add_cluster("my-gke", {"type": "gke", "name": "my-gke"}, "running", {})
+    storage = str(tmp_path / "storage")
+    ray = {"type": "ray", "name": "lab", "address": "127.0.0.1:9", "storage": storage}
+    sweeps.store.add_cluster("lab", ray, "attached", {"dashboard": "http://127.0.0.1:9", "storage": storage})
+    write(sweeps.root, "gke.json", json.dumps(sweep_file(cluster="my-gke")))
+    err = bad(sweeps.root, capsys, "sweep", "new", "-f", "gke.json")
+    assert err.splitlines()[0] == (
+        "tfcli: sweep.cluster: a GKE cluster: a sweep reads its trials' episodes on this machine, so it runs here or "
+        "on a Ray cluster, not on GKE (yet); expected a Ray cluster of the project, or none (this machine), got "
+        '"my-gke" (in gke.json).'
+    )
+    assert not (sweeps.root / ".tfcli" / "sweeps").exists()
+
+    write(sweeps.root, "ray.json", json.dumps(sweep_file(cluster="lab")))
+    assert main(["sweep", "new", "-f", "ray.json"]) == 0
+    assert "(1 at a time on 'lab', 1 seed each)" in capsys.readouterr().out
+    assert Sweep.load(sweeps, "lr").spec.cluster == "lab"
+    sweeps.store.remove_cluster("lab")  # made again, on GKE this time: the driver is not started
+    sweeps.store.add_cluster("lab", {"type": "gke", "name": "lab"}, "running", {})
+    err = bad(sweeps.root, capsys, "sweep", "start", "--sweep", "lr")
+    assert err.startswith("tfcli: sweep.cluster: a GKE cluster: ") and 'got "lab"' in err
+
+
 def test_yaml_reads_1e_5_as_text_and_the_error_says_how_to_write_it(sweeps, capsys):
     write(sweeps.root, "lr.yaml", TINY.replace("low: 1.0e-4", "low: 1e-4"))
     err = bad(sweeps.root, capsys, "sweep", "new", "-f", "lr.yaml")

@@ -56,7 +56,7 @@ from torchforce.client.experiment import ENDED, Experiment
 from torchforce.client.experiment_file import NAME_PATTERN
 from torchforce.client.project import MARKER, Project, write_json_atomically
 from torchforce.client.report import read_episodes, read_evaluations
-from torchforce.client.sweep_file import REPORT_PERCENTS, SweepSpec, load_sweep_file, resolve_sweep
+from torchforce.client.sweep_file import REPORT_PERCENTS, SweepSpec, check_not_gke, load_sweep_file, resolve_sweep
 from torchforce.spec import SpecError, did_you_mean
 
 DRIVER_MODULE = "torchforce.client.sweep"
@@ -384,6 +384,8 @@ class Sweep:
         """Start the driver in the background (continuing the sweep where it stopped); returns its PID once it has
         taken the sweep over."""
         spec = self.spec
+        if spec.cluster is not None:  # a sweep made before GKE clusters were refused, or a cluster made again on GKE
+            check_not_gke(self.project, spec.cluster)
         if self.driver_running():
             pid = (self.state().get("driver") or {}).get("pid")
             raise ClientError(

@@ -14,7 +14,7 @@ A sweep file (JSON or YAML) says::
     seeds_per_trial: 2
     sampler: tpe                        # or random; or {type: tpe, seed: 0, startup_trials: 10}
     pruner: median                      # or none; or {type: median, startup_trials: 5, warmup: 30}
-    cluster: ray_local                  # optional: a cluster of the project; default this machine
+    cluster: ray_local                  # optional: a Ray cluster of the project (not GKE); default this machine
 
 ``resolve_sweep`` turns one into a ``SweepSpec``, whose ``to_dict`` is the stored form: the same fields with every
 default filled in and the base experiment resolved inline (configs loaded), so a sweep keeps running what it was
@@ -593,7 +593,8 @@ def _pruner(value: Any) -> Pruner:
 
 def _cluster(project: Project, value: Any, *, exists: bool) -> str | None:
     """A cluster of the project the trials run on (None, or "local": this machine); with ``exists``, one the
-    project has (a stored sweep whose cluster went keeps its name: its next trial's start says so)."""
+    project has, and not a GKE cluster (see ``check_not_gke``). A stored sweep whose cluster went keeps its name:
+    its next trial's start says so."""
     from torchforce.client import ray_cluster
     from torchforce.client.errors import ClientError
 
@@ -602,12 +603,29 @@ def _cluster(project: Project, value: Any, *, exists: bool) -> str | None:
     path = "sweep.cluster"
     if not isinstance(value, str) or not NAME_PATTERN.fullmatch(value):
         raise SpecError(path, "not a cluster name", got=value, expected="the name of a cluster of the project")
-    try:
-        if exists:
+    if exists:
+        try:
             ray_cluster.find(project, value)
-    except ClientError as error:
-        raise SpecError(path, error.message, got=value, hint=error.hint) from None
+        except ClientError as error:
+            raise SpecError(path, error.message, got=value, hint=error.hint) from None
+        check_not_gke(project, value)
     return value
+
+
+def check_not_gke(project: Project, cluster: str) -> None:
+    """Refuse a GKE cluster for a sweep's trials: the driver reads their episode logs on this machine, and a run on
+    GKE writes them to its bucket, so every trial would fail without a value and the pruner would never act. A Ray
+    cluster's runs write where this machine reads them."""
+    record = project.store.cluster(cluster)
+    if record is not None and record.spec.get("type") == "gke":  # as Experiment._target tells the backends apart
+        raise SpecError(
+            "sweep.cluster",
+            "a GKE cluster: a sweep reads its trials' episodes on this machine, so it runs here or on a Ray cluster, "
+            "not on GKE (yet)",
+            got=cluster,
+            expected="a Ray cluster of the project, or none (this machine)",
+            hint="Drop cluster to run the trials here, or name a Ray cluster ('tfcli cluster list' shows them).",
+        )
 
 
 def _check_trial_experiments(project: Project, spec: SweepSpec, *, build: bool) -> None:
@@ -671,6 +689,7 @@ __all__ = [
     "REPORT_PERCENTS",
     "Sampler",
     "SweepSpec",
+    "check_not_gke",
     "find_sweep_file",
     "load_sweep_file",
     "resolve_sweep",
