@@ -132,6 +132,7 @@ LR = "agent.optimizer.learning_rate"
         ({"seeds_per_trial": 11}, "sweep.seeds_per_trial", "out of range"),
         ({"sampler": "cmaes"}, "sweep.sampler.type", "unknown value"),
         ({"sampler": {"type": "random", "startup_trials": 3}}, "sweep.sampler.startup_trials", "no startup trials"),
+        ({"sampler": {"seed": 2**31}}, "sweep.sampler.seed", "expected an integer in [0, 2147483647]"),
         ({"pruner": {"type": "median", "warmup": 95}}, "sweep.pruner.warmup", "out of range"),
         ({"pruner": {"type": "none", "warmup": 10}}, "sweep.pruner.warmup", "takes no settings"),
         ({"cluster": "ray_nowhere"}, "sweep.cluster", "no cluster named 'ray_nowhere'"),
@@ -219,6 +220,31 @@ def test_a_driver_started_again_draws_new_values_not_the_first_trials_again(swee
             drawn.append(trial.params[LR])
             study.tell(trial, 1.0)
     assert len(set(drawn)) == 4, drawn
+
+
+@pytest.mark.parametrize("sampler", ["random", "tpe"])
+def test_a_sampler_seed_near_numpy_s_limit_still_reads_and_draws(sweeps, capsys, sampler):
+    """The sampler is built with its seed plus the trials so far, and numpy takes seeds below 2**32 only: a sweep
+    seeded 2**32 - 1 (made before seeds were capped) failed 'sweep show', 'list' and 'start' with exit 1 once its
+    study held a trial. The sum wraps around, so such a sweep reads and draws."""
+    write(sweeps.root, "lr.json", json.dumps(sweep_file(sampler={"type": sampler, "seed": 0})))
+    assert main(["sweep", "new", "-f", "lr.json"]) == 0
+    capsys.readouterr()
+    sweep = Sweep.load(sweeps, "lr")
+    state = sweep.state()
+    state["spec"]["sampler"]["seed"] = 2**32 - 1
+    sweep.state_file.write_text(json.dumps(state))
+    space = {dimension.key: dimension.distribution() for dimension in sweep.spec.space}
+    for _ in range(2):
+        study = sweep.study()
+        trial = study.ask(space)
+        study.tell(trial, 1.0)
+    assert main(["sweep", "show", "--sweep", "lr"]) == 0
+    assert sum(" COMPLETE " in line for line in capsys.readouterr().out.splitlines()) == 2
+    assert main(["sweep", "list", "--json"]) == 0
+    (listed,) = json.loads(capsys.readouterr().out)
+    assert (listed["status"], listed["trials"]) == ("new", "2/3")
+    assert len({row.params[LR] for row in sweep.trials()}) == 2
 
 
 def test_a_sweep_name_is_taken_once_and_an_unknown_one_gets_a_did_you_mean(sweeps, capsys):

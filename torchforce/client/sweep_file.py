@@ -58,6 +58,7 @@ DEFAULT_TPE_STARTUP = 10  # optuna's default: random trials before TPE models th
 DEFAULT_PRUNER_STARTUP = 5  # completed trials before any trial is pruned
 DEFAULT_WARMUP = 30  # percent of a run's budget before it may be pruned (early returns say little)
 REPORT_PERCENTS = tuple(range(10, 100, 10))  # intermediate values: every 10% of a run's budget
+MAX_SAMPLER_SEED = 2**31 - 1  # far below numpy's 2**32 - 1, with room for the trials added to it (Sampler.build)
 
 
 @dataclass(frozen=True)
@@ -147,10 +148,11 @@ class Sampler:
     def build(self, trials_so_far: int = 0) -> Any:
         """The sampler of a study that holds ``trials_so_far`` trials: seeded with ``seed`` plus that count, so that
         a driver started again (after ``sweep stop``, a crash) draws on where the last one stopped, not the first
-        trials' values again; an uninterrupted sweep draws as one seeded with ``seed``."""
+        trials' values again; an uninterrupted sweep draws as one seeded with ``seed``. The sum is taken modulo
+        2**32, the seeds numpy takes (a sweep made before MAX_SAMPLER_SEED may have a seed near 2**32)."""
         import optuna
 
-        seed = self.seed + trials_so_far
+        seed = (self.seed + trials_so_far) % 2**32
         if self.kind == "random":
             return optuna.samplers.RandomSampler(seed=seed)
         return optuna.samplers.TPESampler(seed=seed, n_startup_trials=self.startup_trials)
@@ -325,7 +327,7 @@ def _resolve(project: Project, raw: Any, *, name: str | None, build: bool) -> Sw
         seeds_per_trial=expect_int(
             raw.get("seeds_per_trial", 1), "sweep.seeds_per_trial", minimum=1, maximum=MAX_SEEDS
         ),
-        sampler=_sampler(raw.get("sampler")),
+        sampler=_sampler(raw.get("sampler"), new=build),
         pruner=_pruner(raw.get("pruner")),
         cluster=_cluster(project, raw.get("cluster"), exists=build),
     )
@@ -559,7 +561,9 @@ def _budget(value: Any) -> tuple[int, int]:
     return trials, expect_int(budget.get("parallel", 1), f"{path}.parallel", minimum=1)
 
 
-def _sampler(value: Any) -> Sampler:
+def _sampler(value: Any, *, new: bool) -> Sampler:
+    """The sampler; with ``new``, a seed of at most MAX_SAMPLER_SEED (a stored sweep made before that cap keeps its
+    seed: ``Sampler.build`` wraps it)."""
     path = "sweep.sampler"
     if value is None:
         return Sampler()
@@ -569,7 +573,7 @@ def _sampler(value: Any) -> Sampler:
         raise SpecError(f"{path}.startup_trials", "the random sampler has no startup trials: every trial is random")
     return Sampler(
         kind,
-        expect_int(sampler.get("seed", 0), f"{path}.seed", minimum=0),
+        expect_int(sampler.get("seed", 0), f"{path}.seed", minimum=0, maximum=MAX_SAMPLER_SEED if new else None),
         expect_int(sampler.get("startup_trials", DEFAULT_TPE_STARTUP), f"{path}.startup_trials", minimum=0),
     )
 
