@@ -9,6 +9,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 import warnings
 from pathlib import Path
 from types import SimpleNamespace
@@ -485,6 +486,81 @@ def test_a_trial_whose_run_is_new_again_fails_instead_of_waiting_forever(sweeps,
     (row,) = sweep.trials()
     assert row.state == "FAIL" and "lr-t000-s0 left the queue" in row.note
     assert [record.name for record in sweeps.store.experiments()] == []
+
+
+def trial_with_runs(sweep: Sweep, study, status: str, returns: list[float] | None = None):
+    """A trial asked of ``study`` as the driver asks one, with its runs created and given ``status`` (no worker),
+    each with an episode log of ``returns`` where given."""
+    from torchforce.client.overrides import apply_to_experiment
+
+    trial = study.ask({dimension.key: dimension.distribution() for dimension in sweep.spec.space})
+    names = sweep.spec.run_names(trial.number)
+    trial.set_user_attr("experiments", names)
+    for index, name in enumerate(names):
+        raw, overrides = sweep.spec.run_raw(trial.number, index, sweep.spec.values(trial.params))
+        run = Experiment(sweep.project, **raw)
+        run.raw = apply_to_experiment(sweep.project, run.raw, overrides)
+        run.generate_locally()
+        assert sweep.project.store.update_experiment(name, status=status)
+        if returns is not None:
+            run.results.mkdir(parents=True, exist_ok=True)
+            episode_log(run.results, "episodes", returns, every=150)
+    return trial
+
+
+def test_stop_after_a_crashed_driver_keeps_a_trial_whose_runs_ended_for_the_next_driver(sweeps, capsys):
+    """After a driver that died, 'sweep stop' interrupted every trial left RUNNING, those whose runs had all
+    finished meanwhile too: their results were thrown away and their parameters run again from scratch. Now only a
+    trial with a run not yet ended is interrupted; the next driver adopts the other and takes its result."""
+    from torchforce.client.sweep import Driver
+
+    write(sweeps.root, "lr.json", json.dumps(sweep_file(seeds_per_trial=2)))
+    assert main(["sweep", "new", "-f", "lr.json"]) == 0
+    sweep = Sweep.load(sweeps, "lr")
+    study = sweep.study()
+    trial_with_runs(sweep, study, "finished", [10.0, 20.0])  # trial 0: its runs finished while no driver ran
+    trial_with_runs(sweep, study, "new")  # trial 1: a run not yet ended
+    sweep._write_driver(status="running", pid=None, started_at=time.time())  # a driver that died
+    capsys.readouterr()
+    assert main(["sweep", "stop", "--sweep", "lr"]) == 0
+    assert capsys.readouterr().out == (
+        "trial 0's runs have all ended; the next 'sweep start' takes its result\n"
+        "'lr' is stopped; continue it with: tfcli sweep start --sweep lr\n"
+    )
+    rows = {row.number: row for row in sweep.trials()}
+    assert [rows[n].state for n in range(3)] == ["RUNNING", "FAIL", "WAITING"]
+    assert rows[1].note == "interrupted (stopped); queued again" and not rows[1].counted
+    assert [record.name for record in sweeps.store.experiments()] == ["lr-t000-s0", "lr-t000-s1"]
+
+    driver = Driver(sweep)  # the next driver, as 'sweep start' runs it, up to its first poll
+    driver.study = sweep.study()
+    driver._adopt()
+    for flight in list(driver.flights.values()):
+        driver._poll(flight)
+    rows = {row.number: row for row in sweep.trials()}
+    assert (rows[0].state, rows[0].value, rows[0].seed_values) == ("COMPLETE", 15.0, [15.0, 15.0])
+    assert rows[0].counted and rows[0].best
+
+
+def test_the_driver_asked_to_stop_keeps_the_result_of_a_trial_whose_runs_just_finished(sweeps, capsys):
+    """A trial whose runs finished since the driver's last poll was interrupted with the others at 'sweep stop':
+    its result was thrown away. It is finished as a poll finishes it; a trial still going is interrupted."""
+    from torchforce.client.sweep import Driver, Flight
+
+    write(sweeps.root, "lr.json", json.dumps(sweep_file()))
+    assert main(["sweep", "new", "-f", "lr.json"]) == 0
+    sweep = Sweep.load(sweeps, "lr")
+    driver = Driver(sweep)
+    driver.study = sweep.study()
+    for status, returns in (("finished", [4.0, 8.0]), ("new", None)):
+        trial = trial_with_runs(sweep, driver.study, status, returns)
+        runs = [Experiment.load(sweeps, name) for name in trial.user_attrs["experiments"]]
+        driver.flights[trial.number] = Flight(trial, runs)
+    driver.stopping = True
+    assert driver._drive()[0] == "stopped"
+    rows = {row.number: row for row in sweep.trials()}
+    assert [rows[n].state for n in range(3)] == ["COMPLETE", "FAIL", "WAITING"]
+    assert rows[0].value == 6.0 and rows[1].note == "interrupted (stopped); queued again"
 
 
 @pytest.mark.slow

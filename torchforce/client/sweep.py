@@ -26,10 +26,12 @@ runs all finish gets the metric, averaged over its seeds; one whose run fails or
 budget counts trials that completed, were pruned or failed; the driver ends when it is spent.
 
 Interruptions lose no budget. ``tfcli sweep stop`` makes the driver stop the runs in flight, mark their trials FAIL
-(``interrupted: "stopped"``) and queue their parameters again. When the driver dies instead (a crash, a reboot), its
-trials stay RUNNING in the study and their runs go on: ``tfcli sweep start`` then adopts every trial whose runs are
-all still there, running or ended, and fails (``interrupted: "lost"``) and queues again those that lost one. A
-queued trial is the next one run, as a new trial with the same parameters.
+(``interrupted: "stopped"``) and queue their parameters again; a trial whose runs have all ended by then is
+finished as usual, its result kept. When the driver dies instead (a crash, a reboot), its trials stay RUNNING in the
+study and their runs go on: ``tfcli sweep start`` then adopts every trial whose runs are all still there, running or
+ended, and fails (``interrupted: "lost"``) and queues again those that lost one. ``tfcli sweep stop`` after such a
+driver interrupts only the trials with a run not yet ended, and leaves the others RUNNING for the next driver to
+adopt. A queued trial is the next one run, as a new trial with the same parameters.
 """
 
 from __future__ import annotations
@@ -423,7 +425,9 @@ class Sweep:
     def stop(self, timeout: float = STOP_SECONDS) -> str:
         """Stop the sweep: its driver stops the trials in flight (their runs checkpoint and end) and ends; the
         trials' parameters are queued to run again at the next start. After a driver that died, this does that
-        cleanup itself. Returns the status afterwards ("stopped")."""
+        cleanup itself, for the trials with a run not yet ended: one whose runs have all ended (they went on
+        without a driver) stays RUNNING, and the next driver adopts it and takes its result, as a live driver would
+        have. Returns the status afterwards ("stopped")."""
         if self.driver_running():
             pid = (self.state().get("driver") or {}).get("pid")
             if not isinstance(pid, int) or not is_driver(pid, self):
@@ -450,7 +454,11 @@ class Sweep:
             if not left and status != "failed":
                 raise ClientError(f"sweep '{self.name}' is not running (status: {status})")
             for trial in left:
-                runs = _existing_runs(self.project, trial.user_attrs.get("experiments") or [])
+                names = trial.user_attrs.get("experiments") or []
+                runs = _existing_runs(self.project, names)
+                if names and len(runs) == len(names) and _all_ended(runs):
+                    print(f"trial {trial.number}'s runs have all ended; the next 'sweep start' takes its result")
+                    continue
                 stop_runs(runs, print)
                 interrupt(study, trial, "stopped")
             driver = self.state().get("driver") or {}
@@ -629,6 +637,14 @@ def _mark_passed(runs: Sequence[Experiment]) -> int:
     return max((percent for percent in REPORT_PERCENTS if percent <= reached * 100), default=0)
 
 
+def _all_ended(runs: Sequence[Experiment], statuses: Sequence[str] = ENDED) -> bool:
+    """Whether every one of ``runs`` has one of ``statuses`` (by default: has ended); False where one was deleted."""
+    try:
+        return all(run.record().status in statuses for run in runs)
+    except ClientError:
+        return False
+
+
 def _existing_runs(project: Project, names: Sequence[str]) -> list[Experiment]:
     runs = []
     for name in names:
@@ -773,9 +789,7 @@ class Driver:
         while True:
             if self.stopping:
                 for flight in list(self.flights.values()):
-                    stop_runs(flight.runs, self.log)
-                    interrupt(self.study, flight.trial, "stopped")
-                    self.log(f"trial {flight.trial.number} stopped; its parameters are queued to run again")
+                    self._stop_flight(flight)
                 self.flights.clear()
                 return (
                     "stopped",
@@ -795,6 +809,18 @@ class Driver:
             ):
                 self._launch()
             time.sleep(self.poll)
+
+    def _stop_flight(self, flight: Flight) -> None:
+        """Stop a trial in flight for 'sweep stop': its runs stop and its parameters are queued to run again. A
+        trial whose runs had all ended before the stop reached them (since the last poll) is finished as ``_poll``
+        finishes it, its result kept."""
+        if not _all_ended(flight.runs):
+            stop_runs(flight.runs, self.log)
+            if not _all_ended(flight.runs, ("finished",)):  # unless they all finished in the meantime
+                interrupt(self.study, flight.trial, "stopped")
+                self.log(f"trial {flight.trial.number} stopped; its parameters are queued to run again")
+                return
+        self._poll(flight)
 
     def _counted(self) -> int:
         return sum(_counts_toward_budget(trial) for trial in self.study.get_trials(deepcopy=False))
