@@ -25,13 +25,15 @@ trials in flight and reads their episode logs: every 10% of the budget the trial
 runs all finish gets the metric, averaged over its seeds; one whose run fails or is stopped from outside FAILs. The
 budget counts trials that completed, were pruned or failed; the driver ends when it is spent.
 
-Interruptions lose no budget. ``tfcli sweep stop`` makes the driver stop the runs in flight, mark their trials FAIL
-(``interrupted: "stopped"``) and queue their parameters again; a trial whose runs have all ended by then is
-finished as usual, its result kept. When the driver dies instead (a crash, a reboot), its trials stay RUNNING in the
-study and their runs go on: ``tfcli sweep start`` then adopts every trial whose runs are all still there, running or
-ended, and fails (``interrupted: "lost"``) and queues again those that lost one. ``tfcli sweep stop`` after such a
-driver interrupts only the trials with a run not yet ended, and leaves the others RUNNING for the next driver to
-adopt. A queued trial is the next one run, as a new trial with the same parameters.
+Interruptions lose no budget, but an interrupted trial starts over. ``tfcli sweep stop`` makes the driver stop the
+runs in flight, mark their trials FAIL (``interrupted: "stopped"``) and queue their parameters again; a trial whose
+runs have all ended by then is finished as usual, its result kept. When the driver dies instead (a crash, a reboot),
+its trials stay RUNNING in the study and their runs go on: ``tfcli sweep start`` then adopts every trial whose runs
+are all still there, running or ended, and fails (``interrupted: "lost"``) and queues again those that lost one.
+``tfcli sweep stop`` after such a driver interrupts only the trials with a run not yet ended, and leaves the others
+RUNNING for the next driver to adopt. A queued trial is the next one run, as a new trial with the same parameters:
+its runs are new experiments that start from the first timestep (the interrupted runs, and their checkpoints, are
+not resumed).
 """
 
 from __future__ import annotations
@@ -424,10 +426,11 @@ class Sweep:
 
     def stop(self, timeout: float = STOP_SECONDS) -> str:
         """Stop the sweep: its driver stops the trials in flight (their runs checkpoint and end) and ends; the
-        trials' parameters are queued to run again at the next start. After a driver that died, this does that
-        cleanup itself, for the trials with a run not yet ended: one whose runs have all ended (they went on
-        without a driver) stays RUNNING, and the next driver adopts it and takes its result, as a live driver would
-        have. Returns the status afterwards ("stopped")."""
+        trials' parameters are queued to run again at the next start, as new trials that start over (the stopped
+        runs are not resumed). After a driver that died, this does that cleanup itself, for the trials with a run
+        not yet ended: one whose runs have all ended (they went on without a driver) stays RUNNING, and the next
+        driver adopts it and takes its result, as a live driver would have. Returns the status afterwards
+        ("stopped")."""
         if self.driver_running():
             pid = (self.state().get("driver") or {}).get("pid")
             if not isinstance(pid, int) or not is_driver(pid, self):

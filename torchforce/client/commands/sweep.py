@@ -51,7 +51,8 @@ def add_parser(groups: argparse._SubParsersAction) -> None:
         help="start (or continue) a sweep's driver in the background",
         description="Start the sweep's driver, a background process that runs trials until the budget is spent "
         "(log:\n.tfcli/sweeps/NAME.log). After a stop or a crash it continues the study: trials whose runs "
-        "survived\ngo on, interrupted ones run again with the same parameters (the budget counts them once).",
+        "survived\ngo on; interrupted ones start over, as new trials with the same parameters whose runs start "
+        "from\nthe first timestep (the interrupted runs are not resumed; the budget counts each trial once).",
         examples=["tfcli sweep start --sweep lr"],
     )
     _sweep_argument(start)
@@ -89,8 +90,9 @@ def add_parser(groups: argparse._SubParsersAction) -> None:
         sweeps,
         "stop",
         help="stop a sweep's driver and its running trials",
-        description="Stop the driver and the runs of the trials in flight (each checkpoints first). Their "
-        "parameters\nare queued: 'tfcli sweep start' continues the sweep.",
+        description="Stop the driver and the runs of the trials in flight. Those trials start over: 'tfcli sweep "
+        "start'\nruns their parameters again as new trials, from the first timestep (the stopped runs are not "
+        "resumed),\nand the budget counts each once. A trial whose runs have all ended keeps its result.",
         examples=["tfcli sweep stop --sweep lr"],
     )
     _sweep_argument(stop)
