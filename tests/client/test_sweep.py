@@ -199,6 +199,28 @@ def test_yaml_reads_1e_5_as_text_and_the_error_says_how_to_write_it(sweeps, caps
     ]
 
 
+@pytest.mark.parametrize(
+    ("choices", "place", "message"),
+    [
+        ("[0.1, 2020-01-01]", "choices[1]", "not a JSON value; expected {}, got datetime.date(2020, 1, 1)"),
+        ("[0.1, !!binary aGVsbG8=]", "choices[1]", "not a JSON value; expected {}, got b'hello'"),
+        ("[{1: a, b: c}]", "choices[0]", "an object with a key that is not text; expected {}, got 1"),
+        ("[{1: a}]", "choices[0]", "an object with a key that is not text; expected {}, got 1"),
+        ("[[0.1, {x: [2020-01-01]}]]", "choices[0][1].x[0]", "not a JSON value; expected {}, got datetime.date"),
+        ("[[0.1, .nan]]", "choices[0][1]", "not a finite number; got NaN"),
+    ],
+)
+def test_a_choice_json_cannot_hold_is_refused_at_its_place(sweeps, capsys, choices, place, message):
+    """A choice goes to the study and the state file as JSON: a YAML date, !!binary bytes or an object with a key
+    that is not text crashed 'sweep new' with exit 1 (or, for an integer key, reached the trials as text)."""
+    range_ = "agent.optimizer.learning_rate: {low: 1.0e-4, high: 1.0e-1, log: true}"
+    write(sweeps.root, "lr.yaml", TINY.replace(range_, f"agent.optimizer.learning_rate: {{choices: {choices}}}"))
+    err = bad(sweeps.root, capsys, "sweep", "new", "-f", "lr.yaml")
+    expected = "numbers, text, true/false, null, lists or objects with text keys"
+    assert err.startswith(f"tfcli: sweep.space.{LR}.{place}: {message.format(expected)}"), err
+    assert not (sweeps.root / ".tfcli" / "sweeps").exists()
+
+
 def test_a_value_the_agent_refuses_is_blamed_on_the_end_of_the_range(sweeps, capsys):
     write(sweeps.root, "neg.json", json.dumps(sweep_file(space={LR: {"low": -0.5, "high": 0.1}})))
     err = bad(sweeps.root, capsys, "sweep", "new", "-f", "neg.json")

@@ -23,6 +23,7 @@ created with when config files change later. The stored form is itself a valid s
 
 from __future__ import annotations
 
+import datetime
 import json
 import math
 from dataclasses import dataclass, field
@@ -520,18 +521,48 @@ def _end(value: Any, path: str, kind: str) -> float | int:
     return float(value)
 
 
+JSON_VALUES = "numbers, text, true/false, null, lists or objects with text keys"
+
+
 def _choices(value: Any, path: str) -> tuple[Any, ...]:
     if not isinstance(value, list) or not value:
         raise SpecError(path, "not a list of values to try", got=value, expected="a non-empty list")
     seen: dict[str, int] = {}
     for index, choice in enumerate(value):
-        if isinstance(choice, float) and not math.isfinite(choice):
-            raise SpecError(f"{path}[{index}]", "not a finite number", got=choice)
+        _check_json(choice, f"{path}[{index}]")
         text = json.dumps(choice, sort_keys=True)
         if text in seen:
             raise SpecError(f"{path}[{index}]", f"the same as choices[{seen[text]}]", got=choice)
         seen[text] = index
     return tuple(value)
+
+
+def _check_json(value: Any, path: str) -> None:
+    """A choice is stored in the study and in the sweep's state file as JSON, and a trial's experiment gets it back
+    from there: a value JSON cannot hold as it is (a YAML date, !!binary bytes, an object with a key that is not
+    text, a number that is not finite) is refused at the place it is, rather than failing or changing later."""
+    if value is None or isinstance(value, (str, bool, int)):
+        return
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise SpecError(path, "not a finite number", got=value)
+        return
+    if isinstance(value, list):
+        for index, item in enumerate(value):
+            _check_json(item, f"{path}[{index}]")
+        return
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if not isinstance(key, str):
+                raise SpecError(path, "an object with a key that is not text", got=key, expected=JSON_VALUES)
+            _check_json(item, f"{path}.{key}")
+        return
+    hint = (
+        "YAML reads a date written without quotes as a date: quote it to keep it text."
+        if isinstance(value, datetime.date)
+        else None
+    )
+    raise SpecError(path, "not a JSON value", got=value, expected=JSON_VALUES, hint=hint)
 
 
 def _metric(value: Any) -> Metric:
