@@ -534,6 +534,17 @@ def _choices(value: Any, path: str) -> tuple[Any, ...]:
         if text in seen:
             raise SpecError(f"{path}[{index}]", f"the same as choices[{seen[text]}]", got=choice)
         seen[text] = index
+    if not any(isinstance(choice, (list, dict)) for choice in value):  # optuna holds the values (Dimension.as_text)
+        for index, choice in enumerate(value):
+            equal = next((earlier for earlier in range(index) if value[earlier] == choice), None)
+            if equal is not None:
+                raise SpecError(
+                    f"{path}[{index}]",
+                    f"equal to choices[{equal}] ({describe(value[equal])}) in Python, where 1 == 1.0 == true, and "
+                    "Optuna tells choices apart that way: it would store both as one",
+                    got=choice,
+                    hint="Keep one of the two.",
+                )
     return tuple(value)
 
 
