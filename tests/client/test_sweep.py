@@ -3,14 +3,17 @@ real sweeps run by the real driver process: ranked trials, the best experiment w
 
 from __future__ import annotations
 
+import fcntl
 import json
 import math
 import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 import warnings
+from contextlib import contextmanager
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -639,6 +642,42 @@ def test_stop_cleans_up_after_a_crashed_driver_and_the_trial_runs_again_with_its
     assert main(["sweep", "stop", "--sweep", "tiny"]) == 0
     assert again.record().status == "stopped" and not sweep.driver_running()
     assert [row.state for row in sorted(sweep.trials(), key=lambda row: row.number)] == ["FAIL", "FAIL", "WAITING"]
+
+
+@contextmanager
+def a_look_at(sweep: Sweep, seconds: float):
+    """The sweep's lock held shared for ``seconds`` from now, as a concurrent 'sweep show' or 'list' holds it (no
+    driver holds it)."""
+    descriptor = os.open(sweep.lock_file, os.O_RDONLY)
+    fcntl.flock(descriptor, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    timer = threading.Timer(seconds, os.close, [descriptor])
+    timer.start()
+    try:
+        yield
+    finally:
+        timer.join()
+
+
+@pytest.mark.slow
+def test_a_look_at_a_sweep_meanwhile_never_makes_start_or_stop_fail(sweeps, capsys):
+    """A look at a sweep (show, list) took its lock alone for a moment: meanwhile a driver that died showed as
+    running, 'sweep stop' said another process was stopping the sweep and 'sweep start' that it was already running
+    (exit 2 both). Looks now share the lock; the driver and stop's cleanup wait that moment out."""
+    write(sweeps.root, "long.yaml", LONG)
+    assert main(["sweep", "new", "-f", "long.yaml"]) == 0
+    sweep = Sweep.load(sweeps, "tiny")
+    sweep._write_driver(status="running", pid=None, started_at=time.time())  # a driver that died
+    capsys.readouterr()
+    with a_look_at(sweep, 0.5):
+        assert not sweep.driver_running() and sweep.status()[0] == "failed"
+        assert main(["sweep", "stop", "--sweep", "tiny"]) == 0
+    assert capsys.readouterr().out == "'tiny' is stopped; continue it with: tfcli sweep start --sweep tiny\n"
+    with a_look_at(sweep, 0.5):
+        assert main(["sweep", "start", "--sweep", "tiny"]) == 0
+    assert capsys.readouterr().out.startswith("Started the driver of 'tiny'")
+    assert sweep.driver_running() and sweep.status()[0] == "running"
+    assert main(["sweep", "stop", "--sweep", "tiny"]) == 0
+    assert sweep.status()[0] == "stopped" and not sweep.driver_running()
 
 
 def test_the_driver_is_recognized_in_a_project_whose_path_has_a_space(tmp_path, monkeypatch):

@@ -14,8 +14,9 @@ A sweep's files are in the project's ``.tfcli/sweeps/``:
   (the mean return every 10% of a run's budget, keyed by that percentage) and values, and per trial the user
   attributes ``experiments`` (its runs), ``seed_values``, ``timesteps``, ``pruned_at``, ``error`` and
   ``interrupted``.
-- ``NAME.log``: the driver's log. ``NAME.lock``: held (``flock``) by the one process that drives the trials: the
-  driver, or ``tfcli sweep stop`` cleaning up after a driver that died. ``NAME/``: the plots.
+- ``NAME.log``: the driver's log. ``NAME.lock``: held alone (``flock``) by the one process that drives the trials:
+  the driver, or ``tfcli sweep stop`` cleaning up after a driver that died; a look at the sweep (``show``,
+  ``list``, the checks of ``start`` and ``stop``) shares it for a moment. ``NAME/``: the plots.
 
 The driver (``python -I -m torchforce.client.sweep ROOT NAME``) asks the study for a trial, creates its runs as
 experiments ``<sweep>-t003-s0``, ``-s1``, ... (group ``<sweep>-t003``, the trial's parameters set as ``--set``
@@ -68,7 +69,7 @@ INSTALL_HINT = "pip install 'torchforce[sweep]'"
 POLL_SECONDS = 0.5  # how often the driver reads its trials' runs
 START_SECONDS = 60.0  # how long 'sweep start' waits for the driver to take over
 STOP_SECONDS = 600.0  # how long 'sweep stop' waits for the driver (each run checkpoints before it stops)
-LOCK_SECONDS = 5.0  # how long a driver tries to take the lock (a status check holds it for a moment)
+LOCK_SECONDS = 5.0  # how long a driver or a stop's cleanup tries to take the lock (a probe shares it for a moment)
 STATES = ("COMPLETE", "PRUNED", "RUNNING", "WAITING", "FAIL")  # the order trials are listed in after ranking
 
 
@@ -371,9 +372,10 @@ class Sweep:
     # ------------------------------------------------------------------ the driver
 
     def driver_running(self) -> bool:
-        """Whether a process holds the sweep's lock: its driver (or a 'sweep stop' cleaning up after one)."""
-        with _try_lock(self.lock_file) as locked:
-            return not locked
+        """Whether a process holds the sweep's lock: its driver (or a 'sweep stop' cleaning up after one). The look
+        shares the lock, so looks at once (sweep show, list) never take each other for a driver."""
+        with _probe_lock(self.lock_file) as free:
+            return not free
 
     def status(self) -> tuple[str, str | None]:
         """The driver's status and message. A driver that ended without saying so (a crash, a kill) shows as
@@ -448,13 +450,15 @@ class Sweep:
                 time.sleep(0.05)
             _reap(pid)
             return self.status()[0]
-        with _try_lock(self.lock_file) as locked:
-            if not locked:
-                raise ClientError(f"sweep '{self.name}' was started again meanwhile; try again")
-            spec, (status, _) = self.spec, self.status()
+        lock = _hold_lock(self.lock_file, LOCK_SECONDS)  # waits out a look at the sweep, not a driver
+        if lock is None:
+            raise ClientError(f"sweep '{self.name}' was started again meanwhile; try again")
+        try:
+            spec = self.spec
+            status = str((self.state().get("driver") or {}).get("status", "new"))  # "running": a driver that died
             study = self.study(spec)
             left = study.get_trials(deepcopy=False, states=(optuna_module().trial.TrialState.RUNNING,))
-            if not left and status != "failed":
+            if not left and status not in ("running", "failed"):
                 raise ClientError(f"sweep '{self.name}' is not running (status: {status})")
             for trial in left:
                 names = trial.user_attrs.get("experiments") or []
@@ -467,6 +471,8 @@ class Sweep:
             driver = self.state().get("driver") or {}
             message = f"stopped by 'tfcli sweep stop'; 'tfcli sweep start --sweep {self.name}' continues it"
             self._write_driver(**{**driver, "status": "stopped", "ended_at": time.time(), "message": message})
+        finally:
+            os.close(lock)
         return "stopped"
 
     # ------------------------------------------------------------------ results
@@ -659,17 +665,19 @@ def _existing_runs(project: Project, names: Sequence[str]) -> list[Experiment]:
 
 
 @contextmanager
-def _try_lock(path: Path) -> Iterator[bool]:
-    """Take the lock at ``path`` if no one holds it; yields whether it was taken (released afterwards). Where the
-    file is missing no one holds it, and it is not made (a look at a sweep writes nothing)."""
+def _probe_lock(path: Path) -> Iterator[bool]:
+    """Take the lock at ``path``, shared, if no process holds it alone (a driver, a stop's cleanup); yields whether
+    it was taken (released afterwards). Probes share it, so they never fail for each other, and a driver or a
+    cleanup waiting for the lock alone waits a moment at most (``_hold_lock``). Where the file is missing no one
+    holds it, and it is not made (a look at a sweep writes nothing)."""
     try:
-        descriptor = os.open(path, os.O_RDWR)
+        descriptor = os.open(path, os.O_RDONLY)
     except FileNotFoundError:
         yield True
         return
     try:
         try:
-            fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            fcntl.flock(descriptor, fcntl.LOCK_SH | fcntl.LOCK_NB)
         except BlockingIOError:
             yield False
             return
@@ -679,8 +687,8 @@ def _try_lock(path: Path) -> Iterator[bool]:
 
 
 def _hold_lock(path: Path, seconds: float) -> int | None:
-    """The lock at ``path``, held until the descriptor returned is closed (at the latest when the process ends);
-    None if another process keeps it for ``seconds`` (a status check holds it only for a moment)."""
+    """The lock at ``path``, held alone until the descriptor returned is closed (at the latest when the process
+    ends); None if another process keeps it for ``seconds`` (a probe holds it only for a moment)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     descriptor = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
     deadline = time.monotonic() + seconds
