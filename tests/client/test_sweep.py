@@ -137,6 +137,11 @@ LR = "agent.optimizer.learning_rate"
         ({"budget": {"trials": 0}}, "sweep.budget.trials", "out of range"),
         ({"budget": {"trials": 3, "parallel": 0}}, "sweep.budget.parallel", "out of range"),
         ({"seeds_per_trial": 11}, "sweep.seeds_per_trial", "out of range"),
+        (
+            {"base": {**sweep_file()["base"], "seed": 2**64 - 1}, "seeds_per_trial": 2},
+            "sweep.base.seed",
+            "a trial's runs are seeded 18446744073709551615 to 18446744073709551616",
+        ),
         ({"sampler": "cmaes"}, "sweep.sampler.type", "unknown value"),
         ({"sampler": {"type": "random", "startup_trials": 3}}, "sweep.sampler.startup_trials", "no startup trials"),
         ({"sampler": {"seed": 2**31}}, "sweep.sampler.seed", "expected an integer in [0, 2147483647]"),

@@ -37,6 +37,7 @@ from torchforce.client.project import CONFIG_SUFFIXES, Project
 from torchforce.spec import SpecError, did_you_mean, expect_bool, expect_choice, expect_dict, expect_int, load_file
 from torchforce.spec.device import missing_gpu
 from torchforce.spec.errors import describe
+from torchforce.spec.options import MAX_SEED
 
 FIELDS = ("name", "description", "base", "space", "metric", "budget", "seeds_per_trial", "sampler", "pruner", "cluster")
 METRICS = ("mean_return", "evaluation")
@@ -338,6 +339,15 @@ def _resolve(project: Project, raw: Any, *, name: str | None, build: bool) -> Sw
             "the base experiment has no periodic evaluation to take the metric from",
             got="evaluation",
             hint="Give the base an 'evaluation' ({frequency: 10000t, episodes: 10}), or use the metric mean_return.",
+        )
+    last_seed = spec.base_seed + spec.seeds_per_trial - 1
+    if last_seed > MAX_SEED:  # the base's seed is checked, the others' only as each trial starts
+        raise SpecError(
+            "sweep.base.seed",
+            f"too near the top of the seeds' range: a trial's runs are seeded {spec.base_seed} to {last_seed}, and "
+            f"an experiment's seed is at most {MAX_SEED}",
+            got=spec.base_seed,
+            expected=f"at most {MAX_SEED - spec.seeds_per_trial + 1} with {spec.seeds_per_trial} seeds per trial",
         )
     if build and spec.cluster is None:
         _check_runs_here(spec)
