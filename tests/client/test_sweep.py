@@ -596,6 +596,26 @@ def test_the_driver_asked_to_stop_keeps_the_result_of_a_trial_whose_runs_just_fi
     assert rows[0].value == 6.0 and rows[1].note == "interrupted (stopped); queued again"
 
 
+def test_a_trial_whose_run_is_paused_from_outside_waits_for_it_to_be_resumed(sweeps, capsys):
+    """As the docs say: a paused run neither fails its trial nor ends it; the trial stays in flight, holding its
+    place among the parallel trials, and is finished once the run is resumed and ends."""
+    from torchforce.client.sweep import Driver, Flight
+
+    write(sweeps.root, "lr.json", json.dumps(sweep_file()))
+    assert main(["sweep", "new", "-f", "lr.json"]) == 0
+    sweep = Sweep.load(sweeps, "lr")
+    driver = Driver(sweep)
+    driver.study = sweep.study()
+    trial = trial_with_runs(sweep, driver.study, "paused", [3.0, 5.0])
+    driver.flights[trial.number] = Flight(trial, [Experiment.load(sweeps, "lr-t000-s0")])
+    for _ in range(2):
+        driver._poll(driver.flights[trial.number])
+    assert list(driver.flights) == [0] and sweep.trials()[0].state == "RUNNING"
+    assert sweeps.store.update_experiment("lr-t000-s0", status="finished")  # resumed, and it ran to its end
+    driver._poll(driver.flights[trial.number])
+    assert not driver.flights and (sweep.trials()[0].state, sweep.trials()[0].value) == ("COMPLETE", 4.0)
+
+
 @pytest.mark.slow
 def test_a_crashed_driver_is_taken_over_and_stop_leaves_no_process(sweeps, capsys):
     write(sweeps.root, "long.yaml", LONG)

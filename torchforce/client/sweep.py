@@ -23,7 +23,9 @@ experiments ``<sweep>-t003-s0``, ``-s1``, ... (group ``<sweep>-t003``, the trial
 would set them, seeds base + 0, 1, ...) and starts them with ``Experiment.start``; it keeps at most ``parallel``
 trials in flight and reads their episode logs: every 10% of the budget the trial's mean return goes to the study
 (``trial.report``), and a trial the pruner judges hopeless has its runs stopped and is marked PRUNED. A trial whose
-runs all finish gets the metric, averaged over its seeds; one whose run fails or is stopped from outside FAILs. The
+runs all finish gets the metric, averaged over its seeds; one whose run fails or is stopped from outside FAILs. One
+whose run is paused from outside (``tfcli experiment pause``) waits, and holds its place among the ``parallel``
+trials, until that run is resumed (``tfcli experiment start -e RUN --resume``): the sweep cannot end before. The
 budget counts trials that completed, were pruned or failed; the driver ends when it is spent.
 
 Interruptions lose no budget, but an interrupted trial starts over. ``tfcli sweep stop`` makes the driver stop the
