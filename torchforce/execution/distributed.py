@@ -544,12 +544,12 @@ class DistributedRunner(BaseRunner):
                 "num_workers, num_parameter_servers and num_environments must be at least 1, got "
                 f"{num_workers}, {num_parameter_servers} and {num_environments}"
             )
+        ray = _ray()  # without Ray installed, an ImportError that says how to install it comes first
         if not agent.learning:
             raise ValueError(
                 f"a distributed run trains one model on parameter servers, and a {agent.name} agent learns none: run "
                 "it with the Runner (run_mode 'single')"
             )
-        ray = _ray()
         self.agent, self.environment = agent, environment
         self.num_workers, self.num_parameter_servers = num_workers, num_parameter_servers
         self.on_lost_worker, self.sync_every, self.torch_threads = on_lost_worker, sync_every, torch_threads
