@@ -51,6 +51,12 @@ def cluster_create_call(name: str, zone: str, machine: str, nodes: int, disk: in
     )
 
 
+def kubectl(context: str, *arguments: str) -> list[str]:
+    """A ``kubectl`` call of tfcli's on the cluster of ``context``: the context and the namespace of its objects
+    named on every call."""
+    return ["kubectl", f"--context={context}", "--namespace=default", *arguments]
+
+
 def setup_calls(name: str, zone: str, root: Path, signing_key: Path) -> list[list[str]]:
     """The calls of ``cluster create`` after the cluster's own: credentials, the service account, its Workload
     Identity binding, the checkpoint-key Secret."""
@@ -59,16 +65,10 @@ def setup_calls(name: str, zone: str, root: Path, signing_key: Path) -> list[lis
     member = f"serviceAccount:{PROJECT}.svc.id.goog[default/tfcli-worker]"
     return [
         ["gcloud", "container", "clusters", "get-credentials", name, *where],
-        [
-            "kubectl",
-            f"--context={context}",
-            "apply",
-            "-f",
-            str(root / ".tfcli" / "gke" / f"{context}-serviceaccount.yaml"),
-        ],
+        kubectl(context, "apply", "-f", str(root / ".tfcli" / "gke" / f"{context}-serviceaccount.yaml")),
         ["gcloud", "iam", "service-accounts", "add-iam-policy-binding", EMAIL, f"--project={PROJECT}"]
         + ["--role=roles/iam.workloadIdentityUser", f"--member={member}", "--format=json"],
-        ["kubectl", f"--context={context}", "create", "secret", "generic", "tfcli-checkpoint-key"]
+        kubectl(context, "create", "secret", "generic", "tfcli-checkpoint-key")
         + [f"--from-file=checkpoint.key={signing_key}"],
     ]
 

@@ -31,6 +31,7 @@ from tests.client.gke_common import (
     assert_own_config,
     cluster_create_call,
     key_file,
+    kubectl,
     setup_calls,
 )
 from tests.client.test_gke_manifests import KUBERNETES, as_pod, crd_errors, templates
@@ -158,8 +159,8 @@ def test_the_whole_journey(linked, cloud, tmp_path):
             f"{folder}/experiment.json",
         ],
         ["gcloud", "storage", "rm", f"{folder}/results/control.json"],
-        ["kubectl", f"--context={CONTEXT}", "apply", "-f", str(manifest_file)],
-        ["kubectl", f"--context={CONTEXT}", "get", "rayjob", job, "-o", "json"],
+        kubectl(CONTEXT, "apply", "-f", str(manifest_file)),
+        kubectl(CONTEXT, "get", "rayjob", job, "-o", "json"),
     ]
     manifest = yaml.safe_load(manifest_file.read_text())
     assert manifest["kind"] == "RayJob" and manifest["spec"]["suspend"] is False
@@ -169,29 +170,13 @@ def test_the_whole_journey(linked, cloud, tmp_path):
     paused = tfcli(root, "experiment", "pause", "-e", "single_run", timeout=180)
     assert paused.returncode == 0, paused.stderr
     assert experiment.record().status == "paused"
-    assert [
-        "kubectl",
-        f"--context={CONTEXT}",
-        "patch",
-        "rayjob",
-        job,
-        "--type=merge",
-        '-p={"spec":{"suspend":true}}',
-    ] in cloud.calls()
+    assert kubectl(CONTEXT, "patch", "rayjob", job, "--type=merge", '-p={"spec":{"suspend":true}}') in cloud.calls()
     at_pause = experiment.checkpoint_timesteps()
     assert at_pause > 0
     resumed = tfcli(root, "experiment", "start", "-e", "single_run", "--resume")
     assert resumed.returncode == 0, resumed.stderr
     assert experiment.record().job == job  # the same RayJob, unsuspended
-    assert [
-        "kubectl",
-        f"--context={CONTEXT}",
-        "patch",
-        "rayjob",
-        job,
-        "--type=merge",
-        '-p={"spec":{"suspend":false}}',
-    ] in cloud.calls()
+    assert kubectl(CONTEXT, "patch", "rayjob", job, "--type=merge", '-p={"spec":{"suspend":false}}') in cloud.calls()
     wait_for(lambda: experiment.progress().get("timesteps", 0) > at_pause + 500, 120, 0.5, "the resumed run to go on")
     log = (run_folder(cloud, project, "single_run") / "results" / "worker.log").read_text()
     assert "resumed from checkpoint" in log
@@ -201,7 +186,7 @@ def test_the_whole_journey(linked, cloud, tmp_path):
     stopped = tfcli(root, "experiment", "stop", "-e", "single_run", timeout=180)
     assert stopped.returncode == 0, stopped.stderr
     assert experiment.record().status == "stopped"
-    assert ["kubectl", f"--context={CONTEXT}", "delete", "rayjob", job, "--ignore-not-found"] in cloud.calls()
+    assert kubectl(CONTEXT, "delete", "rayjob", job, "--ignore-not-found") in cloud.calls()
     results = root / "experiments" / "single_run" / "results"
     assert json.loads((results / "checkpoints" / "latest.json").read_text())["timesteps"] > at_pause
     assert not (results / "control.json").exists()
@@ -223,14 +208,7 @@ def test_the_whole_journey(linked, cloud, tmp_path):
         assert (
             wait_for(lambda run=run: run.record().status != "running" and run.record(), 240, 1.0).status == "finished"
         )
-        assert [
-            "kubectl",
-            f"--context={CONTEXT}",
-            "delete",
-            "rayjob",
-            run.record().job,
-            "--ignore-not-found",
-        ] in cloud.calls()
+        assert kubectl(CONTEXT, "delete", "rayjob", run.record().job, "--ignore-not-found") in cloud.calls()
     # cluster delete
     before = len(cloud.calls())
     deleted = tfcli(root, "cluster", "delete", "-c", CLUSTER)

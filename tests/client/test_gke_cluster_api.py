@@ -23,6 +23,7 @@ from tests.client.gke_common import (
     assert_own_config,
     cluster_create_call,
     key_file,
+    kubectl,
     setup_calls,
 )
 from tests.fakecloud import FakeCloud, common
@@ -149,7 +150,7 @@ def test_create_find_ssh_parallel_and_delete(linked, cloud, capsys):
     results = cluster.ssh_parallel("nproc", ("local.txt", "/tmp/remote.txt"))
     where = [f"--project={PROJECT}", f"--zone={SPEC_ZONE}"]
     calls = cloud.calls()[before:]
-    assert calls[0] == ["kubectl", f"--context={CONTEXT}", "get", "nodes", "-o", "json"]
+    assert calls[0] == kubectl(CONTEXT, "get", "nodes", "-o", "json")
     assert sorted(calls[1:]) == sorted(
         [
             ["gcloud", "compute", "ssh", node, *where, "--command=nproc", "--quiet"],
@@ -230,7 +231,7 @@ def test_ssh_parallel_runs_each_item_on_every_node_of_every_pool(linked, cloud):
         + [["gcloud", "compute", "ssh", node, *where, "--command=nvidia-smi -L", "--quiet"] for node in nodes]
     )
     calls = cloud.calls()[before:]
-    assert calls[0] == ["kubectl", "--context=gke_my-rl-project_us-central1-a_gpu-l4", "get", "nodes", "-o", "json"]
+    assert calls[0] == kubectl("gke_my-rl-project_us-central1-a_gpu-l4", "get", "nodes", "-o", "json")
     assert sorted(calls[1:]) == sorted(expected) and len(calls) == 10  # run at once: in any order
     assert_own_config(cloud.call_records()[before:])  # ssh and scp too, from threads of this process
     said = [f"fake cloud: ran on {node} in {ZONE}: {command}\n" for command in ("nproc",) for node in nodes]

@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 from tests.client.conftest import tfcli, wait_for
-from tests.client.gke_common import CLUSTER, CONTEXT, PPO, PROJECT, ZONE, assert_own_config
+from tests.client.gke_common import CLUSTER, CONTEXT, PPO, PROJECT, ZONE, assert_own_config, kubectl
 from tests.fakecloud import FakeCloud
 from torchforce import __version__
 from torchforce.client import Experiment, Project
@@ -105,8 +105,8 @@ def test_start_dry_run_shows_the_calls_and_the_rayjob_and_changes_nothing(ready,
     assert cloud.calls()[calls:] == []
     assert experiment.record().status == "new" and not (ready.root / "experiments" / "preview" / "gke").exists()
     assert (
-        f"would run: kubectl --context={CONTEXT} apply -f {ready.root}/experiments/preview/gke/tf-preview-"
-        in shown.stdout
+        f"would run: kubectl --context={CONTEXT} --namespace=default apply -f {ready.root}/experiments/preview/gke/"
+        "tf-preview-" in shown.stdout
     )
     assert "kind: RayJob" in shown.stdout and "Dry run: nothing was changed." in shown.stdout
     assert "would run: gcloud storage cp" in shown.stdout
@@ -119,7 +119,7 @@ def test_logs_follow_streams_the_rayjob_log_until_it_ends(ready, cloud):
     assert followed.returncode == 0, followed.stderr
     assert "experiment chatty finished" in followed.stdout
     job = experiment.record().job
-    follow = ["kubectl", f"--context={CONTEXT}", "logs", f"job/{job}", "--follow"]
+    follow = kubectl(CONTEXT, "logs", f"job/{job}", "--follow")
     assert_own_config([record for record in cloud.call_records() if record["argv"] == follow])  # as every call
 
 
@@ -184,7 +184,7 @@ def test_deleting_a_paused_run_removes_its_suspended_rayjob(ready, cloud):
     assert experiment.record().status == "paused"
     deleted = tfcli(ready.root, "experiment", "delete", "-e", "shelved")
     assert deleted.returncode == 0, deleted.stderr
-    assert ["kubectl", f"--context={CONTEXT}", "delete", "rayjob", job, "--ignore-not-found"] in cloud.calls()
+    assert kubectl(CONTEXT, "delete", "rayjob", job, "--ignore-not-found") in cloud.calls()
     gone = subprocess.run(["kubectl", f"--context={CONTEXT}", "get", "rayjob", job, "-o", "json"], capture_output=True)
     assert gone.returncode == 1 and b"NotFound" in gone.stderr
 
@@ -216,21 +216,17 @@ def test_a_paused_run_started_afresh_leaves_no_suspended_rayjob_behind(ready, cl
     assert started.returncode == 0, started.stderr
     job = experiment.record().job
     since = cloud.calls()[calls:]
-    delete = ["kubectl", f"--context={CONTEXT}", "delete", "rayjob", old, "--ignore-not-found"]
+    delete = kubectl(CONTEXT, "delete", "rayjob", old, "--ignore-not-found")
     manifest = ready.root / "experiments" / "redo" / "gke" / f"{job}.yaml"
     discard = ["gcloud", "storage", "rm", "--recursive", f"gs://{PROJECT}-tfcli/{ready.name}/redo/results"]
     assert job != old and rayjobs(CONTEXT) == [job]  # the new run's RayJob is the only one left
     assert delete in since, since
-    assert (
-        since.index(delete)
-        < since.index(discard)
-        < since.index(["kubectl", f"--context={CONTEXT}", "apply", "-f", str(manifest)])
-    )
+    assert since.index(delete) < since.index(discard) < since.index(kubectl(CONTEXT, "apply", "-f", str(manifest)))
     assert json.loads((ready.root / "experiments" / "redo" / "gke" / "rayjob.json").read_text())["name"] == job
     # paused again, and the API server does not answer the delete: the start is refused before it discards or
     # makes anything, and the experiment still names its RayJob, so that a later start, stop or delete removes it
     at_pause = pause(ready, experiment, 300)
-    delete = ["kubectl", f"--context={CONTEXT}", "delete", "rayjob", job, "--ignore-not-found"]
+    delete = kubectl(CONTEXT, "delete", "rayjob", job, "--ignore-not-found")
     cloud.fail(delete, "Unable to connect to the server: dial tcp 10.0.0.2:443: i/o timeout", times=1)
     calls = len(cloud.calls())
     refused = tfcli(ready.root, "experiment", "start", "-e", "redo", "-c", CLUSTER, "--fresh")
@@ -302,7 +298,7 @@ def test_a_run_moved_to_another_gke_cluster_resumes_from_its_results_in_the_buck
     assert (bucket / "episodes.jsonl").read_text().startswith(episodes)
     assert (experiment.record().cluster, rayjobs(CONTEXT), rayjobs(other_context)) == (other, [], [job])
     since = cloud.calls()[calls:]
-    assert ["kubectl", f"--context={CONTEXT}", "delete", "rayjob", old, "--ignore-not-found"] in since
+    assert kubectl(CONTEXT, "delete", "rayjob", old, "--ignore-not-found") in since
     assert not any(call[:3] == ["gcloud", "storage", "rsync"] for call in since), since
     assert ["gcloud", "storage", "rm", "--recursive", results] not in since
 
@@ -385,7 +381,7 @@ def test_a_run_whose_pods_never_start_stops_or_pauses_at_once(linked, cloud, req
     assert ended.returncode == 0, ended.stderr
     assert experiment.record().status == wanted
     if request_ == "stop":
-        assert ["kubectl", f"--context={CONTEXT}", "delete", "rayjob", job, "--ignore-not-found"] in cloud.calls()
+        assert kubectl(CONTEXT, "delete", "rayjob", job, "--ignore-not-found") in cloud.calls()
 
 
 def test_an_own_cluster_left_half_made_by_a_failed_start_is_deleted_again(linked, cloud):
@@ -400,3 +396,27 @@ def test_an_own_cluster_left_half_made_by_a_failed_start_is_deleted_again(linked
     assert linked.store.cluster("gpus") is None and not cloud.state().get("clusters")
     deletes = [call for call in cloud.calls() if call[:4] == ["gcloud", "container", "clusters", "delete"]]
     assert [call[4] for call in deletes] == ["gpus"]
+
+
+def test_a_namespace_the_user_set_on_the_context_does_not_hide_a_live_run(ready, cloud):
+    # the user points their own kubectl at another namespace of the cluster (kubens team-a, or kubectl config
+    # set-context --current --namespace=team-a): a call that names no namespace looks there, finds no RayJob, and
+    # a run judged gone would be failed, its RayJob and the cluster made for it deleted under the live job
+    experiment = new(ready, "hidden", "-t", "400000")
+    assert tfcli(ready.root, "experiment", "start", "-e", "hidden", "-c", CLUSTER).returncode == 0
+    job = experiment.record().job
+    wait_for(lambda: experiment.progress().get("timesteps", 0) >= 300, 120, 0.5, "progress")
+    cloud.set_namespace(CONTEXT, "team-a")
+    unnamed = subprocess.run(
+        ["kubectl", f"--context={CONTEXT}", "get", "rayjob", job, "-o", "json"], capture_output=True
+    )
+    assert unnamed.returncode == 1 and f'rayjobs.ray.io "{job}" not found'.encode() in unnamed.stderr
+    record = experiment.record()
+    assert (record.status, record.job) == ("running", job), record.message
+    stopped = tfcli(ready.root, "experiment", "stop", "-e", "hidden", "--no-download", timeout=180)
+    assert stopped.returncode == 0, stopped.stderr
+    assert experiment.record().status == "stopped" and experiment.progress()["state"] == "stopped"
+    named = subprocess.run(kubectl(CONTEXT, "get", "rayjob", "-o", "json"), capture_output=True)
+    assert named.returncode == 0 and json.loads(named.stdout)["items"] == []  # deleted where it ran
+    ours = [record["argv"] for record in cloud.call_records() if record["argv"][0] == "kubectl" and record["config"]]
+    assert ours and all(argv[1:3] == [f"--context={CONTEXT}", "--namespace=default"] for argv in ours), ours

@@ -152,6 +152,16 @@ class FakeCloud:
         with self.store.transaction() as state:
             state["images"][tagged] = {"source": None, "project": "", "created": common.now_iso()}
 
+    def set_namespace(self, context: str, namespace: str | None) -> None:
+        """The namespace ``kubectl`` uses on ``context`` when a call names none, as the user's ``kubectl config
+        set-context CONTEXT --namespace=NAMESPACE`` (or ``kubens``) sets it in their kubeconfig; None: ``default``."""
+        with self.store.transaction() as state:
+            namespaces = state.setdefault("context_namespaces", {})
+            if namespace is None:
+                namespaces.pop(context, None)
+            else:
+                namespaces[context] = namespace
+
     def set_delays(self, controller: float | None = None, startup: float | None = None) -> None:
         """``controller``: seconds after its creation before the operator first looks at a RayJob (until then
         it has no status, as right after ``kubectl apply`` on a real cluster); ``startup``: seconds a run stays

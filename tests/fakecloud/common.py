@@ -97,6 +97,7 @@ def default_state() -> dict:
         "clusters": {},  # "P/Z/NAME" -> cluster resource (full, before default values are left out)
         "contexts": {},  # context -> "P/Z/NAME"
         "current_context": None,
+        "context_namespaces": {},  # context -> the namespace set on it in the user's kubeconfig (none: default)
         "objects": {},  # context -> {"kind/namespace/name": record}
         "repositories": {},
         "images": {},

@@ -1173,6 +1173,7 @@ def delete_cluster(store: Store, state: dict, key: str) -> None:
             if run:
                 common.kill_group(run["pid"], run["starttime"], run["marker"])
         del state["contexts"][context]
+        state.get("context_namespaces", {}).pop(context, None)
         if state["current_context"] == context:
             state["current_context"] = None
     del state["clusters"][key]
@@ -1192,6 +1193,7 @@ def clusters_get_credentials(store: Store, call: Call) -> None:
         project, location, name = key.split("/")
         context = f"gke_{project}_{location}_{name}"
         state["contexts"][context] = key
+        state.get("context_namespaces", {}).pop(context, None)  # gcloud writes the context anew: no namespace
         state["objects"].setdefault(context, {})
         state["current_context"] = context
     sys.stderr.write(f"Fetching cluster endpoint and auth data.\nkubeconfig entry generated for {name}.\n")

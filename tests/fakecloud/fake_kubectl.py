@@ -96,10 +96,12 @@ class Call:
         self.verb = verb
         self.positionals = positionals
         self.flags = flags
+        self.context_namespace = "default"  # the context's own namespace, once ``context_of`` has found it
 
     @property
     def namespace(self) -> str:
-        return self.flags.get("--namespace") or "default"
+        """``--namespace``, else the namespace set on the call's context in the kubeconfig, else ``default``."""
+        return self.flags.get("--namespace") or self.context_namespace
 
 
 def unknown_flag(token: str, verb: str | None) -> Exit:
@@ -193,6 +195,7 @@ def context_of(state: dict, call: Call) -> str:
         )
     if context not in state["contexts"]:
         raise Exit(1, f'error: context "{context}" does not exist\n')
+    call.context_namespace = state.get("context_namespaces", {}).get(context) or "default"
     return context
 
 
@@ -309,6 +312,13 @@ def apply_one(store: Store, state: dict, context: str, call: Call, path: str, do
             f'error: error when retrieving current configuration of:\nResource: "{KINDS[kind][1]}", '
             f'GroupVersionKind: "{version}, Kind={kind}"\nName: "", Namespace: "default"\nfrom server for: '
             f'"{path}": resource name may not be empty\n',
+        )
+    given = call.flags.get("--namespace")
+    if metadata.get("namespace") and given and given != metadata["namespace"]:
+        raise Exit(
+            1,
+            f'error: the namespace from the provided object "{metadata["namespace"]}" does not match the namespace '
+            f"\"{given}\". You must pass '--namespace={metadata['namespace']}' to perform this operation.\n",
         )
     namespace = metadata.get("namespace") or call.namespace
     if namespace not in NAMESPACES:

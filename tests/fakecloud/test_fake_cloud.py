@@ -721,6 +721,22 @@ def test_objects_live_per_context_and_secrets_keep_no_content(fake_cloud, tmp_pa
     assert refused.returncode == 1 and "rayStartParams.num-cpus in body must be of type string" in refused.stderr
 
 
+def test_a_namespace_set_on_the_context_is_where_calls_that_name_none_look(fake_cloud, tmp_path):
+    linked(tmp_path)
+    apply(tmp_path, ray_job("tf-ns-0009", python("import time; time.sleep(60)")))
+    fake_cloud.set_namespace(CONTEXT, "team-a")  # the user's kubens team-a
+    missing = kubectl("get", "rayjob", "tf-ns-0009", "-o", "json")
+    assert missing.stderr == 'Error from server (NotFound): rayjobs.ray.io "tf-ns-0009" not found\n'
+    assert kubectl("--namespace=default", "get", "rayjob", "tf-ns-0009", "-o", "json").returncode == 0
+    assert apply(tmp_path, service_account(), name="sa.yaml").stdout == "serviceaccount/tfcli-worker unchanged\n"
+    elsewhere = run("kubectl", f"--context={CONTEXT}", "--namespace=team-a", "apply", "-f", str(tmp_path / "sa.yaml"))
+    assert elsewhere.returncode == 1 and 'the namespace from the provided object "default" does not match' in (
+        elsewhere.stderr
+    )
+    ok("gcloud", "container", "clusters", "get-credentials", "c1", f"--project={PROJECT}", f"--zone={ZONE}")
+    assert kubectl("get", "rayjob", "tf-ns-0009", "-o", "json").returncode == 0  # written anew: default again
+
+
 # ---- the fake KubeRay operator ------------------------------------------------------------------------------
 
 

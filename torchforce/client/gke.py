@@ -41,6 +41,14 @@ def context(link: Link, name: str, in_zone: str) -> str:
     return f"gke_{link.project}_{in_zone}_{name}"
 
 
+def kubectl_call(kube_context: str, *arguments: str) -> list[str]:
+    """A ``kubectl`` call on the cluster of ``kube_context``, in the namespace of tfcli's objects
+    (``manifests.NAMESPACE``). Both are named on every call: neither the kubeconfig's current context nor a
+    namespace the user set on the context (``kubens``, ``kubectl config set-context --namespace``) changes which
+    objects tfcli sees, and a RayJob looked for in another namespace would be judged gone, its run failed."""
+    return ["kubectl", f"--context={kube_context}", f"--namespace={manifests.NAMESPACE}", *arguments]
+
+
 def _where(cluster: Any, link: Link) -> list[str]:
     return [f"--project={link.project}", f"--zone={zone(cluster, link)}"]
 
@@ -275,8 +283,8 @@ def _prepare(project: Any, link: Link, kube_context: str, cloud: Cloud) -> None:
     if not cloud.dry_run:
         folder.mkdir(parents=True, exist_ok=True)
         file.write_text(manifests.dump(manifests.service_account(link.service_account, project.name)))
-    cloud.run(["kubectl", f"--context={kube_context}", "apply", "-f", str(file)])
-    member = f"serviceAccount:{link.project}.svc.id.goog[default/{manifests.SERVICE_ACCOUNT}]"
+    cloud.run(kubectl_call(kube_context, "apply", "-f", str(file)))
+    member = f"serviceAccount:{link.project}.svc.id.goog[{manifests.NAMESPACE}/{manifests.SERVICE_ACCOUNT}]"
     cloud.run(
         ["gcloud", "iam", "service-accounts", "add-iam-policy-binding", link.service_account]
         + [f"--project={link.project}", "--role=roles/iam.workloadIdentityUser", f"--member={member}", "--format=json"]
@@ -288,8 +296,9 @@ def _prepare(project: Any, link: Link, kube_context: str, cloud: Cloud) -> None:
             hint="It must be a file readable by you alone; remove it to have a new one made.",
         )
     cloud.run(
-        ["kubectl", f"--context={kube_context}", "create", "secret", "generic", manifests.KEY_SECRET]
-        + [f"--from-file=checkpoint.key={key}"]
+        kubectl_call(
+            kube_context, "create", "secret", "generic", manifests.KEY_SECRET, f"--from-file=checkpoint.key={key}"
+        )
     )
 
 
@@ -401,7 +410,7 @@ def ssh_parallel(project: Any, name: str, items: list[str | tuple[str, str]], *,
     link = Link.of(project.settings)
     record = find(project, name)
     cloud = Cloud(link, echo=(lambda text: None) if silent else print)
-    nodes = cloud.json(["kubectl", f"--context={record.runtime['context']}", "get", "nodes", "-o", "json"])
+    nodes = cloud.json(kubectl_call(str(record.runtime["context"]), "get", "nodes", "-o", "json"))
     names = [str(item["metadata"]["name"]) for item in (nodes or {}).get("items", [])]
     where = [f"--project={link.project}", f"--zone={record.runtime['zone']}"]
     calls: list[tuple[str, list[str]]] = []

@@ -22,6 +22,7 @@ same cluster unsuspends it: KubeRay runs the entry point again, which resumes fr
 from __future__ import annotations
 
 import json
+import shlex
 import time
 import uuid
 import warnings
@@ -70,7 +71,7 @@ class GkeBackend(Backend):
             if check:
                 raise self.cloud.failure(["kubectl", *arguments], result)
             return result
-        return self.cloud.run(["kubectl", f"--context={self.context}", *arguments], check=check, timeout=timeout)
+        return self.cloud.run(gke.kubectl_call(self.context, *arguments), check=check, timeout=timeout)
 
     @property
     def cluster_record(self) -> ClusterRecord:
@@ -177,10 +178,11 @@ class GkeBackend(Backend):
             self.kubectl("delete", "rayjob", handle, "--ignore-not-found")
         except ClientError as error:  # it failed, or did not finish: the RayJob may be there still
             if not required:
+                by_hand = shlex.join(gke.kubectl_call(self.context, "delete", "rayjob", handle))
                 warnings.warn(
                     f"the RayJob {handle} of experiment '{folder.name}', which ended, could not be deleted from the "
-                    f"GKE cluster '{self.cluster}' and may be left there ('kubectl delete rayjob {handle}' removes it "
-                    f"once the cluster answers): {error.message}",
+                    f"GKE cluster '{self.cluster}' and may be left there ('{by_hand}' removes it once the cluster "
+                    f"answers): {error.message}",
                     ClientWarning,
                     stacklevel=2,
                 )
@@ -301,7 +303,7 @@ class GkeBackend(Backend):
         """Follow the driver's log as it grows (``kubectl logs --follow``); False when there is no job to follow."""
         if not isinstance(handle, str) or self.status(handle) in (GONE, UNKNOWN):
             return False
-        command = ["kubectl", f"--context={self.context}", "logs", f"job/{handle}", "--follow"]
+        command = gke.kubectl_call(str(self.context), "logs", f"job/{handle}", "--follow")
         return self.cloud.attached(command) == 0  # in tfcli's gcloud configuration, as every call
 
     def download(self, folder: Path) -> Path:
