@@ -726,3 +726,28 @@ def test_a_rayjob_is_gone_only_when_the_api_server_says_so_of_it(stderr, seen):
     assert backend.job("tf-run-1a2b") == "unknown"
     backend.context = None  # the cluster was deleted, and every object on it
     assert backend.job("tf-run-1a2b") == "gone"
+
+
+@pytest.mark.parametrize(
+    ("suspend", "status", "seen"),
+    [
+        (False, "Suspended", "Resuming"),  # unsuspended, KubeRay has not acted on it yet
+        (False, "Suspending", "Resuming"),  # KubeRay finishes a suspension it began, then starts it again
+        (True, "Running", "Suspending"),  # suspended, KubeRay has not acted on it yet
+        (True, "Initializing", "Suspending"),
+        (True, None, "Suspending"),  # no status yet
+        (True, "Suspending", "Suspending"),
+        (True, "Suspended", "Suspended"),
+        (False, "Running", "Running"),
+        (False, None, "Initializing"),
+        (True, "Complete", "Complete"),  # KubeRay ignores a suspension of a RayJob that has ended
+        (True, "Failed", "Failed"),
+    ],
+)
+def test_a_suspend_kuberay_has_not_acted_on_reads_as_on_its_way(suspend, status, seen):
+    from torchforce.client.backends.gke import ENDED, GONE, deployment_status
+
+    job = {"spec": {"suspend": suspend}, "status": {"jobDeploymentStatus": status} if status else {}}
+    assert deployment_status(job) == seen
+    if seen in ("Resuming", "Suspending"):  # alive, not ended: never judged paused, failed or gone
+        assert seen not in (GONE, "Suspended", *ENDED)

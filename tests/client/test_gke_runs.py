@@ -11,6 +11,7 @@ import json
 import os
 import signal
 import subprocess
+import sys
 
 import pytest
 import yaml
@@ -420,3 +421,37 @@ def test_a_namespace_the_user_set_on_the_context_does_not_hide_a_live_run(ready,
     assert named.returncode == 0 and json.loads(named.stdout)["items"] == []  # deleted where it ran
     ours = [record["argv"] for record in cloud.call_records() if record["argv"][0] == "kubectl" and record["config"]]
     assert ours and all(argv[1:3] == [f"--context={CONTEXT}", "--namespace=default"] for argv in ours), ours
+
+
+def test_a_run_is_alive_while_kuberay_has_not_yet_acted_on_its_resume_or_its_pause(ready, cloud):
+    # KubeRay acts on a suspend patch when its controller next reconciles the RayJob: until then the status is the
+    # old one (Suspended after a resume, Running after a pause), which must not be read as the run's state
+    from torchforce.client.backends.gke import GkeBackend
+
+    experiment = new(ready, "lagging", "-t", "400000")
+    assert tfcli(ready.root, "experiment", "start", "-e", "lagging", "-c", CLUSTER).returncode == 0
+    job = experiment.record().job
+    first = pause(ready, experiment, 300)
+    cloud.set_delays(reconcile=6.0)
+    resumed = tfcli(ready.root, "experiment", "start", "-e", "lagging", "--resume")
+    assert resumed.returncode == 0 and f"Resumed 'lagging' (RayJob {job}" in resumed.stdout, resumed.stderr
+    shown = json.loads(subprocess.run(kubectl(CONTEXT, "get", "rayjob", job, "-o", "json"), capture_output=True).stdout)
+    assert (shown["spec"]["suspend"], shown["status"]["jobDeploymentStatus"]) == (False, "Suspended")  # not yet
+    assert ready.store.experiment("lagging").status == "running"  # as the start's own look at it left the row
+    backend = GkeBackend(ready, CLUSTER)
+    assert backend.status(job) == "Resuming" and backend.alive(job)
+    assert experiment.record().status == "running"
+    wait_for(lambda: experiment.record() and experiment.progress().get("timesteps", 0) > first + 300, 120, 0.5, "it")
+    # a pause: the worker checkpoints and holds, the RayJob is suspended, and KubeRay has not acted on it yet
+    pausing = subprocess.Popen(
+        [sys.executable, "-m", "torchforce", "experiment", "pause", "-e", "lagging"],
+        cwd=ready.root,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    seen = wait_for(lambda: backend.status(job) == "Suspending" and experiment.record(), 120, 0.2, "Suspending")
+    assert seen.status == "running" and backend.alive(job)
+    out, err = pausing.communicate(timeout=180)
+    assert pausing.returncode == 0, err
+    assert experiment.record().status == "paused" and backend.status(job) == "Suspended"

@@ -162,15 +162,21 @@ class FakeCloud:
             else:
                 namespaces[context] = namespace
 
-    def set_delays(self, controller: float | None = None, startup: float | None = None) -> None:
+    def set_delays(
+        self, controller: float | None = None, startup: float | None = None, reconcile: float | None = None
+    ) -> None:
         """``controller``: seconds after its creation before the operator first looks at a RayJob (until then
         it has no status, as right after ``kubectl apply`` on a real cluster); ``startup``: seconds a run stays
-        ``Initializing`` before its entrypoint starts."""
+        ``Initializing`` before its entrypoint starts; ``reconcile``: seconds after a change of a RayJob's spec
+        (a ``suspend`` patch) before the operator acts on it: until then its status, and ``observedGeneration``,
+        are what they were (KubeRay reconciles a change when its controller gets to it, not as it is written)."""
         with self.store.transaction() as state:
             if controller is not None:
                 state["settings"]["controller_delay"] = float(controller)
             if startup is not None:
                 state["settings"]["startup_delay"] = float(startup)
+            if reconcile is not None:
+                state["settings"]["reconcile_delay"] = float(reconcile)
 
     # ---- tear-down ----
 

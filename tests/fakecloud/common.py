@@ -102,7 +102,7 @@ def default_state() -> dict:
         "repositories": {},
         "images": {},
         "iam": {},
-        "settings": {"controller_delay": 0.0, "startup_delay": 0.0},
+        "settings": {"controller_delay": 0.0, "startup_delay": 0.0, "reconcile_delay": 0.0},
         "processes": [],  # every process group the fake KubeRay started: {pid, starttime, context, name, run}
         "counter": 1000,
     }

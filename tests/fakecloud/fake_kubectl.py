@@ -406,6 +406,7 @@ def update_record(store: Store, state: dict, record: dict, manifest: dict) -> No
     fresh["metadata"].update({k: v for k, v in server.items() if v is not None})
     if record["kind"] == "RayJob" and fresh.get("spec") != old_spec:
         fresh["metadata"]["generation"] = (server["generation"] or 1) + 1
+        record["spec_changed"] = time.time()
     fresh["metadata"]["resourceVersion"] = str(store.next_number(state))
     fresh["metadata"].setdefault("annotations", {})["kubectl.kubernetes.io/last-applied-configuration"] = (
         json.dumps(manifest, sort_keys=True, separators=(",", ":")) + "\n"
@@ -1010,6 +1011,9 @@ def reconcile(store: Store, state: dict, context: str, key: str) -> None:
         return
     if time.time() - record["created"] < state["settings"].get("controller_delay", 0):
         return
+    if time.time() - record.get("spec_changed", 0) < state["settings"].get("reconcile_delay", 0):
+        return  # the operator has not acted on the last change of the spec yet: the status is as it was
+    job["observedGeneration"] = obj["metadata"].get("generation", 1)
     obj["metadata"].setdefault("finalizers", ["ray.io/rayjob-finalizer"])
     if job["phase"] == "Suspended" and not spec.get("suspend"):
         job.update(phase="", jobStatus="")
@@ -1080,7 +1084,7 @@ def status_of(record: dict) -> dict | None:
         "endTime": job.get("endTime", ""),
         "reason": job.get("reason", ""),
         "message": job.get("message", ""),
-        "observedGeneration": record["object"]["metadata"].get("generation", 1),
+        "observedGeneration": job.get("observedGeneration", record["object"]["metadata"].get("generation", 1)),
         "rayClusterStatus": {"state": "ready" if running else "", "conditions": conditions},
         "rayJobInfo": {"startTime": job.get("rayJobStartTime", ""), "endTime": job.get("rayJobEndTime", "")},
     }
@@ -1457,6 +1461,7 @@ def cmd_patch(store: Store, call: Call) -> int:
             return 0
         if patched.get("spec") != record["object"].get("spec") and kind == "RayJob":
             patched["metadata"]["generation"] = patched["metadata"].get("generation", 1) + 1
+            record["spec_changed"] = time.time()
         patched["metadata"]["resourceVersion"] = str(store.next_number(state))
         record["object"] = patched
         reconcile(store, state, context, key)

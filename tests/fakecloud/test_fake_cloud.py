@@ -866,6 +866,22 @@ def test_the_operator_can_be_slow_to_see_a_new_rayjob(fake_cloud, tmp_path):
     assert wait_status("tf-slow-0008", "Complete")["jobStatus"] == "SUCCEEDED"
 
 
+def test_the_operator_can_be_slow_to_act_on_a_suspend_patch(fake_cloud, tmp_path):
+    linked(tmp_path)
+    apply(tmp_path, ray_job("tf-lag-0010", python("import time; time.sleep(60)")))
+    wait_status("tf-lag-0010", "Running")
+    fake_cloud.set_delays(reconcile=1.0)
+    patch = ["patch", "rayjob", "tf-lag-0010", "--type=merge"]
+    assert kubectl(*patch, '-p={"spec":{"suspend":true}}').returncode == 0
+    shown = json.loads(kubectl("get", "rayjob", "tf-lag-0010", "-o", "json").stdout)
+    assert shown["spec"]["suspend"] is True and shown["status"]["jobDeploymentStatus"] == "Running"
+    assert shown["status"]["observedGeneration"] == 1 < shown["metadata"]["generation"] == 2
+    assert wait_status("tf-lag-0010", "Suspended")["observedGeneration"] == 2
+    assert kubectl(*patch, '-p={"spec":{"suspend":false}}').returncode == 0
+    assert status("tf-lag-0010")["jobDeploymentStatus"] == "Suspended"  # not acted on yet
+    assert wait_status("tf-lag-0010", "Running")["observedGeneration"] == 3
+
+
 def test_deleting_the_cluster_ends_its_runs_and_its_context(fake_cloud, tmp_path):
     linked(tmp_path)
     apply(tmp_path, ray_job("tf-long-0005", python("import os, time; print(os.getpid(), flush=True); time.sleep(60)")))

@@ -46,7 +46,12 @@ JOB_FILE = "rayjob.json"
 BUCKET_FILE = "bucket.json"
 ENDED = ("Complete", "Failed", "ValidationFailed")
 STATUS_SECONDS = 60.0  # a RayJob's status read waits this long at most
-NOT_STARTED = ("New", "Initializing", "Waiting")  # the RayJob's pods are not up: its worker has written nothing
+# A change of spec.suspend that KubeRay has not acted on yet (see status): the RayJob is on its way, alive.
+SUSPENDING = "Suspending"  # KubeRay's word too, while it deletes the pods
+RESUMING = "Resuming"  # tfcli's: suspend cleared, the status still Suspended (or Suspending)
+STILL_UP = ("New", "Initializing", "Waiting", "Running", "Retrying")  # what a suspension ends
+# the RayJob's pods are not up: its worker has written nothing (of this run)
+NOT_STARTED = ("New", "Initializing", "Waiting", RESUMING)
 GONE = "gone"  # the RayJob does not exist (deleted, or its cluster is gone)
 UNKNOWN = "unknown"  # kubectl could not tell (the cluster does not answer)
 
@@ -214,11 +219,12 @@ class GkeBackend(Backend):
         return data if isinstance(data, dict) else UNKNOWN
 
     def status(self, handle: Handle | None) -> str:
-        """The RayJob's deployment status (``Running``, ``Suspended``, ``Complete``...), or GONE / UNKNOWN."""
+        """The RayJob's deployment status (``Running``, ``Suspended``, ``Complete``...), or GONE / UNKNOWN; or
+        RESUMING / SUSPENDING while KubeRay has not yet acted on a change of its ``suspend`` (``deployment_status``)."""
         job = self.job(handle)
         if isinstance(job, str):
             return job
-        return str((job.get("status") or {}).get("jobDeploymentStatus") or "Initializing")
+        return deployment_status(job)
 
     def alive(self, handle: Handle | None, folder: Path | None = None) -> bool:
         return self.status(handle) not in (GONE, "Suspended", *ENDED)  # UNKNOWN is not judged dead
@@ -336,6 +342,25 @@ class GkeBackend(Backend):
             )
             return
         gke.delete(self.project, owned, force=True, echo=lambda text: None)
+
+
+def deployment_status(job: dict[str, Any]) -> str:
+    """The status of the RayJob ``job`` (as ``kubectl get -o json`` shows it), its ``spec.suspend`` taken into
+    account. KubeRay acts on a patch of ``suspend`` when its controller next reconciles the RayJob, not as the patch
+    is written: right after ``start --resume`` unsuspends it, the status still says ``Suspended`` (or
+    ``Suspending``), and right after a pause suspends it, still ``Running`` (or ``Initializing``...). Read as
+    such, a resumed run would look paused, and be recorded so while KubeRay starts it; so ``suspend: false`` with
+    ``Suspended``/``Suspending`` is RESUMING, and ``suspend: true`` with a status a suspension ends (``STILL_UP``)
+    is SUSPENDING: both alive, neither ended. (``status.observedGeneration`` cannot tell this reliably: older
+    KubeRay RayJob controllers wrote it, recent ones do not, and one that does not leaves it behind
+    ``metadata.generation`` for good, which would keep an ended run alive.)"""
+    status = str((job.get("status") or {}).get("jobDeploymentStatus") or "Initializing")
+    suspend = bool((job.get("spec") or {}).get("suspend"))
+    if not suspend and status in ("Suspended", SUSPENDING):
+        return RESUMING
+    if suspend and status in STILL_UP:
+        return SUSPENDING
+    return status
 
 
 def recorded_bucket(folder: Path) -> str | None:
