@@ -1,4 +1,4 @@
-# The worker image of the GKE backend: Python, torch, Ray and torchforce, nothing else. Every pod of a RayJob runs
+# The worker image of the GKE backend: Python, torch, Ray and torchforce, and wget. Every pod of a RayJob runs
 # it; the experiment and its results live in the bucket mounted at /mnt/tfcli, never in the image.
 #
 #   docker build -t IMAGE .                                                          # CPU torch
@@ -15,12 +15,20 @@ ENV PYTHONUNBUFFERED=1 \
     PIP_NO_CACHE_DIR=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1
 
+# wget: the liveness and readiness probes KubeRay adds to the Ray pods run `wget ... | grep success` in the Ray
+# container, unless the operator is recent enough to probe over HTTP and the RayJob's rayVersion is 2.53 or later;
+# without wget the head never becomes ready, and the RayJob stays Initializing while its nodes bill.
+RUN apt-get update \
+    && apt-get install -y --no-install-recommends wget \
+    && rm -rf /var/lib/apt/lists/*
+
 WORKDIR /src
 # torch first, in its own layer: it is the largest download and changes far less often than the source.
 COPY constraints.txt ./
 RUN pip install --index-url "${TORCH_INDEX}" -c constraints.txt torch
 
-# The package with Ray at the pinned version (the RayJob's rayVersion names the same one); torch stays as installed.
+# The package with Ray at the pinned version (the RayJob's rayVersion, manifests.RAY_VERSION, names the same one);
+# torch stays as installed.
 COPY . .
 RUN pip install -c constraints.txt ".[ray,atari,mujoco]"
 

@@ -386,6 +386,28 @@ def test_job_spec_and_what_kuberay_checks_before_accepting_it(case: tuple[str, i
     assert spec["backoffLimit"] >= 0 and spec["ttlSecondsAfterFinished"] >= 0
 
 
+@pytest.mark.parametrize("here", ["2.9.3", None])
+def test_ray_version_is_the_images_ray_whatever_ray_is_installed_here(monkeypatch, here) -> None:
+    # KubeRay picks the Ray pods' health probes by rayVersion: it must name the Ray the image runs (the pin its
+    # pip install takes), not a client's own Ray, an older or newer one, or none
+    import importlib.metadata
+
+    real = importlib.metadata.version
+
+    def version(name: str) -> str:
+        if name != "ray":
+            return real(name)
+        if here is None:
+            raise importlib.metadata.PackageNotFoundError(name)
+        return here
+
+    monkeypatch.setattr(importlib.metadata, "version", version)
+    extras = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    (pin,) = [requirement for requirement in extras["ray"] if requirement.startswith("ray[")]
+    assert make_job()["spec"]["rayClusterSpec"]["rayVersion"] == pin.partition("==")[2]
+    assert manifests.ray_version() == manifests.RAY_VERSION == pin.partition("==")[2]
+
+
 def test_entrypoint_round_trips_through_the_shell() -> None:
     awkward = [*ENTRYPOINT[:4], "/mnt/tfcli/my project/it's $HOME", "--log-file"]
     spec = make_job(entrypoint=awkward)["spec"]
@@ -655,6 +677,10 @@ def test_dockerfile_builds_the_worker_image_from_pinned_parts() -> None:
     # the image's Ray is the one every RayJob names as rayVersion
     extras = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["optional-dependencies"]
     assert f"ray[default]=={manifests.ray_version()}" in extras["ray"]
+    # wget: the exec probes KubeRay adds to the Ray containers (bash -c "wget ... | grep success") need it
+    (system,) = [run for run in runs if run[:2] == ["apt-get", "update"]]
+    assert "install" in system and "wget" in system and "--no-install-recommends" in system
+    assert runs.index(system) < runs.index(torch)
     env = " ".join(arguments for word, arguments in steps if word == "ENV")
     assert "PYTHONUNBUFFERED=1" in env.split()
     assert [arguments for word, arguments in steps if word == "WORKDIR"][-1] == "/home/tfcli"

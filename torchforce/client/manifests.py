@@ -19,7 +19,6 @@ Kubernetes ``GKE_VERSION``'s own for the pods and the service account (tests/cli
 
 from __future__ import annotations
 
-import importlib.metadata
 import re
 import shlex
 from dataclasses import dataclass
@@ -37,6 +36,7 @@ DATA_HOME = "/var/run/tfcli"  # XDG_DATA_HOME of the worker: it reads $XDG_DATA_
 NAMESPACE = "default"
 GKE_VERSION = "1.34"  # the Kubernetes minor version of GKE's regular channel that the manifests are checked against
 KUBERAY_VERSION = "feeaf72facab4881ba2b179248bb67315634e229"  # ray-project/kuberay commit (2026-08-19) of the CRDs
+RAY_VERSION = "2.60.0"  # the Ray the workers' image installs: the pin of the ray extra in pyproject.toml
 RUN_MODES = ("single", "multi-threaded", "distributed")
 MAX_JOB_NAME = 47  # KubeRay's limit: it names the Ray cluster after the RayJob, plus 6 characters, within 53
 TOKEN = re.compile(r"[0-9a-f]{4}")
@@ -105,16 +105,11 @@ def service_account(gcp_service_account: str, project: str) -> dict[str, Any]:
 
 
 def ray_version() -> str:
-    """The Ray installed here, which is the pin the image installs (``.[ray]``); KubeRay wants the two to agree.
-    Without Ray here, that pin as torchforce's requirements state it."""
-    try:
-        return importlib.metadata.version("ray")
-    except importlib.metadata.PackageNotFoundError:
-        for requirement in importlib.metadata.requires("torchforce") or []:
-            pinned = re.match(r"ray(\[[^]]*\])?==([^;\s]+)", requirement)
-            if pinned:
-                return pinned.group(2)
-        raise
+    """The RayJob's ``rayVersion``: the Ray the workers' image runs, which is the pin of torchforce's ``ray`` extra
+    that the image installs (``pip install .[ray,...]``: ``RAY_VERSION``, held to pyproject.toml's pin by the
+    tests). Not the Ray installed here: a client with another Ray, or none, still names the image's, and KubeRay
+    picks by it how it probes the Ray pods' health."""
+    return RAY_VERSION
 
 
 def ray_job(
