@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -257,3 +258,27 @@ def test_a_create_that_fails_after_the_cloud_made_the_cluster_keeps_it_known_to_
     assert linked.store.cluster(CLUSTER).status == "incomplete"
     assert tfcli(linked.root, "cluster", "delete", "-c", CLUSTER).returncode == 0
     assert linked.store.clusters() == [] and not cloud.state().get("clusters")
+
+
+def test_a_bucket_read_that_fails_is_an_error_and_only_gclouds_not_found_is_not_there(linked, cloud):
+    from torchforce.client.gcloud import Cloud, Link
+    from torchforce.client.gcs import GcsStorage
+
+    bucket = f"gs://{PROJECT}-tfcli"
+    storage = GcsStorage(f"{bucket}/{linked.name}/exp/results", Cloud(Link.of(linked.settings)))
+    storage.write_text("progress.json", '{"state": "finished"}')
+    assert storage.read_text("progress.json") == '{"state": "finished"}' and storage.exists("progress.json")
+    assert storage.read_text("checkpoints/latest.json") is None and not storage.exists("checkpoints/latest.json")
+    elsewhere = GcsStorage("gs://no-such-bucket-tfcli/p/exp/results", storage.cloud)  # a bucket that is gone
+    assert elsewhere.read_text("progress.json") is None and not elsewhere.exists("")
+    for verb, said in (
+        ("cat", "HTTPError 503: We encountered an internal error. Please try again."),
+        ("ls", "HTTPError 403: tfcli@my-rl-project.iam.gserviceaccount.com does not have storage.objects.list access"),
+        ("cat", "There was a problem refreshing your current auth tokens: Connection reset by peer"),
+    ):
+        cloud.fail(["gcloud", "storage", verb], f"ERROR: (gcloud.storage.{verb}) {said}", times=1)
+        with pytest.raises(ClientError, match=re.escape(said)):
+            if verb == "cat":
+                storage.read_text("progress.json")
+            else:
+                storage.exists("checkpoints/latest.json")

@@ -455,3 +455,44 @@ def test_a_run_is_alive_while_kuberay_has_not_yet_acted_on_its_resume_or_its_pau
     out, err = pausing.communicate(timeout=180)
     assert pausing.returncode == 0, err
     assert experiment.record().status == "paused" and backend.status(job) == "Suspended"
+
+
+def test_a_bucket_that_cannot_be_read_for_a_moment_judges_nothing(ready, cloud):
+    # gcloud storage fails for a moment (a token refresh, the network): a run whose RayJob completed is not judged
+    # failed for want of its progress file (and its RayJob kept), a paused run is not told to start afresh for want
+    # of its checkpoint (which would discard it), and a stop says that its download failed
+    folder = f"gs://{PROJECT}-tfcli/{ready.name}"
+    unavailable = "ERROR: (gcloud.storage.{}) HTTPError 503: We encountered an internal error. Please try again."
+    long, short = new(ready, "long", "-t", "400000"), new(ready, "short", "-t", "300")
+    assert tfcli(ready.root, "experiment", "start", "-e", "long", "-c", CLUSTER).returncode == 0
+    assert tfcli(ready.root, "experiment", "start", "-e", "short", "-c", CLUSTER).returncode == 0
+    job = short.record().job
+
+    def deployment() -> str:
+        shown = subprocess.run(kubectl(CONTEXT, "get", "rayjob", job, "-o", "json"), capture_output=True)
+        return str(json.loads(shown.stdout).get("status", {}).get("jobDeploymentStatus"))
+
+    wait_for(lambda: deployment() == "Complete", 120, 0.5, "the short run's RayJob to complete")
+    cloud.fail(["gcloud", "storage", "cat", f"{folder}/short/results/progress.json"], unavailable.format("cat"))
+    assert short.record().status == "running"  # nothing judged
+    assert job in rayjobs(CONTEXT)  # nor released
+    cloud.clear_failures()
+    assert short.record().status == "finished" and job not in rayjobs(CONTEXT)
+    # the paused run's checkpoint cannot be looked for: the resume is refused with gcloud's error, nothing changed
+    at_pause = pause(ready, long, 300)
+    paused_job = long.record().job
+    cloud.fail(["gcloud", "storage", "ls"], unavailable.format("ls"))
+    refused = tfcli(ready.root, "experiment", "start", "-e", "long", "--resume")
+    assert refused.returncode == 2 and "Traceback" not in refused.stderr, refused.stderr
+    assert "HTTPError 503" in refused.stderr and "no checkpoint" not in refused.stderr
+    assert "--fresh" not in refused.stderr
+    assert (long.record().status, long.record().job, long.checkpoint_timesteps()) == ("paused", paused_job, at_pause)
+    # nor can the results be listed for the stop's download: it is stopped, and says the download failed
+    stopped = tfcli(ready.root, "experiment", "stop", "-e", "long", timeout=180)
+    assert stopped.returncode == 2 and "Traceback" not in stopped.stderr, stopped.stderr
+    assert "experiment 'long' is stopped, but its results could not be downloaded" in stopped.stderr
+    assert "HTTPError 503" in stopped.stderr and "tfcli experiment download -e long" in stopped.stderr
+    assert long.record().status == "stopped"
+    cloud.clear_failures()
+    downloaded = tfcli(ready.root, "experiment", "download", "-e", "long")
+    assert downloaded.returncode == 0, downloaded.stderr

@@ -398,9 +398,13 @@ class Experiment:
             return True  # a cluster that cannot be asked (gone from the project): nothing is judged
 
     def progress(self) -> dict[str, Any]:
+        """The worker's progress file, {} when there is none, it is damaged, or it cannot be read just now (a
+        bucket gcloud fails to read): what is shown, never what a run is judged on (see ``outcome``)."""
         try:
             progress = json.loads(self.storage().read_text("progress.json") or "{}")
         except (ValueError, RecursionError):  # damaged: not JSON, not UTF-8, or nested past the parser's depth
+            return {}
+        except ClientError:
             return {}
         return progress if isinstance(progress, dict) else {}
 
@@ -433,13 +437,16 @@ class Experiment:
         return "\n".join(self.logs().strip().splitlines()[-lines:])
 
     def has_checkpoint(self, record: ExperimentRecord | None = None) -> bool:
+        """Whether the run has a checkpoint to resume from; a ClientError when its storage cannot be asked just
+        now (a start must not be told to begin afresh, discarding the results, because gcloud failed)."""
         return self.storage(record).exists("checkpoints/latest.json")
 
     def checkpoint_timesteps(self) -> int:
-        """The timestep of the latest checkpoint (0 when there is none): where a resumed run goes on from."""
+        """The timestep of the latest checkpoint (0 when there is none, or it cannot be read just now): where a
+        resumed run goes on from, as messages show it."""
         try:
             return int(json.loads(self.storage().read_text("checkpoints/latest.json") or "")["timesteps"])
-        except (ValueError, KeyError, TypeError):
+        except (ValueError, KeyError, TypeError, ClientError):
             return 0
 
     # ------------------------------------------------------------------ lifecycle
@@ -863,8 +870,15 @@ class Experiment:
             ):
                 raise ClientError(f"experiment '{self.name}' changed state meanwhile; try again")
             self._release(record)  # a paused run's suspended RayJob, and the experiment's own cluster
-        if not no_download and (self.results.is_dir() or self.storage().exists("")):
-            self.download()
+        if not no_download:
+            try:
+                if self.results.is_dir() or self.storage().exists(""):
+                    self.download()
+            except ClientError as error:
+                raise ClientError(
+                    f"experiment '{self.name}' is stopped, but its results could not be downloaded: {error.message}",
+                    hint=f"Download them with 'tfcli experiment download -e {self.name}' once that works.",
+                ) from None
         return self.record()
 
     def download(self) -> Path:

@@ -3,6 +3,11 @@
 Every operation is one ``gcloud storage`` call (``cat``, ``ls``, ``cp``, ``rm``, ``rsync``), so it uses the
 credentials of the linked service account and nothing beyond the Google Cloud CLI has to be installed here. The
 pods see the same bucket as a folder through the Cloud Storage FUSE driver.
+
+An object is "not there" only by gcloud's word that it does not exist (``NOT_THERE``); any other failure (a token
+that did not refresh, the network, a 403, a 503) is a ClientError with gcloud's error. Callers judge on what they
+read: a run without ``progress.json`` ended failed, a run without a checkpoint must start afresh. A read that
+failed for a moment must not be taken for either; the callers that judge treat a ClientError as "nothing judged".
 """
 
 from __future__ import annotations
@@ -10,8 +15,17 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
-from torchforce.client.gcloud import Cloud
+from torchforce.client.gcloud import Cloud, Result
 from torchforce.client.storage import Storage
+
+# What gcloud says of an object or folder that does not exist: "The following URLs matched no objects or files"
+# (cat, cp), "One or more URLs matched no objects" (ls), "gs://B not found: 404" (a bucket that does not exist).
+NOT_THERE = ("matched no objects", "not found: 404", "HTTPError 404")
+
+
+def not_there(result: Result) -> bool:
+    """Whether a failed ``gcloud storage`` call failed because what it named does not exist."""
+    return any(words in result.stderr for words in NOT_THERE)
 
 
 class GcsStorage(Storage):
@@ -25,12 +39,26 @@ class GcsStorage(Storage):
         return GcsStorage("/".join([self.location, *parts]), self.cloud)
 
     def read_text(self, relative: str) -> str | None:
-        result = self.cloud.run(["gcloud", "storage", "cat", self._remote(relative)], check=False)
-        return result.stdout if result.code == 0 and not self.cloud.dry_run else None
+        """The object's text; None when it does not exist (or in a dry run). A ClientError when gcloud fails
+        otherwise."""
+        argv = ["gcloud", "storage", "cat", self._remote(relative)]
+        result = self.cloud.run(argv, check=False)
+        if self.cloud.dry_run or (result.code != 0 and not_there(result)):
+            return None
+        if result.code != 0:
+            raise self.cloud.failure(argv, result)
+        return result.stdout
 
     def exists(self, relative: str) -> bool:
-        result = self.cloud.run(["gcloud", "storage", "ls", self._remote(relative)], check=False)
-        return result.code == 0 and not self.cloud.dry_run
+        """Whether the object, or any object below the folder, exists (False in a dry run). A ClientError when
+        gcloud fails for another reason than that nothing is there."""
+        argv = ["gcloud", "storage", "ls", self._remote(relative)]
+        result = self.cloud.run(argv, check=False)
+        if self.cloud.dry_run or (result.code != 0 and not_there(result)):
+            return False
+        if result.code != 0:
+            raise self.cloud.failure(argv, result)
+        return True
 
     def write_text(self, relative: str, text: str) -> None:
         with tempfile.TemporaryDirectory(prefix="tfcli-") as folder:

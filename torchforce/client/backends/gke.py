@@ -230,11 +230,20 @@ class GkeBackend(Backend):
         return self.status(handle) not in (GONE, "Suspended", *ENDED)  # UNKNOWN is not judged dead
 
     def _state(self, folder: Path) -> str | None:
+        """The worker's state in ``progress.json`` (None when it has written none). A ClientError when the bucket
+        cannot be read just now: no state is no reason to judge."""
         try:
             progress = json.loads(self.storage(folder).read_text("progress.json") or "{}")
         except ValueError:
             return None
         return progress.get("state") if isinstance(progress, dict) else None
+
+    def _state_or_none(self, folder: Path) -> str | None:
+        """``_state``, or None while the bucket cannot be read (a poll asks again)."""
+        try:
+            return self._state(folder)
+        except ClientError:
+            return None
 
     def signal(self, handle: Handle, request: str, timeout: float, folder: Path | None = None) -> bool:
         """Ask the worker through ``control.json``. A pause is answered (checkpoint, ``paused``) while the worker
@@ -250,7 +259,7 @@ class GkeBackend(Backend):
             status = self.status(handle)
             if status in (GONE, "Suspended", *ENDED):
                 break
-            if self._state(folder) == wanted:
+            if self._state_or_none(folder) == wanted:
                 break
             time.sleep(1.0)
         else:
