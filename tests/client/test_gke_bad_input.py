@@ -140,16 +140,33 @@ def test_a_cluster_that_does_not_exist(linked, cloud):
     assert state_of(linked) == before
 
 
-def test_a_failing_gcloud_shows_its_error_and_records_nothing(linked, cloud):
-    message = (
-        "ERROR: (gcloud.container.clusters.create) ResponseError: code=403, "
-        "message=Required 'container.clusters.create' permission"
-    )
-    cloud.fail(["gcloud", "container", "clusters", "create"], message)
+@pytest.mark.parametrize(
+    "said",
+    [
+        "code=403, message=Required 'container.clusters.create' permission",
+        'code=403, message=Insufficient regional quota to satisfy request: resource "CPUS": request requires '
+        "'12.0' and is short '4.0'",
+        "code=400, message=Invalid machine type n1-standard-3 in zone us-central1-a",
+    ],
+)
+def test_a_create_that_gcloud_refuses_shows_its_error_and_records_nothing(linked, cloud, said):
+    # nothing was made: gcloud's error, with no word of a cluster "created but not set up" to delete
+    cloud.fail(["gcloud", "container", "clusters", "create"], f"ERROR: (gcloud.container.clusters.create) {said}")
     before = state_of(linked)
     result = tfcli(linked.root, "cluster", "create", "-n", CLUSTER, "--yes")
-    refused(result, "'gcloud container clusters create ...' failed (exit code 1)", "code=403")
+    refused(result, f"cluster '{CLUSTER}' was not created: 'gcloud container clusters create ...' failed", said)
+    assert "created but not set up" not in result.stderr and "cluster delete" not in result.stderr
     assert state_of(linked) == before and linked.store.clusters() == []
+
+
+def test_a_create_whose_name_is_taken_leaves_the_other_cluster_alone(linked, cloud):
+    # a cluster of that name exists in the project and zone, made outside this tfcli project: 409
+    made = cluster_create_call(CLUSTER, ZONE, "e2-standard-4", 1, 100)
+    assert subprocess.run(made, capture_output=True).returncode == 0
+    result = tfcli(linked.root, "cluster", "create", "-n", CLUSTER, "--yes")
+    refused(result, f"cluster '{CLUSTER}' was not created", "code=409", "exists already", "choose another name")
+    assert "created but not set up" not in result.stderr and "cluster delete" not in result.stderr
+    assert linked.store.clusters() == [] and len(cloud.state()["clusters"]) == 1
 
 
 def test_a_setup_step_failing_after_the_cluster_exists_keeps_it_known_to_delete(linked, cloud):

@@ -31,6 +31,11 @@ GPU_POOL = "gpu-pool"
 ADDONS = "RayOperator,GcsFuseCsiDriver,HttpLoadBalancing,HorizontalPodAutoscaling"
 
 
+class NotCreated(ClientError):
+    """``gcloud container clusters create`` failed and the cloud has no cluster of ours by that name (a quota, a
+    machine type the zone lacks, a missing permission, a name taken): gcloud's error, and nothing to delete."""
+
+
 def zone(cluster: Any, link: Link) -> str:
     """A spec's ``location`` if it has one, else the link's zone."""
     return str(cluster.location or link.zone)
@@ -225,6 +230,8 @@ def create(
         for command in commands[1:]:
             cloud.run(command)
         _prepare(project, link, str(runtime["context"]), cloud)
+    except NotCreated:  # nothing was made: gcloud's error as it is, no cluster to delete
+        raise
     except ClientError as error:
         if record is not None:
             project.store.update_cluster(cluster.name, status="incomplete")
@@ -248,16 +255,24 @@ def _create_cluster(
 ) -> None:
     """``gcloud container clusters create``. When it fails, the cloud is asked whether a cluster was made all the
     same (gcloud exits non-zero after the cluster exists when its setup fails, a node stockout say): then it stays
-    recorded, and the failure is raised as a set-up one; else the record goes, and the failure is gcloud's."""
+    recorded, and the failure is raised as a set-up one; else the record goes, and the failure is gcloud's, as
+    NotCreated."""
     try:
         cloud.run(command)
     except ClientError as error:
         if record is None:
             raise
-        made = None if "code=409" in error.message else _described(cluster, where, cloud)
+        taken = "code=409" in error.message
+        made = None if taken else _described(cluster, where, cloud)
         if made is None:  # nothing of ours there (409: a cluster of that name is someone else's)
             project.store.remove_cluster(cluster.name)
-            raise
+            raise NotCreated(
+                f"cluster '{cluster.name}' was not created: {error.message}",
+                hint=f"A cluster named '{cluster.name}' exists already in the project and zone, not one of this "
+                "tfcli project's: choose another name."
+                if taken
+                else None,
+            ) from None
         raise ClientError(f"gcloud left it in state {made}: {error.message}") from None
 
 
