@@ -299,3 +299,28 @@ def test_a_bucket_read_that_fails_is_an_error_and_only_gclouds_not_found_is_not_
                 storage.read_text("progress.json")
             else:
                 storage.exists("checkpoints/latest.json")
+
+
+def test_a_missing_auth_plugin_is_found_before_anything_is_created(linked, cloud, tmp_path, monkeypatch):
+    # kubectl runs gke-gcloud-auth-plugin for a GKE context's credentials: without it, the cluster and its GPU pool
+    # would be made and billed, and the first kubectl call would fail
+    tools = tmp_path / "no-plugin"
+    tools.mkdir()
+    for tool in ("gcloud", "kubectl"):
+        (tools / tool).symlink_to(cloud.bin_dir / tool)
+    created = tfcli(linked.root, "cluster", "create", "-n", "running", "-s", "1", "--yes")
+    assert created.returncode == 0, created.stderr
+    new = tfcli(linked.root, "experiment", "new", "-n", "exp", "-A", "ppo_cartpole", "-E", "cartpole")
+    assert new.returncode == 0, new.stderr
+    monkeypatch.setenv("PATH", str(tools))
+    calls = len(cloud.calls())
+    before = state_of(linked)
+    hint = "gcloud components install gke-gcloud-auth-plugin"
+    for command in (
+        ["cluster", "create", "-n", CLUSTER, "--yes"],
+        ["experiment", "start", "-e", "exp", "-c", "running"],
+        ["gcloud", "link", "-r", PROJECT, "--key-file", str(key_file(tmp_path)), "--zone", ZONE],
+    ):
+        result = tfcli(linked.root, *command)
+        refused(result, "'gke-gcloud-auth-plugin' is not installed (not found on PATH)", hint)
+    assert cloud.calls()[calls:] == [] and state_of(linked) == before

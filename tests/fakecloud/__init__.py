@@ -46,9 +46,20 @@ class FakeCloud:
                 f"sys.exit(fake_{tool}.main())\n"
             )
             script.chmod(0o755)
+        # GKE's auth plugin, which kubectl runs for a GKE context's credentials: the fake kubectl checks no
+        # credentials, but refuses to reach a cluster when the plugin is not on PATH, as kubectl does
+        plugin = self.bin_dir / common.AUTH_PLUGIN
+        plugin.write_text(
+            f"#!{sys.executable}\n"
+            "import json\n"
+            'print(json.dumps({"kind": "ExecCredential", "apiVersion": "client.authentication.k8s.io/v1beta1", '
+            '"status": {"token": "fake-token"}}))\n'
+        )
+        plugin.chmod(0o755)
 
     @property
     def bin_dir(self) -> Path:
+        """The fake ``gcloud`` and ``kubectl``, and a ``gke-gcloud-auth-plugin``."""
         return self.root / "bin"
 
     def env(self, base: dict | None = None) -> dict:
@@ -192,7 +203,7 @@ class FakeCloud:
 
 @pytest.fixture(name="fake_cloud")  # the name it has wherever it is imported (``import fake_cloud as x`` too)
 def fake_cloud(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
-    """A fresh fake cloud whose ``gcloud`` and ``kubectl`` come first on PATH; every process it started is
+    """A fresh fake cloud whose ``gcloud``, ``kubectl`` and auth plugin come first on PATH; every process it started is
     killed at the end."""
     cloud = FakeCloud(tmp_path / "fakecloud")
     monkeypatch.setenv(common.ENV_ROOT, str(cloud.root))

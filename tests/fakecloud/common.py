@@ -88,6 +88,9 @@ def sha256_of(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
+AUTH_PLUGIN = "gke-gcloud-auth-plugin"  # what kubectl runs for the credentials of a GKE context
+
+
 def default_state() -> dict:
     return {
         "failures": [],

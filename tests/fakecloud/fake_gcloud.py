@@ -1196,7 +1196,14 @@ def clusters_get_credentials(store: Store, call: Call) -> None:
         state.get("context_namespaces", {}).pop(context, None)  # gcloud writes the context anew: no namespace
         state["objects"].setdefault(context, {})
         state["current_context"] = context
-    sys.stderr.write(f"Fetching cluster endpoint and auth data.\nkubeconfig entry generated for {name}.\n")
+    sys.stderr.write("Fetching cluster endpoint and auth data.\n")
+    if shutil.which(common.AUTH_PLUGIN) is None:  # gcloud writes the entry all the same, and only warns
+        sys.stderr.write(
+            f"CRITICAL: ACTION REQUIRED: {common.AUTH_PLUGIN}, which is needed for continued use of kubectl, was not "
+            f"found or is not executable. Install {common.AUTH_PLUGIN} for use with kubectl by following "
+            "https://cloud.google.com/kubernetes-engine/docs/how-to/cluster-access-for-kubectl#install_plugin\n"
+        )
+    sys.stderr.write(f"kubeconfig entry generated for {name}.\n")
 
 
 @command("container clusters describe", positionals=(1, 1), flags={**LOCATION_FLAGS}, project=True, zone=True)

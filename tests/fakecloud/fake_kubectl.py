@@ -18,7 +18,8 @@ GKE's (``cluster_nodes``); ``gcloud compute ssh``/``scp`` reach the same nodes a
 Credentials are not checked here (the real ``kubectl`` leaves them to the context's auth plugin, which asks gcloud
 in the environment it inherits): each call's record says which gcloud configuration it ran with (``CLOUDSDK_CONFIG``)
 and the account active there, as which the plugin would have fetched the token. So the tests' own ``kubectl`` calls
-need no login."""
+need no login; but a call that reaches a cluster fails, as kubectl's does, when the plugin
+(``gke-gcloud-auth-plugin``) is not on PATH."""
 
 from __future__ import annotations
 
@@ -28,6 +29,7 @@ import json
 import os
 import re
 import shlex
+import shutil
 import subprocess
 import sys
 import time
@@ -196,6 +198,15 @@ def context_of(state: dict, call: Call) -> str:
     if context not in state["contexts"]:
         raise Exit(1, f'error: context "{context}" does not exist\n')
     call.context_namespace = state.get("context_namespaces", {}).get(context) or "default"
+    if shutil.which(common.AUTH_PLUGIN) is None:  # a GKE context's credentials come from the plugin
+        raise Exit(
+            1,
+            f"getting credentials: exec: executable {common.AUTH_PLUGIN} not found\n\n"
+            "It looks like you are trying to use a client-go credential plugin that is not installed.\n\n"
+            f"Install {common.AUTH_PLUGIN} for use with kubectl by following "
+            "https://cloud.google.com/kubernetes-engine/docs/how-to/cluster-access-for-kubectl#install_plugin\n"
+            f"Unable to connect to the server: getting credentials: exec: executable {common.AUTH_PLUGIN} not found\n",
+        )
     return context
 
 

@@ -16,7 +16,8 @@ set to a folder of tfcli's, one per linked service account (``config_dir``: ``$X
 active one of the configuration it runs in, and its project the default: in tfcli's folder, that leaves the user's
 own configuration (``~/.config/gcloud``, or their ``CLOUDSDK_CONFIG``) as it was, and their own ``gcloud`` and
 ``kubectl`` commands run as they did. ``kubectl`` gets the folder too: the auth plugin it runs for a GKE context
-(``gke-gcloud-auth-plugin``) asks gcloud, in that environment, for the token. A ``Cloud`` makes sure the account is
+(``gke-gcloud-auth-plugin``, required on PATH with gcloud and kubectl) asks gcloud, in that environment, for the
+token. A ``Cloud`` makes sure the account is
 active there before its first call, activating it from the link's key file when it is not (a link made before
 tfcli kept its own configuration, or a folder removed since): see ``Cloud.prepare``.
 """
@@ -62,10 +63,15 @@ ACCOUNT_OVERRIDES = (
     "CLOUDSDK_AUTH_CREDENTIAL_FILE_OVERRIDE",
     "CLOUDSDK_AUTH_IMPERSONATE_SERVICE_ACCOUNT",
 )
+AUTH_PLUGIN = "gke-gcloud-auth-plugin"  # kubectl runs it for the credentials of every GKE context
 INSTALL_HINTS = {
     "gcloud": "Install the Google Cloud CLI (https://cloud.google.com/sdk/docs/install) and put it on PATH.",
     "kubectl": "Install it with 'gcloud components install kubectl' (or your package manager).",
+    AUTH_PLUGIN: "Install it with 'gcloud components install gke-gcloud-auth-plugin' (or your package manager's "
+    "google-cloud-cli-gke-gcloud-auth-plugin): kubectl runs it to reach a GKE cluster.",
 }
+GKE_TOOLS = ("gcloud", "kubectl", AUTH_PLUGIN)  # what the GKE backend needs on PATH before it creates anything
+NEEDS = {"kubectl": ("kubectl", AUTH_PLUGIN)}  # what a call of a tool needs on PATH, beyond the tool
 
 
 def _checked(value: Any, path: str, pattern: re.Pattern[str], expected: str) -> str:
@@ -290,7 +296,7 @@ class Cloud:
 
     @staticmethod
     def require(*tools: str) -> None:
-        """A ClientError for the first tool that is not on PATH."""
+        """A ClientError for the first tool that is not on PATH, with how to install it."""
         for tool in tools:
             if shutil.which(tool) is None:
                 raise ClientError(f"'{tool}' is not installed (not found on PATH)", hint=INSTALL_HINTS.get(tool))
@@ -376,7 +382,7 @@ class Cloud:
         if self.dry_run:
             self.echo("would run: " + shlex.join(argv))
             return Result(0, "", "")
-        self.require(argv[0])
+        self.require(*NEEDS.get(argv[0], (argv[0],)))  # kubectl: its auth plugin too
         try:
             done = subprocess.run(  # noqa: S603 - an argument list, no shell
                 argv,
@@ -403,7 +409,7 @@ class Cloud:
         if self.dry_run:
             self.echo("would run: " + shlex.join(argv))
             return 0
-        self.require(argv[0])
+        self.require(*NEEDS.get(argv[0], (argv[0],)))  # kubectl: its auth plugin too
         return subprocess.run(argv, check=False, env=self.environment()).returncode  # noqa: S603 - no shell
 
     def failure(self, argv: list[str], result: Result) -> ClientError:
@@ -427,7 +433,7 @@ def link_project(project: Any, link: Link, cloud: Cloud) -> None:
 def activate(link: Link, cloud: Cloud) -> None:
     """``gcloud auth activate-service-account`` with the key, in tfcli's own gcloud configuration (the user's is
     left alone), and the results bucket made if it is missing."""
-    Cloud.require("gcloud", "kubectl")
+    Cloud.require(*GKE_TOOLS)
     cloud.activate()
     ensure_bucket(link, cloud)
 

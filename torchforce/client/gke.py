@@ -21,7 +21,7 @@ from typing import Any
 
 from torchforce.client import manifests
 from torchforce.client.errors import ClientError
-from torchforce.client.gcloud import Cloud, Link
+from torchforce.client.gcloud import GKE_TOOLS, Cloud, Link
 from torchforce.client.store import ClusterRecord
 from torchforce.spec import SpecError
 
@@ -201,7 +201,7 @@ def create(
     link = Link.of(project.settings)
     cloud = Cloud(link, dry_run=dry_run, echo=echo)
     if not dry_run:
-        Cloud.require("gcloud", "kubectl")
+        Cloud.require(*GKE_TOOLS)  # the auth plugin too: without it kubectl fails once the cluster bills
         if project.store.cluster(cluster.name) is not None:
             raise ClientError(
                 f"cluster '{cluster.name}' exists already in this project",

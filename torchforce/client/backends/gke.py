@@ -34,7 +34,7 @@ from torchforce.client.backends.base import Backend, Handle, Launch, check_gpus
 from torchforce.client.cluster import running_on
 from torchforce.client.errors import ClientError, ClientWarning
 from torchforce.client.experiment_file import torch_threads_of
-from torchforce.client.gcloud import BUCKET, TIMEOUT_SECONDS, Cloud, Link, Result
+from torchforce.client.gcloud import BUCKET, GKE_TOOLS, TIMEOUT_SECONDS, Cloud, Link, Result
 from torchforce.client.gcs import GcsStorage
 from torchforce.client.modules import modules_folder
 from torchforce.client.project import write_json_atomically
@@ -98,7 +98,9 @@ class GkeBackend(Backend):
         return self._run_folder(folder).child("results")
 
     def check(self, spec: dict[str, Any]) -> None:
-        """A cluster that is set up, names Kubernetes takes, and pods that fit its nodes."""
+        """The tools on PATH, a cluster that is set up, names Kubernetes takes, and pods that fit its nodes."""
+        if not self.cloud.dry_run:
+            Cloud.require(*GKE_TOOLS)
         manifests.dns_label(self.project.name, "project.name", "a project name on GKE")
         record = self.cluster_record
         if record.status != "running":

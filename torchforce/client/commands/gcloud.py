@@ -52,7 +52,8 @@ def add_parser(groups: argparse._SubParsersAction) -> None:
         help="link this project to a Google Cloud project (a service account key)",
         description="Activate the service account with its key (gcloud auth activate-service-account), make the "
         "results\nbucket if it does not exist, and record the link in .tfcli/project.json (readable by you "
-        "alone).\nThe key stays where it is: only its path is recorded. Needs gcloud and kubectl on PATH.\n"
+        "alone).\nThe key stays where it is: only its path is recorded. Needs gcloud, kubectl and\n"
+        "gke-gcloud-auth-plugin on PATH.\n"
         "tfcli runs gcloud and kubectl in its own gcloud configuration (CLOUDSDK_CONFIG=~/.config/tfcli/gcloud/"
         "ACCOUNT):\nyour own gcloud account and project stay as they are.\n\n" + SETUP,
         examples=[
