@@ -17,9 +17,9 @@ active one of the configuration it runs in, and its project the default: in tfcl
 own configuration (``~/.config/gcloud``, or their ``CLOUDSDK_CONFIG``) as it was, and their own ``gcloud`` and
 ``kubectl`` commands run as they did. ``kubectl`` gets the folder too: the auth plugin it runs for a GKE context
 (``gke-gcloud-auth-plugin``, required on PATH with gcloud and kubectl) asks gcloud, in that environment, for the
-token. A ``Cloud`` makes sure the account is
-active there before its first call, activating it from the link's key file when it is not (a link made before
-tfcli kept its own configuration, or a folder removed since): see ``Cloud.prepare``.
+token. A ``Cloud`` makes sure the account is active there before its first call, activating it from the link's key
+file when it is not (a link made before tfcli kept its own configuration, or a folder removed since): see
+``Cloud.prepare``.
 """
 
 from __future__ import annotations
