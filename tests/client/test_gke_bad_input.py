@@ -261,6 +261,29 @@ def test_an_experiments_own_cluster_stays_while_others_run_on_it(linked, cloud):
     assert store.cluster(CLUSTER) is None
 
 
+def test_an_experiments_own_cluster_goes_when_the_run_moves_off_it_or_the_experiment_is_deleted(linked, cloud):
+    """Its end on the cluster deletes it; so do a start elsewhere (here, this machine) and the experiment's delete
+    (after a cleanup at its end that failed), where it billed on, owned by a run that no longer used it."""
+    from tests.client.gke_common import PPO
+
+    store = linked.store
+    for name in ("mover", "gone"):
+        created = tfcli(linked.root, "cluster", "create", "-n", f"own-{name}", "-s", "1", "--yes")
+        assert created.returncode == 0, created.stderr
+        store.update_cluster(f"own-{name}", runtime={**store.cluster(f"own-{name}").runtime, "owner": name})
+        made = tfcli(linked.root, "experiment", "new", "-n", name, *PPO, "-t", "200")
+        assert made.returncode == 0, made.stderr
+        assert store.update_experiment(name, status="stopped", backend="gke", cluster=f"own-{name}")
+    started = tfcli(linked.root, "experiment", "start", "-e", "mover", "--fresh", "-c", "local")
+    assert started.returncode == 0, started.stderr
+    assert store.cluster("own-mover") is None and store.cluster("own-gone") is not None
+    deleted = tfcli(linked.root, "experiment", "delete", "-e", "gone")
+    assert deleted.returncode == 0, deleted.stderr
+    assert store.cluster("own-gone") is None
+    deletes = [call[4] for call in cloud.calls() if call[:4] == ["gcloud", "container", "clusters", "delete"]]
+    assert deletes == ["own-mover", "own-gone"]
+
+
 def test_a_create_that_fails_after_the_cloud_made_the_cluster_keeps_it_known_to_delete(linked, cloud):
     # gcloud exits non-zero though the cluster exists (its set-up timed out, a node stockout): it bills, so it stays
     made = cluster_create_call(CLUSTER, ZONE, "e2-standard-4", 1, 100)

@@ -603,6 +603,8 @@ class Experiment:
             self._renew_claim(claimed)
             handle = backend.start(self.folder, self.project.root, replace(launch, carry=carry))
             self._record_handle(handle, backend)
+            if moved:  # the run left the cluster it last ran on: one made for it is not needed any more
+                self._release_own_cluster(unless_on=cluster)
         except TakenOver:
             raise ClientError(
                 f"experiment '{self.name}' took more than {STARTING_SECONDS:.0f} s to start here (downloading or "
@@ -635,6 +637,23 @@ class Experiment:
             started_at=time.time(),
         ):
             raise TakenOver
+
+    def _release_own_cluster(self, unless_on: str | None = None) -> None:
+        """The GKE cluster made for this experiment goes, unless the run now starts there (``unless_on``); a project
+        without GKE clusters has none to look for. A failure warns (the cluster stays listed: ``tfcli cluster
+        delete`` removes it)."""
+        if not any(record.spec.get("type") == "gke" for record in self.project.store.clusters()):
+            return
+        from torchforce.client.backends.gke import release_own_cluster
+
+        try:
+            release_own_cluster(self.project, self.name, unless_on=unless_on)
+        except ClientError as error:
+            warnings.warn(
+                f"the GKE cluster made for experiment '{self.name}' could not be deleted: {error}",
+                ClientWarning,
+                stacklevel=3,
+            )
 
     def _retire(self, previous: ExperimentRecord) -> None:
         """What the last run left on its cluster (a paused GKE run's suspended RayJob) goes before a start that
@@ -900,6 +919,8 @@ class Experiment:
         before = Queued.of(record).previous(record) if record.status == "queued" else record
         if before.status == "paused":
             self._release(before)  # a paused GKE run's suspended RayJob, and the cluster it made for itself
+        else:
+            self._release_own_cluster()  # kept where its cleanup at the run's end failed
         aside = self.folder.with_name(f".{self.name}.deleting-{os.urandom(4).hex()}")
         if self.folder.is_dir():
             os.rename(self.folder, aside)

@@ -339,20 +339,27 @@ class GkeBackend(Backend):
         and so does the cluster the experiment created for itself."""
         if isinstance(handle, str):
             self.kubectl("delete", "rayjob", handle, "--ignore-not-found", check=False)
-        owned = gke.owned_by(self.project, folder.name)
-        if owned is None:
-            return
-        others = [name for name in running_on(self.project, owned.name, force=True) if name != folder.name]
-        if others:  # started there with -c by the user: they would fail with it; it goes when deleted by hand
-            warnings.warn(
-                f"the cluster '{owned.name}' made for experiment '{folder.name}' is kept: {', '.join(others)} "
-                f"{'runs' if len(others) == 1 else 'run'} on it (delete it later: tfcli cluster delete -c "
-                f"{owned.name})",
-                ClientWarning,
-                stacklevel=2,
-            )
-            return
-        gke.delete(self.project, owned, force=True, echo=lambda text: None)
+        release_own_cluster(self.project, folder.name)
+
+
+def release_own_cluster(project: Any, experiment: str, *, unless_on: str | None = None) -> None:
+    """The GKE cluster made for ``experiment`` (``gke.owned_by``), if any, is deleted: when its run ends, moves to
+    another cluster, or the experiment is deleted; not where the run now starts (``unless_on``). One that others run
+    on (started there with -c by the user) is kept, with a warning: they would fail with it; it goes when deleted by
+    hand."""
+    owned = gke.owned_by(project, experiment)
+    if owned is None or owned.name == unless_on:
+        return
+    others = [name for name in running_on(project, owned.name, force=True) if name != experiment]
+    if others:
+        warnings.warn(
+            f"the cluster '{owned.name}' made for experiment '{experiment}' is kept: {', '.join(others)} "
+            f"{'runs' if len(others) == 1 else 'run'} on it (delete it later: tfcli cluster delete -c {owned.name})",
+            ClientWarning,
+            stacklevel=3,
+        )
+        return
+    gke.delete(project, owned, force=True, echo=lambda text: None)
 
 
 def deployment_status(job: dict[str, Any]) -> str:
