@@ -639,11 +639,8 @@ class Experiment:
             raise TakenOver
 
     def _release_own_cluster(self, unless_on: str | None = None) -> None:
-        """The GKE cluster made for this experiment goes, unless the run now starts there (``unless_on``); a project
-        without GKE clusters has none to look for. A failure warns (the cluster stays listed: ``tfcli cluster
-        delete`` removes it)."""
-        if not any(record.spec.get("type") == "gke" for record in self.project.store.clusters()):
-            return
+        """The GKE cluster made for this experiment goes, unless the run now starts there (``unless_on``). A failure
+        warns (the cluster stays listed: ``tfcli cluster delete`` removes it)."""
         from torchforce.client.backends.gke import release_own_cluster
 
         try:

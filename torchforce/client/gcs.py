@@ -41,24 +41,24 @@ class GcsStorage(Storage):
     def read_text(self, relative: str) -> str | None:
         """The object's text; None when it does not exist (or in a dry run). A ClientError when gcloud fails
         otherwise."""
-        argv = ["gcloud", "storage", "cat", self._remote(relative)]
+        result = self._look("cat", relative)
+        return None if result is None else result.stdout
+
+    def exists(self, relative: str) -> bool:
+        """Whether the object, or any object below the folder, exists (False in a dry run). A ClientError when
+        gcloud fails for another reason than that nothing is there."""
+        return self._look("ls", relative) is not None
+
+    def _look(self, verb: str, relative: str) -> Result | None:
+        """``gcloud storage VERB`` of the object or folder: its result, None where nothing is there (or in a dry
+        run), a ClientError where gcloud failed otherwise."""
+        argv = ["gcloud", "storage", verb, self._remote(relative)]
         result = self.cloud.run(argv, check=False)
         if self.cloud.dry_run or (result.code != 0 and not_there(result)):
             return None
         if result.code != 0:
             raise self.cloud.failure(argv, result)
-        return result.stdout
-
-    def exists(self, relative: str) -> bool:
-        """Whether the object, or any object below the folder, exists (False in a dry run). A ClientError when
-        gcloud fails for another reason than that nothing is there."""
-        argv = ["gcloud", "storage", "ls", self._remote(relative)]
-        result = self.cloud.run(argv, check=False)
-        if self.cloud.dry_run or (result.code != 0 and not_there(result)):
-            return False
-        if result.code != 0:
-            raise self.cloud.failure(argv, result)
-        return True
+        return result
 
     def write_text(self, relative: str, text: str) -> None:
         with tempfile.TemporaryDirectory(prefix="tfcli-") as folder:

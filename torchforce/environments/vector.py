@@ -590,7 +590,7 @@ class VectorEnvironment:
             else:
                 chunks = [{name: value[lo:hi] for name, value in batch.items()} for lo, hi in self._chunks]
             replies = self._command("execute", chunks)  # the workers write their rows into the shared arrays
-        ended = any(reply is not None for reply in replies)
+        ended = replies.count(None) < len(replies)  # some worker's copy ended (a hot path: no generator)
         goes_on = None
         if ended:
             for reply, (lo, hi) in zip(replies, self._chunks or [(0, self._n)], strict=True):

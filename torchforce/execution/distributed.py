@@ -226,9 +226,7 @@ class Worker:
 
     def _take_over(self, record: dict[str, Any]) -> None:
         self.agent.timestep, self.agent.episode = int(record["timestep"]), int(record["episode"])
-        for name, steps in record["statistics"].items():
-            for index, state in steps.items():
-                self.agent.preprocessing[name].preprocessors[int(index)].load_state_dict(state)
+        load_run_wide_statistics(self.agent, record["statistics"])
 
     def _keep_record(self) -> None:
         """The record on the first server, after a ``set_state`` (each chunk's, the driver keeps as it counts it)."""
@@ -328,6 +326,13 @@ def run_wide_statistics(agent: Agent) -> dict[str, dict[str, dict[str, Any]]]:
         }
         for name, stack in getattr(agent, "preprocessing", {}).items()  # a learning agent's: the others have none
     }
+
+
+def load_run_wide_statistics(agent: Agent, statistics: dict[str, dict[str, dict[str, Any]]]) -> None:
+    """Each state dict of ``statistics`` (``run_wide_statistics``' form) into the normalizer of ``agent`` it names."""
+    for name, steps in statistics.items():
+        for index, state in steps.items():
+            agent.preprocessing[name].preprocessors[int(index)].load_state_dict(state)
 
 
 def _signal_handlers() -> dict[int, Any]:
@@ -748,10 +753,11 @@ class DistributedRunner(BaseRunner):
         own = run_wide_statistics(self.agent)
         if any(own.values()):
             states = self._ask_every_worker("statistics")
-            for name, steps in own.items():
-                for index in steps:
-                    step = self.agent.preprocessing[name].preprocessors[int(index)]
-                    step.load_state_dict(RunningStandardize.combined([state[name][index] for state in states]))
+            combined = {
+                name: {index: RunningStandardize.combined([state[name][index] for state in states]) for index in steps}
+                for name, steps in own.items()
+            }
+            load_run_wide_statistics(self.agent, combined)
         return self.agent
 
     def run(

@@ -349,8 +349,9 @@ def _at_limit(env: VectorEnvironment, limit: np.ndarray, step: VectorStep) -> tu
     cut = limit & (terminal == 0)
     if cut.any():
         terminal, final_states, states = _truncate(env, cut, terminal, final_states, states)
-    if goes_on is not None and (goes_on & limit).any():
-        states = _restarted(env, np.flatnonzero(goes_on & limit), states)
+    over = None if goes_on is None else goes_on & limit
+    if over is not None and over.any():
+        states = _restarted(env, np.flatnonzero(over), states)
         goes_on = goes_on & ~limit
     return terminal, final_states, states, goes_on
 
@@ -372,15 +373,16 @@ def _truncate(env: VectorEnvironment, cut: np.ndarray, terminal, final_states, s
 
 
 def _restarted(env: VectorEnvironment, rows: np.ndarray, states: Any) -> Any:
-    """``states`` (copied) with the first states of new episodes in ``rows``, whose copies are reset."""
-    fresh = env.reset_rows(rows)
+    """``states`` (copied first: without copy=True they are views into buffers that ``reset_rows`` overwrites) with
+    the first states of new episodes in ``rows``, whose copies are reset."""
     if isinstance(states, dict):
         states = {name: values.copy() for name, values in states.items()}
+        fresh = env.reset_rows(rows)
         for name in states:
             states[name][rows] = fresh[name]
         return states
     states = states.copy()
-    states[rows] = fresh
+    states[rows] = env.reset_rows(rows)
     return states
 
 
