@@ -470,6 +470,50 @@ def test_resuming_a_finished_experiment(root, capsys):
     set_status(root, EXISTING, status="finished")
     err = bad(root, capsys, "experiment", "start", "--resume", "-e", EXISTING)
     assert "has finished; there is nothing to resume" in err
+    assert f"tfcli experiment start -e {EXISTING} --resume -t N" in err
+
+
+def finished_with_a_checkpoint(root: Path, timesteps: int = 1000, episodes: int = 40) -> None:
+    """EXISTING as a run that ended at its budget, its latest checkpoint's pointer at ``timesteps``."""
+    pointer = root / "experiments" / EXISTING / "results" / "checkpoints" / "latest.json"
+    pointer.parent.mkdir(parents=True)
+    pointer.write_text(json.dumps({"timesteps": timesteps, "episodes": episodes, "folder": "checkpoint-1000"}))
+    set_status(root, EXISTING, status="finished")
+
+
+def test_a_new_budget_needs_resume(root, capsys):
+    finished_with_a_checkpoint(root)
+    err = bad(root, capsys, "experiment", "start", "-e", EXISTING, "-t", "5000")
+    assert "a new budget (-t/--total-timesteps, --episodes) is for a run that goes on: give --resume too" in err
+
+
+@pytest.mark.parametrize("total", ["1000", "999", "0", "-5"])
+def test_a_new_budget_must_lie_beyond_the_checkpoint(root, capsys, total):
+    finished_with_a_checkpoint(root)
+    err = bad(root, capsys, "experiment", "start", "-e", EXISTING, "--resume", "-t", total)
+    assert f"-t/--total-timesteps: {int(total):,} is no more than the 1,000 timesteps of the latest checkpoint" in err
+    assert "expected more than 1,000" in err
+
+
+def test_more_episodes_alone_do_not_lift_a_spent_timestep_budget(root, capsys):
+    finished_with_a_checkpoint(root)
+    err = bad(root, capsys, "experiment", "start", "-e", EXISTING, "--resume", "--episodes", "500")
+    assert f"experiment '{EXISTING}' reached its budget of 1,000 timesteps (total_timesteps)" in err
+    assert "Give -t/--total-timesteps too, more than 1,000." in err
+
+
+def test_a_new_budget_without_a_checkpoint(root, capsys):
+    set_status(root, EXISTING, status="stopped")
+    err = bad(root, capsys, "experiment", "start", "-e", EXISTING, "--resume", "-t", "5000")
+    assert f"experiment '{EXISTING}' has no readable checkpoint, so its budget cannot grow from one" in err
+
+
+def test_a_start_with_a_new_budget_that_fails_leaves_the_budget_as_it_was(root, capsys):
+    # the budget is sound, so it is written; the start then fails on the cluster, and the spec goes back
+    finished_with_a_checkpoint(root)
+    err = bad(root, capsys, "experiment", "start", "-e", EXISTING, "--resume", "-t", "5000", "-c", "nowhere")
+    assert "nowhere" in err
+    assert json.loads((root / "experiments" / EXISTING / "experiment.json").read_text())["total_timesteps"] == 1000
 
 
 @pytest.mark.parametrize(

@@ -192,6 +192,33 @@ def test_a_paused_and_resumed_run_ends_exactly_as_an_uninterrupted_one(project):
         assert torch.equal(expected[name], actual[name]), name
 
 
+def test_a_finished_run_trained_longer_ends_as_one_run_of_the_longer_budget(cli_root):
+    """``start --resume -t N`` on a finished run goes on from its final checkpoint to the new total: the same
+    episodes and parameters as a run given that budget from the start; the new budget is the spec's."""
+    project = Project(cli_root)
+    for name, budget in (("short", "6000"), ("long", "12000")):
+        made = tfcli(cli_root, "experiment", "new", "-n", name, *PPO, "-t", budget)
+        assert made.returncode == 0, made.stderr
+        started = tfcli(cli_root, "experiment", "start", "-e", name)
+        assert started.returncode == 0, started.stderr
+    short, long = (Experiment.load(project, name) for name in ("short", "long"))
+    assert wait_until_done(short) == "finished" and wait_until_done(long) == "finished"
+    assert short.checkpoint_timesteps() == 6000
+
+    resumed = tfcli(cli_root, "experiment", "start", "-e", "short", "--resume", "-t", "12000")
+    assert resumed.returncode == 0, resumed.stderr
+    assert resumed.stdout.startswith("Resumed 'short'")
+    assert wait_until_done(short) == "finished"
+
+    short = Experiment.load(project, "short")
+    assert short.spec["total_timesteps"] == 12000 and short.progress()["timesteps"] == 12000
+    assert episodes(short) == episodes(long)
+    expected, actual = final_parameters(long), final_parameters(short)
+    assert expected.keys() == actual.keys()
+    for name in expected:
+        assert torch.equal(expected[name], actual[name]), name
+
+
 def episode_scalars(summaries: Path) -> list[tuple[int, float]]:
     """The episode returns TensorBoard shows (it drops what a resumed run's ``purge_step`` purges)."""
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator

@@ -66,6 +66,7 @@ class Experiment:
     """
 
     _created_own_cluster: str | None = None  # the GKE cluster the current start created for it
+    _spawned = False  # whether the current start has launched its workload
 
     def __init__(self, project: Project | None = None, **kwargs: Any) -> None:
         self.project = project or Project.find()
@@ -461,12 +462,15 @@ class Experiment:
         trust_pickle: bool = False,
         yes: bool = False,
         dry_run: bool = False,
+        budget: dict[str, int] | None = None,
     ) -> Handle | None:
         """Start the experiment (``resume``: continue from its latest checkpoint; ``fresh``: discard the results
         of an earlier run and start over) on ``cluster`` ("local", or a Ray cluster of the project; default: see
         ``_target``). ``max_restarts``: after a crash, resume from the last checkpoint up to this many times.
         ``trust_pickle``: resuming, unpickle the environments' state even if this user did not sign it (results
-        from someone else: it runs whatever that file says).
+        from someone else: it runs whatever that file says). ``budget``, with ``resume``: the run's new
+        ``total_timesteps`` and/or ``episodes`` (train longer, a finished run too), written to ``experiment.json``
+        once the start is sound, and put back if the start fails.
         On this machine, a start beyond the project's limit of runs at once is queued (torchforce/client/queue.py):
         its status is ``queued`` and it starts by itself, as asked here, when its turn comes.
         Returns the workload's handle (a process id, or a Ray job's id); None when the run was queued (``place``
@@ -487,18 +491,74 @@ class Experiment:
                 + (f" ({_describe(record)})" if _handle(record) is not None else " (its worker is starting)"),
                 hint=f"Pause it with 'tfcli experiment pause -e {self.name}'.",
             )
+        if budget and not resume:
+            raise ClientError(
+                "a new budget (-t/--total-timesteps, --episodes) is for a run that goes on: give --resume too",
+                hint="A run that starts from nothing takes its budget from 'tfcli experiment new -t N'.",
+            )
+        extended = self._extended_spec(budget) if budget else None
         if dry_run:
             self._dry_start(
                 cluster, record, Launch(resume=resume, max_restarts=max_restarts, trust_pickle=trust_pickle), fresh
             )
             return None
-        self._check_can_start(record, resume=resume, fresh=fresh)
-        self._created_own_cluster = None
+        self._check_can_start(record, resume=resume, fresh=fresh, extending=extended is not None)
+        self._created_own_cluster, self._spawned = None, False
+        file = self.folder / "experiment.json"
+        before = file.read_bytes() if extended is not None else None
         try:
+            if extended is not None:  # the worker, here or on a cluster, reads its budget from this file
+                write_json_atomically(file, extended)
+                spec = self.spec = check_stored(self.project, file, self.name)
             return self._launch(spec, record, cluster, resume, fresh, max_restarts, trust_pickle, yes)
         except BaseException:
+            if before is not None and not self._spawned:  # a start that did not happen leaves the budget as it was
+                _write_bytes_atomically(file, before)
+                self.spec = check_stored(self.project, file, self.name)
             self._delete_own_cluster_after_a_failed_start()
             raise
+
+    def _extended_spec(self, budget: dict[str, int]) -> dict[str, Any]:
+        """The stored spec with the run's new ``budget`` (``total_timesteps`` and/or ``episodes``), checked
+        against the latest checkpoint: each new limit must lie beyond the counters the run goes on from, and a
+        limit left as it was must not have been reached there (a run that ended on its episodes needs more of them,
+        not only more timesteps). Nothing is written here."""
+        flags = {"total_timesteps": "-t/--total-timesteps", "episodes": "--episodes"}
+        try:
+            latest = json.loads(self.storage().read_text("checkpoints/latest.json") or "null")
+        except ValueError:
+            latest = None
+        counters = {key: latest.get(key) for key in ("timesteps", "episodes")} if isinstance(latest, dict) else {}
+        if not all(isinstance(value, int) for value in counters.values()) or len(counters) < 2:
+            raise ClientError(
+                f"experiment '{self.name}' has no readable checkpoint, so its budget cannot grow from one",
+                hint=f"Start it afresh with a new budget: 'tfcli experiment start -e {self.name} --fresh' after "
+                f"editing total_timesteps in experiments/{self.name}/experiment.json.",
+            )
+        stored = dict(expect_dict(load_file(self.folder / "experiment.json"), "experiment"))
+        spec = {**stored, **budget}
+        for key, flag in flags.items():
+            limit, reached = spec.get(key), counters["timesteps" if key == "total_timesteps" else "episodes"]
+            if limit is None or limit > reached:
+                continue
+            unit = "timesteps" if key == "total_timesteps" else "episodes"
+            if key in budget:
+                raise ClientError(
+                    f"{flag}: {limit:,} is no more than the {reached:,} {unit} of the latest checkpoint; expected "
+                    f"more than {reached:,}",
+                    hint=f"The run goes on from its latest checkpoint ({counters['timesteps']:,} timesteps, "
+                    f"{counters['episodes']:,} episodes).",
+                )
+            raise ClientError(
+                f"experiment '{self.name}' reached its budget of {limit:,} {unit} ({key}) at its latest checkpoint, "
+                f"so a new {' and '.join(flags[given] for given in budget)} alone does not let it go on",
+                hint=f"Give {flag} too, more than {reached:,}.",
+            )
+        try:  # the same checks as any stored spec, the new budget's errors named as the field they set
+            resolve_experiment(self.project, spec, build=False)
+        except SpecError as error:
+            raise ClientError(str(error)) from None
+        return spec
 
     def _launch(
         self,
@@ -602,6 +662,7 @@ class Experiment:
                 backend.discard(self.folder)
             self._renew_claim(claimed)
             handle = backend.start(self.folder, self.project.root, replace(launch, carry=carry))
+            self._spawned = True
             self._record_handle(handle, backend)
             if moved:  # the run left the cluster it last ran on: one made for it is not needed any more
                 self._release_own_cluster(unless_on=cluster)
@@ -707,14 +768,15 @@ class Experiment:
                     hint=f"Start it afresh with 'tfcli experiment start -e {self.name} --fresh'.",
                 ) from None
 
-    def _check_can_start(self, record: ExperimentRecord, *, resume: bool, fresh: bool) -> None:
+    def _check_can_start(self, record: ExperimentRecord, *, resume: bool, fresh: bool, extending: bool = False) -> None:
         if resume and fresh:
             raise ClientError("--resume and --fresh contradict each other", hint="Give one of them.")
         if resume:
-            if record.status == "finished":
+            if record.status == "finished" and not extending:
                 raise ClientError(
                     f"experiment '{self.name}' has finished; there is nothing to resume",
-                    hint=f"Run it again from the start with 'tfcli experiment start -e {self.name} --fresh'.",
+                    hint=f"Train it longer with 'tfcli experiment start -e {self.name} --resume -t N' (N: the new "
+                    f"total), or run it again from the start with 'tfcli experiment start -e {self.name} --fresh'.",
                 )
             if not self.has_checkpoint(record):
                 raise ClientError(
@@ -930,6 +992,13 @@ class Experiment:
                 os.rename(aside, self.folder)
             raise
         shutil.rmtree(aside, ignore_errors=True)
+
+
+def _write_bytes_atomically(file: Path, data: bytes) -> None:
+    """``file`` holds ``data``, or (interrupted) what it held before: never a part of either."""
+    partial = file.with_name(f".{file.name}.{os.getpid()}.partial")
+    partial.write_bytes(data)
+    os.replace(partial, file)
 
 
 def _handle(record: ExperimentRecord) -> Handle | None:

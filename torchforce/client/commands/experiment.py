@@ -150,13 +150,16 @@ def _add_running(experiments: argparse._SubParsersAction) -> None:
         "spec's\ncluster is used when it names one: a GKE cluster it names that does not exist yet is created for "
         "it\n(its cost shown, confirmed or --yes) and deleted when the experiment ends, as tensorforce-client did."
         "\n--resume continues a paused, stopped or crashed run from its latest checkpoint (where it ran last,\n"
-        "unless -c says otherwise); --fresh discards earlier results and starts over. --max-restarts N resumes\n"
-        "from the last checkpoint by itself after a crash or a killed worker process, up to N times.\n"
+        "unless -c says otherwise); with -t N (or --episodes N) it continues to that new total, a finished run\n"
+        "too (the budget in experiments/NAME/experiment.json changes; the agent's own schedules do not).\n"
+        "--fresh discards earlier results and starts over. --max-restarts N resumes from the last checkpoint\n"
+        "by itself after a crash or a killed worker process, up to N times.\n"
         "On this machine, a start beyond the runs it takes at once ('tfcli project config') is queued: it starts\n"
         "by itself, first come first served, when a run ends (--follow waits for it).",
         examples=[
             "tfcli experiment start -e cp --follow",
             "tfcli experiment start -e cp --resume",
+            "tfcli experiment start -e cp --resume -t 200000",
             "tfcli experiment start -e a3c -c ray_local --max-restarts 3",
             "tfcli experiment start -e a3c -c gke-small --max-restarts 3",
         ],
@@ -179,6 +182,16 @@ def _add_running(experiments: argparse._SubParsersAction) -> None:
         action="store_true",
         help="resuming results from someone else: unpickle their environments' state anyway (it runs their code; "
         "without it such a run goes on in fresh environments)",
+    )
+    start.add_argument(
+        "-t",
+        "--total-timesteps",
+        type=int,
+        metavar="N",
+        help="with --resume: the run's new budget in timesteps, all told (train longer, a finished run too)",
+    )
+    start.add_argument(
+        "--episodes", type=int, metavar="N", help="with --resume: the run's new budget in episodes, all told"
     )
     start.add_argument("-F", "--follow", action="store_true", help="show progress until the experiment ends")
     pause = add_command(
@@ -433,6 +446,11 @@ def experiment_start(args: argparse.Namespace) -> int | None:
         trust_pickle=args.trust_pickle,
         yes=args.yes,
         dry_run=args.dry_run,
+        budget={
+            key: value
+            for key, value in (("total_timesteps", args.total_timesteps), ("episodes", args.episodes))
+            if value is not None
+        },
     )
     if args.dry_run:
         print("Dry run: nothing was changed.")
