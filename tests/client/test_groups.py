@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests.client.conftest import copied_project, wait_until_done
+from tests.client.conftest import copied_project, fake_worker, wait_until_done
 from tests.client.test_bad_input import bad, set_status
 from torchforce.client import ClientError, Experiment, Project
 from torchforce.client.aggregate import bootstrap_interval
@@ -532,3 +532,76 @@ def test_a_small_group_runs_to_its_end(project, capsys):
     assert [run["episodes"] for run in group["runs"]] == [len(log) for log in logs]
     assert main(["experiment", "plot", "-e", "real", "-o", str(project.root / "real.png")]) == 0
     assert (project.root / "real.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+# ---------------------------------------------------------------------------------------------- lifecycle of a group
+
+
+def test_a_group_command_with_no_run_to_act_on_changes_nothing(root, capsys):
+    err = bad(root, capsys, "experiment", "pause", "-e", "cp")
+    assert "group 'cp': no run to pause (its runs are new)" in err
+    for seed in range(4):
+        set_status(root, f"cp-s{seed}", status="finished")
+    err = bad(root, capsys, "experiment", "start", "-e", "cp")
+    assert "group 'cp': no run to start (its runs are finished)" in err and "--resume" in err
+    err = bad(root, capsys, "experiment", "start", "-e", "cp", "--resume")
+    assert "group 'cp': no run to resume (its runs are finished)" in err
+    assert "tfcli experiment start -e cp --resume -t N" in err
+    err = bad(root, capsys, "experiment", "stop", "-e", "cp")
+    assert "group 'cp': no run to stop (its runs are finished)" in err
+
+
+@pytest.mark.parametrize("flag", ["--follow", "--dry-run"])
+def test_a_group_start_refuses_what_is_for_one_run(root, capsys, flag):
+    err = bad(root, capsys, "experiment", "start", "-e", "cp", flag)
+    assert f"'cp' is a group: {flag} is for one run" in err and "cp-s0, cp-s1, cp-s2, cp-s3" in err
+
+
+def test_a_group_is_deleted_whole_or_not_at_all(root, capsys):
+    with fake_worker(root / "experiments" / "cp-s2") as pid:
+        set_status(root, "cp-s2", status="running", pid=pid)
+        err = bad(root, capsys, "experiment", "delete", "-e", "cp")
+        assert "group 'cp' has runs that are not over: cp-s2 (running); nothing was deleted" in err
+        assert "tfcli experiment stop -e cp" in err
+    set_status(root, "cp-s2", status="failed", pid=None)
+    out = ok(capsys, "experiment", "delete", "-e", "cp")
+    assert out.splitlines() == [f"Deleted experiment 'cp-s{seed}'" for seed in range(4)]
+    assert [record.name for record in Project(root).store.experiments()] == ["solo", "taken-s1"]
+    assert not any((root / "experiments" / f"cp-s{seed}").exists() for seed in range(4))
+
+
+def test_a_run_of_a_group_that_fails_does_not_stop_the_others(root, capsys):
+    set_status(root, "cp-s1", status="paused")  # neither has a checkpoint to resume from
+    set_status(root, "cp-s3", status="stopped")
+    code = main(["experiment", "start", "-e", "cp", "--resume"])
+    out, err = capsys.readouterr()
+    assert code == 2
+    assert out.splitlines() == ["'cp-s0' is new: left alone", "'cp-s2' is new: left alone"]
+    assert err.startswith(
+        "tfcli: group 'cp': 2 of 4 runs did not resume: cp-s1 (experiment 'cp-s1' has no checkpoint to resume "
+        "from); cp-s3 (experiment 'cp-s3' has no checkpoint to resume from)"
+    )
+
+
+@pytest.mark.slow
+def test_a_group_is_paused_resumed_and_trained_longer_as_one(project, capsys):
+    argv = ["experiment", "new", "-n", "long", "-A", "ppo_cartpole", "-E", "cartpole", "-t", "2000", "-N", "2"]
+    assert main([*argv, "--seeds", "0-1", "--start"]) == 0
+    capsys.readouterr()
+    runs = [Experiment.load(project, f"long-s{seed}") for seed in (0, 1)]
+    assert [wait_until_done(run) for run in runs] == ["finished", "finished"]
+    assert main(["experiment", "start", "-e", "long", "--resume", "-t", "60000"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert [line.split(" (")[0] for line in out] == ["Resumed 'long-s0'", "Resumed 'long-s1'"]
+    assert main(["experiment", "pause", "-e", "long"]) == 0
+    paused = capsys.readouterr().out.splitlines()
+    assert [line.split(" at timestep")[0] for line in paused] == ["'long-s0' is paused", "'long-s1' is paused"]
+    assert all(Experiment.load(project, run.name).checkpoint_timesteps() >= 2000 for run in runs)
+    assert main(["experiment", "stop", "-e", "long"]) == 0  # paused runs end for good too
+    stopped = capsys.readouterr().out.splitlines()
+    assert [line.split(";")[0] for line in stopped] == ["'long-s0' is stopped", "'long-s1' is stopped"]
+    assert main(["experiment", "start", "-e", "long", "--resume", "-t", "2000"]) == 2
+    err = capsys.readouterr().err  # both are at 2,000 or past it: each run says so, none starts
+    assert "group 'long': 2 of 2 runs did not resume" in err and err.count("is no more than the") == 2
+    assert [Experiment.load(project, run.name).spec["total_timesteps"] for run in runs] == [60000, 60000]
+    assert [run.record().status for run in runs] == ["stopped", "stopped"]

@@ -6,6 +6,7 @@ import argparse
 import re
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from torchforce.client.aggregate import WINDOW
@@ -164,7 +165,7 @@ def _add_running(experiments: argparse._SubParsersAction) -> None:
             "tfcli experiment start -e a3c -c gke-small --max-restarts 3",
         ],
     )
-    _experiment_argument(start)
+    _experiment_argument(start, group=True)
     start.add_argument("--resume", action="store_true", help="continue from the latest checkpoint")
     start.add_argument("--fresh", action="store_true", help="discard earlier results and start over")
     start.add_argument("-c", "--cluster", help="a Ray or GKE cluster of the project, or 'local' (this machine)")
@@ -202,7 +203,7 @@ def _add_running(experiments: argparse._SubParsersAction) -> None:
         "On GKE the RayJob is then suspended (its pods go; the cluster's nodes stay until it is deleted).",
         examples=["tfcli experiment pause -e cp"],
     )
-    _experiment_argument(pause)
+    _experiment_argument(pause, group=True)
     stop = add_command(
         experiments,
         "stop",
@@ -211,7 +212,7 @@ def _add_running(experiments: argparse._SubParsersAction) -> None:
         "experiments/NAME/results/.\nA queued experiment leaves the queue instead, back to the status it had.",
         examples=["tfcli experiment stop -e cp"],
     )
-    _experiment_argument(stop)
+    _experiment_argument(stop, group=True)
     stop.add_argument("--no-download", action="store_true", help="do not fetch the results first")
 
 
@@ -299,7 +300,7 @@ def _add_results(experiments: argparse._SubParsersAction) -> None:
         "experiments/NAME/results/.\nOn this machine they are there already.",
         examples=["tfcli experiment download -e cp"],
     )
-    _experiment_argument(download)
+    _experiment_argument(download, group=True)
     delete = add_command(
         experiments,
         "delete",
@@ -308,11 +309,19 @@ def _add_results(experiments: argparse._SubParsersAction) -> None:
         "also\nremoves an experiment whose folder was deleted by hand or whose spec is damaged.",
         examples=["tfcli experiment delete -e cp"],
     )
-    _experiment_argument(delete)
+    _experiment_argument(delete, group=True)
 
 
-def _experiment_argument(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("-e", "--experiment", required=True, metavar="NAME", help="the experiment's name")
+def _experiment_argument(parser: argparse.ArgumentParser, group: bool = False) -> None:
+    """``-e NAME``; with ``group``, NAME may also be a group (``new --seeds``): the command acts on each of its
+    runs for which it makes sense (``on_group``)."""
+    parser.add_argument(
+        "-e",
+        "--experiment",
+        required=True,
+        metavar="NAME",
+        help="the experiment's name, or a group's: each of its runs" if group else "the experiment's name",
+    )
 
 
 # ---------------------------------------------------------------------------------------------- creating
@@ -436,27 +445,110 @@ def _in_file(error: SpecError, project: Project, file: str | None, flags: set[st
 
 @command("experiment", "start")
 def experiment_start(args: argparse.Namespace) -> int | None:
-    experiment = Experiment.load(Project.find(), args.experiment)
-    since = experiment.checkpoint_timesteps() if args.resume else 0
-    handle = experiment.start(
-        resume=args.resume,
-        cluster=args.cluster,
-        fresh=args.fresh,
-        max_restarts=args.max_restarts,
-        trust_pickle=args.trust_pickle,
-        yes=args.yes,
-        dry_run=args.dry_run,
-        budget={
+    project = Project.find()
+    options = {
+        "resume": args.resume,
+        "cluster": args.cluster,
+        "fresh": args.fresh,
+        "max_restarts": args.max_restarts,
+        "trust_pickle": args.trust_pickle,
+        "yes": args.yes,
+        "dry_run": args.dry_run,
+        "budget": {
             key: value
             for key, value in (("total_timesteps", args.total_timesteps), ("episodes", args.episodes))
             if value is not None
         },
-    )
+    }
+    runs = group_runs(project, args.experiment)
+    if runs is not None:
+        if args.follow or args.dry_run:
+            raise ClientError(
+                f"'{args.experiment}' is a group: {'--follow' if args.follow else '--dry-run'} is for one run",
+                hint=f"Give one of its runs with -e ({', '.join(run.name for run in runs)}).",
+            )
+        _start_group(args.experiment, runs, options)
+        return None
+    experiment = Experiment.load(project, args.experiment)
+    since = experiment.checkpoint_timesteps() if args.resume else 0
+    handle = experiment.start(**options)
     if args.dry_run:
         print("Dry run: nothing was changed.")
         return None
     print(started_line(experiment, handle, resumed=args.resume))
     return views.follow(experiment, since=since) if args.follow else None
+
+
+# what a start of a whole group does to a run in each status (the others are left as they are): a plain start
+# starts the runs that have not run, --resume continues those that stopped short (finished ones too with a new
+# budget), --fresh starts every run that is not running over
+STARTS = {
+    "plain": ("new",),
+    "resume": ("paused", "stopped", "failed"),
+    "fresh": ("new", "paused", "stopped", "failed", "finished"),
+}
+
+
+def _start_group(name: str, runs: list[Experiment], options: dict) -> None:
+    kind = "fresh" if options["fresh"] else "resume" if options["resume"] else "plain"
+    statuses = STARTS[kind] + (("finished",) if kind == "resume" and options["budget"] else ())
+
+    def start(run: Experiment) -> str:
+        return started_line(run, run.start(**options), resumed=options["resume"])
+
+    on_group(
+        name,
+        runs,
+        statuses,
+        start,
+        doing="start" if kind == "plain" else "resume" if kind == "resume" else "start afresh",
+        hint={
+            "plain": f"Continue runs that stopped short with 'tfcli experiment start -e {name} --resume', or start "
+            f"them all over with --fresh.",
+            "resume": f"A finished run goes on with a new budget: 'tfcli experiment start -e {name} --resume -t N'.",
+            "fresh": "Pause or stop the running ones first.",
+        }[kind],
+    )
+
+
+def group_runs(project: Project, name: str) -> list[Experiment] | None:
+    """The runs of the group ``name`` when ``-e`` names a group (and no experiment of that name); else None."""
+    if project.store.experiment(name) is not None or not memberships(project).get(name):
+        return None
+    return Group.load(project, name).runs
+
+
+def on_group(
+    name: str,
+    runs: list[Experiment],
+    statuses: tuple[str, ...],
+    act: Callable[[Experiment], str],
+    *,
+    doing: str,
+    hint: str,
+) -> None:
+    """``act`` on each run of the group ``name`` whose status is one of ``statuses``, in order, printing the line
+    it returns; the others are named as left alone. A run that fails does not stop the rest: the failures are
+    one error at the end (exit 2), as is a group none of whose runs was in one of ``statuses``."""
+    now = {run.name: run.record().status for run in runs}
+    if not any(status in statuses for status in now.values()):
+        raise ClientError(
+            f"group '{name}': no run to {doing} (its runs are {', '.join(sorted(set(now.values())))})", hint=hint
+        )
+    failed = []
+    for run in runs:
+        if now[run.name] not in statuses:
+            print(f"'{run.name}' is {now[run.name]}: left alone")
+            continue
+        try:
+            print(act(run))
+        except (ClientError, SpecError) as error:
+            failed.append(f"{run.name} ({str(error).splitlines()[0]})")
+    if failed:
+        raise ClientError(
+            f"group '{name}': {len(failed)} of {len(runs)} runs did not {doing}: " + "; ".join(failed),
+            hint=f"Each run's own command names it with -e, e.g. 'tfcli experiment show -e {failed[0].split()[0]}'.",
+        )
 
 
 def started_line(experiment: Experiment, handle: int | str | None, *, resumed: bool = False) -> str:
@@ -492,9 +584,24 @@ def experiment_watch(args: argparse.Namespace) -> int:
 
 @command("experiment", "pause")
 def experiment_pause(args: argparse.Namespace) -> None:
-    experiment = Experiment.load(Project.find(), args.experiment)
+    project = Project.find()
+    runs = group_runs(project, args.experiment)
+    if runs is not None:
+        on_group(
+            args.experiment,
+            runs,
+            ("running",),
+            _paused,
+            doing="pause",
+            hint=f"Continue the paused ones with 'tfcli experiment start -e {args.experiment} --resume'.",
+        )
+        return
+    print(_paused(Experiment.load(project, args.experiment)))
+
+
+def _paused(experiment: Experiment) -> str:
     record = experiment.pause()
-    print(
+    return (
         f"'{experiment.name}' is {record.status} at timestep {experiment.checkpoint_timesteps():,}; "
         f"continue with: tfcli experiment start -e {experiment.name} --resume"
     )
@@ -502,32 +609,57 @@ def experiment_pause(args: argparse.Namespace) -> None:
 
 @command("experiment", "stop")
 def experiment_stop(args: argparse.Namespace) -> None:
-    experiment = Experiment.load(Project.find(), args.experiment)
-    before = experiment.project.store.experiment(experiment.name)
-    record = experiment.stop(no_download=args.no_download)
-    if before is not None and before.status == "queued" and record.status != "stopped":
-        print(f"'{experiment.name}' left the queue; it is {record.status} again")
+    project = Project.find()
+    runs = group_runs(project, args.experiment)
+    if runs is not None:
+        on_group(
+            args.experiment,
+            runs,
+            ("running", "queued", "paused", "failed"),
+            lambda run: _stopped(run, args.no_download),
+            doing="stop",
+            hint="Runs that are new, finished or stopped already have nothing to stop.",
+        )
         return
+    print(_stopped(Experiment.load(project, args.experiment), args.no_download))
+
+
+def _stopped(experiment: Experiment, no_download: bool) -> str:
+    before = experiment.project.store.experiment(experiment.name)
+    record = experiment.stop(no_download=no_download)
+    if before is not None and before.status == "queued" and record.status != "stopped":
+        return f"'{experiment.name}' left the queue; it is {record.status} again"
     results = f"; results in {relative(experiment.results)}" if experiment.results.is_dir() else ""
-    print(f"'{experiment.name}' is {record.status}{results}")
+    return f"'{experiment.name}' is {record.status}{results}"
 
 
 @command("experiment", "download")
 def experiment_download(args: argparse.Namespace) -> None:
-    experiment = Experiment.load(Project.find(), args.experiment)
-    folder = experiment.download()
-    files = sorted(p for p in folder.rglob("*") if p.is_file())
-    size = sum(p.stat().st_size for p in files)
-    print(f"Results of '{experiment.name}' are in {relative(folder)} ({len(files)} files, {size / 1e6:.1f} MB)")
+    project = Project.find()
+    runs = group_runs(project, args.experiment)
+    for experiment in runs if runs is not None else [Experiment.load(project, args.experiment)]:
+        folder = experiment.download()
+        files = sorted(p for p in folder.rglob("*") if p.is_file())
+        size = sum(p.stat().st_size for p in files)
+        print(f"Results of '{experiment.name}' are in {relative(folder)} ({len(files)} files, {size / 1e6:.1f} MB)")
 
 
 @command("experiment", "delete")
 def experiment_delete(args: argparse.Namespace) -> None:
-    experiment = Experiment.load(Project.find(), args.experiment, damaged=True)
-    before = experiment.project.store.experiment(experiment.name)
-    experiment.delete()
-    queued = before is not None and before.status == "queued"
-    print(f"Deleted experiment '{experiment.name}'" + (" (it left the queue)" if queued else ""))
+    project = Project.find()
+    runs = group_runs(project, args.experiment)
+    if runs is not None:  # all or nothing: a run that may not go keeps the whole group
+        busy = [f"{run.name} ({status})" for run in runs if (status := run.record().status) in ("running", "queued")]
+        if busy:
+            raise ClientError(
+                f"group '{args.experiment}' has runs that are not over: {', '.join(busy)}; nothing was deleted",
+                hint=f"Stop them first with 'tfcli experiment stop -e {args.experiment}'.",
+            )
+    for experiment in runs if runs is not None else [Experiment.load(project, args.experiment, damaged=True)]:
+        before = experiment.project.store.experiment(experiment.name)
+        experiment.delete()
+        queued = before is not None and before.status == "queued"
+        print(f"Deleted experiment '{experiment.name}'" + (" (it left the queue)" if queued else ""))
 
 
 # ---------------------------------------------------------------------------------------------- inspecting
