@@ -446,20 +446,9 @@ def _in_file(error: SpecError, project: Project, file: str | None, flags: set[st
 @command("experiment", "start")
 def experiment_start(args: argparse.Namespace) -> int | None:
     project = Project.find()
-    options = {
-        "resume": args.resume,
-        "cluster": args.cluster,
-        "fresh": args.fresh,
-        "max_restarts": args.max_restarts,
-        "trust_pickle": args.trust_pickle,
-        "yes": args.yes,
-        "dry_run": args.dry_run,
-        "budget": {
-            key: value
-            for key, value in (("total_timesteps", args.total_timesteps), ("episodes", args.episodes))
-            if value is not None
-        },
-    }
+    options = {key: getattr(args, key) for key in ("resume", "cluster", "fresh", "max_restarts", "trust_pickle")}
+    options.update(yes=args.yes, dry_run=args.dry_run)
+    options["budget"] = {k: getattr(args, k) for k in ("total_timesteps", "episodes") if getattr(args, k) is not None}
     runs = group_runs(project, args.experiment)
     if runs is not None:
         if args.follow or args.dry_run:
@@ -584,19 +573,26 @@ def experiment_watch(args: argparse.Namespace) -> int:
 
 @command("experiment", "pause")
 def experiment_pause(args: argparse.Namespace) -> None:
+    _on_one_or_each(
+        args.experiment,
+        ("running",),
+        _paused,
+        doing="pause",
+        hint=f"Continue the paused ones with 'tfcli experiment start -e {args.experiment} --resume'.",
+    )
+
+
+def _on_one_or_each(
+    name: str, statuses: tuple[str, ...], act: Callable[[Experiment], str], *, doing: str, hint: str
+) -> None:
+    """``act`` on the experiment ``name`` and print its line, or where ``name`` is a group, on each of its runs
+    whose status is one of ``statuses`` (``on_group``)."""
     project = Project.find()
-    runs = group_runs(project, args.experiment)
-    if runs is not None:
-        on_group(
-            args.experiment,
-            runs,
-            ("running",),
-            _paused,
-            doing="pause",
-            hint=f"Continue the paused ones with 'tfcli experiment start -e {args.experiment} --resume'.",
-        )
-        return
-    print(_paused(Experiment.load(project, args.experiment)))
+    runs = group_runs(project, name)
+    if runs is None:
+        print(act(Experiment.load(project, name)))
+    else:
+        on_group(name, runs, statuses, act, doing=doing, hint=hint)
 
 
 def _paused(experiment: Experiment) -> str:
@@ -609,19 +605,13 @@ def _paused(experiment: Experiment) -> str:
 
 @command("experiment", "stop")
 def experiment_stop(args: argparse.Namespace) -> None:
-    project = Project.find()
-    runs = group_runs(project, args.experiment)
-    if runs is not None:
-        on_group(
-            args.experiment,
-            runs,
-            ("running", "queued", "paused", "failed"),
-            lambda run: _stopped(run, args.no_download),
-            doing="stop",
-            hint="Runs that are new, finished or stopped already have nothing to stop.",
-        )
-        return
-    print(_stopped(Experiment.load(project, args.experiment), args.no_download))
+    _on_one_or_each(
+        args.experiment,
+        ("running", "queued", "paused", "failed"),
+        lambda run: _stopped(run, args.no_download),
+        doing="stop",
+        hint="Runs that are new, finished or stopped already have nothing to stop.",
+    )
 
 
 def _stopped(experiment: Experiment, no_download: bool) -> str:
