@@ -481,13 +481,23 @@ def finished_with_a_checkpoint(root: Path, timesteps: int = 1000, episodes: int 
     set_status(root, EXISTING, status="finished")
 
 
-def test_a_new_budget_needs_resume(root, capsys):
+def test_a_new_budget_does_not_start_a_run_over(root, capsys):
     finished_with_a_checkpoint(root)
     err = bad(root, capsys, "experiment", "start", "-e", EXISTING, "-t", "5000")
-    assert "a new budget (-t/--total-timesteps, --episodes) is for a run that goes on: give --resume too" in err
+    assert f"experiment '{EXISTING}' has already run (status: finished)" in err
+    err = bad(root, capsys, "experiment", "start", "-e", EXISTING, "--resume", "--fresh", "-t", "5000")
+    assert "--resume and --fresh contradict each other" in err
 
 
-@pytest.mark.parametrize("total", ["1000", "999", "0", "-5"])
+@pytest.mark.parametrize("flags", [["--fresh"], ["--resume"]])
+@pytest.mark.parametrize("total", ["0", "-5"])
+def test_a_new_budget_is_checked_as_the_spec_field_it_sets(root, capsys, flags, total):
+    finished_with_a_checkpoint(root)
+    err = bad(root, capsys, "experiment", "start", "-e", EXISTING, *flags, "-t", total)
+    assert f"experiment.total_timesteps: out of range; expected an integer >= 1, got {total}" in err
+
+
+@pytest.mark.parametrize("total", ["1000", "999"])
 def test_a_new_budget_must_lie_beyond_the_checkpoint(root, capsys, total):
     finished_with_a_checkpoint(root)
     err = bad(root, capsys, "experiment", "start", "-e", EXISTING, "--resume", "-t", total)
@@ -502,10 +512,11 @@ def test_more_episodes_alone_do_not_lift_a_spent_timestep_budget(root, capsys):
     assert "Give -t/--total-timesteps too, more than 1,000." in err
 
 
-def test_a_new_budget_without_a_checkpoint(root, capsys):
-    set_status(root, EXISTING, status="stopped")
+@pytest.mark.parametrize("status", ["new", "stopped"])
+def test_a_new_budget_without_a_checkpoint(root, capsys, status):
+    set_status(root, EXISTING, status=status)
     err = bad(root, capsys, "experiment", "start", "-e", EXISTING, "--resume", "-t", "5000")
-    assert f"experiment '{EXISTING}' has no readable checkpoint, so its budget cannot grow from one" in err
+    assert f"experiment '{EXISTING}' has no checkpoint to resume from" in err
 
 
 def test_a_start_with_a_new_budget_that_fails_leaves_the_budget_as_it_was(root, capsys):

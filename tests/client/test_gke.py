@@ -173,10 +173,21 @@ def test_the_whole_journey(linked, cloud, tmp_path):
     assert kubectl(CONTEXT, "patch", "rayjob", job, "--type=merge", '-p={"spec":{"suspend":true}}') in cloud.calls()
     at_pause = experiment.checkpoint_timesteps()
     assert at_pause > 0
-    resumed = tfcli(root, "experiment", "start", "-e", "single_run", "--resume")
+    before = len(cloud.calls())
+    resumed = tfcli(root, "experiment", "start", "-e", "single_run", "--resume", "-t", "500000")  # a new budget too
     assert resumed.returncode == 0, resumed.stderr
-    assert experiment.record().job == job  # the same RayJob, unsuspended
-    assert kubectl(CONTEXT, "patch", "rayjob", job, "--type=merge", '-p={"spec":{"suspend":false}}') in cloud.calls()
+    assert experiment.record().job == job  # the same RayJob, unsuspended, on the spec of the new budget
+    spec_file = root / "experiments" / "single_run" / "experiment.json"
+    calls = calls_since(cloud, before)
+    upload = ["gcloud", "storage", "cp", str(spec_file), f"{folder}/experiment.json"]
+    assert calls[calls.index(upload) :][:3] == [
+        upload,
+        ["gcloud", "storage", "rm", f"{folder}/results/control.json"],
+        kubectl(CONTEXT, "patch", "rayjob", job, "--type=merge", '-p={"spec":{"suspend":false}}'),
+    ]
+    assert json.loads((run_folder(cloud, project, "single_run") / "experiment.json").read_text())[
+        "total_timesteps"
+    ] == (500000)
     wait_for(lambda: experiment.progress().get("timesteps", 0) > at_pause + 500, 120, 0.5, "the resumed run to go on")
     log = (run_folder(cloud, project, "single_run") / "results" / "worker.log").read_text()
     assert "resumed from checkpoint" in log

@@ -7,14 +7,15 @@ from __future__ import annotations
 import json
 import math
 import re
+import time
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from tests.client.conftest import copied_project, fake_worker, wait_until_done
+from tests.client.conftest import copied_project, fake_worker, wait_for, wait_until_done
 from tests.client.test_bad_input import bad, set_status
-from torchforce.client import ClientError, Experiment, Project
+from torchforce.client import ClientError, Experiment, Project, queue
 from torchforce.client.aggregate import bootstrap_interval
 from torchforce.client.cli import main
 from torchforce.client.groups import Group, format_seeds, new_group, parse_seeds
@@ -605,3 +606,54 @@ def test_a_group_is_paused_resumed_and_trained_longer_as_one(project, capsys):
     assert "group 'long': 2 of 2 runs did not resume" in err and err.count("is no more than the") == 2
     assert [Experiment.load(project, run.name).spec["total_timesteps"] for run in runs] == [60000, 60000]
     assert [run.record().status for run in runs] == ["stopped", "stopped"]
+
+
+def test_a_group_download_fetches_every_run_that_has_results(root, capsys):
+    for seed in (1, 3):
+        set_status(root, f"cp-s{seed}", status="finished")
+        episodes(root, f"cp-s{seed}", [1.0, 2.0])
+    out = ok(capsys, "experiment", "download", "-e", "cp")
+    assert out.splitlines()[0:2] == [
+        "'cp-s0' is new: left alone",
+        "Results of 'cp-s1' are in experiments/cp-s1/results (1 files, 0.0 MB)",
+    ]
+    assert out.splitlines()[2:] == [
+        "'cp-s2' is new: left alone",
+        "Results of 'cp-s3' are in experiments/cp-s3/results (1 files, 0.0 MB)",
+    ]
+
+
+def test_a_group_with_a_damaged_run_is_still_deleted_whole(root, capsys):
+    spec_file = root / "experiments" / "cp-s2" / "experiment.json"
+    spec_file.write_text(json.dumps({**json.loads(spec_file.read_text()), "total_timesteps": "many"}))
+    out = ok(capsys, "experiment", "delete", "-e", "cp")
+    assert out.splitlines() == [f"Deleted experiment 'cp-s{seed}'" for seed in (2, 0, 1, 3)]  # no seed: first
+    assert [record.name for record in Project(root).store.experiments()] == ["solo", "taken-s1"]
+
+
+@pytest.mark.slow
+def test_a_group_pause_and_stop_take_its_queued_runs_out_of_the_queue_first(project, capsys):
+    queue.set_max_parallel(project, 1)
+    argv = ["experiment", "new", "-n", "busy", "-A", "ppo_cartpole", "-E", "cartpole", "-t", "500000"]
+    assert main([*argv, "--seeds", "0-2", "--start"]) == 0
+    capsys.readouterr()
+    runs = [Experiment.load(project, f"busy-s{seed}") for seed in range(3)]
+    wait_for(lambda: runs[0].progress().get("timesteps", 0) > 0, timeout=60, what="the first run")
+    assert [run.record().status for run in runs] == ["running", "queued", "queued"]
+    assert main(["experiment", "pause", "-e", "busy"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[:2] == ["'busy-s1' left the queue; it is new again", "'busy-s2' left the queue; it is new again"]
+    assert out[2].startswith("'busy-s0' is paused at timestep ")
+    time.sleep(1.0)  # a slot freed by the pause would have started a queued run by now
+    assert [run.record().status for run in runs] == ["paused", "new", "new"]
+
+    assert main(["experiment", "start", "-e", "busy"]) == 0  # the ones not started: s1 runs, s2 waits
+    capsys.readouterr()
+    wait_for(lambda: runs[1].record().status == "running", timeout=60, what="the second run")
+    assert [run.record().status for run in runs] == ["paused", "running", "queued"]
+    assert main(["experiment", "stop", "-e", "busy", "--no-download"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == "'busy-s2' left the queue; it is new again"
+    assert [line.split(";")[0] for line in out[1:]] == ["'busy-s0' is stopped", "'busy-s1' is stopped"]
+    time.sleep(1.0)
+    assert [run.record().status for run in runs] == ["stopped", "stopped", "new"]

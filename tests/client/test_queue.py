@@ -671,3 +671,24 @@ def test_a_start_judged_dead_before_its_worker_spawned_and_taken_over_starts_not
     assert spawned == []
     record = project.store.experiment("slow")
     assert record.status == "running" and record.pid is None  # the other start's claim, left as it was
+
+
+@pytest.mark.slow
+def test_a_queued_start_with_a_new_budget_writes_it_when_it_leaves_the_queue(project):
+    queue.set_max_parallel(project, 1)
+    trained, other = new(project, "trained"), new(project, "other")
+    trained.start()
+    wait_for(lambda: trained.record().status == "finished", timeout=60, what="the first run")
+    spec_file = trained.folder / "experiment.json"
+    with fake_worker(other.folder) as pid:
+        holding_a_slot(project, "other", pid)
+        assert trained.start(resume=True, budget={"total_timesteps": 6000}) is None  # queued behind 'other'
+        assert json.loads(spec_file.read_text())["total_timesteps"] == 3000  # not while it waits
+        assert trained.stop().status == "finished"  # out of the queue: as it was, budget and all
+        assert json.loads(spec_file.read_text())["total_timesteps"] == 3000
+        assert trained.start(resume=True, budget={"total_timesteps": 6000}) is None
+    # the fake worker is gone: its slot goes to the queued start, which extends the finished run
+    wait_for(lambda: trained.record().status == "finished" and trained.progress()["timesteps"] == 6000, timeout=60)
+    assert json.loads(spec_file.read_text())["total_timesteps"] == 6000
+    log = (trained.results / "worker.log").read_text()
+    assert "resumed from checkpoint" in log and "running trained: 3,000 more timesteps" in log

@@ -13,12 +13,14 @@ concurrent calls cannot both start (or both create) the same experiment.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
 import tempfile
 import time
 import warnings
+from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -468,9 +470,9 @@ class Experiment:
         of an earlier run and start over) on ``cluster`` ("local", or a Ray cluster of the project; default: see
         ``_target``). ``max_restarts``: after a crash, resume from the last checkpoint up to this many times.
         ``trust_pickle``: resuming, unpickle the environments' state even if this user did not sign it (results
-        from someone else: it runs whatever that file says). ``budget``, with ``resume``: the run's new
-        ``total_timesteps`` and/or ``episodes`` (train longer, a finished run too), written to ``experiment.json``
-        once the start is sound, and put back if the start fails.
+        from someone else: it runs whatever that file says). ``budget``: the run's new ``total_timesteps`` and/or
+        ``episodes`` (with ``resume``: train longer, a finished run too), written to ``experiment.json`` once the
+        start holds the run's slot (a queued start: when it leaves the queue), and put back if the launch fails.
         On this machine, a start beyond the project's limit of runs at once is queued (torchforce/client/queue.py):
         its status is ``queued`` and it starts by itself, as asked here, when its turn comes.
         Returns the workload's handle (a process id, or a Ray job's id); None when the run was queued (``place``
@@ -491,39 +493,58 @@ class Experiment:
                 + (f" ({_describe(record)})" if _handle(record) is not None else " (its worker is starting)"),
                 hint=f"Pause it with 'tfcli experiment pause -e {self.name}'.",
             )
-        if budget and not resume:
-            raise ClientError(
-                "a new budget (-t/--total-timesteps, --episodes) is for a run that goes on: give --resume too",
-                hint="A run that starts from nothing takes its budget from 'tfcli experiment new -t N'.",
-            )
-        extended = self._extended_spec(budget) if budget else None
+        if resume and fresh:
+            raise ClientError("--resume and --fresh contradict each other", hint="Give one of them.")
+        if not dry_run:
+            self._check_can_start(record, resume=resume, fresh=fresh, extending=bool(budget))
+        extended = self._extended_spec(budget, resume=resume) if budget else None
         if dry_run:
             self._dry_start(
                 cluster, record, Launch(resume=resume, max_restarts=max_restarts, trust_pickle=trust_pickle), fresh
             )
             return None
-        self._check_can_start(record, resume=resume, fresh=fresh, extending=extended is not None)
         self._created_own_cluster, self._spawned = None, False
-        file = self.folder / "experiment.json"
-        before = file.read_bytes() if extended is not None else None
         try:
-            if extended is not None:  # the worker, here or on a cluster, reads its budget from this file
-                write_json_atomically(file, extended)
-                spec = self.spec = check_stored(self.project, file, self.name)
-            return self._launch(spec, record, cluster, resume, fresh, max_restarts, trust_pickle, yes)
+            return self._launch(spec, record, cluster, resume, fresh, max_restarts, trust_pickle, yes, budget, extended)
         except BaseException:
-            if before is not None and not self._spawned:  # a start that did not happen leaves the budget as it was
-                _write_bytes_atomically(file, before)
-                self.spec = check_stored(self.project, file, self.name)
             self._delete_own_cluster_after_a_failed_start()
             raise
 
-    def _extended_spec(self, budget: dict[str, int]) -> dict[str, Any]:
-        """The stored spec with the run's new ``budget`` (``total_timesteps`` and/or ``episodes``), checked
-        against the latest checkpoint: each new limit must lie beyond the counters the run goes on from, and a
-        limit left as it was must not have been reached there (a run that ended on its episodes needs more of them,
-        not only more timesteps). Nothing is written here."""
+    @contextlib.contextmanager
+    def _budget_written(self, extended: dict[str, Any] | None) -> Iterator[None]:
+        """Around the launch of a start that holds the run's claim (its row running, no workload yet): its new
+        budget (``extended``, the spec with it; None: nothing to write) in ``experiment.json``, which the worker
+        reads, here or uploaded to a cluster. Written only by the claim's holder, so that a concurrent start cannot
+        launch on it or undo it; put back if the launch fails before its workload started."""
+        if extended is None:
+            yield
+            return
+        file = self.folder / "experiment.json"
+        before = file.read_bytes()
+        write_json_atomically(file, extended)
+        self.spec = check_stored(self.project, file, self.name)
+        try:
+            yield
+        except BaseException:
+            if not self._spawned:
+                _write_bytes_atomically(file, before)
+                self.spec = check_stored(self.project, file, self.name)
+            raise
+
+    def _extended_spec(self, budget: dict[str, int], *, resume: bool) -> dict[str, Any]:
+        """The stored spec with the run's new ``budget`` (``total_timesteps`` and/or ``episodes``), checked as any
+        spec; for a ``resume`` also against the latest checkpoint: each new limit must lie beyond the counters the
+        run goes on from, and a limit left as it was must not have been reached there (a run that ended on its
+        episodes needs more of them, not only more timesteps). Nothing is written here."""
         flags = {"total_timesteps": "-t/--total-timesteps", "episodes": "--episodes"}
+        stored = dict(expect_dict(load_file(self.folder / "experiment.json"), "experiment"))
+        spec = {**stored, **budget}
+        try:  # the same checks as any stored spec, the new budget's errors named as the field they set
+            resolve_experiment(self.project, spec, build=False)
+        except SpecError as error:
+            raise ClientError(str(error)) from None
+        if not resume:
+            return spec
         try:
             latest = json.loads(self.storage().read_text("checkpoints/latest.json") or "null")
         except ValueError:
@@ -531,12 +552,9 @@ class Experiment:
         counters = {key: latest.get(key) for key in ("timesteps", "episodes")} if isinstance(latest, dict) else {}
         if not all(isinstance(value, int) for value in counters.values()) or len(counters) < 2:
             raise ClientError(
-                f"experiment '{self.name}' has no readable checkpoint, so its budget cannot grow from one",
-                hint=f"Start it afresh with a new budget: 'tfcli experiment start -e {self.name} --fresh' after "
-                f"editing total_timesteps in experiments/{self.name}/experiment.json.",
+                f"experiment '{self.name}' has no readable checkpoint to resume from",
+                hint=f"Start it over with the new budget: 'tfcli experiment start -e {self.name} --fresh -t N'.",
             )
-        stored = dict(expect_dict(load_file(self.folder / "experiment.json"), "experiment"))
-        spec = {**stored, **budget}
         for key, flag in flags.items():
             limit, reached = spec.get(key), counters["timesteps" if key == "total_timesteps" else "episodes"]
             if limit is None or limit > reached:
@@ -554,10 +572,6 @@ class Experiment:
                 f"so a new {' and '.join(flags[given] for given in budget)} alone does not let it go on",
                 hint=f"Give {flag} too, more than {reached:,}.",
             )
-        try:  # the same checks as any stored spec, the new budget's errors named as the field they set
-            resolve_experiment(self.project, spec, build=False)
-        except SpecError as error:
-            raise ClientError(str(error)) from None
         return spec
 
     def _launch(
@@ -570,9 +584,12 @@ class Experiment:
         max_restarts: int,
         trust_pickle: bool,
         yes: bool,
+        budget: dict[str, int] | None = None,
+        extended: dict[str, Any] | None = None,
     ) -> Handle | None:
         """``start`` once the request is known to be sound: where it runs, the checks there, a slot (on this
-        machine: or the queue, then None), the launch."""
+        machine: or the queue, then None, the new ``budget`` kept with the queued start), the launch (with the spec
+        of the new budget, ``extended``, written once the slot is this start's)."""
         where, cluster_name = self._target(cluster, record, resume, yes=yes)
         backend = get_backend(where, project=self.project, cluster=cluster_name)
         if spec["run_mode"] not in backend.supported_run_modes:
@@ -591,7 +608,9 @@ class Experiment:
         started = time.time()  # this start's mark on the row: a start cut short takes back its own claim only
         try:
             if where == "local":
-                choices = Queued(resume, fresh, max_restarts, trust_pickle, queue.cpus_per_run(spec))
+                choices = Queued(
+                    resume, fresh, max_restarts, trust_pickle, queue.cpus_per_run(spec), budget=budget or {}
+                )
                 if queue.admit(self.project, self.name, record.status, choices, started) is not None:
                     return None  # queued: whoever frees a slot starts it (queue.promote)
             elif not self.project.store.update_experiment(
@@ -607,7 +626,8 @@ class Experiment:
                 ended_at=None,
             ):
                 raise ClientError(f"experiment '{self.name}' changed state meanwhile; try again")
-            return self._run(record, backend, cluster_name, fresh, launch)
+            with self._budget_written(extended):
+                return self._run(record, backend, cluster_name, fresh, launch)
         except BaseException:
             # cut (a Ctrl-C, an error) between the commit that took the slot and _run's own guard: the row, still
             # this start's with no workload, goes back (a row that moved on since is left as it is)
@@ -628,9 +648,14 @@ class Experiment:
         if record is None:
             raise ClientError(f"no experiment named '{self.name}'")
         previous = choices.previous(record)
-        self._check_can_start(previous, resume=choices.resume, fresh=choices.fresh)  # (its checkpoint removed since)
+        extending = bool(choices.budget)
+        # checked again: its checkpoint may have gone since, and a new budget must still lie beyond it
+        self._check_can_start(previous, resume=choices.resume, fresh=choices.fresh, extending=extending)
+        extended = self._extended_spec(choices.budget, resume=choices.resume) if extending else None
         launch = Launch(resume=choices.resume, max_restarts=choices.max_restarts, trust_pickle=choices.trust_pickle)
-        return self._run(previous, get_backend("local"), None, choices.fresh, launch, requeue=queued)
+        self._spawned = False
+        with self._budget_written(extended):
+            return self._run(previous, get_backend("local"), None, choices.fresh, launch, requeue=queued)
 
     def _run(
         self,

@@ -137,6 +137,7 @@ class Queued:
     trust_pickle: bool = False
     cpus: int = 1
     before: dict[str, Any] = dataclasses.field(default_factory=dict)
+    budget: dict[str, int] = dataclasses.field(default_factory=dict)  # a new total_timesteps/episodes to run to
 
     def to_json(self) -> str:
         return json.dumps(dataclasses.asdict(self))
@@ -157,6 +158,11 @@ class Queued:
             value, usual = data.get(field.name), getattr(default, field.name)
             if type(value) is type(usual) and (not isinstance(value, int) or value >= 0):
                 kept[field.name] = value
+        kept["budget"] = {  # a budget's values are whole numbers of timesteps or episodes, or it is none
+            key: value
+            for key, value in kept.get("budget", {}).items()
+            if key in ("total_timesteps", "episodes") and type(value) is int and value > 0
+        }
         return cls(**kept)
 
     def previous(self, record: ExperimentRecord) -> ExperimentRecord:

@@ -129,6 +129,8 @@ class GkeBackend(Backend):
         previous = self._previous_job(folder)
         if launch.resume and not launch.carry and previous is not None:
             if self.status(previous) == "Suspended":
+                # the spec as it is now (a start may have changed its budget), where the RayJob's pods read it
+                self._run_folder(folder, bucket).upload(folder / "experiment.json", "experiment.json")
                 results.remove(CONTROL)  # the answered pause must not end the resumed run at once
                 self.kubectl("patch", "rayjob", previous, "--type=merge", '-p={"spec":{"suspend":false}}')
                 return previous

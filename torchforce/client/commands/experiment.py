@@ -9,6 +9,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from torchforce.client import queue
 from torchforce.client.aggregate import WINDOW
 from torchforce.client.commands import add_command, command, evaluate, finite_float, positive_int, views
 from torchforce.client.commands.output import print_json, relative
@@ -152,7 +153,8 @@ def _add_running(experiments: argparse._SubParsersAction) -> None:
         "it\n(its cost shown, confirmed or --yes) and deleted when the experiment ends, as tensorforce-client did."
         "\n--resume continues a paused, stopped or crashed run from its latest checkpoint (where it ran last,\n"
         "unless -c says otherwise); with -t N (or --episodes N) it continues to that new total, a finished run\n"
-        "too (the budget in experiments/NAME/experiment.json changes; the agent's own schedules do not).\n"
+        "too (-t sets the budget of any start: it is written to experiments/NAME/experiment.json when the run\n"
+        "takes its slot; the agent's own schedules keep theirs). -e may name a group: each of its runs.\n"
         "--fresh discards earlier results and starts over. --max-restarts N resumes from the last checkpoint\n"
         "by itself after a crash or a killed worker process, up to N times.\n"
         "On this machine, a start beyond the runs it takes at once ('tfcli project config') is queued: it starts\n"
@@ -189,11 +191,9 @@ def _add_running(experiments: argparse._SubParsersAction) -> None:
         "--total-timesteps",
         type=int,
         metavar="N",
-        help="with --resume: the run's new budget in timesteps, all told (train longer, a finished run too)",
+        help="the run's budget in timesteps, all told: with --resume, train longer (a finished run too)",
     )
-    start.add_argument(
-        "--episodes", type=int, metavar="N", help="with --resume: the run's new budget in episodes, all told"
-    )
+    start.add_argument("--episodes", type=int, metavar="N", help="the run's budget in episodes, all told")
     start.add_argument("-F", "--follow", action="store_true", help="show progress until the experiment ends")
     pause = add_command(
         experiments,
@@ -417,7 +417,7 @@ def _created_group(group: Group, *, start: bool) -> None:
         f"{views.environment_name(spec)}, {spec['run_mode']} run mode"
     )
     if not start:
-        print(f"Start each with 'tfcli experiment start -e {names[0]}' (and so on), or create them with --start.")
+        print(f"Start them with 'tfcli experiment start -e {group.name}' (or one with -e {names[0]}).")
         return
     for run, handle in zip(group.runs, group.start(), strict=True):
         print(started_line(run, handle))
@@ -502,9 +502,17 @@ def _start_group(name: str, runs: list[Experiment], options: dict) -> None:
 
 def group_runs(project: Project, name: str) -> list[Experiment] | None:
     """The runs of the group ``name`` when ``-e`` names a group (and no experiment of that name); else None."""
-    if project.store.experiment(name) is not None or not memberships(project).get(name):
+    names = memberships(project).get(name) if project.store.experiment(name) is None else None
+    if not names:
         return None
-    return Group.load(project, name).runs
+    runs = [Experiment.load(project, run, damaged=True) for run in names]  # a damaged one fails on its own
+    return sorted(runs, key=_seed)
+
+
+def _seed(run: Experiment) -> int:
+    """A run's seed, for the order of a group's runs (-1: a run whose spec is damaged, or has none)."""
+    seed = (run.spec or {}).get("seed")
+    return seed if isinstance(seed, int) else -1
 
 
 def on_group(
@@ -516,16 +524,18 @@ def on_group(
     doing: str,
     hint: str,
 ) -> None:
-    """``act`` on each run of the group ``name`` whose status is one of ``statuses``, in order, printing the line
-    it returns; the others are named as left alone. A run that fails does not stop the rest: the failures are
-    one error at the end (exit 2), as is a group none of whose runs was in one of ``statuses``."""
+    """``act`` on each run of the group ``name`` whose status is one of ``statuses``, printing the line it
+    returns; the others are named as left alone. Queued runs come first (a run paused or stopped before them
+    would free its slot to one of them), then the rest in the order of their seeds. A run that fails does not
+    stop the rest: the failures are one error at the end (exit 2), as is a group none of whose runs was in one
+    of ``statuses``."""
     now = {run.name: run.record().status for run in runs}
     if not any(status in statuses for status in now.values()):
         raise ClientError(
             f"group '{name}': no run to {doing} (its runs are {', '.join(sorted(set(now.values())))})", hint=hint
         )
     failed = []
-    for run in runs:
+    for run in sorted(runs, key=lambda run: now[run.name] != "queued"):  # queued ones first: before a slot frees
         if now[run.name] not in statuses:
             print(f"'{run.name}' is {now[run.name]}: left alone")
             continue
@@ -575,24 +585,41 @@ def experiment_watch(args: argparse.Namespace) -> int:
 def experiment_pause(args: argparse.Namespace) -> None:
     _on_one_or_each(
         args.experiment,
-        ("running",),
+        ("queued", "running"),
         _paused,
         doing="pause",
         hint=f"Continue the paused ones with 'tfcli experiment start -e {args.experiment} --resume'.",
+        in_group=_paused_in_group,
     )
 
 
+def _paused_in_group(experiment: Experiment) -> str:
+    """A run of a group being paused: a queued one leaves the queue (nothing of the group may start), a running
+    one pauses."""
+    if experiment.project.store.experiment(experiment.name).status == "queued":  # type: ignore[union-attr]
+        left = queue.leave(experiment.project, experiment.name)
+        if left is not None:
+            return f"'{experiment.name}' left the queue; it is {left.status} again"
+    return _paused(experiment)  # (it has started meanwhile)
+
+
 def _on_one_or_each(
-    name: str, statuses: tuple[str, ...], act: Callable[[Experiment], str], *, doing: str, hint: str
+    name: str,
+    statuses: tuple[str, ...],
+    act: Callable[[Experiment], str],
+    *,
+    doing: str,
+    hint: str,
+    in_group: Callable[[Experiment], str] | None = None,
 ) -> None:
-    """``act`` on the experiment ``name`` and print its line, or where ``name`` is a group, on each of its runs
-    whose status is one of ``statuses`` (``on_group``)."""
+    """``act`` on the experiment ``name`` and print its line, or where ``name`` is a group, ``in_group`` (default:
+    ``act``) on each of its runs whose status is one of ``statuses`` (``on_group``)."""
     project = Project.find()
     runs = group_runs(project, name)
     if runs is None:
         print(act(Experiment.load(project, name)))
     else:
-        on_group(name, runs, statuses, act, doing=doing, hint=hint)
+        on_group(name, runs, statuses, in_group or act, doing=doing, hint=hint)
 
 
 def _paused(experiment: Experiment) -> str:
@@ -607,10 +634,11 @@ def _paused(experiment: Experiment) -> str:
 def experiment_stop(args: argparse.Namespace) -> None:
     _on_one_or_each(
         args.experiment,
-        ("running", "queued", "paused", "failed"),
+        ("queued", "running", "paused"),
         lambda run: _stopped(run, args.no_download),
         doing="stop",
-        hint="Runs that are new, finished or stopped already have nothing to stop.",
+        hint="Runs that are new, finished, failed or stopped already have nothing to stop (a failed run stays "
+        "failed in a group's stop; 'tfcli experiment stop -e RUN' ends one for good).",
     )
 
 
@@ -625,31 +653,54 @@ def _stopped(experiment: Experiment, no_download: bool) -> str:
 
 @command("experiment", "download")
 def experiment_download(args: argparse.Namespace) -> None:
-    project = Project.find()
-    runs = group_runs(project, args.experiment)
-    for experiment in runs if runs is not None else [Experiment.load(project, args.experiment)]:
-        folder = experiment.download()
-        files = sorted(p for p in folder.rglob("*") if p.is_file())
-        size = sum(p.stat().st_size for p in files)
-        print(f"Results of '{experiment.name}' are in {relative(folder)} ({len(files)} files, {size / 1e6:.1f} MB)")
+    _on_one_or_each(
+        args.experiment,
+        ("running", "paused", "stopped", "failed", "finished"),
+        _downloaded,
+        doing="download",
+        hint="Runs that have not started have no results yet.",
+    )
+
+
+def _downloaded(experiment: Experiment) -> str:
+    folder = experiment.download()
+    files = sorted(p for p in folder.rglob("*") if p.is_file())
+    size = sum(p.stat().st_size for p in files)
+    return f"Results of '{experiment.name}' are in {relative(folder)} ({len(files)} files, {size / 1e6:.1f} MB)"
 
 
 @command("experiment", "delete")
 def experiment_delete(args: argparse.Namespace) -> None:
     project = Project.find()
     runs = group_runs(project, args.experiment)
-    if runs is not None:  # all or nothing: a run that may not go keeps the whole group
+    if runs is not None:  # a run that may not go keeps the whole group
         busy = [f"{run.name} ({status})" for run in runs if (status := run.record().status) in ("running", "queued")]
         if busy:
             raise ClientError(
                 f"group '{args.experiment}' has runs that are not over: {', '.join(busy)}; nothing was deleted",
                 hint=f"Stop them first with 'tfcli experiment stop -e {args.experiment}'.",
             )
-    for experiment in runs if runs is not None else [Experiment.load(project, args.experiment, damaged=True)]:
-        before = experiment.project.store.experiment(experiment.name)
-        experiment.delete()
-        queued = before is not None and before.status == "queued"
-        print(f"Deleted experiment '{experiment.name}'" + (" (it left the queue)" if queued else ""))
+    if runs is None:
+        print(_deleted(Experiment.load(project, args.experiment, damaged=True)))
+        return
+    deleted: list[str] = []
+    for run in runs:
+        try:
+            print(_deleted(run))
+        except ClientError as error:  # (it changed state since the check above): say what went and what stays
+            raise ClientError(
+                f"group '{args.experiment}': run '{run.name}' was not deleted: {error.message}",
+                hint=("Deleted before it: " + ", ".join(deleted) + ". " if deleted else "")
+                + f"Delete the rest again with 'tfcli experiment delete -e {args.experiment}'.",
+            ) from None
+        deleted.append(run.name)
+
+
+def _deleted(experiment: Experiment) -> str:
+    before = experiment.project.store.experiment(experiment.name)
+    experiment.delete()
+    queued = before is not None and before.status == "queued"
+    return f"Deleted experiment '{experiment.name}'" + (" (it left the queue)" if queued else "")
 
 
 # ---------------------------------------------------------------------------------------------- inspecting
