@@ -50,6 +50,27 @@ def test_a_v1_checkpoint_saves_again_as_it_was(name: str, tmp_path: Path) -> Non
     assert_trees_equal(rows_in_use(before), without_fallbacks(in_full(after), before))
 
 
+@pytest.mark.parametrize("name", sorted(generator.CASES))
+def test_a_v1_checkpoint_restores_for_acting_as_in_full(name: str) -> None:
+    """Checkpoints of older code restore only to act too (their memory is left unread): the same parameters, and
+    the same actions, deterministic and explored or sampled, for acts that record nothing."""
+    rows = generator.CASES[name][1]
+
+    def acting(for_acting: bool) -> tuple[dict, list]:
+        agent = generator.build(name)
+        agent.restore_model(generator.FOLDER / name, for_acting=for_acting)
+        parameters = agent.get_parameters()
+        states = generator.STREAM[40:46, :rows]
+        done = [np.asarray(agent.act(s, deterministic=True, independent=True)) for s in states]
+        return parameters, done + [np.asarray(agent.act(s, independent=True)) for s in states]
+
+    whole, light = acting(False), acting(True)  # one after the other: torch's global generator is part of both
+    assert whole[0].keys() == light[0].keys()
+    assert all(np.array_equal(whole[0][key], light[0][key]) for key in whole[0])
+    for got, wanted in zip(light[1], whole[1], strict=True):
+        np.testing.assert_array_equal(got, wanted)
+
+
 def without_fallbacks(tree, saved):
     """``tree`` without the fields format 1 did not have and their fallbacks filled in (``next_internals/x``, each a
     copy of ``internals/x`` where the checkpoint had none), checked to be those copies."""

@@ -14,7 +14,7 @@ import time
 import warnings
 from collections.abc import Collection, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, NoReturn
 
 import numpy as np
 import torch
@@ -111,6 +111,8 @@ class Agent:
         self.episode = 0
         self.updates = 0
         self._stop = False
+        # restored only to act (restore_model(for_acting=True)): its memory and optimizers' state were not loaded
+        self.acting_only = False
         self.episodes = Episodes()  # the episode in progress in each row (learning agents: see _setup_learning)
         self._independent: tuple[int, dict[str, torch.Tensor]] | None = None  # (rows, recurrent state)
         self._independent_noise: dict[str, Exploration] | None = None  # see _independent_explorations
@@ -354,6 +356,8 @@ class Agent:
         came from.
         ``buffered`` is 2018's and changes nothing: observe is always cheap.
         """
+        if self.acting_only and not independent:
+            self._refuse_learning("act() without independent=True")
         batch, batched = self._as_batch(states)
         rows = next(iter(batch.values())).shape[0]
         wanted = None if fetch_tensors is None else check_fetch(self, fetch_tensors)
@@ -402,6 +406,8 @@ class Agent:
         """What followed the last ``act``: ``terminal`` (0/False, 1/True, or 2 for a time-limit truncation) and
         ``reward``, scalars or one per row. ``next_states`` are the final states of rows that ended with 2, so
         learning targets bootstrap through the truncation."""
+        if self.acting_only:
+            self._refuse_learning("observe()")
         episodes = self.episodes
         if not episodes.acted:
             raise RuntimeError("observe() was called without a preceding act().")
@@ -477,8 +483,9 @@ class Agent:
         self._stop = bool(requested)
 
     def close(self) -> None:
-        """Save a final checkpoint if a saver directory is set, and close the summary writer."""
-        if self.saver is not None and not self.episodes.acted:
+        """Save a final checkpoint if a saver directory is set (not for an agent restored only to act, which has
+        nothing to save), and close the summary writer."""
+        if self.saver is not None and not self.episodes.acted and not self.acting_only:
             self.save_model()
         self.summarizer.close()
 
@@ -920,6 +927,8 @@ class Agent:
         step, episode by episode through a copy of the agent's preprocessors (see ``experience.experience_states``)."""
         if not self.learning:
             raise RuntimeError(f"{self.name} agents have no memory to import experience into")
+        if self.acting_only:
+            self._refuse_learning("import_experience()")
         self._import_into(self.memory, experiences, what="memory", capacity="memory.capacity")
 
     def _import_into(self, memory: Any, experiences: Any, *, what: str, capacity: str) -> None:
@@ -983,6 +992,8 @@ class Agent:
 
         The optimizers' own state (e.g. Adam moments) does advance, as each worker keeps its own.
         """
+        if self.acting_only:
+            self._refuse_learning("compute_update()")
         before = self.get_parameters()
         self._set_training(True)
         self._learn(self._next_batch(), report=False)
@@ -1037,16 +1048,19 @@ class Agent:
             )
         return state
 
-    def load_state_dict(self, state: dict[str, Any]) -> None:
+    def load_state_dict(self, state: dict[str, Any], *, for_acting: bool = False) -> None:
         """Continue from ``state`` (of ``state_dict``). What fails on a checkpoint of another spec (module shapes,
-        memory capacity) fails first, before anything has changed."""
+        memory capacity) fails first, before anything has changed. ``for_acting``: leave out what only learning
+        reads (the memory, the optimizers' state), which ``state`` then need not hold."""
         check_kind(state, self.name)
         if self.learning:
             self._check_parts(state)
             check_module_states(self.trainable_modules(), state["modules"])
-            self.memory.load_state_dict(state["memory"])  # checked before it changes anything, and first to change
+            if not for_acting:  # checked before it changes anything, and first to change
+                self.memory.load_state_dict(state["memory"])
             load_torch_state_dicts(self.trainable_modules(), state["modules"])
-            load_torch_state_dicts(self.optimizers(), state["optimizers"])
+            if not for_acting:
+                load_torch_state_dicts(self.optimizers(), state["optimizers"])
         counters = state["counters"]
         self.timestep, self.episode, self.updates = counters["timestep"], counters["episode"], counters["updates"]
         model_timestep = counters.get("model_timestep", self.timestep)
@@ -1104,6 +1118,8 @@ class Agent:
 
     def save_model(self, directory: str | Path | None = None, append_timestep: bool = True) -> str:
         """Save the whole agent state; returns the checkpoint path. ``directory`` defaults to the saver's."""
+        if self.acting_only:  # its memory and optimizers, never loaded, would be saved empty
+            self._refuse_learning("save_model()")
         directory = directory if directory is not None else (self.saver or {}).get("directory")
         if directory is None:
             raise ValueError("save_model() needs a directory (none given and no saver directory configured)")
@@ -1122,21 +1138,44 @@ class Agent:
             self.save_timer.mark(self.timestep)
         return str(path)
 
-    def restore_model(self, directory: str | Path | None = None, file: str | None = None) -> None:
+    def restore_model(
+        self, directory: str | Path | None = None, file: str | None = None, *, for_acting: bool = False
+    ) -> None:
         """Restore a checkpoint: ``file`` in ``directory``, or the latest one there. Without a directory, ``file``
-        is relative to the saver's directory, or else a path of its own."""
+        is relative to the saver's directory, or else a path of its own.
+
+        ``for_acting``: restore only what acting reads (the networks, the preprocessing statistics, the
+        explorations' state, the counters and random generators) and leave the memory and the optimizers' state on
+        the disk, unread (the file is mapped, ``load_checkpoint(mapped=True)``): a DQN's replay memory of gigabytes
+        costs neither the time to read it nor the memory to hold it. The agent acts exactly as after a full restore
+        with ``act(..., independent=True)`` (evaluation, export), and refuses to learn (``observe``, an ``act`` that
+        expects one, ``import_experience``, saving) until a full restore. An agent that does not learn
+        (``random``, ``constant``) is restored in full either way."""
         directory = directory if directory is not None else (self.saver or {}).get("directory")
         if directory is None and file is None:
             raise ValueError("restore_model() needs a directory or a file")
         path = find_checkpoint(directory if directory is not None else ".", file)
-        payload = load_checkpoint(path)
+        payload = load_checkpoint(path, mapped=for_acting)
+        if for_acting and self.learning:  # before anything changes: an agent restored in part never learns
+            self.acting_only = True
         try:
-            self.load_state_dict(payload)
+            self.load_state_dict(payload, for_acting=for_acting)
         except (KeyError, AttributeError, TypeError, IndexError) as error:  # a part missing, or of another form
             raise CheckpointError(path, f"{type(error).__name__}: {error}") from None
+        if not for_acting:
+            self.acting_only = False
         if self.save_timer is not None:
             self.save_timer.mark(self.timestep)  # the saver's steps/seconds count from here
         self.summarizer.resume_at(self.timestep)
+
+    def _refuse_learning(self, what: str) -> NoReturn:
+        """``what`` refused, with a RuntimeError that says why: the agent was restored only to act."""
+        raise RuntimeError(
+            f"{what}: this {self.name} agent was restored only to act (restore_model(..., for_acting=True)), "
+            "without its memory and its optimizers' state, so it cannot learn or be saved. Act with "
+            "act(states, independent=True); to train on, restore the checkpoint in full (restore_model without "
+            "for_acting)."
+        )
 
     def _maybe_save(self) -> None:
         if self.save_timer is not None and not self.episodes.acted and self.save_timer.due(self.timestep):

@@ -107,11 +107,14 @@ def find_checkpoint(directory: str | Path, file: str | None = None) -> Path:
     return latest
 
 
-def load_checkpoint(path: str | Path) -> dict[str, Any]:
+def load_checkpoint(path: str | Path, *, mapped: bool = False) -> dict[str, Any]:
     """The payload of the checkpoint file ``path``; a CheckpointError naming it when it cannot be one. Loading runs
-    no code from the file (``weights_only``)."""
+    no code from the file (``weights_only``). ``mapped``: the file is mapped into memory (``torch.load``'s ``mmap``)
+    instead of read, so that its arrays' bytes come from the disk only when something reads them: the parts a caller
+    leaves unread (a replay memory of gigabytes, for an agent restored only to act) cost no time and no memory. Its
+    arrays are then copy-on-write views of the file: changing them never changes the file."""
     try:
-        payload = unpack(torch.load(path, map_location="cpu", weights_only=True))
+        payload = unpack(torch.load(path, map_location="cpu", weights_only=True, mmap=mapped))
     except FileNotFoundError:
         raise
     except Exception as error:  # noqa: BLE001 - whatever torch's unpickler makes of a damaged or foreign file

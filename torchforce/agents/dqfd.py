@@ -84,6 +84,8 @@ class DQFDAgent(QLearningAgent):
     def import_demonstrations(self, demonstrations: Any) -> None:
         """Put expert demonstrations into the demonstration memory: a list of dicts, or a dict of lists, with
         ``states``, ``actions``, ``terminal`` and ``reward``, as ``import_experience`` takes them."""
+        if self.acting_only:
+            self._refuse_learning("import_demonstrations()")
         self._import_into(
             self.demo_memory, demonstrations, what="demonstration memory", capacity="demo_memory_capacity"
         )
@@ -92,6 +94,8 @@ class DQFDAgent(QLearningAgent):
         """``steps`` updates on demonstrations alone (TD loss plus the large-margin loss), before interacting;
         the target network follows every ``target_sync_frequency / update_mode.frequency`` of them."""
         steps = expect_int(steps, "steps", minimum=0)
+        if self.acting_only:
+            self._refuse_learning("pretrain()")
         if steps and len(self.demo_memory) == 0:
             raise RuntimeError("pretrain() needs demonstrations: call import_demonstrations() first")
         self._set_training(True)
@@ -172,8 +176,9 @@ class DQFDAgent(QLearningAgent):
     def state_dict(self) -> dict[str, Any]:
         return {**super().state_dict(), "demo_memory": self.demo_memory.state_dict(), "pretrained": self.pretrained}
 
-    def load_state_dict(self, state: dict[str, Any]) -> None:
+    def load_state_dict(self, state: dict[str, Any], *, for_acting: bool = False) -> None:
         check_module_states(self.trainable_modules(), state["modules"])  # another network fails before any change
-        self.demo_memory.load_state_dict(state["demo_memory"])  # so does a capacity mismatch
-        super().load_state_dict(state)
+        if not for_acting:  # the demonstrations, as the memory, only learning reads
+            self.demo_memory.load_state_dict(state["demo_memory"])  # so does a capacity mismatch
+        super().load_state_dict(state, for_acting=for_acting)
         self.pretrained = int(state["pretrained"])
