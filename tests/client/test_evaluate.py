@@ -240,6 +240,38 @@ def test_a_model_file_linked_out_of_the_results_is_refused(trained, tmp_path, mo
         assert code == 2 and "evil.pt leads out of" in err and "Traceback" not in err, (command, err)
 
 
+def test_evaluate_and_export_read_neither_the_memory_nor_the_optimizers(trained, tmp_path, monkeypatch, capsys):
+    """They restore the agent only to act: a checkpoint whose agent file lacks the memory and the optimizers' state
+    (a DQN's replay memory is gigabytes on Atari) evaluates to the same returns and exports the same policy as the
+    whole one did, where resuming training from it is refused."""
+    from torchforce.agents.checkpoint import load_checkpoint, save_checkpoint
+    from torchforce.client.checkpoints import Checkpoints
+
+    root = copied_project(trained, tmp_path, monkeypatch)
+    evaluate_args = ("experiment", "evaluate", "-e", NAME, "--episodes", "3", "--json")
+    _, out, _ = tfcli(capsys, *evaluate_args)
+    whole = json.loads(out)["episodes"]
+    checkpoints = root / "experiments" / NAME / "results" / "checkpoints"
+    folder = checkpoints / "000000000300"
+    payload = load_checkpoint(folder / "model.pt")
+    assert payload["memory"]["size"] > 0 and payload["optimizers"]
+    manifest = json.loads((folder / "model.json").read_text())
+    acting = {key: value for key, value in payload.items() if key not in ("memory", "optimizers")}
+    save_checkpoint(folder, "model", acting, manifest)
+
+    code, out, err = tfcli(capsys, *evaluate_args)
+    assert (code, err) == (0, "")
+    assert json.loads(out)["episodes"] == whole
+    code, _, err = tfcli(capsys, "experiment", "export", "-e", NAME, "--format", "torchscript", "-o", "light.pt")
+    assert (code, err) == (0, "")
+    agent, _ = checkpoint_agent(trained, "000000000300")  # the whole checkpoint, in the fixture's project
+    states = np.random.default_rng(1).normal(size=(32, 4)).astype(np.float32)
+    expected = agent.act(states, deterministic=True, independent=True)
+    np.testing.assert_array_equal(torch.jit.load(str(root / "light.pt"))(torch.from_numpy(states)).numpy(), expected)
+    with pytest.raises(ValueError, match=r"model\.pt: damaged, or not a torchforce checkpoint \(KeyError: 'memory'\)"):
+        Checkpoints(checkpoints).load(agent)  # resuming needs them
+
+
 def test_an_experiment_without_a_checkpoint(root, capsys):
     project = Project.find()
     (root / "configs" / "agents" / "random_agent.json").write_text('{"type": "random"}')

@@ -8,8 +8,10 @@ Both restore the agent from a checkpoint of the experiment's results and change 
   evaluation during training writes: ``{"timesteps", "mean_return", "folder"}``), or a timestep whose checkpoint
   folder is still kept (``checkpoints/<timestep:012d>/``).
 - The agent is built as the worker builds it (``worker_agent_spec``: no saver, no summaries) for the experiment's
-  environment and network, then the checkpoint's agent files are loaded into it (``torch.load`` with
-  ``weights_only=True``); the runner's and the environments' state are not read, nothing is unpickled.
+  environment and network, then restored from the checkpoint's agent file for acting only
+  (``restore_model(for_acting=True)``: ``torch.load`` with ``weights_only=True`` of the file mapped, not read, so
+  that its replay memory and optimizers' state, gigabytes for an Atari DQN, stay on the disk); the runner's and the
+  environments' state are not read, nothing is unpickled.
 - The environment is the experiment's (with its ``repeat_actions``), seeded with ``seed`` (default: the
   experiment's). A Gymnasium or Atari environment's ``monitor*`` and ``visualize`` options are dropped: a monitor would
   replace the training's episode records, a window needs a display. For a video it renders ``rgb_array_list``
@@ -235,7 +237,8 @@ def _mujoco_hint(error: BaseException) -> str | None:
 
 
 def restore_agent(experiment: Experiment, checkpoint: Checkpoint, environment: Environment) -> Agent:
-    """The experiment's agent for ``environment``, restored from ``checkpoint`` (which stays as it is)."""
+    """The experiment's agent for ``environment``, restored from ``checkpoint`` (which stays as it is) for acting
+    only: it acts as the checkpoint's agent does (``act(..., independent=True)``) and refuses to learn."""
     from torchforce.agents import create_agent
 
     spec = experiment.checked_spec
@@ -245,7 +248,7 @@ def restore_agent(experiment: Experiment, checkpoint: Checkpoint, environment: E
     model = _model_file(checkpoint.folder)
     agent = create_agent(runnable_here(worker_agent_spec(spec)), **kwargs)
     try:
-        agent.restore_model(checkpoint.folder, file=model)
+        agent.restore_model(checkpoint.folder, file=model, for_acting=True)
     except (OSError, ValueError, KeyError, RuntimeError) as error:
         agent.close()
         raise ClientError(

@@ -35,8 +35,9 @@ def add_parsers(experiments: argparse._SubParsersAction) -> None:
         "environment:\na table of each episode's return and length, their mean and standard deviation. --video "
         "records the\nepisodes as an MP4 (needs imageio and imageio-ffmpeg, and an environment that renders "
         "images;\nMuJoCo without a GPU renders about 10 frames a second). On a terminal a progress bar shows the "
-        "episodes as\nthey play. The results and checkpoints stay as they are. A run on a cluster: download its "
-        "results first.",
+        "episodes as\nthey play. The results and checkpoints stay as they are. Only what acting needs is read of "
+        "the checkpoint:\nnot its replay memory nor its optimizers' state. A run on a cluster: download its results "
+        "first.",
         examples=[
             "tfcli experiment evaluate -e cp",
             "tfcli experiment evaluate -e cp --checkpoint best --episodes 20 --json",
@@ -65,7 +66,8 @@ def add_parsers(experiments: argparse._SubParsersAction) -> None:
         "environment (Atari:\nthe wrappers' 84x84x4 uint8 frame stacks, not raw screens). One tensor per state in, "
         "one per action\nout, in name order; their names, shapes and dtypes travel in the file as JSON: TorchScript's "
         "extra file\ntorchforce.json (torch.jit.load(path, _extra_files={'torchforce.json': ''})), ONNX's metadata "
-        "property\ntorchforce.",
+        "property\ntorchforce. Only what acting needs is read of the checkpoint: not its replay memory nor its "
+        "optimizers'\nstate.",
         examples=[
             "tfcli experiment export -e cp --format onnx",
             "tfcli experiment export -e cp --format torchscript -o cp_policy.pt --checkpoint best",
