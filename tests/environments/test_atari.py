@@ -243,6 +243,30 @@ def test_a_game_cut_by_max_episode_frames_is_truncated(tmp_path):
     assert frame_number(atari_env("Pong", max_episode_frames=None)) == 0
 
 
+def test_a_continued_game_monitor_keeps_its_games_and_numbers_them_on(tmp_path):
+    """``monitor_continue`` (how tfcli's worker builds a resumed run's environments) keeps the games recorded, where
+    a monitor without it replaces them."""
+
+    def one_game(**monitor: object) -> None:
+        env = atari_env("Pong", max_episode_frames=120, noop_max=0, monitor=tmp_path, **monitor)
+        env.reset(seed=0)
+        while not env.step(NOOP)[3]:  # until the time limit cuts the game
+            pass
+        env.close()
+
+    def games() -> list[tuple[int, int]]:
+        lines = (tmp_path / "episodes.jsonl").read_text().splitlines()
+        return [(game["episode"], game["frames"]) for game in map(json.loads, lines)]
+
+    one_game()
+    one_game(monitor_continue=True)
+    assert games() == [(0, 120), (1, 120)]
+    one_game()
+    assert games() == [(0, 120)]
+    with pytest.raises(SpecError, match="environment.monitor_continue: needs monitor"):
+        make({"type": "atari", "game": "Pong", "monitor_continue": True})
+
+
 # ------------------------------------------------------------------------------------------- the environment type
 
 

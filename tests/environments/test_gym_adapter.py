@@ -9,7 +9,7 @@ import time
 import numpy as np
 import pytest
 
-from torchforce.environments import Environment, Gym, make
+from torchforce.environments import Environment, Gym, make, make_vector
 from torchforce.spec import SpecError
 
 
@@ -211,6 +211,49 @@ def test_monitor_writes_one_record_per_episode(tmp_path):
         Gym("CartPole-v1", monitor=str(tmp_path / "monitor"), monitor_safe=True)
     Gym("CartPole-v1", monitor=str(tmp_path / "monitor")).close()  # not safe: records are replaced
     assert not (tmp_path / "monitor" / "episodes.jsonl").exists()
+
+
+def test_monitor_continue_keeps_the_records_and_numbers_the_episodes_on(tmp_path):
+    """How a resumed run builds its environment: the records stay (monitor_safe has nothing to refuse then), new
+    ones are appended and numbered after the last; a last line a crash cut short goes before the next record."""
+    file = tmp_path / "monitor" / "episodes.jsonl"
+    first = Gym("CartPole-v1", max_episode_timesteps=4, monitor=str(tmp_path / "monitor"))
+    for _ in range(2):
+        run_episode(first, 0)
+    first.close()
+    kept = file.read_text()
+    with file.open("a") as stream:
+        stream.write('{"episode": 2, "rew')  # the process writing it was killed
+    resumed = Gym(
+        "CartPole-v1",
+        max_episode_timesteps=3,
+        monitor=str(tmp_path / "monitor"),
+        monitor_continue=True,
+        monitor_safe=True,
+    )
+    run_episode(resumed, 0)
+    resumed.close()
+    assert file.read_text().startswith(kept)
+    records = [json.loads(line) for line in file.read_text().splitlines()]
+    assert [(r["episode"], r["length"]) for r in records] == [(0, 4), (1, 4), (2, 3)]
+    with pytest.raises(SpecError, match="environment.monitor_continue: needs monitor"):
+        Gym("CartPole-v1", monitor_continue=True)
+    with pytest.raises(SpecError, match="environment.monitor_continue: not a boolean"):
+        Gym("CartPole-v1", monitor=str(tmp_path), monitor_continue="yes")
+
+
+@pytest.mark.parametrize("mode", ["sync", "subprocess"])
+def test_copies_sharing_a_monitor_number_their_episodes_as_one_sequence(tmp_path, mode):
+    """Copies of a vectorized environment append to one file, each record numbered after the file's last (one
+    sequence, in the order the episodes end), also when the copies live in worker processes."""
+    spec = {"type": "gym", "gym_id": "CartPole-v1", "monitor": str(tmp_path)}
+    with make_vector(spec, 3, mode=mode, seed=1) as vector:
+        vector.reset()
+        ended = 0
+        for _ in range(60):
+            ended += int(np.count_nonzero(vector.execute(np.zeros(3, dtype=np.int64)).terminal))
+    records = [json.loads(line) for line in (tmp_path / "episodes.jsonl").read_text().splitlines()]
+    assert ended >= 6 and [r["episode"] for r in records] == list(range(ended))
 
 
 def test_monitor_video_needs_moviepy(tmp_path):

@@ -36,7 +36,9 @@ Scores: with ``EpisodicLife`` an episode is one life, and with ``clip_rewards`` 
 keys (``episode``, ``reward``: the unclipped score, ``length``: steps of ``frame_skip`` frames, those that resets
 take included (the no-op after a lost life, FIRE), ``terminal``: 1 game over, 2 time limit, ``seconds``) plus
 ``frames``: the game's ALE frames, the reset's no-ops included. Records already in ``DIR`` are replaced when the
-environment is built; copies (``make_vector``) given the same ``DIR`` append to one file, each numbering its games.
+environment is built, or kept and continued with ``monitor_continue`` (the games numbered on from the last record:
+how tfcli's worker builds a run it resumes). Copies (``make_vector``) given the same ``DIR`` append to one file,
+their games numbered in the order they end (see the Gym adapter's module doc).
 
 Seeding: ``reset(seed=s)`` seeds ALE and the random numbers of the no-op resets (the game's ``np_random``), so a
 seeded run replays exactly.
@@ -53,7 +55,7 @@ from typing import Any, SupportsFloat
 import gymnasium
 import numpy as np
 
-from torchforce.environments.gym import EpisodeLog, Gym, has_display, log_episodes
+from torchforce.environments.gym import EpisodeLog, Gym, check_monitor, has_display, log_episodes, records_file
 from torchforce.environments.names import atari_id, gym_registry, register_installed
 from torchforce.spec import SpecError, did_you_mean, expect_bool, expect_float, expect_int
 from torchforce.spec.checks import expect_elements
@@ -287,6 +289,7 @@ def atari_env(
     full_action_space: bool = False,
     max_episode_frames: int | None = 108_000,
     monitor: str | os.PathLike | None = None,
+    monitor_continue: bool = False,
     render_mode: str | None = None,
 ) -> gymnasium.Env:
     """An ALE game as a Gymnasium environment with the standard Atari preprocessing (see the module doc for each
@@ -306,6 +309,7 @@ def atari_env(
         full_action_space: all 18 actions instead of the game's minimal set.
         max_episode_frames: games end by truncation after this many frames; None: no limit.
         monitor: a directory: one record per real game in ``episodes.jsonl`` (replacing earlier records).
+        monitor_continue: keep the monitor's earlier records and append to them, the games numbered on.
         render_mode: ``"rgb_array"``, ``"human"`` (a window: needs a display) or ``"rgb_array_list"`` (every
             frame), or None.
 
@@ -326,8 +330,7 @@ def atari_env(
     max_episode_frames = expect_int(
         max_episode_frames, "max_episode_frames", minimum=1, maximum=2**31 - 1, allow_none=True
     )
-    if monitor is not None and (not isinstance(monitor, (str, os.PathLike)) or not str(monitor)):
-        raise SpecError("monitor", "not a directory", got=monitor, expected="a directory path, or null")
+    monitor_continue = check_monitor(monitor, monitor_continue, "")
     if render_mode is not None and render_mode not in RENDER_MODES:
         raise SpecError("render_mode", "not a render mode of ALE", got=render_mode, expected=" or ".join(RENDER_MODES))
     if render_mode == "human" and not has_display():
@@ -352,7 +355,7 @@ def atari_env(
         env = NoopReset(env, noop_max)
     env = MaxAndSkip(env, frame_skip)
     if monitor is not None:
-        env = game_monitor(env, _records_file(Path(monitor)))
+        env = game_monitor(env, records_file(Path(monitor), keep=monitor_continue))
     if episodic_life:
         env = EpisodicLife(env)
     fire = fire_action(env)
@@ -364,20 +367,13 @@ def atari_env(
     return FrameStack(env, frame_stack)
 
 
-def _records_file(directory: Path) -> Path:
-    """``directory/episodes.jsonl``, the directory made and earlier records removed."""
-    directory.mkdir(parents=True, exist_ok=True)
-    file = directory / "episodes.jsonl"
-    file.unlink(missing_ok=True)
-    return file
-
-
 class Atari(Gym):
     """An ALE game from pixels (``atari_env`` through the Gym adapter): spec ``{"type": "atari", "game": "Pong",
     ...}`` with ``atari_env``'s options and ``seed``. Its state is ``{"type": "uint8", "shape": [84, 84, 4]}``
     (frames as bytes, channels last, oldest first), its action an int of the game's action set. Seeding, vectorized
     copies (``make_vector``, ``num_environments``, subprocess mode) and the 2018 API work as for any Gym
-    environment; ``monitor`` records real games (see the module doc), not the agent's episodes."""
+    environment; ``monitor`` records real games (see the module doc), not the agent's episodes, and
+    ``monitor_continue`` appends to the records already there."""
 
     def __init__(
         self,
@@ -394,6 +390,7 @@ class Atari(Gym):
         full_action_space: bool = False,
         max_episode_frames: int | None = 108_000,
         monitor: str | None = None,
+        monitor_continue: bool = False,
         render_mode: str | None = None,
         seed: int | None = None,
     ) -> None:
@@ -414,6 +411,7 @@ class Atari(Gym):
                 full_action_space=full_action_space,
                 max_episode_frames=max_episode_frames,
                 monitor=monitor,
+                monitor_continue=monitor_continue,
                 render_mode=render_mode,
             )
         except SpecError as error:

@@ -10,13 +10,21 @@ specs as described in ``torchforce.environments.spaces``.
 - ``visualize=True`` opens a window (``render_mode="human"``). That needs a display; without one (no ``DISPLAY``
   or ``WAYLAND_DISPLAY``) it is a SpecError rather than a crash deep inside pygame.
 - ``monitor=DIR`` appends one JSON line per finished episode to ``DIR/episodes.jsonl`` (``episode``, ``reward``,
-  ``length``, ``terminal``, ``seconds``). ``monitor_safe=True`` refuses a directory that already holds records;
-  otherwise they are replaced. ``monitor_video=N`` (> 0) also records every N-th episode as MP4 into ``DIR/videos``
-  through Gymnasium's ``RecordVideo`` (needs the ``moviepy`` package; without it, a SpecError says so).
+  ``length``, ``terminal``, ``seconds``). Records already in ``DIR`` are replaced when the environment is built;
+  ``monitor_safe=True`` refuses such a directory instead, and ``monitor_continue=True`` keeps them and appends
+  (what SB3's ``Monitor`` does with ``override_existing=False``; tfcli's worker sets it for a run it resumes): the
+  episodes go on being numbered from the last record. Episodes are numbered in the order they end, across
+  everything that writes to one directory: the copies of a vectorized environment (``make_vector``, in this process
+  or in worker processes) append to one file, each record taking the number after the file's last under a lock.
+  ``monitor_video=N`` (> 0) also records every N-th episode of each copy as MP4 into ``DIR/videos`` through
+  Gymnasium's ``RecordVideo`` (needs the ``moviepy`` package; without it, a SpecError says so); with
+  ``monitor_continue`` the videos' numbers go on from the last record too, so that earlier videos are not
+  overwritten.
 """
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import importlib.util
 import inspect
@@ -29,7 +37,7 @@ import time
 import warnings
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, SupportsFloat
+from typing import Any, BinaryIO, SupportsFloat
 
 from torchforce.environments import snapshots
 from torchforce.environments.environment import Environment
@@ -50,6 +58,9 @@ from torchforce.spec.registry import check_module
 MAKE_KWARGS = ("disable_env_checker", "render_mode")
 # Gymnasium's environments that draw their frames with pygame, which the extra classic-control installs.
 PYGAME_DRAWN = ("gymnasium.envs.classic_control", "gymnasium.envs.toy_text")
+MONITOR_OPTIONS = ("monitor", "monitor_safe", "monitor_continue", "monitor_video")
+RECORDS_FILE = "episodes.jsonl"  # a monitor's records, in its directory
+TAIL_BYTES = 4096  # how much of a records file is read back at first to find its last record (one is ~150 bytes)
 
 
 def resolve_gym_id(gym_id: Any, path: str = "gym_id") -> str:
@@ -117,7 +128,7 @@ def _check_gym_kwargs(gym_id: str, spec: Any, kwargs: dict[str, Any], path: str)
     if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values()):
         return
     accepted = [name for name in parameters if name != "self"] + list(MAKE_KWARGS)
-    ours = ["max_episode_timesteps", "visualize", "monitor", "monitor_safe", "monitor_video", "seed"]
+    ours = ["max_episode_timesteps", "visualize", *MONITOR_OPTIONS, "seed"]
     for key in kwargs:
         if key not in accepted:
             guess = did_you_mean(key, accepted + ours)
@@ -242,16 +253,32 @@ def _seed(seed: Any, path: str) -> int | None:
     return expect_int(seed, path, minimum=0, allow_none=True)
 
 
+def check_monitor(monitor: Any, monitor_continue: Any, path: str) -> bool:
+    """Check ``monitor`` (a directory, or None) and ``monitor_continue`` (which needs one) at ``path``, where they are
+    ``monitor`` and ``monitor_continue``; returns the checked ``monitor_continue``."""
+    monitor_continue = expect_bool(monitor_continue, f"{path}monitor_continue")
+    if monitor is not None and (not isinstance(monitor, (str, os.PathLike)) or not str(monitor)):
+        raise SpecError(f"{path}monitor", "not a directory", got=monitor, expected="a directory path, or null")
+    if monitor_continue and monitor is None:
+        raise SpecError(f"{path}monitor_continue", "needs monitor, the directory whose records it continues")
+    return monitor_continue
+
+
 def _check_options(
-    path: str, visualize: Any, monitor: Any, monitor_safe: Any, monitor_video: Any, gym_kwargs: dict[str, Any]
-) -> tuple[bool, int]:
+    path: str,
+    visualize: Any,
+    monitor: Any,
+    monitor_safe: Any,
+    monitor_continue: Any,
+    monitor_video: Any,
+    gym_kwargs: dict[str, Any],
+) -> tuple[bool, bool, int]:
     """Check the 2018 options and set ``render_mode`` in ``gym_kwargs`` from them; returns the checked
-    ``monitor_safe`` and ``monitor_video``."""
+    ``monitor_safe``, ``monitor_continue`` and ``monitor_video``."""
     visualize = expect_bool(visualize, f"{path}.visualize")
     monitor_safe = expect_bool(monitor_safe, f"{path}.monitor_safe")
+    monitor_continue = check_monitor(monitor, monitor_continue, f"{path}.")
     monitor_video = expect_int(monitor_video, f"{path}.monitor_video", minimum=0)
-    if monitor is not None and (not isinstance(monitor, (str, os.PathLike)) or not str(monitor)):
-        raise SpecError(f"{path}.monitor", "not a directory", got=monitor, expected="a directory path, or null")
     render_mode = gym_kwargs.get("render_mode")
     if render_mode is not None and (not isinstance(render_mode, str) or not render_mode):
         raise SpecError(
@@ -276,7 +303,7 @@ def _check_options(
         gym_kwargs["render_mode"] = "human"
     if monitor_video and gym_kwargs.get("render_mode") is None:
         gym_kwargs["render_mode"] = "rgb_array"
-    return monitor_safe, monitor_video
+    return monitor_safe, monitor_continue, monitor_video
 
 
 def _check_renderer(env: Any, gym_id: str, path: str, option: str | None) -> None:
@@ -309,7 +336,8 @@ class Gym(Environment):
         max_episode_timesteps: the time limit (Gymnasium's ``max_episode_steps``); episodes cut by it end with
             terminal 2. None keeps the id's registered limit.
         visualize: render to a window (needs a display).
-        monitor, monitor_safe, monitor_video: episode records (and videos) in a directory; see the module doc.
+        monitor, monitor_safe, monitor_continue, monitor_video: episode records (and videos) in a directory; see
+            the module doc.
         seed: the seed of the first ``reset`` (and of the action space).
         gym_kwargs: passed to ``gymnasium.make`` (environment arguments such as ``frameskip``, ``render_mode``,
             ``disable_env_checker``); unknown names are SpecErrors.
@@ -323,6 +351,7 @@ class Gym(Environment):
         visualize: bool = False,
         monitor: str | None = None,
         monitor_safe: bool = False,
+        monitor_continue: bool = False,
         monitor_video: int = 0,
         seed: int | None = None,
         **gym_kwargs: Any,
@@ -336,7 +365,9 @@ class Gym(Environment):
             max_episode_timesteps, f"{path}.max_episode_timesteps", minimum=1, allow_none=True
         )
         seed = _seed(seed, f"{path}.seed")
-        monitor_safe, monitor_video = _check_options(path, visualize, monitor, monitor_safe, monitor_video, gym_kwargs)
+        monitor_safe, monitor_continue, monitor_video = _check_options(
+            path, visualize, monitor, monitor_safe, monitor_continue, monitor_video, gym_kwargs
+        )
         if isinstance(gym_id, gymnasium.Env):
             if gym_kwargs:
                 raise SpecError(path, "a ready Gymnasium environment takes no constructor arguments", got=gym_kwargs)
@@ -354,7 +385,7 @@ class Gym(Environment):
         frames_for = "visualize" if visualize else "monitor_video" if monitor_video else None
         _check_renderer(env, self.gym_id, path, frames_for)
         if monitor is not None:
-            env = _monitored(env, monitor, monitor_safe, monitor_video, path)
+            env = _monitored(env, Path(monitor), monitor_safe, monitor_continue, monitor_video, path)
         self.gym = env
         self._lives = _life_wrapper(env)
         try:
@@ -434,13 +465,13 @@ class Gym(Environment):
 
 
 class EpisodeLog:
-    """Appends one JSON line per finished episode to ``episodes.jsonl`` (the 2018 monitor's statistics), with the
-    keys ``extra()`` returns at the episode's end added (the Atari game monitor adds ``frames``)."""
+    """Appends one JSON line per finished episode to ``file`` (the 2018 monitor's statistics), with the keys
+    ``extra()`` returns at the episode's end added (the Atari game monitor adds ``frames``); each record is numbered
+    after the file's last (``append_record``)."""
 
     def __init__(self, file: Path, extra: Callable[[], dict[str, Any]] | None = None) -> None:
         self.file = file
         self.extra = extra
-        self.episode = 0
         self.reward = 0.0
         self.length = 0
         self.start = time.monotonic()
@@ -450,33 +481,103 @@ class EpisodeLog:
         self.length += 1
         if terminated or truncated:
             record = {
-                "episode": self.episode,
                 "reward": self.reward,
                 "length": self.length,
                 "terminal": 1 if terminated else 2,
                 "seconds": round(time.monotonic() - self.start, 6),
                 **(self.extra() if self.extra is not None else {}),
             }
-            with self.file.open("a", encoding="utf-8") as stream:
-                stream.write(json.dumps(record) + "\n")
-            self.episode += 1
+            append_record(self.file, record)
             self.reset()
 
     def reset(self) -> None:
         self.reward, self.length, self.start = 0.0, 0, time.monotonic()
 
 
-def _monitored(env: Any, monitor: str, safe: bool, video: int, path: str) -> Any:
+def records_file(directory: Path, *, keep: bool, safe: bool = False, path: str = "monitor") -> Path:
+    """``directory/episodes.jsonl``, the directory made. The records already there are kept (``keep``: a run that
+    continues them), else removed, or with ``safe`` refused: a SpecError at ``path``, the monitor's place in the
+    spec."""
+    directory.mkdir(parents=True, exist_ok=True)
+    file = directory / RECORDS_FILE
+    if keep:
+        return file
+    if safe and file.exists() and file.stat().st_size:
+        raise SpecError(path, f"'{directory}' already holds episode records and monitor_safe is set")
+    file.unlink(missing_ok=True)
+    return file
+
+
+def append_record(file: Path, record: dict[str, Any]) -> int:
+    """Append ``record`` to the records ``file`` as the episode after the file's last (0 for the first), holding the
+    file's lock meanwhile, so that whatever appends to one file (the copies of a vectorized environment, in any
+    process) numbers one sequence; returns its number. A last line that a crash cut short (no newline) goes first."""
+    with file.open("a+b") as stream:  # closing it writes the record, then drops the lock
+        _lock(stream)
+        _cut_torn_line(stream)
+        number = last_episode(stream) + 1
+        stream.write(json.dumps({"episode": number, **record}).encode() + b"\n")
+    return number
+
+
+def _lock(stream: BinaryIO) -> None:
+    """Hold ``stream``'s file alone (``flock``) until it is closed; where there are no such locks (Windows, a file
+    system without them) records are numbered without."""
+    try:
+        import fcntl
+    except ImportError:
+        return
+    with contextlib.suppress(OSError):
+        fcntl.flock(stream, fcntl.LOCK_EX)
+
+
+def last_episode(stream: BinaryIO) -> int:
+    """The ``episode`` of the last whole record in ``stream`` (a records file open for reading), or -1 when it has
+    none. Read from the back, a growing piece at a time; lines that are not records are passed over."""
+    end = stream.seek(0, os.SEEK_END)
+    size = TAIL_BYTES
+    while True:
+        start = max(0, end - size)
+        stream.seek(start)
+        lines = stream.read(end - start).split(b"\n")[:-1]  # (after the last newline: no whole line)
+        for line in reversed(lines[1:] if start else lines):  # (the first piece may begin before ``start``)
+            try:
+                record = json.loads(line)
+            except (ValueError, RecursionError):
+                continue
+            episode = record.get("episode") if isinstance(record, dict) else None
+            if isinstance(episode, int) and not isinstance(episode, bool):
+                return episode
+        if start == 0:
+            return -1
+        size *= 4
+
+
+def _cut_torn_line(stream: BinaryIO) -> None:
+    """Truncate ``stream`` (open for reading and writing) after its last newline: what follows it is a record whose
+    write a crash cut short, to which the next record must not be joined."""
+    end = stream.seek(0, os.SEEK_END)
+    position = end
+    while position > 0:
+        start = max(0, position - TAIL_BYTES)
+        stream.seek(start)
+        newline = stream.read(position - start).rfind(b"\n")
+        if newline >= 0:
+            position = start + newline + 1
+            break
+        position = start
+    if position < end:
+        stream.truncate(position)
+
+
+def _monitored(env: Any, directory: Path, safe: bool, keep: bool, video: int, path: str) -> Any:
     import gymnasium
 
-    directory = Path(monitor)
-    directory.mkdir(parents=True, exist_ok=True)
-    file = directory / "episodes.jsonl"
-    if file.exists() and file.stat().st_size:
-        if safe:
-            env.close()
-            raise SpecError(f"{path}.monitor", f"'{directory}' already holds episode records and monitor_safe is set")
-        file.unlink()
+    try:
+        file = records_file(directory, keep=keep, safe=safe, path=f"{path}.monitor")
+    except SpecError:
+        env.close()
+        raise
     if video:
         try:
             env = gymnasium.wrappers.RecordVideo(
@@ -490,6 +591,9 @@ def _monitored(env: Any, monitor: str, safe: bool, video: int, path: str) -> Any
             raise SpecError(
                 f"{path}.monitor_video", "recording videos needs the moviepy package", hint="pip install moviepy"
             ) from None
+        if keep and file.exists():  # it counts episodes from 0: on from the records', no earlier video overwritten
+            with file.open("rb") as stream:
+                env.episode_id = last_episode(stream)
 
     return log_episodes(env, EpisodeLog(file))
 
