@@ -33,6 +33,7 @@ from torchforce.client.errors import ClientError
 from torchforce.client.experiment import Experiment
 from torchforce.client.experiment_file import acted_environment, runnable_here, worker_agent_spec
 from torchforce.client.modules import modules_folder, use_modules
+from torchforce.client.monitor import gym_specs
 from torchforce.client.project import check_output
 from torchforce.spec import SpecError
 
@@ -41,7 +42,7 @@ if TYPE_CHECKING:  # torch loads when an agent is built, not when the command li
     from torchforce.environments import Environment
 
 CHECKPOINT_KINDS = ("best", "latest")
-MONITOR_OPTIONS = ("monitor", "monitor_safe", "monitor_video", "visualize")
+MONITOR_OPTIONS = ("monitor", "monitor_safe", "monitor_continue", "monitor_video", "visualize")
 VIDEO_RENDER_MODE = "rgb_array_list"
 
 
@@ -193,18 +194,14 @@ def environment_spec(spec: dict[str, Any], *, video: bool = False) -> Any:
 def _unmonitored(environment: Any, video: bool) -> Any:
     """A Gymnasium or Atari environment spec without its monitor options (and rendering frames for a video), also
     where a wrapper's spec holds it (``repeat_actions``' ``environment``)."""
-    from torchforce.environments import ENVIRONMENTS
 
-    if not isinstance(environment, dict):
-        return environment
-    if ENVIRONMENTS.canonical(str(environment.get("type"))) in ("gym", "atari"):
-        environment = {key: value for key, value in environment.items() if key not in MONITOR_OPTIONS}
+    def unmonitored(spec: dict[str, Any], _: str) -> dict[str, Any]:
+        spec = {key: value for key, value in spec.items() if key not in MONITOR_OPTIONS}
         if video:
-            environment["render_mode"] = VIDEO_RENDER_MODE
-        return environment
-    if isinstance(environment.get("environment"), dict):
-        return {**environment, "environment": _unmonitored(environment["environment"], video)}
-    return environment
+            spec["render_mode"] = VIDEO_RENDER_MODE
+        return spec
+
+    return gym_specs(environment, unmonitored, "environment")
 
 
 def build_environment(experiment: Experiment, *, video: bool = False) -> Environment:

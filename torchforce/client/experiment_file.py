@@ -10,9 +10,11 @@ normalised, and ``sources`` saying which config file each part came from.
 from __future__ import annotations
 
 import re
+import tempfile
 from pathlib import Path
 from typing import Any
 
+from torchforce.client.monitor import in_scratch
 from torchforce.client.project import Project, current_folder
 from torchforce.spec import (
     SpecError,
@@ -426,18 +428,18 @@ def _check_evaluation_environment(spec: dict[str, Any]) -> None:
             hint=error.hint,
         ) from None
     try:
-        training = make(spec["environment"])
-        try:
-            for what in ("states", "actions"):
-                if getattr(own, what) != getattr(training, what):
-                    raise SpecError(
-                        path,
-                        f"its {what} differ from those of experiment.environment, in which the agent learns",
-                        got=getattr(own, what),
-                        expected=getattr(training, what),
-                    )
-        finally:
+        with tempfile.TemporaryDirectory(prefix="tfcli-monitor-") as scratch:  # (as check_buildable builds it)
+            training = make(in_scratch(spec["environment"], Path(scratch)))
+            expected: dict[str, Any] = {"states": training.states, "actions": training.actions}
             training.close()
+        for what in ("states", "actions"):
+            if getattr(own, what) != expected[what]:
+                raise SpecError(
+                    path,
+                    f"its {what} differ from those of experiment.environment, in which the agent learns",
+                    got=getattr(own, what),
+                    expected=expected[what],
+                )
     finally:
         own.close()
 
@@ -548,41 +550,40 @@ def check_buildable(spec: dict[str, Any]) -> None:
     from torchforce.environments import make
 
     sources = spec.get("sources") or {}
-    environment = _prefixed("environment", sources, lambda: make(spec["environment"]))
-    try:
+    with tempfile.TemporaryDirectory(prefix="tfcli-monitor-") as scratch:  # the run's monitor records untouched
+        environment = _prefixed("environment", sources, lambda: make(in_scratch(spec["environment"], Path(scratch))))
         kwargs: dict[str, Any] = {"states": environment.states, "actions": environment.actions}
-        if spec["network"] is not None:
-            if "network" in spec["agent"]:
-                raise SpecError(
-                    "experiment.network",
-                    "the agent config already has a network",
-                    hint="Give the network in one place: drop -M/network or the agent's 'network'.",
-                )
-            kwargs["network"] = spec["network"]
-        worker_spec = worker_agent_spec(spec)
-        agent_spec = runnable_here(worker_spec)
-        if agent_spec is not worker_spec:
-            warn_spec(
-                f"experiment.agent.device: {spec['agent']['device']!r}, and this machine has no CUDA: the agent was "
-                "checked on the CPU, and the run starts only where there is a GPU (a cluster with GPUs: start -c); "
-                '"auto" takes a GPU where there is one, else the CPU'
-            )
-        try:
-            with without_the_compiler():
-                agent = _prefixed("agent", sources, lambda: create_agent(agent_spec, **kwargs))
-        except SpecError as error:
-            raise _blame_the_network(error, spec, sources) from None
-        _warn_if_never_learning(spec, agent)
-        agent.close()
-        if spec["run_mode"] == "distributed" and not agent.learning:
-            raise SpecError(
-                "experiment.run_mode",
-                f"a distributed run trains one model on parameter servers, and a {agent.name} agent learns none",
-                got="distributed",
-                expected="'single' (or 'multi-threaded') for this agent",
-            )
-    finally:
         environment.close()
+    if spec["network"] is not None:
+        if "network" in spec["agent"]:
+            raise SpecError(
+                "experiment.network",
+                "the agent config already has a network",
+                hint="Give the network in one place: drop -M/network or the agent's 'network'.",
+            )
+        kwargs["network"] = spec["network"]
+    worker_spec = worker_agent_spec(spec)
+    agent_spec = runnable_here(worker_spec)
+    if agent_spec is not worker_spec:
+        warn_spec(
+            f"experiment.agent.device: {spec['agent']['device']!r}, and this machine has no CUDA: the agent was "
+            "checked on the CPU, and the run starts only where there is a GPU (a cluster with GPUs: start -c); "
+            '"auto" takes a GPU where there is one, else the CPU'
+        )
+    try:
+        with without_the_compiler():
+            agent = _prefixed("agent", sources, lambda: create_agent(agent_spec, **kwargs))
+    except SpecError as error:
+        raise _blame_the_network(error, spec, sources) from None
+    _warn_if_never_learning(spec, agent)
+    agent.close()
+    if spec["run_mode"] == "distributed" and not agent.learning:
+        raise SpecError(
+            "experiment.run_mode",
+            f"a distributed run trains one model on parameter servers, and a {agent.name} agent learns none",
+            got="distributed",
+            expected="'single' (or 'multi-threaded') for this agent",
+        )
 
 
 def _blame_the_network(error: SpecError, spec: dict[str, Any], sources: dict[str, str | None]) -> SpecError:

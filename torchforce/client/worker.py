@@ -24,6 +24,9 @@ a supervised run) the client reads it from ``progress.json``. Results:
   ``evaluation/mean_return`` and ``evaluation/std_return``, and the run's hyperparameters (the resolved spec's
   scalar fields) for the HParams dashboard, measured by ``run/mean_return_100``;
 - ``mlflow.json``: with the experiment's ``mlflow``, the MLflow run it is mirrored into (``tracking.MlflowRun``);
+- a Gymnasium or Atari monitor's records (the environment's ``monitor``), when its directory is relative: a new
+  run starts them afresh, a resumed run appends to them, numbering on, and keeps those of episodes after its
+  checkpoint, which happened (``torchforce.client.monitor``);
 - ``worker.log``: this process's log, with a progress line every few seconds (episode, timesteps, steps/s, mean
   return of the last 100 episodes), and DEBUG lines when the experiment says ``debug_logging``.
 
@@ -249,12 +252,14 @@ class ExperimentRun:
     def build(self) -> None:
         from torchforce.agents import create_agent
         from torchforce.client.experiment_file import acted_environment, torch_threads_of, worker_agent_spec
+        from torchforce.client.monitor import monitored
         from torchforce.environments import make, make_vector
         from torchforce.execution import Runner, ThreadedRunner, clone_worker_agent
 
         spec = self.spec
 
-        environment = acted_environment(spec, spec["environment"])
+        # a monitor's records in the results, continued by every environment built (a resumed run's: appended to)
+        environment = acted_environment(spec, monitored(spec["environment"], self.results, resume=self.resume))
         self.threaded = spec["run_mode"] == "multi-threaded"
         self.distributed = spec["run_mode"] == "distributed"
         # the environments this process steps: one per worker thread, a vector of them, or none (distributed)

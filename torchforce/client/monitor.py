@@ -1,0 +1,84 @@
+"""A Gymnasium or Atari monitor in an experiment (the environment's ``monitor=DIR``: one record per episode or game
+in ``DIR/episodes.jsonl``, see ``torchforce.environments.gym``): where its records go, and how a run that resumes
+keeps them.
+
+``experiment new`` builds the environment once to check it, its monitor in a scratch folder (``in_scratch``): no
+records are touched before the run. The worker builds the experiment's environments from
+``monitored(spec["environment"], results, resume=...)``:
+
+- A relative ``DIR`` lies in the run's results folder (``results/DIR``), which is downloaded with the rest and kept
+  across pauses and restarts. (The worker's current folder would not keep it: the local backend empties it at every
+  start, and a Ray job's or a pod's goes with the job.) The results folder itself is refused: its ``episodes.jsonl``
+  is the run's own episode log.
+- A new run starts the records afresh, once, as the environment would (``monitor_safe`` refuses a directory that
+  holds records); ``--fresh`` removes the results folder anyway.
+- Every environment then continues the records (``monitor_continue``): the copies of a vector, the environments of
+  a run resumed after a pause or a crash, those of a Ray worker started again in the middle of a distributed run.
+  A resumed run appends after what the run recorded before, its episodes numbered on from the last record. The
+  records of episodes played after the checkpoint it resumes from are kept: they happened (the run's own
+  ``episodes.jsonl`` drops them, as those episodes are played again, and counts the replayed ones anew), so the
+  monitor may hold more episodes than the run counts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from torchforce.spec import SpecError, expect_bool
+
+MONITORED_TYPES = ("gym", "atari")  # the environment types that take ``monitor`` (under their canonical names)
+
+
+def gym_specs(environment: Any, change: Callable[[dict[str, Any], str], dict[str, Any]], path: str) -> Any:
+    """``environment`` (a spec at ``path``) with every Gymnasium or Atari environment spec in it replaced by
+    ``change(spec, its path)``: the spec itself, or one that a wrapper's spec holds (``repeat_actions``'
+    ``environment``)."""
+    from torchforce.environments import ENVIRONMENTS
+
+    if not isinstance(environment, dict):
+        return environment
+    if ENVIRONMENTS.canonical(str(environment.get("type"))) in MONITORED_TYPES:
+        return change(environment, path)
+    if isinstance(environment.get("environment"), dict):
+        return {**environment, "environment": gym_specs(environment["environment"], change, f"{path}.environment")}
+    return environment
+
+
+def monitored(environment: Any, results: Path, *, resume: bool, path: str = "experiment.environment") -> Any:
+    """The experiment's ``environment`` spec as the worker of a run with the results folder ``results`` builds it
+    (see the module doc): each monitor's directory absolute, its records started afresh unless the run ``resume``s
+    (or the spec says ``monitor_continue``), and continued by every environment built."""
+
+    def place(spec: dict[str, Any], where: str) -> dict[str, Any]:
+        monitor = spec.get("monitor")
+        if not isinstance(monitor, str) or not monitor:
+            return spec  # none, or not a directory: the environment says so when it is built
+        directory = results.absolute() / monitor
+        if directory.resolve() == results.resolve():
+            raise SpecError(
+                f"{where}.monitor",
+                "the run's results folder itself is no monitor directory: its episodes.jsonl is the run's own log",
+                got=monitor,
+                expected="a folder of its own, like 'monitor' (results/monitor)",
+            )
+        if not resume and not expect_bool(spec.get("monitor_continue", False), f"{where}.monitor_continue"):
+            from torchforce.environments.gym import records_file
+
+            safe = expect_bool(spec.get("monitor_safe", False), f"{where}.monitor_safe")
+            records_file(directory, keep=False, safe=safe, path=f"{where}.monitor")
+        return {**spec, "monitor": str(directory), "monitor_continue": True}
+
+    return gym_specs(environment, place, path)
+
+
+def in_scratch(environment: Any, scratch: Path) -> Any:
+    """``environment`` with each monitor's directory replaced by ``scratch``: built so, it checks every monitor
+    option (``monitor_video`` needs moviepy) and leaves the records of the run's directory alone."""
+
+    def scratched(spec: dict[str, Any], _: str) -> dict[str, Any]:
+        monitor = spec.get("monitor")
+        return {**spec, "monitor": str(scratch)} if isinstance(monitor, str) and monitor else spec
+
+    return gym_specs(environment, scratched, "environment")
