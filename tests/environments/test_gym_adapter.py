@@ -242,6 +242,24 @@ def test_monitor_continue_keeps_the_records_and_numbers_the_episodes_on(tmp_path
         Gym("CartPole-v1", monitor=str(tmp_path), monitor_continue="yes")
 
 
+def test_a_pickled_monitor_leaves_the_time_it_spent_pickled_out_of_the_episodes_seconds(tmp_path):
+    """A checkpoint pickles the environments with their episodes in progress: the record of such an episode,
+    finished by the resumed run, counts the seconds it was played, not the pause."""
+    import cloudpickle
+
+    env = Gym("CartPole-v1", max_episode_timesteps=3, monitor=str(tmp_path))
+    env.reset()
+    env.execute(0)
+    blob = cloudpickle.dumps(env)
+    env.close()
+    time.sleep(0.5)
+    resumed = cloudpickle.loads(blob)
+    assert [resumed.execute(0)[1] for _ in range(2)] == [0, 2]  # the episode in progress, to its time limit
+    resumed.close()
+    (record,) = [json.loads(line) for line in (tmp_path / "episodes.jsonl").read_text().splitlines()]
+    assert record["length"] == 3 and record["seconds"] < 0.4
+
+
 @pytest.mark.parametrize("mode", ["sync", "subprocess"])
 def test_copies_sharing_a_monitor_number_their_episodes_as_one_sequence(tmp_path, mode):
     """Copies of a vectorized environment append to one file, each record numbered after the file's last (one

@@ -493,6 +493,19 @@ class EpisodeLog:
     def reset(self) -> None:
         self.reward, self.length, self.start = 0.0, 0, time.monotonic()
 
+    def __getstate__(self) -> dict[str, Any]:
+        """Pickled (a checkpoint's environments) with the seconds the episode has lasted, not the monotonic clock's
+        reading at its start, which means nothing to the process that resumes it, later or on another machine."""
+        state = dict(self.__dict__)
+        state["elapsed"] = time.monotonic() - state.pop("start")
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        state = dict(state)
+        if "elapsed" in state:  # (a log pickled before kept its start)
+            state["start"] = time.monotonic() - state.pop("elapsed")
+        self.__dict__.update(state)
+
 
 def records_file(directory: Path, *, keep: bool, safe: bool = False, path: str = "monitor") -> Path:
     """``directory/episodes.jsonl``, the directory made. The records already there are kept (``keep``: a run that
