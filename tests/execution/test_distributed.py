@@ -3,6 +3,7 @@ end): parameter servers holding sharded parameters, workers sending their update
 limits and history, and a model that learns."""
 
 import tempfile
+import threading
 import time
 
 import numpy as np
@@ -13,6 +14,7 @@ ray = pytest.importorskip("ray")
 
 from torchforce.agents import create_agent  # noqa: E402
 from torchforce.environments import make  # noqa: E402
+from torchforce.environments.minimal import Minimal  # noqa: E402
 from torchforce.execution import distributed  # noqa: E402
 from torchforce.execution.distributed import OBJECT_STORE, Absence, DistributedRunner, ParameterServer, shard  # noqa: E402
 from torchforce.execution.evaluation import evaluate  # noqa: E402
@@ -214,6 +216,9 @@ def test_the_workers_of_an_agent_on_a_gpu_share_the_clusters_gpus():
 def test_bad_arguments():
     with pytest.raises(ValueError, match="must be at least 1"):
         DistributedRunner(main_agent(), MINIMAL, num_workers=0)
+    for timeout in (0, -5.0, float("nan"), True, "60"):
+        with pytest.raises(ValueError, match=r"worker_timeout must be a number of seconds > 0, or None"):
+            DistributedRunner(main_agent(), MINIMAL, worker_timeout=timeout)
 
 
 def test_more_workers_than_the_cluster_has_cpus_are_refused():
@@ -280,6 +285,54 @@ def test_a_worker_killed_mid_run_is_restarted_and_only_its_chunk_is_lost():
         assert counts == [row["steps"] for row in status]
         seeds = ray.get([worker.__ray_call__.remote(lambda worker: worker.seed) for worker in runner.workers])
         assert seeds == [distributed.restarted_seed(5, 1), 6] and seeds[0] not in (5, 6)  # seed + 1 + i
+    finally:
+        runner.close()
+
+
+def test_a_hung_worker_is_killed_after_the_worker_timeout_and_restarted_as_a_lost_one():
+    """A worker whose environment blocks for ever in a step, its process alive, returns no chunk: the driver kills it
+    once its chunk has been under way worker_timeout seconds, and Ray restarts it as it restarts a lost worker (its
+    chunk handed out again, its new agent going on from its last chunk's record, with a seed of its own)."""
+
+    class Stalling(Minimal):  # defined here, so that Ray sends the class itself to the workers' processes
+        """Blocks for ever at its 150th step (in its worker's second chunk) where seeded 5: worker 0's copy in a run
+        of seed 4, until the restart, which seeds it anew."""
+
+        stalls, steps = False, 0
+
+        def seed(self, seed):
+            self.stalls = seed == 5
+            return super().seed(seed)
+
+        def execute(self, actions):
+            self.steps += 1
+            if self.stalls and self.steps == 150:
+                threading.Event().wait()  # for ever: only the driver's kill ends it
+            return super().execute(actions)
+
+    hung, lost = [], []
+    runner = DistributedRunner(
+        main_agent(),
+        Stalling,
+        num_workers=2,
+        seed=4,
+        worker_timeout=20,  # a chunk of 100 steps takes a second or less
+        on_hung_worker=lambda index, seconds: hung.append((index, seconds)),
+        on_lost_worker=lambda index, steps: lost.append((index, steps)),
+    )
+    try:
+        started = time.monotonic()
+        runner.run(num_timesteps=1000, chunk=100)
+        assert time.monotonic() - started < 20 + 120  # the timeout, the restart and a few chunks: not for ever
+        assert hung == [(0, 20)] and lost == [(0, 100)]
+        status = runner.worker_status()
+        assert [row["hangs"] for row in status] == [1, 0]
+        assert [row["restarts"] for row in status] == [1, 0] and status[0]["lost_steps"] == 100
+        assert runner.global_timestep == 1000 == sum(row["steps"] for row in status)
+        states = runner.worker_states()  # the restarted agent went on from its predecessor's counters (100 steps)
+        assert [state["counters"]["timestep"] for state in states] == [row["steps"] for row in status]
+        seeds = ray.get([worker.__ray_call__.remote(lambda worker: worker.seed) for worker in runner.workers])
+        assert seeds == [distributed.restarted_seed(5, 1), 6]
     finally:
         runner.close()
 

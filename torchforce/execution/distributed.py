@@ -24,9 +24,12 @@ the run goes on. Only the chunk it had under way is lost: its steps are not coun
 (``on_lost_worker`` is told). The new agent takes over what the worker's record on the first server holds as of
 its last chunk (its counters, so that exploration and the other schedules of the timestep go on where they were,
 and its run-wide state statistics), and seeds itself and its copies anew (``restarted_seed``), so that it does not
-replay its predecessor's episodes; its memory and optimizer state start empty. An error raised inside a worker
-(its environment failing, a parameter server that died) ends the run with a RuntimeError that names the worker and
-says what failed.
+replay its predecessor's episodes; its memory and optimizer state start empty. A worker whose process lives on but
+hangs (its environment blocked in ``step``, a deadlock, a stuck GPU call) is taken for lost too: once a chunk of it
+has been under way ``worker_timeout`` seconds (``WORKER_TIMEOUT`` by default; None waits for ever), the driver kills
+its actor (``on_hung_worker`` is told) and Ray restarts it as above, within the same ``MAX_WORKER_RESTARTS``. An
+error raised inside a worker (its environment failing, a parameter server that died) ends the run with a
+RuntimeError that names the worker and says what failed.
 
 Install Ray with ``pip install torchforce[ray]``.
 """
@@ -57,6 +60,11 @@ CHUNK = 1_000  # steps a worker runs between two reports to the driver
 OBJECT_STORE = 200 * 1024**2  # bytes: parameters and results are small; Ray's default takes a share of all memory
 MAX_WORKER_RESTARTS = 20  # a worker process that keeps dying (a crashing environment) ends the run after this many
 RESTART_TIMEOUT = 300.0  # seconds a worker that Ray is restarting may take to answer again (more on a busy machine)
+# seconds a chunk may be under way before its worker counts as hung, killed and restarted: a CPU worker's chunk of
+# CHUNK steps, its updates and exchanges included, takes seconds to a minute; ten minutes leave room for a slow
+# environment, a big update on a busy machine and a first chunk's warm-up
+WORKER_TIMEOUT = 600.0
+LONGEST_WAIT = 3600.0  # seconds: the longest single wait for the workers (Ray's wait takes no far-off deadline)
 PLACEMENT_TIMEOUT = 120.0  # seconds to wait for the cluster to place the workers
 
 
@@ -366,8 +374,9 @@ def described_failure(error: Exception) -> str:
 
 class _Chunks:
     """The chunks of steps a ``DistributedRunner.run`` hands its workers: those under way (``running``: the call, or
-    a readiness probe of 0 steps, to its worker and steps), the steps handed out so far, and how each chunk that
-    ends is taken in (counted, its episodes recorded, a lost one handed out again)."""
+    a readiness probe of 0 steps, to its worker and steps; ``deadlines``: when each counts as hung), the steps
+    handed out so far, and how each chunk that ends is taken in (counted, its episodes recorded, a lost one handed
+    out again)."""
 
     def __init__(
         self, runner: DistributedRunner, ray: Any, chunk: int, options: tuple[int | None, bool], callback: Any
@@ -377,6 +386,7 @@ class _Chunks:
         self.episode_limit: int | None = None
         self.assigned = runner.global_timestep  # steps handed out so far
         self.running: dict[Any, tuple[int, int]] = {}
+        self.deadlines: dict[Any, float] = {}  # per call under way; inf: none, or its worker killed already
         self.absences = [Absence() for _ in range(runner.num_workers)]  # failed calls since a worker last answered
         self.idle: list[int] = []  # workers whose chunk ``drain`` took in: each gets its next one after ``report``
 
@@ -385,13 +395,50 @@ class _Chunks:
         steps = self.chunk if self.step_limit is None else min(self.chunk, self.step_limit - self.assigned)
         if steps > 0 and not self.runner._stop:
             self.assigned += steps
-            self.running[self.runner.workers[index].run.remote(steps, *self.options)] = index, steps
+            self._under_way(self.runner.workers[index].run.remote(steps, *self.options), index, steps)
+
+    def _under_way(self, call: Any, index: int, steps: int) -> None:
+        """``call`` to worker ``index`` (a chunk of ``steps``, or a readiness probe: 0) under way from now."""
+        self.running[call] = index, steps
+        self.deadlines[call] = time.monotonic() + self._allowed(steps)
+
+    def _allowed(self, steps: int) -> float:
+        """The seconds a call may take: a chunk ``worker_timeout``, a readiness probe as long as a restart may take
+        if that is more (inf: for ever)."""
+        timeout = math.inf if self.runner.worker_timeout is None else float(self.runner.worker_timeout)
+        return timeout if steps else max(timeout, RESTART_TIMEOUT)
+
+    def next_done(self, calls: list[Any]) -> Any | None:
+        """The first of ``calls`` (under way) to end; None when none ended before the first deadline among them
+        (``kill_hung`` has then killed the workers whose calls are overdue) or within ``LONGEST_WAIT``."""
+        remaining = min(self.deadlines[call] for call in calls) - time.monotonic()
+        done, _ = self.ray.wait(calls, num_returns=1, timeout=min(max(remaining, 0.0), LONGEST_WAIT))
+        if done:
+            return done[0]
+        self.kill_hung(calls)
+        return None
+
+    def kill_hung(self, calls: list[Any]) -> None:
+        """Kill the actor of each worker whose call among ``calls`` is past its deadline: a worker that hangs with
+        its process alive answers no more. Ray restarts it, and its call fails as a lost worker's does (``collect``:
+        its chunk handed out again, the same restart budget, its new agent taking over its record)."""
+        now = time.monotonic()
+        for call in calls:
+            if self.deadlines[call] > now:
+                continue
+            index, steps = self.running[call]
+            self.deadlines[call] = math.inf  # its call fails next, as the actor dies
+            self.runner.status[index]["hangs"] += 1
+            if self.runner.on_hung_worker is not None:
+                self.runner.on_hung_worker(index, self._allowed(steps))
+            self.ray.kill(self.runner.workers[index], no_restart=False)
 
     def collect(self, done: Any) -> int | None:
         """The call ``done`` (ended) taken in: the worker whose chunk it was, counted and recorded; None for a lost
         chunk or a readiness probe (a probe that finds the worker back hands it its next chunk)."""
         runner, ray = self.runner, self.ray
         index, steps = self.running.pop(done)
+        del self.deadlines[done]
         try:
             result = ray.get(done)
         except ray.exceptions.RayTaskError as error:  # raised by the worker's code: it would fail again
@@ -404,7 +451,7 @@ class _Chunks:
                 if runner.on_lost_worker is not None:
                     runner.on_lost_worker(index, steps)
             time.sleep(delay)  # while Ray restarts it
-            self.running[runner.workers[index].ready.remote()] = index, 0
+            self._under_way(runner.workers[index].ready.remote(), index, 0)
             return None
         runner._note_incarnation(index, result["incarnation"] if steps else result)
         if not steps:  # a restarted worker is ready: back to work (it counts as back once a chunk succeeds)
@@ -424,7 +471,9 @@ class _Chunks:
     def drain(self) -> None:
         """Every chunk under way taken in (see ``DistributedRunner.drain``)."""
         while under_way := [call for call, (_, steps) in self.running.items() if steps]:
-            (done,), _ = self.ray.wait(under_way, num_returns=1)
+            done = self.next_done(under_way)
+            if done is None:
+                continue
             index = self.collect(done)
             if index is not None:
                 self.idle.append(index)
@@ -440,6 +489,7 @@ class WorkerStatus(TypedDict):
     steps_per_second: float | None
     restarts: int
     lost_steps: int
+    hangs: int
     sync_seconds: NotRequired[float]
     syncs: NotRequired[int]
 
@@ -522,7 +572,10 @@ class DistributedRunner(BaseRunner):
     default, after every update as 2018 did; more trades fresher parameters for less waiting), and at the end of
     each chunk it runs, when it has updates not yet sent: a chunk returns once all its changes are on the servers.
     ``torch_threads``: the intra-op torch threads of each worker, which asks the cluster for as many CPUs (1: a CPU
-    and a thread each, what small networks run fastest on)."""
+    and a thread each, what small networks run fastest on). ``worker_timeout``: the seconds a worker's chunk may be
+    under way (a restarted worker's first answer: ``RESTART_TIMEOUT`` if that is more) before the worker counts as
+    hung; its actor is then killed and restarted as a lost worker's (``on_hung_worker(worker_id, seconds)`` is told
+    first, ``on_lost_worker(worker_id, steps)`` then, as for any lost chunk). None waits for ever."""
 
     def __init__(
         self,
@@ -539,7 +592,15 @@ class DistributedRunner(BaseRunner):
         on_lost_worker: Callable[[int, int], Any] | None = None,
         sync_every: int = 1,
         torch_threads: int = 1,
+        worker_timeout: float | None = WORKER_TIMEOUT,
+        on_hung_worker: Callable[[int, float], Any] | None = None,
     ) -> None:
+        if worker_timeout is not None and not (
+            isinstance(worker_timeout, int | float) and not isinstance(worker_timeout, bool) and worker_timeout > 0
+        ):
+            raise ValueError(
+                f"worker_timeout must be a number of seconds > 0, or None to wait for ever; got {worker_timeout!r}"
+            )
         if sync_every < 1:
             raise ValueError(f"sync_every must be at least 1, got {sync_every}")
         if torch_threads < 1:
@@ -558,6 +619,7 @@ class DistributedRunner(BaseRunner):
         self.agent, self.environment = agent, environment
         self.num_workers, self.num_parameter_servers = num_workers, num_parameter_servers
         self.on_lost_worker, self.sync_every, self.torch_threads = on_lost_worker, sync_every, torch_threads
+        self.worker_timeout, self.on_hung_worker = worker_timeout, on_hung_worker
         self._temp: str | None = None
         self._connected = not ray.is_initialized()  # whether close() disconnects (and ends a private cluster)
         self._chunks: _Chunks | None = None  # the chunks of the run under way
@@ -668,6 +730,7 @@ class DistributedRunner(BaseRunner):
                 "steps_per_second": None,
                 "restarts": 0,
                 "lost_steps": 0,
+                "hangs": 0,
             }
             for i in range(self.num_workers)
         ]
@@ -701,7 +764,7 @@ class DistributedRunner(BaseRunner):
 
     def worker_status(self) -> list[dict[str, Any]]:
         """Per worker: the node it last ran on, steps and episodes it ran in this run, the steps/s of its last
-        chunk, how often Ray restarted it, and the steps lost with it."""
+        chunk, how often Ray restarted it, the steps lost with it, and how often it was killed for hanging."""
         return [dict(row) for row in self.status]
 
     def worker_states(self) -> list[dict[str, Any]]:
@@ -791,8 +854,8 @@ class DistributedRunner(BaseRunner):
             for worker in range(self.num_workers):
                 chunks.hand_out(worker)
             while chunks.running:
-                (done,), _ = ray.wait(list(chunks.running), num_returns=1)
-                returned = chunks.collect(done)
+                done = chunks.next_done(list(chunks.running))
+                returned = None if done is None else chunks.collect(done)
                 if returned is None:
                     continue
                 if not self._stop and report is not None and not report(self):
