@@ -1,12 +1,14 @@
 """How an experiment's run mode is settled: 2018's default of one parameter server, and a 2018 agent config's
-``execution`` driving the run mode (or contradicting the experiment's own, which is an error)."""
+``execution`` driving the run mode (or contradicting the experiment's own, which is an error); and the distributed
+run's ``worker_timeout``."""
 
 from __future__ import annotations
 
 import pytest
 
-from torchforce.client.experiment_file import resolve_experiment, worker_agent_spec
-from torchforce.spec import SpecError
+from torchforce.client.experiment_file import resolve_experiment, worker_agent_spec, worker_timeout_of
+from torchforce.execution.distributed import WORKER_TIMEOUT
+from torchforce.spec import SpecError, SpecWarning
 
 PPO = {"type": "ppo", "network": [{"type": "dense", "size": 8}]}
 HOSTS = {"ps": ["localhost:22222"], "worker": ["a:1", "b:2", "c:3"]}
@@ -40,3 +42,26 @@ def test_an_experiment_run_mode_that_contradicts_the_execution_is_refused(projec
 def test_an_unknown_execution_type_names_its_path(project):
     with pytest.raises(SpecError, match="experiment.agent.execution.type"):
         resolve(project, agent={**PPO, "execution": {"type": "mpi"}})
+
+
+def test_the_worker_timeout_is_seconds_or_null_and_ten_minutes_by_default(project):
+    spec = resolve(project, run_mode="distributed")
+    assert spec["worker_timeout"] == 600.0 == WORKER_TIMEOUT == worker_timeout_of(spec)
+    assert resolve(project, run_mode="distributed", worker_timeout=90)["worker_timeout"] == 90.0
+    endless = resolve(project, run_mode="distributed", worker_timeout=None)  # null: wait for ever, not the default
+    assert endless["worker_timeout"] is None and worker_timeout_of(endless) is None
+    assert resolve(project, **endless)["worker_timeout"] is None  # as the stored spec is read again
+    older = {key: value for key, value in spec.items() if key != "worker_timeout"}  # resolved before the field
+    assert worker_timeout_of(older) == WORKER_TIMEOUT
+    expected = "expected a number of seconds > 0, or null to wait for ever"
+    for value, problem in ((0, "out of range"), (-5, "out of range"), ("10m", "not a number of seconds")):
+        with pytest.raises(SpecError, match=f"^experiment.worker_timeout: {problem}; {expected}, got"):
+            resolve(project, run_mode="distributed", worker_timeout=value)
+    with pytest.raises(SpecError, match="experiment.worker_timeout: not a number of seconds"):
+        resolve(project, run_mode="distributed", worker_timeout=True)
+
+
+def test_a_short_worker_timeout_is_warned_about(project):
+    raw = {"name": "x", "environment": "cartpole", "agent": PPO, "total_timesteps": 1000, "run_mode": "distributed"}
+    with pytest.warns(SpecWarning, match="experiment.worker_timeout: 5 s is short: a Ray worker whose chunk"):
+        resolve_experiment(project, {**raw, "worker_timeout": 5})

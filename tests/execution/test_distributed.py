@@ -2,6 +2,7 @@
 end): parameter servers holding sharded parameters, workers sending their updates and pulling the result, global
 limits and history, and a model that learns."""
 
+import logging
 import tempfile
 import threading
 import time
@@ -12,7 +13,9 @@ import torch
 
 ray = pytest.importorskip("ray")
 
+from tests.client.worker_runs import new_experiment, new_project  # noqa: E402
 from torchforce.agents import create_agent  # noqa: E402
+from torchforce.client.worker import ExperimentRun  # noqa: E402
 from torchforce.environments import make  # noqa: E402
 from torchforce.environments.minimal import Minimal  # noqa: E402
 from torchforce.execution import distributed  # noqa: E402
@@ -335,6 +338,20 @@ def test_a_hung_worker_is_killed_after_the_worker_timeout_and_restarted_as_a_los
         assert seeds == [distributed.restarted_seed(5, 1), 6]
     finally:
         runner.close()
+
+
+def test_an_experiments_worker_timeout_reaches_its_runner_whose_hung_workers_are_logged(tmp_path, caplog):
+    folder = new_experiment(new_project(tmp_path), "ray", run_mode="distributed", num_workers=2, worker_timeout=90)
+    run = ExperimentRun(folder, resume=False)
+    run.build()  # the worker's runner, on the Ray this process has initialized already
+    try:
+        assert run.runner.worker_timeout == 90
+        with caplog.at_level(logging.WARNING, logger="torchforce.worker"):
+            run.runner.on_hung_worker(1, 90.0)  # what the runner tells when it kills worker 1 as hung
+        assert "Ray worker 1 hung: it returned nothing for 90 s (the experiment's worker_timeout)" in caplog.text
+    finally:
+        run.runner.close()
+        run.agent.close()
 
 
 def test_an_agent_that_learns_nothing_is_refused_with_where_to_run_it():

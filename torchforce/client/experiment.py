@@ -63,8 +63,8 @@ class Experiment:
     ``name``, ``environment``, ``agent``, ``network``, ``cluster``, ``episodes``, ``total_timesteps``,
     ``max_timesteps_per_episode``, ``deterministic``, ``repeat_actions``, ``debug_logging``, ``run_mode``,
     ``num_workers``, ``num_parameter_servers``, ``saver_frequency``, ``summary_frequency``; and ours: ``seed``,
-    ``num_environments``, ``vectorization``, ``torch_threads``, ``description``. Values given here override the
-    file's.
+    ``num_environments``, ``vectorization``, ``torch_threads``, ``worker_timeout``, ``description``. Values given
+    here override the file's.
     """
 
     _created_own_cluster: str | None = None  # the GKE cluster the current start created for it

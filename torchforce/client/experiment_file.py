@@ -2,13 +2,15 @@
 
 An experiment file is the 2018 format (docs/tensorforce-0.4.md, Experiment files; the 2018 example is
 ``configs/experiments/simple_a3c.json``) plus a few fields of ours (``seed``, ``num_environments``,
-``vectorization``, ``torch_threads``, ...). ``resolve_experiment`` turns one (from a file, flags, or both) into the
-fully resolved form stored as ``experiments/<name>/experiment.json``: configs inline, defaults filled in, frequencies
-normalised, and ``sources`` saying which config file each part came from.
+``vectorization``, ``torch_threads``, ``worker_timeout``, ...). ``resolve_experiment`` turns one (from a file, flags,
+or both) into the fully resolved form stored as ``experiments/<name>/experiment.json``: configs inline, defaults
+filled in, frequencies normalised, and ``sources`` saying which config file each part came from.
 """
 
 from __future__ import annotations
 
+import math
+import numbers
 import re
 import tempfile
 from pathlib import Path
@@ -41,6 +43,7 @@ RUN_MODES = ("single", "multi-threaded", "distributed")
 VECTORIZATION = ("sync", "subprocess")
 LEGACY_RUN_MODES = {"multi_threaded": "multi-threaded", "threaded": "multi-threaded"}
 MAX_THREADS = 256  # torch_threads at most: more than any machine a run gets has cores
+SHORT_WORKER_TIMEOUT = 60.0  # seconds: a worker_timeout below this is warned about
 
 # Field -> default. ``None`` for episodes means "no episode limit" (2018's 10000 stopped long runs early).
 DEFAULTS: dict[str, Any] = {
@@ -62,6 +65,9 @@ DEFAULTS: dict[str, Any] = {
     "vectorization": "sync",
     # intra-op torch threads of whatever runs the agent: the worker process, each worker thread, each Ray worker
     "torch_threads": 1,
+    # seconds a distributed run's Ray worker may take over a chunk of steps before it counts as hung and is killed and
+    # restarted (DistributedRunner's WORKER_TIMEOUT); null waits for ever
+    "worker_timeout": 600.0,
     "saver_frequency": None,  # "600s" distributed, "100e" otherwise (2018)
     "summary_frequency": None,  # "120s" distributed, "1000t" otherwise
     "seed": 0,
@@ -69,6 +75,7 @@ DEFAULTS: dict[str, Any] = {
     "mlflow": None,  # {"tracking_uri": "file:///.../mlruns", "experiment": NAME}: the run mirrored into MLflow
     "group": None,  # the group this run belongs to (seeds of one setup, trials of a sweep): a name as check_name says
 }
+NULL_MEANS_SOMETHING = {"worker_timeout"}  # fields whose null says something (no timeout), not "the default"
 EVALUATION_KEYS = ("frequency", "episodes", "environment")
 MLFLOW_KEYS = ("tracking_uri", "experiment")
 ACCEPTED = {"type", "name", "timesteps", "sources", "created_at", "torchforce_version", *DEFAULTS}
@@ -124,6 +131,18 @@ def _positive_or_none(value: Any, path: str) -> int | None:
     return expect_int(value, path, minimum=1)
 
 
+def _seconds_or_none(value: Any, path: str) -> float | None:
+    """A number of seconds > 0, or None for no limit."""
+    expected = "a number of seconds > 0, or null to wait for ever"
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or math.isnan(value):
+        raise SpecError(path, "not a number of seconds", got=value, expected=expected)
+    if not 0 < float(value) < math.inf:
+        raise SpecError(path, "out of range", got=value, expected=expected)
+    return float(value)
+
+
 def resolve_experiment(project: Project, raw: dict[str, Any], *, build: bool = True) -> dict[str, Any]:
     """Validate ``raw`` completely and return the resolved experiment; raises SpecError naming the field.
 
@@ -133,7 +152,8 @@ def resolve_experiment(project: Project, raw: dict[str, Any], *, build: bool = T
     raw = _renamed_timesteps(dict(expect_dict(raw, "experiment")))
     spec: dict[str, Any] = {"type": "experiment", "name": check_name(raw.get("name"))}
     for key, default in DEFAULTS.items():
-        spec[key] = raw.get(key, default) if raw.get(key) is not None else default
+        given = raw.get(key)
+        spec[key] = given if given is not None or (key in raw and key in NULL_MEANS_SOMETHING) else default
     spec["description"] = spec["description"] or ""
     sources = _load_configs(project, spec)
     _run_mode_from_execution(spec, explicit=raw.get("run_mode") is not None)
@@ -157,6 +177,7 @@ def resolve_experiment(project: Project, raw: dict[str, Any], *, build: bool = T
         _warn_if_never_evaluated(spec)
         _warn_if_raw_atari(spec)
         _warn_if_seeds_unused(spec)
+        _warn_if_short_worker_timeout(spec)
     return spec
 
 
@@ -172,6 +193,18 @@ def _warn_if_seeds_unused(spec: dict[str, Any]) -> None:
                 f"seed ({spec['seed']!r}; the agent with it, environment copy i with seed + i); set that one "
                 "instead (experiment field seed, --seed, or --seeds for several)"
             )
+
+
+def _warn_if_short_worker_timeout(spec: dict[str, Any]) -> None:
+    """A SpecWarning for a distributed run's ``worker_timeout`` of less than a minute: a chunk that takes longer on a
+    busy machine (a big update, a slow environment) gets its worker killed as hung, over and over."""
+    timeout = spec["worker_timeout"]
+    if spec["run_mode"] == "distributed" and timeout is not None and timeout < SHORT_WORKER_TIMEOUT:
+        warn_spec(
+            f"experiment.worker_timeout: {timeout:g} s is short: a Ray worker whose chunk of steps (its updates and "
+            "parameter exchanges included) takes longer is taken for hung, killed and restarted, losing that chunk, "
+            "and a worker killed again and again ends the run"
+        )
 
 
 def _warn_if_raw_atari(spec: dict[str, Any]) -> None:
@@ -341,6 +374,7 @@ def _check_run(spec: dict[str, Any]) -> None:
     spec["torch_threads"] = expect_int(
         spec["torch_threads"], "experiment.torch_threads", minimum=1, maximum=MAX_THREADS
     )
+    spec["worker_timeout"] = _seconds_or_none(spec["worker_timeout"], "experiment.worker_timeout")
     spec["seed"] = SEED(spec["seed"], "experiment.seed")  # the agent's range: its seed is this one
     spec["group"] = None if spec["group"] is None else check_name(spec["group"], "experiment.group", what="group name")
 
@@ -605,6 +639,12 @@ def _blame_the_network(error: SpecError, spec: dict[str, Any], sources: dict[str
 def torch_threads_of(spec: dict[str, Any]) -> int:
     """The ``torch_threads`` of a resolved experiment; one for a run resolved before the field (as it ran then)."""
     return max(int(spec.get("torch_threads") or 1), 1)
+
+
+def worker_timeout_of(spec: dict[str, Any]) -> float | None:
+    """The ``worker_timeout`` of a resolved experiment (None: no timeout); the default for a run resolved before
+    the field."""
+    return spec.get("worker_timeout", DEFAULTS["worker_timeout"])
 
 
 def agent_process_cpus(spec: dict[str, Any]) -> int:

@@ -251,7 +251,12 @@ class ExperimentRun:
 
     def build(self) -> None:
         from torchforce.agents import create_agent
-        from torchforce.client.experiment_file import acted_environment, torch_threads_of, worker_agent_spec
+        from torchforce.client.experiment_file import (
+            acted_environment,
+            torch_threads_of,
+            worker_agent_spec,
+            worker_timeout_of,
+        )
         from torchforce.client.monitor import monitored
         from torchforce.environments import make, make_vector
         from torchforce.execution import Runner, ThreadedRunner, clone_worker_agent
@@ -317,6 +322,13 @@ class ExperimentRun:
                     "counted, its episodes not logged); Ray restarts it with the servers' parameters",
                     index,
                     steps,
+                ),
+                worker_timeout=worker_timeout_of(spec),
+                on_hung_worker=lambda index, seconds: LOG.warning(
+                    "Ray worker %d hung: it returned nothing for %g s (the experiment's worker_timeout), its process "
+                    "alive; the worker is killed and replaced, as a lost one is",
+                    index,
+                    seconds,
                 ),
             )
             Signals.install()  # ray.init replaces the SIGTERM handler: stop must still checkpoint
