@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -174,6 +175,63 @@ def test_stopping_a_run_on_its_own_cluster_downloads_its_results_and_deletes_the
     assert (results / "episodes.jsonl").stat().st_size > 0
     again = tfcli(linked.root, "experiment", "download", "-e", "keeper")  # the bucket outlives the cluster
     assert again.returncode == 0, again.stderr
+
+
+def test_a_resume_after_its_own_cluster_was_released_creates_it_again_and_resumes_from_the_bucket(
+    linked, cloud, tmp_path
+):
+    """The stop of a run on its own cluster deletes the cluster; 'start --resume' without -c then failed with
+    "no cluster named ..." (exit 2). It creates the cluster again as the first start did (the same call, in the
+    zone it was made in though the link has moved to another since) and resumes there from the bucket."""
+    cloud.add_image(IMAGE)
+    spec = linked.root / "configs" / "clusters" / "mine.json"
+    spec.write_text(json.dumps({"name": "mine", "num_nodes": 1, "machine_type": "e2-standard-4"}))
+    experiment = new(linked, "keeper", "-t", "400000", "--cluster", "mine")
+    assert tfcli(linked.root, "experiment", "start", "-e", "keeper", "--yes").returncode == 0
+    (first,) = [call for call in cloud.calls() if call[:4] == ["gcloud", "container", "clusters", "create"]]
+    assert f"--zone={ZONE}" in first
+    wait_for(lambda: experiment.progress().get("timesteps", 0) >= 1000, 120, 0.5, "progress")
+    stopped = tfcli(linked.root, "experiment", "stop", "-e", "keeper", "--no-download", timeout=180)
+    assert stopped.returncode == 0, stopped.stderr
+    assert experiment.record().status == "stopped" and linked.store.cluster("mine") is None
+    at_stop = experiment.checkpoint_timesteps()
+    key = str(tmp_path / "tfcli-key.json")
+    relinked = tfcli(linked.root, "gcloud", "link", "-r", PROJECT, "--key-file", key, "--zone", "us-east1-b")
+    assert relinked.returncode == 0, relinked.stderr
+    cloud.add_image(IMAGE.replace("us-central1", "us-east1"))  # the link's image is in its region's registry
+
+    calls = len(cloud.calls())
+    shown = tfcli(linked.root, "experiment", "start", "-e", "keeper", "--resume", "--dry-run")
+    assert shown.returncode == 0, shown.stderr
+    assert f"would run: {shlex.join(first)}" in shown.stdout
+    assert (
+        "then the run would resume on it, as 'tfcli experiment start -e keeper -c mine --resume' does" in shown.stdout
+    )
+    assert all(call[:3] == ["gcloud", "storage", "cat"] for call in cloud.calls()[calls:])  # reads, nothing made
+    assert linked.store.cluster("mine") is None
+    calls = len(cloud.calls())
+    resumed = tfcli(linked.root, "experiment", "start", "-e", "keeper", "--resume", "--yes")
+    assert resumed.returncode == 0, resumed.stderr
+    assert (
+        "resumes on its own GKE cluster 'mine', which was deleted when its run ended: created again" in resumed.stdout
+    )
+    since = cloud.calls()[calls:]
+    assert [call for call in since if call[:4] == ["gcloud", "container", "clusters", "create"]] == [first]
+    record = linked.store.cluster("mine")
+    assert (record.runtime["owner"], record.runtime["zone"]) == ("keeper", ZONE)
+    job = experiment.record().job
+    manifest = linked.root / "experiments" / "keeper" / "gke" / f"{job}.yaml"
+    assert kubectl(CONTEXT.replace(CLUSTER, "mine"), "apply", "-f", str(manifest)) in since
+    assert "--resume-if-any" in yaml.safe_load(manifest.read_text())["spec"]["entrypoint"]
+    results = f"gs://{PROJECT}-tfcli/{linked.name}/keeper/results"
+    assert ["gcloud", "storage", "rm", "--recursive", results] not in since  # the results stay: it goes on
+
+    def resumed_log() -> str | None:
+        log = experiment.logs()
+        return log if "resuming from the checkpoint at" in log else None
+
+    assert f"resuming from the checkpoint at timestep {at_stop}\n" in wait_for(resumed_log, 120, 0.5, "the resume")
+    assert (experiment.record().status, experiment.record().cluster) == ("running", "mine")
 
 
 def test_deleting_a_paused_run_removes_its_suspended_rayjob(ready, cloud):

@@ -247,10 +247,13 @@ class Experiment:
     ) -> tuple[str, str | None]:
         """Where a start runs: ``cluster`` ("local", or a cluster of the project), else the row's cluster when
         resuming, else the spec's cluster (a Ray one must have been created; a GKE one is created now if it is not,
-        for this experiment, which deletes it when it ends), else this machine."""
+        for this experiment, which deletes it when it ends: see ``_own_cluster_to_make``), else this machine."""
         from torchforce.client import ray_cluster
 
         spec_cluster = (self.spec or {}).get("cluster") or {}
+        own = self._own_cluster_to_make(cluster, record, resume)
+        if own is not None:
+            self._create_own_cluster(own, yes=yes, again=resume)
         if cluster is None and resume:
             return record.backend, record.cluster
         if cluster is None and spec_cluster.get("type") == "ray":
@@ -262,8 +265,6 @@ class Experiment:
                 )
         if cluster is None and spec_cluster.get("type", "gke") == "gke" and spec_cluster.get("name"):
             cluster = spec_cluster["name"]
-            if self.project.store.cluster(cluster) is None:
-                self._create_own_cluster(spec_cluster, yes=yes)
         if cluster is None or cluster == "local":
             return "local", None
         found = ray_cluster.find(self.project, cluster)  # a clear error for a name that is no cluster of the project
@@ -277,10 +278,15 @@ class Experiment:
         from torchforce.client.cluster import Cluster
 
         spec = self.spec or self.validate()
-        own = (spec.get("cluster") or {}) if cluster is None and not launch.resume else {}
-        if own.get("type", "gke") == "gke" and own.get("name") and self.project.store.cluster(own["name"]) is None:
+        own = self._own_cluster_to_make(cluster, record, launch.resume)
+        if own is not None:
             gke.create(self.project, Cluster(**{k: v for k, v in own.items() if k != "type"}), dry_run=True)
-            print(f"then the run would start on it, as 'tfcli experiment start -e {self.name} -c {own['name']}' does")
+            how = "resume" if launch.resume else "start"
+            print(
+                f"then the run would {how} on it, as 'tfcli experiment start -e {self.name} -c {own['name']}"
+                + (" --resume" if launch.resume else "")
+                + "' does"
+            )
             return
         where, cluster_name = self._target(cluster, record, launch.resume)
         if where != "gke" or cluster_name is None:
@@ -298,8 +304,28 @@ class Experiment:
             backend.discard(self.folder)
         backend.start(self.folder, self.project.root, Launch(**{**launch.__dict__, "carry": carry}))
 
-    def _create_own_cluster(self, values: dict[str, Any], *, yes: bool) -> None:
-        """The experiment's own GKE cluster, as 2018's client made it: created on start, deleted when it ends."""
+    def _own_cluster_to_make(
+        self, cluster: str | None, record: ExperimentRecord, resume: bool
+    ) -> dict[str, Any] | None:
+        """The spec's GKE cluster (its values) that a start without -c creates for the experiment, where the project
+        does not have it: at a start that does not resume; and at a resume of a run that last ran there (its own
+        cluster, deleted when that run ended), made again in the zone it was in, wherever the link points now."""
+        from torchforce.client.backends.gke import recorded_zone
+
+        own = (self.spec or {}).get("cluster") or {}
+        if cluster is not None or own.get("type", "gke") != "gke" or not own.get("name"):
+            return None
+        if self.project.store.cluster(own["name"]) is not None:
+            return None
+        if not resume:
+            return own
+        if (record.backend, record.cluster) != ("gke", own["name"]):
+            return None  # it ran elsewhere since (-c): it resumes there
+        return {**own, "location": own.get("location") or recorded_zone(self.folder, own["name"])}
+
+    def _create_own_cluster(self, values: dict[str, Any], *, yes: bool, again: bool = False) -> None:
+        """The experiment's own GKE cluster, as 2018's client made it: created on start, deleted when it ends;
+        ``again``: made again for a resume, once the run it was made for has ended and it was deleted."""
         from torchforce.client import gke
         from torchforce.client.cluster import Cluster
 
@@ -314,9 +340,16 @@ class Experiment:
         from torchforce.client.backends.gke import check_fits_before_creating
 
         check_fits_before_creating(self.project, spec, self.spec or self.validate())
-        print(
-            f"Experiment '{self.name}' runs on its own GKE cluster '{spec.name}', created now and deleted when it ends."
-        )
+        if again:
+            print(
+                f"Experiment '{self.name}' resumes on its own GKE cluster '{spec.name}', which was deleted when its "
+                "run ended: created again now, as its first start made it, and deleted when it ends."
+            )
+        else:
+            print(
+                f"Experiment '{self.name}' runs on its own GKE cluster '{spec.name}', created now and deleted when it "
+                "ends."
+            )
         existed = self.project.store.cluster(spec.name) is not None
         try:
             gke.create(self.project, spec, yes=yes, owner=self.name)

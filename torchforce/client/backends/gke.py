@@ -3,9 +3,10 @@
 The RayJob's pods run the same worker as every backend, on the image of the project's link, in the experiment's
 folder of the project's bucket (``gs://BUCKET/PROJECT/EXPERIMENT/``, mounted at ``/mnt/tfcli`` in every pod by the
 Cloud Storage FUSE driver). Its manifest is written to ``experiments/NAME/gke/`` before ``kubectl apply``, so what
-runs can be read there; ``gke/rayjob.json`` names the RayJob of the current run, and ``gke/bucket.json`` the bucket
-its results are in: the link's when the run began, which a resumed run keeps (and everything that reads the run's
-results reads), even after ``tfcli gcloud link`` has moved the project to another bucket.
+runs can be read there; ``gke/rayjob.json`` names the RayJob of the current run (with its cluster and zone), and
+``gke/bucket.json`` the bucket its results are in: the link's when the run began, which a resumed run keeps (and
+everything that reads the run's results reads), even after ``tfcli gcloud link`` has moved the project to another
+bucket.
 
 The run modes map to pods: ``single`` one head pod, ``multi-threaded`` one head pod with ``num_workers`` CPUs,
 ``distributed`` a head (the driver) plus a worker group of ``num_workers`` pods and one of the parameter servers
@@ -163,7 +164,8 @@ class GkeBackend(Backend):
             file.write_text(text)
         self.kubectl("apply", "-f", str(file))
         if not self.cloud.dry_run:
-            (folder / "gke" / JOB_FILE).write_text(json.dumps({"name": name, "cluster": self.cluster}) + "\n")
+            job = {"name": name, "cluster": self.cluster, "zone": self.cluster_record.runtime.get("zone")}
+            (folder / "gke" / JOB_FILE).write_text(json.dumps(job) + "\n")
         return name
 
     def _previous_job(self, folder: Path) -> str | None:
@@ -381,6 +383,19 @@ def deployment_status(job: dict[str, Any]) -> str:
     if suspend and status in STILL_UP:
         return SUSPENDING
     return status
+
+
+def recorded_zone(folder: Path, cluster: str) -> str | None:
+    """The zone of the cluster ``cluster`` when the experiment in ``folder`` last ran a RayJob there
+    (``gke/rayjob.json``): where a resume makes the experiment's own cluster again once it was deleted. None where
+    its last RayJob ran on another cluster, or the file was written before tfcli recorded zones."""
+    try:
+        data = json.loads((folder / "gke" / JOB_FILE).read_text())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(data, dict) or data.get("cluster") != cluster or not isinstance(data.get("zone"), str):
+        return None
+    return str(data["zone"])
 
 
 def recorded_bucket(folder: Path) -> str | None:
