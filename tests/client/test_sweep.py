@@ -469,6 +469,42 @@ def test_a_tiny_sweep_runs_ranks_its_trials_and_writes_the_best_experiment_and_p
     assert err.startswith("tfcli: sweep 'tiny' has run its 3 trials")
 
 
+@pytest.mark.slow
+def test_a_sweep_goes_on_past_a_name_taken_by_hand_and_finishes_its_budget(sweeps, capsys):
+    """The review's case: 'experiment new' took the name of a later trial's run, and the driver died on reaching
+    that trial. That name is refused now; one taken all the same (a folder copied in) costs the sweep nothing: the
+    driver (run here, in this process, so that it is this checkout's code) runs real trials to the end of its
+    budget, the parameters of the trial it could not start running as the next trial."""
+    from torchforce.client.sweep import Driver
+
+    write(
+        sweeps.root, "tiny.yaml", TINY.replace("budget: {trials: 3, parallel: 3}", "budget: {trials: 2, parallel: 1}")
+    )
+    assert main(["sweep", "new", "-f", "tiny.yaml"]) == 0
+    capsys.readouterr()
+    flags = ["-A", "vpg_cartpole", "-E", "cartpole", "-t", "1500"]
+    assert "the name 'tiny-t001-s0' is kept for sweep 'tiny'" in bad(
+        sweeps.root, capsys, "experiment", "new", "-n", "tiny-t001-s0", *flags
+    )
+    copied = sweeps.root / "experiments" / "tiny-t001-s0"
+    copied.mkdir()
+    (copied / "experiment.json").write_text("{}")
+    sweep = Sweep.load(sweeps, "tiny")
+    handlers = {number: signal.getsignal(number) for number in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        assert Driver(sweep, poll=0.2).run() == 0
+    finally:  # the driver's handlers (a stop request) are not this test process's
+        for number, handler in handlers.items():
+            signal.signal(number, handler)
+    assert sweep.status()[0] == "finished", sweep.status()
+    rows = {row.number: row for row in sweep.trials()}
+    assert [rows[n].state for n in range(3)] == ["COMPLETE", "FAIL", "COMPLETE"]
+    assert rows[1].note == "interrupted (tiny-t001-s0 was taken); queued again"
+    assert rows[2].experiments == ["tiny-t002-s0"] and rows[2].params == rows[1].params
+    assert (copied / "experiment.json").read_text() == "{}"
+    assert "trial 1 not started: the name tiny-t001-s0 is taken" in capsys.readouterr().out
+
+
 LONG = TINY.replace("total_timesteps: 1500", "total_timesteps: 1000000").replace(
     "budget: {trials: 3, parallel: 3}", "budget: {trials: 2, parallel: 1}"
 )
@@ -513,12 +549,60 @@ def test_a_trial_whose_run_is_new_again_fails_instead_of_waiting_forever(sweeps,
     for index, name in enumerate(sweep.spec.run_names(trial.number)):
         raw, _ = sweep.spec.run_raw(trial.number, index, {})
         runs.append(Experiment(sweeps, **{**raw, "name": name}))
-        runs[-1].generate_locally()  # status new: as a run that left the queue is
+        runs[-1].generate_locally(sweep="lr")  # status new: as a run that left the queue is
     driver.flights[trial.number] = Flight(trial, runs)
     driver._poll(driver.flights[trial.number])
     (row,) = sweep.trials()
     assert row.state == "FAIL" and "lr-t000-s0 left the queue" in row.note
     assert [record.name for record in sweeps.store.experiments()] == []
+
+
+def test_the_names_of_a_sweep_s_trials_are_refused_to_other_experiments(sweeps, capsys):
+    """'experiment new' could take the name a trial of a sweep would take (lr-t001-s0), and the sweep's driver died
+    on reaching that trial. The names of its trials' runs and groups are the sweep's: refused to anyone else (the
+    CLI, a group, the Python API) with a message naming the sweep; names that only look alike are not."""
+    write(sweeps.root, "lr.json", json.dumps(sweep_file()))
+    assert main(["sweep", "new", "-f", "lr.json"]) == 0
+    capsys.readouterr()
+    flags = ["-A", "vpg_cartpole", "-E", "cartpole", "-t", "1500"]
+    err = bad(sweeps.root, capsys, "experiment", "new", "-n", "lr-t001-s0", *flags)
+    assert err.startswith("tfcli: the name 'lr-t001-s0' is kept for sweep 'lr': its driver names its trials' runs ")
+    assert "lr-t000-s0, lr-t001-s0, ..." in err and "Pick another name." in err
+    err = bad(sweeps.root, capsys, "experiment", "new", "-n", "lr-t012", "--seeds", "0-1", *flags)
+    assert "the name 'lr-t012-s0' is kept for sweep 'lr'" in err
+    assert "the name 'lr-t007' is kept for sweep 'lr'" in bad(
+        sweeps.root, capsys, "experiment", "new", "-n", "lr-t007", *flags
+    )
+    with pytest.raises(ClientError, match="the name 'lr-t1000-s3' is kept for sweep 'lr'"):
+        Experiment(sweeps, name="lr-t1000-s3", agent="vpg_cartpole", environment="cartpole").generate_locally()
+    assert sweeps.store.experiments() == []
+    for name in ("lr-t1-s0", "lr-t001-s0-again", "lr-tuned", "lrx-t001-s0"):  # never a trial's
+        assert main(["experiment", "new", "-n", name, *flags]) == 0, name
+    assert len(sweeps.store.experiments()) == 4
+
+
+def test_a_trial_whose_run_s_name_is_taken_runs_again_as_the_next_trial_and_the_driver_goes_on(sweeps, capsys):
+    """A name of a trial's run taken all the same (an experiment folder copied in by hand, which no check of names
+    can see coming) ended the driver with 'experiment ... already exists'. The trial fails as interrupted (not
+    counted), its parameters are queued to run as the next trial, and the folder is left as it was."""
+    from torchforce.client.sweep import Driver
+
+    write(sweeps.root, "lr.json", json.dumps(sweep_file(seeds_per_trial=2)))
+    assert main(["sweep", "new", "-f", "lr.json"]) == 0
+    copied = sweeps.root / "experiments" / "lr-t000-s1"
+    copied.mkdir(parents=True)
+    (copied / "notes.txt").write_text("mine")
+    sweep = Sweep.load(sweeps, "lr")
+    driver = Driver(sweep)
+    driver.study = sweep.study()
+    driver._launch()
+    rows = {row.number: row for row in sweep.trials()}
+    assert [rows[n].state for n in range(2)] == ["FAIL", "WAITING"] and not driver.flights
+    assert rows[0].note == "interrupted (lr-t000-s1 was taken); queued again" and not rows[0].counted
+    assert rows[0].experiments == [] and rows[1].note == "trial 0 again; queued to run next"
+    assert rows[1].params == rows[0].params and driver._counted() == 0
+    assert sweeps.store.experiments() == [] and [p.name for p in copied.iterdir()] == ["notes.txt"]
+    assert not (sweeps.root / "experiments" / "lr-t000-s0").exists()
 
 
 def trial_with_runs(sweep: Sweep, study, status: str, returns: list[float] | None = None):
@@ -533,7 +617,7 @@ def trial_with_runs(sweep: Sweep, study, status: str, returns: list[float] | Non
         raw, overrides = sweep.spec.run_raw(trial.number, index, sweep.spec.values(trial.params))
         run = Experiment(sweep.project, **raw)
         run.raw = apply_to_experiment(sweep.project, run.raw, overrides)
-        run.generate_locally()
+        run.generate_locally(sweep=sweep.name)
         assert sweep.project.store.update_experiment(name, status=status)
         if returns is not None:
             run.results.mkdir(parents=True, exist_ok=True)

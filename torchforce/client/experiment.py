@@ -154,18 +154,20 @@ class Experiment:
         self.spec = resolve_experiment(self.project, self.raw)
         return self.spec
 
-    def generate_locally(self) -> Path:
+    def generate_locally(self, *, sweep: str | None = None) -> Path:
         """Validate, then create ``experiments/<name>/experiment.json`` and the state database row atomically:
-        on any error nothing is left behind. A name that is taken is refused before the spec is built (seconds)."""
+        on any error nothing is left behind. A name that is taken is refused before the spec is built (seconds), and
+        so is one of a sweep's trials' names (``<sweep>-t003-s0``), unless ``sweep`` names that sweep (its driver
+        creates its trials' runs)."""
         if self.raw.get("name") is not None:
             check_name(self.raw["name"])
-            self._check_name_is_free()
+            self._check_name_is_free(sweep)
         spec = self.validate()
         from torchforce import __version__
 
         spec = {**spec, "created_at": time.strftime("%Y-%m-%dT%H:%M:%S"), "torchforce_version": __version__}
         folder, store = self.folder, self.project.store
-        self._check_name_is_free()
+        self._check_name_is_free(sweep)
         staging = Path(tempfile.mkdtemp(dir=self.project.experiments_folder, prefix=f".{self.name}."))
         try:
             os.chmod(staging, 0o777 & ~current_umask())  # mkdtemp makes it private; an experiment folder is not
@@ -186,7 +188,17 @@ class Experiment:
         self.spec = spec
         return folder
 
-    def _check_name_is_free(self) -> None:
+    def _check_name_is_free(self, sweep: str | None = None) -> None:
+        from torchforce.client.sweep import Sweep  # (sweep.py builds on this module)
+
+        owner = Sweep.owner_of_name(self.project, self.name)
+        if owner is not None and owner != sweep:
+            raise ClientError(
+                f"the name '{self.name}' is kept for sweep '{owner}': its driver names its trials' runs "
+                f"{owner}-t000-s0, {owner}-t001-s0, ... (and their groups {owner}-t000, ...), and would meet this "
+                "experiment there",
+                hint="Pick another name.",
+            )
         shown = self.folder.relative_to(self.project.root)
         registered = self.project.store.experiment(self.name) is not None
         if registered and not self.folder.exists():

@@ -19,14 +19,18 @@ A sweep's files are in the project's ``.tfcli/sweeps/``:
   ``list``, the checks of ``start`` and ``stop``) shares it for a moment. ``NAME/``: the plots.
 
 The driver (``python -I -m torchforce.client.sweep ROOT NAME``) asks the study for a trial, creates its runs as
-experiments ``<sweep>-t003-s0``, ``-s1``, ... (group ``<sweep>-t003``, the trial's parameters set as ``--set``
-would set them, seeds base + 0, 1, ...) and starts them with ``Experiment.start``; it keeps at most ``parallel``
-trials in flight and reads their episode logs: every 10% of the budget the trial's mean return goes to the study
-(``trial.report``), and a trial the pruner judges hopeless has its runs stopped and is marked PRUNED. A trial whose
-runs all finish gets the metric, averaged over its seeds; one whose run fails or is stopped from outside FAILs. One
-whose run is paused from outside (``tfcli experiment pause``) waits, and holds its place among the ``parallel``
-trials, until that run is resumed (``tfcli experiment start -e RUN --resume``): the sweep cannot end before. The
-budget counts trials that completed, were pruned or failed; the driver ends when it is spent.
+experiments ``<sweep>-t003-s0``, ``-s1``, ... (group ``<sweep>-t003``, the trial's parameters set as ``--set`` would
+set them, seeds base + 0, 1, ...) and starts them with ``Experiment.start``. Those names are the sweep's
+(``is_trial_name``): ``sweep new`` refuses a sweep while experiments have them, and ``Experiment.generate_locally``
+(``experiment new``, groups) refuses them to anyone but the sweep's driver. A name taken all the same (a folder
+copied into experiments/) neither ends the driver nor is touched: that trial fails as interrupted (``<name> was
+taken``) and its parameters run again as the next trial, under that trial's names. The driver keeps at most
+``parallel`` trials in flight and reads their episode logs: every 10% of the budget the trial's mean return goes to
+the study (``trial.report``), and a trial the pruner judges hopeless has its runs stopped and is marked PRUNED. A
+trial whose runs all finish gets the metric, averaged over its seeds; one whose run fails or is stopped from outside
+FAILs. One whose run is paused from outside (``tfcli experiment pause``) waits, and holds its place among the
+``parallel`` trials, until that run is resumed (``tfcli experiment start -e RUN --resume``): the sweep cannot end
+before. The budget counts trials that completed, were pruned or failed; the driver ends when it is spent.
 
 Interruptions lose no budget, but an interrupted trial starts over. ``tfcli sweep stop`` makes the driver stop the
 runs in flight, mark their trials FAIL (``interrupted: "stopped"``) and queue their parameters again; a trial whose
@@ -63,7 +67,14 @@ from torchforce.client.experiment import ENDED, Experiment
 from torchforce.client.experiment_file import NAME_PATTERN
 from torchforce.client.project import MARKER, Project, write_json_atomically
 from torchforce.client.report import read_episodes, read_evaluations
-from torchforce.client.sweep_file import REPORT_PERCENTS, SweepSpec, check_not_gke, load_sweep_file, resolve_sweep
+from torchforce.client.sweep_file import (
+    REPORT_PERCENTS,
+    SweepSpec,
+    check_not_gke,
+    is_trial_name,
+    load_sweep_file,
+    resolve_sweep,
+)
 from torchforce.spec import SpecError, did_you_mean
 
 DRIVER_MODULE = "torchforce.client.sweep"
@@ -283,14 +294,19 @@ class Sweep:
         hint = "Give another name with -n/--name."
         if self.state_file.exists() or self.database.exists():
             raise ClientError(f"sweep '{self.name}' already exists", hint=hint)
-        prefix = f"{self.name}-t"
-        taken = [r.name for r in self.project.store.experiments() if r.name.startswith(prefix)]
-        if any(name.removeprefix(prefix).split("-s")[0].isdigit() for name in taken):
+        taken = [r.name for r in self.project.store.experiments() if is_trial_name(self.name, r.name)]
+        if taken:
             raise ClientError(
                 f"the project has experiments named like the runs of a sweep '{self.name}' already "
                 f"({', '.join(taken[:3])}{', ...' if len(taken) > 3 else ''})",
                 hint=hint + " Or delete those experiments first.",
             )
+
+    @staticmethod
+    def owner_of_name(project: Project, name: str) -> str | None:
+        """The sweep of ``project`` whose driver names its trials' groups or runs like ``name`` (``is_trial_name``),
+        or None: ``Experiment.generate_locally`` keeps those names to it."""
+        return next((sweep for sweep in Sweep.names(project) if is_trial_name(sweep, name)), None)
 
     @classmethod
     def load(cls, project: Project, name: str) -> Sweep:
@@ -857,14 +873,23 @@ class Driver:
 
     def _launch(self) -> None:
         """Ask the study for a trial, create its runs and start them. A trial whose experiment the spec checks
-        refuse fails (it spends budget); one that cannot start for another reason is queued again and the error
-        ends the driver (a missing cluster would fail every trial alike)."""
+        refuse fails (it spends budget); one with a run's name taken (an experiment folder copied in by hand) is
+        queued again, to run under the next trial's names; one that cannot start for another reason is queued again
+        and the error ends the driver (a missing cluster would fail every trial alike)."""
         from torchforce.client.overrides import apply_to_experiment
 
         optuna = optuna_module()
         trial = self.study.ask({dimension.key: dimension.distribution() for dimension in self.spec.space})
         values = self.spec.values(trial.params)
         names = self.spec.run_names(trial.number)
+        taken = [name for name in names if self._taken(name)]
+        if taken:  # never the sweep's own (trial numbers are not reused): it is not to be touched
+            interrupt(self.study, trial, f"{taken[0]} was taken")
+            self.log(
+                f"trial {trial.number} not started: the name {taken[0]} is taken by an experiment this sweep did not "
+                "make; its parameters are queued to run again as the next trial"
+            )
+            return
         trial.set_user_attr("experiments", names)
         runs: list[Experiment] = []
         try:
@@ -872,7 +897,7 @@ class Driver:
                 raw, overrides = self.spec.run_raw(trial.number, index, values)
                 experiment = Experiment(self.project, **raw)
                 experiment.raw = apply_to_experiment(self.project, experiment.raw, overrides)
-                experiment.generate_locally()
+                experiment.generate_locally(sweep=self.sweep.name)
                 runs.append(experiment)
             for run in runs:
                 run.start(cluster=self.spec.cluster or "local")
@@ -889,6 +914,11 @@ class Driver:
         self.flights[trial.number] = Flight(trial, runs)
         shown = ", ".join(f"{key}={json.dumps(value)}" for key, value in values.items())
         self.log(f"trial {trial.number} started ({', '.join(names)}): {shown}")
+
+    def _taken(self, name: str) -> bool:
+        """Whether an experiment the project knows, or a folder in experiments/ (copied there by hand), has
+        ``name``."""
+        return self.project.store.experiment(name) is not None or self.project.experiment_folder(name).exists()
 
     def _poll(self, flight: Flight) -> None:
         """Read a trial's runs: report its progress to the study (pruning it if the pruner says so), and finish

@@ -26,6 +26,7 @@ from __future__ import annotations
 import datetime
 import json
 import math
+import re
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -246,6 +247,12 @@ class SweepSpec:
             "pruner": self.pruner.to_dict(),
             "cluster": self.cluster,
         }
+
+
+def is_trial_name(sweep: str, name: str) -> bool:
+    """Whether the driver of sweep ``sweep`` could give ``name`` to one of its trials' groups (``<sweep>-t003``)
+    or runs (``<sweep>-t003-s0``): names that are the sweep's for as long as it exists."""
+    return re.fullmatch(rf"{re.escape(sweep)}-t\d{{3,}}(-s\d+)?", name) is not None
 
 
 # ---------------------------------------------------------------------------------------------- finding the file

@@ -23,7 +23,8 @@ def add_parser(groups: argparse._SubParsersAction) -> None:
         description="Sweeps: search the values of an experiment's spec (learning rates, sizes, choices) with "
         "Optuna's TPE or\nrandom sampler, each trial run as experiments (one per seed) by a background driver, "
         "hopeless trials\npruned early by the median rule. The study is kept in .tfcli/sweeps/NAME.db; the best "
-        "trial's\nexperiment is written to configs/experiments/NAME-best.json.",
+        "trial's\nexperiment is written to configs/experiments/NAME-best.json. The trials' runs are named "
+        "NAME-t003-s0, ...\n(group NAME-t003): names 'experiment new' refuses to other experiments.",
         examples=[
             "tfcli sweep new -f ppo_cartpole --start",
             "tfcli sweep show --sweep ppo-cartpole-lr",
