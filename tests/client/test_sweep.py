@@ -581,6 +581,23 @@ def test_the_names_of_a_sweep_s_trials_are_refused_to_other_experiments(sweeps, 
     assert len(sweeps.store.experiments()) == 4
 
 
+def test_the_budget_of_a_sweep_s_trial_is_the_sweep_s(sweeps, capsys):
+    """'start --resume -t N' on a trial's run would have the driver judge it on its old budget, and rank a longer run
+    against its rivals: refused, naming the sweep."""
+    write(sweeps.root, "lr.json", json.dumps(sweep_file()))
+    assert main(["sweep", "new", "-f", "lr.json"]) == 0
+    capsys.readouterr()
+    run = Experiment(sweeps, name="lr-t000-s0", agent="vpg_cartpole", environment="cartpole", total_timesteps=1500)
+    run.generate_locally(sweep="lr")  # as the driver makes it
+    pointer = run.results / "checkpoints" / "latest.json"
+    pointer.parent.mkdir(parents=True)
+    pointer.write_text(json.dumps({"timesteps": 1500, "episodes": 60, "folder": "checkpoint-1500"}))
+    assert sweeps.store.update_experiment("lr-t000-s0", status="finished")
+    err = bad(sweeps.root, capsys, "experiment", "start", "-e", "lr-t000-s0", "--resume", "-t", "3000")
+    assert err.startswith("tfcli: 'lr-t000-s0' is a run of a trial of sweep 'lr', whose budget is the sweep's")
+    assert "Resume it without -t/--total-timesteps" in err
+
+
 def test_a_trial_whose_run_s_name_is_taken_runs_again_as_the_next_trial_and_the_driver_goes_on(sweeps, capsys):
     """A name of a trial's run taken all the same (an experiment folder copied in by hand, which no check of names
     can see coming) ended the driver with 'experiment ... already exists'. The trial fails as interrupted (not

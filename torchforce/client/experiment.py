@@ -581,7 +581,17 @@ class Experiment:
         spec; for a ``resume`` also against the latest checkpoint: each new limit must lie beyond the counters the
         run goes on from, and a limit left as it was must not have been reached there (a run that ended on its
         episodes needs more of them, not only more timesteps). Nothing is written here."""
+        from torchforce.client.sweep import Sweep
+
         flags = {"total_timesteps": "-t/--total-timesteps", "episodes": "--episodes"}
+        owner = Sweep.owner_of_name(self.project, self.name)
+        if owner is not None:
+            raise ClientError(
+                f"'{self.name}' is a run of a trial of sweep '{owner}', whose budget is the sweep's: its driver judges "
+                "and compares the trials on it",
+                hint=f"Resume it without {' or '.join(flags[key] for key in budget)}, or try a longer budget in a new "
+                f"sweep (the sweep file's base experiment).",
+            )
         stored = dict(expect_dict(load_file(self.folder / "experiment.json"), "experiment"))
         spec = {**stored, **budget}
         try:  # the same checks as any stored spec, the new budget's errors named as the field they set
