@@ -117,6 +117,48 @@ def test_an_agent_restored_for_acting_refuses_to_learn_until_restored_in_full(tm
     assert_parameters_equal(whole, light)
 
 
+def test_the_public_partial_load_marks_the_agent_too_and_a_refused_restore_marks_nothing(tmp_path):
+    agent = build("dqn-replay")
+    drive(agent, 0, 23)
+    agent.save_model(tmp_path, append_timestep=False)
+    partial = build("dqn-replay")
+    partial.load_state_dict(load_checkpoint(tmp_path / "model.pt", mapped=True), for_acting=True)
+    assert partial.acting_only  # as restore_model(..., for_acting=True) leaves it: no memory to learn on or save
+    for call in (partial.state_dict, lambda: partial.apply_update({})):
+        with pytest.raises(RuntimeError, match="was restored only to act"):
+            call()
+    learning = build("ppo")  # a checkpoint of another kind is refused: the agent learns on as it was
+    with pytest.raises(ValueError, match="the checkpoint is of a 'dqn' agent"):
+        learning.restore_model(tmp_path, "model", for_acting=True)
+    assert not learning.acting_only
+    drive(learning, 0, 5)
+
+
+def test_an_own_agent_class_whose_load_state_dict_predates_for_acting_still_restores(tmp_path):
+    """A project's agent class overriding ``load_state_dict(self, state)`` (as the docs invite) restored nothing
+    since for_acting came: every restore passed the keyword, and failed as a 'damaged' checkpoint."""
+    from torchforce.agents.dqn import DQNAgent
+
+    loaded = []
+
+    class MyDQN(DQNAgent):
+        def load_state_dict(self, state):  # the old signature
+            loaded.append(state["counters"]["timestep"])
+            super().load_state_dict(state)
+
+    agent = build("dqn-replay")
+    drive(agent, 0, 23)
+    agent.save_model(tmp_path, append_timestep=False)
+    for for_acting in (False, True):
+        own = build("dqn-replay")
+        own.__class__ = MyDQN  # (as "type": "modules_file:MyDQN" would build it)
+        own.restore_model(tmp_path, "model", for_acting=for_acting)
+        assert own.acting_only == for_acting
+        assert len(own.memory) == len(agent.memory) > 0  # the old signature loads it all, to act too
+        assert_parameters_equal(agent, own)
+    assert loaded == [23, 23]
+
+
 def test_an_agent_that_does_not_learn_is_restored_in_full_either_way(tmp_path):
     env = make("minimal", action_type="int")
     agent = create_agent({"type": "random", "seed": 1}, states=env.states, actions=env.actions)

@@ -261,6 +261,39 @@ def test_a_pickled_monitor_leaves_the_time_it_spent_pickled_out_of_the_episodes_
 
 
 @pytest.mark.parametrize("mode", ["sync", "subprocess"])
+@pytest.mark.parametrize("kind", ["gym", "atari"])
+def test_restored_copies_record_where_this_run_s_monitor_is(tmp_path, mode, kind):
+    """A checkpoint pickles the copies with their monitors' files: restored after the project moved (or on another
+    machine) they wrote to the old path, and crashed at their first episode's end where it was gone."""
+    import shutil
+
+    def spec(folder: str) -> dict:
+        if kind == "atari":
+            return {
+                "type": "atari",
+                "game": "Pong",
+                "max_episode_frames": 20,
+                "noop_max": 0,
+                "monitor": str(tmp_path / folder),
+            }
+        return {"type": "gym", "gym_id": "CartPole-v1", "max_episode_timesteps": 5, "monitor": str(tmp_path / folder)}
+
+    with make_vector(spec("before"), 2, mode=mode, seed=1) as vector:
+        vector.reset()
+        vector.execute(np.zeros(2, dtype=np.int64))
+        blobs = vector.get_state()
+    shutil.rmtree(tmp_path / "before")  # the old place is gone
+    moved = {**spec("after"), "monitor_continue": True}
+    with make_vector(moved, 2, mode=mode, seed=1) as vector:
+        vector.reset()
+        vector.set_state(blobs)
+        for _ in range(4):  # the restored episodes, to their time limit
+            vector.execute(np.zeros(2, dtype=np.int64))
+    records = [json.loads(line) for line in (tmp_path / "after" / "episodes.jsonl").read_text().splitlines()]
+    assert [r["episode"] for r in records] == [0, 1] and not (tmp_path / "before").exists()
+
+
+@pytest.mark.parametrize("mode", ["sync", "subprocess"])
 def test_copies_sharing_a_monitor_number_their_episodes_as_one_sequence(tmp_path, mode):
     """Copies of a vectorized environment append to one file, each record numbered after the file's last (one
     sequence, in the order the episodes end), also when the copies live in worker processes."""

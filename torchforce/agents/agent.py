@@ -9,6 +9,7 @@ bookkeeping), and learns from what ``observe`` tells it. Algorithms subclass ``A
 from __future__ import annotations
 
 import contextlib
+import inspect
 import threading
 import time
 import warnings
@@ -1002,6 +1003,8 @@ class Agent:
         return {name: after[name] - before[name] for name in before}
 
     def apply_update(self, deltas: dict[str, torch.Tensor]) -> None:
+        if self.acting_only:
+            self._refuse_learning("apply_update()")
         own = self._named_parameters()
         unknown = set(deltas) - set(own)
         if unknown:
@@ -1017,6 +1020,8 @@ class Agent:
     def state_dict(self) -> dict[str, Any]:
         """Everything needed to continue exactly where the agent is, composed of its components' state dicts: what
         a checkpoint holds. Subclasses with more state extend it, and ``load_state_dict``."""
+        if self.acting_only:  # its memory and optimizers were never loaded
+            self._refuse_learning("state_dict()")
         state: dict[str, Any] = {
             "agent": self.name,
             "counters": {"timestep": self.timestep, "episode": self.episode, "updates": self.updates},
@@ -1051,8 +1056,10 @@ class Agent:
     def load_state_dict(self, state: dict[str, Any], *, for_acting: bool = False) -> None:
         """Continue from ``state`` (of ``state_dict``). What fails on a checkpoint of another spec (module shapes,
         memory capacity) fails first, before anything has changed. ``for_acting``: leave out what only learning
-        reads (the memory, the optimizers' state), which ``state`` then need not hold."""
+        reads (the memory, the optimizers' state), which ``state`` then need not hold; the agent then refuses to
+        learn or be saved (``acting_only``) until it loads a whole state."""
         check_kind(state, self.name)
+        self.acting_only = False  # (and for_acting again at the end, once the state is in)
         if self.learning:
             self._check_parts(state)
             check_module_states(self.trainable_modules(), state["modules"])
@@ -1082,6 +1089,7 @@ class Agent:
             self.reward_preprocessing.load_state_dict(state["reward_preprocessing"])
         for name, values in state["explorations"].items():
             self.explorations[name].load_state_dict(values)
+        self.acting_only = for_acting  # its memory and optimizers, left out, must not be learned on nor saved empty
 
     def _check_parts(self, state: dict[str, Any]) -> None:
         """A checkpoint whose agent preprocessed its states or rewards, or explored, with steps of other kinds than
@@ -1156,17 +1164,20 @@ class Agent:
             raise ValueError("restore_model() needs a directory or a file")
         path = find_checkpoint(directory if directory is not None else ".", file)
         payload = load_checkpoint(path, mapped=for_acting)
-        if for_acting and self.learning:  # before anything changes: an agent restored in part never learns
-            self.acting_only = True
+        # a project's own agent class whose load_state_dict(state) predates for_acting loads everything, as before
+        in_part = for_acting and "for_acting" in inspect.signature(self.load_state_dict).parameters
         try:
-            self.load_state_dict(payload, for_acting=for_acting)
+            if in_part:
+                self.load_state_dict(payload, for_acting=True)
+            else:
+                self.load_state_dict(payload)
         except (KeyError, AttributeError, TypeError, IndexError) as error:  # a part missing, or of another form
             raise CheckpointError(path, f"{type(error).__name__}: {error}") from None
-        if not for_acting:
-            self.acting_only = False
+        self.acting_only = for_acting and self.learning
         if self.save_timer is not None:
             self.save_timer.mark(self.timestep)  # the saver's steps/seconds count from here
-        self.summarizer.resume_at(self.timestep)
+        if not for_acting:  # (an agent that only acts writes no summaries: the run's later ones stay shown)
+            self.summarizer.resume_at(self.timestep)
 
     def _refuse_learning(self, what: str) -> NoReturn:
         """``what`` refused, with a RuntimeError that says why: the agent was restored only to act."""

@@ -616,6 +616,8 @@ def log_episodes(env: Any, log: EpisodeLog) -> Any:
     import gymnasium
 
     class Monitor(gymnasium.Wrapper):
+        episode_log = log  # found by episode_logs
+
         def reset(self, **kwargs: Any) -> Any:
             log.reset()
             return self.env.reset(**kwargs)
@@ -626,3 +628,22 @@ def log_episodes(env: Any, log: EpisodeLog) -> Any:
             return result
 
     return Monitor(env)
+
+
+def episode_logs(environment: Any) -> list[EpisodeLog]:
+    """The monitors' logs among the wrappers of ``environment`` (a Gym adapter, or a Gymnasium environment),
+    outermost first; none for another environment."""
+    env = getattr(environment, "gym", environment)
+    try:
+        chain = wrapper_chain(env)
+    except ImportError:  # (no Gymnasium: no monitor)
+        return []
+    return [layer.episode_log for layer in chain if isinstance(getattr(layer, "episode_log", None), EpisodeLog)]
+
+
+def retarget_logs(restored: Any, built: Any) -> None:
+    """The monitors of ``restored`` (an environment unpickled from a checkpoint) write where those of ``built`` (the
+    same environment, built now for the run that resumes) do: the file a checkpoint pickled may be another
+    machine's, or a project's that has moved since."""
+    for now, saved in zip(episode_logs(built), episode_logs(restored), strict=False):
+        saved.file = now.file

@@ -146,10 +146,13 @@ class _Rows:
     def set_state(self, payload: bytes) -> None:
         import cloudpickle
 
+        from torchforce.environments.gym import retarget_logs
+
         environments = cloudpickle.loads(payload)
         if len(environments) != len(self.environments):
             raise ValueError(f"the saved state has {len(environments)} copies, this has {len(self.environments)}")
-        for environment in self.environments:
+        for environment, restored in zip(self.environments, environments, strict=True):
+            retarget_logs(restored, environment)  # its episode records go where this run's go
             environment.close()
         self.environments[:] = environments  # the one list the VectorEnvironment's ``environments`` is
 
