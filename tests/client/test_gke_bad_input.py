@@ -347,3 +347,22 @@ def test_a_missing_auth_plugin_is_found_before_anything_is_created(linked, cloud
         result = tfcli(linked.root, *command)
         refused(result, "'gke-gcloud-auth-plugin' is not installed (not found on PATH)", hint)
     assert cloud.calls()[calls:] == [] and state_of(linked) == before
+
+
+def test_a_monitor_is_refused_on_gke_before_anything_is_made(linked, cloud):
+    """On GKE the results folder is the bucket mounted in the pods: a monitor there rewrote the bucket's object at
+    every episode's end (Cloud Storage takes about one write of an object a second), from every pod."""
+    created = tfcli(linked.root, "cluster", "create", "-n", CLUSTER, "-s", "1", "--yes")
+    assert created.returncode == 0, created.stderr
+    made = tfcli(linked.root, "experiment", "new", "-n", "e1", "-A", "ppo_cartpole", "-E", "cartpole")
+    assert made.returncode == 0, made.stderr
+    spec_file = linked.root / "experiments" / "e1" / "experiment.json"
+    spec = json.loads(spec_file.read_text())
+    spec_file.write_text(json.dumps({**spec, "environment": {**spec["environment"], "monitor": "games"}}))
+    before, calls = state_of(linked), len(cloud.calls())
+    refused(
+        tfcli(linked.root, "experiment", "start", "-e", "e1", "-c", CLUSTER),
+        "experiment.environment.monitor: a monitor cannot record on GKE",
+        "Leave it out: the run's results/episodes.jsonl has every episode",
+    )
+    assert state_of(linked) == before and cloud.calls()[calls:] == []

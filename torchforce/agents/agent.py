@@ -1091,7 +1091,7 @@ class Agent:
             self.explorations[name].load_state_dict(values)
         self.acting_only = for_acting  # its memory and optimizers, left out, must not be learned on nor saved empty
 
-    def _check_parts(self, state: dict[str, Any]) -> None:
+    def _check_parts(self, state: dict[str, Any], *, explorations: bool = True) -> None:
         """A checkpoint whose agent preprocessed its states or rewards, or explored, with steps of other kinds than
         this agent's is refused before anything is loaded: a state preprocessing left out would have this agent act
         on states its networks never saw (raw instead of standardized), without an error."""
@@ -1113,11 +1113,13 @@ class Agent:
                 f"the checkpoint's agent has {there} reward_preprocessing and this one {here}; build the agent from "
                 "the spec it was trained with (the checkpoint's .json file holds it)"
             )
-        explorations = {name for name, exploration in self.explorations.items() if hasattr(exploration, "state_dict")}
-        if explorations != set(state.get("explorations", {})):
+        if not explorations:  # (a warm start loads none: they start afresh)
+            return
+        own_explorations = {name for name, step in self.explorations.items() if hasattr(step, "state_dict")}
+        if own_explorations != set(state.get("explorations", {})):
             raise ValueError(
                 f"the checkpoint's agent explores {sorted(state.get('explorations', {})) or 'nothing'} with a state, "
-                f"this one {sorted(explorations) or 'nothing'}; build the agent from the spec it was trained with"
+                f"this one {sorted(own_explorations) or 'nothing'}; build the agent from the spec it was trained with"
             )
 
     def optimizers(self) -> dict[str, Any]:
@@ -1178,6 +1180,42 @@ class Agent:
             self.save_timer.mark(self.timestep)  # the saver's steps/seconds count from here
         if not for_acting:  # (an agent that only acts writes no summaries: the run's later ones stay shown)
             self.summarizer.resume_at(self.timestep)
+
+    def warm_start(self, directory: str | Path, file: str | None = None) -> None:
+        """Begin learning from what a checkpoint's agent learned (rl-zoo3's ``--trained-agent``; TensorForce 0.4
+        had no such call): its networks' parameters, and what its state and reward preprocessing learned over its
+        whole run (``running_standardize`` without ``reset_after_batch``, ``running_return_scale``), which those
+        networks were trained on. Everything else starts as in a new agent: counters, schedules, the optimizers'
+        state, the memory, explorations, random generators, episodes (the memory and the optimizers' state are
+        not even read: the file is mapped). The checkpoint (``file`` in ``directory``, or the latest there) must
+        be of an agent of this type, with networks of the same shapes and preprocessing of the same kinds; nothing
+        changes where it is not. For an agent that has not acted yet: ``restore_model`` continues a run."""
+        if not self.learning:
+            raise ValueError(f"warm_start(): a {self.name} agent learns nothing, so it has nothing to start from")
+        if self.timestep or self.updates:
+            raise ValueError(
+                f"warm_start() is for an agent that has not acted yet; this one is at timestep {self.timestep:,} "
+                "(restore_model() continues a run)"
+            )
+        path = find_checkpoint(directory, file)
+        state = load_checkpoint(path, mapped=True)
+        try:  # every check and read first: a checkpoint that does not fit changes nothing
+            check_kind(state, self.name)
+            self._check_parts(state, explorations=False)
+            check_module_states(self.trainable_modules(), state["modules"])
+            loads = [
+                load
+                for name, stack in self.preprocessing.items()
+                for load in stack.run_wide_loads(state["preprocessing"][name])
+            ]
+            if self.reward_preprocessing is not None:
+                loads += self.reward_preprocessing.run_wide_loads(state["reward_preprocessing"])
+        except (KeyError, AttributeError, TypeError, IndexError) as error:  # a part missing, or of another form
+            raise CheckpointError(path, f"{type(error).__name__}: {error}") from None
+        load_torch_state_dicts(self.trainable_modules(), state["modules"])
+        for step, step_state in loads:
+            step.load_state_dict(step_state)
+        self.policy.version += 1  # no row acted with these parameters yet
 
     def _refuse_learning(self, what: str) -> NoReturn:
         """``what`` refused, with a RuntimeError that says why: the agent was restored only to act."""

@@ -191,6 +191,13 @@ def environment_spec(spec: dict[str, Any], *, video: bool = False) -> Any:
     return acted_environment(spec, _unmonitored(spec["environment"], video))
 
 
+def own_environment_spec(spec: dict[str, Any], environment: Any) -> Any:
+    """An evaluation environment of its own (``evaluation.environment``) as the worker's evaluation rounds build it:
+    without monitor options, like the experiment's (their rounds are in ``results/evaluations.jsonl``; a monitor
+    there would clear, or mix into, the training's records at every start)."""
+    return acted_environment(spec, _unmonitored(environment, False))
+
+
 def _unmonitored(environment: Any, video: bool) -> Any:
     """A Gymnasium or Atari environment spec without its monitor options (and rendering frames for a video), also
     where a wrapper's spec holds it (``repeat_actions``' ``environment``)."""

@@ -25,7 +25,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from torchforce.client import queue
+from torchforce.client import queue, warm_start
 from torchforce.client.backends import Backend, Handle, Launch, get_backend
 from torchforce.client.errors import ClientError, ClientWarning
 from torchforce.client.experiment_file import check_name, check_stored, resolve_experiment
@@ -171,6 +171,8 @@ class Experiment:
         staging = Path(tempfile.mkdtemp(dir=self.project.experiments_folder, prefix=f".{self.name}."))
         try:
             os.chmod(staging, 0o777 & ~current_umask())  # mkdtemp makes it private; an experiment folder is not
+            if spec.get("warm_start") is not None:  # what it starts from travels with it (see warm_start.py)
+                warm_start.copy_into(self.project, spec["warm_start"], staging)
             write_json_atomically(staging / "experiment.json", spec)
             try:  # the folder first: once the row exists, every reader finds the folder too
                 os.rename(staging, folder)

@@ -16,6 +16,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from torchforce.client import warm_start
 from torchforce.client.monitor import in_scratch
 from torchforce.client.project import Project, current_folder
 from torchforce.spec import (
@@ -74,6 +75,9 @@ DEFAULTS: dict[str, Any] = {
     "evaluation": None,  # {"frequency": "10000t", "episodes": 10, "environment": null}: evaluation during training
     "mlflow": None,  # {"tracking_uri": "file:///.../mlruns", "experiment": NAME}: the run mirrored into MLflow
     "group": None,  # the group this run belongs to (seeds of one setup, trials of a sweep): a name as check_name says
+    # {"experiment": NAME, "checkpoint": "latest"|"best"|STEP, "timesteps": N}: a new run begins from that checkpoint's
+    # networks and statistics (torchforce/client/warm_start.py)
+    "warm_start": None,
 }
 NULL_MEANS_SOMETHING = {"worker_timeout"}  # fields whose null says something (no timeout), not "the default"
 EVALUATION_KEYS = ("frequency", "episodes", "environment")
@@ -159,6 +163,7 @@ def resolve_experiment(project: Project, raw: dict[str, Any], *, build: bool = T
     _run_mode_from_execution(spec, explicit=raw.get("run_mode") is not None)
     _check_budget(spec)
     _check_run(spec)
+    warm_start.check_form(spec)
     _check_frequencies(spec)
     _check_evaluation(project, spec)
     _check_mlflow(project, spec, build=build)
@@ -172,7 +177,7 @@ def resolve_experiment(project: Project, raw: dict[str, Any], *, build: bool = T
         from torchforce.client.modules import modules_folder, use_modules
 
         use_modules(modules_folder(project.root))  # the one place user classes come from (as in the worker)
-        check_buildable(spec)
+        check_buildable(spec, project)
         _check_evaluation_environment(spec)
         _warn_if_never_evaluated(spec)
         _warn_if_raw_atari(spec)
@@ -451,7 +456,8 @@ def _check_evaluation_environment(spec: dict[str, Any]) -> None:
         return
     path = "experiment.evaluation.environment"
     try:
-        own = make(evaluation["environment"])
+        with tempfile.TemporaryDirectory(prefix="tfcli-monitor-") as scratch:  # no records touched
+            own = make(in_scratch(evaluation["environment"], Path(scratch)))
     except SpecError as error:  # said of "environment...": placed under this one's path
         rest = error.path.removeprefix("environment")
         raise SpecError(
@@ -575,10 +581,10 @@ def _environment_spec(value: Any) -> dict[str, Any]:
     return dict(expect_dict(value, "experiment.environment"))
 
 
-def check_buildable(spec: dict[str, Any]) -> None:
+def check_buildable(spec: dict[str, Any], project: Project | None = None) -> None:
     """Build the environment and the agent once (then close them): every error names its experiment path. The agent
     is built, never trained: its optimizers come without torch's compiler (``without_the_compiler``), seconds
-    sooner."""
+    sooner. With ``project``, a ``warm_start`` is checked on it too (its checkpoint's timestep recorded)."""
     from torchforce.agents import create_agent
     from torchforce.core.optimizers.torch_optimizers import without_the_compiler
     from torchforce.environments import make
@@ -610,7 +616,11 @@ def check_buildable(spec: dict[str, Any]) -> None:
     except SpecError as error:
         raise _blame_the_network(error, spec, sources) from None
     _warn_if_never_learning(spec, agent)
-    agent.close()
+    try:
+        if spec.get("warm_start") is not None and project is not None:
+            warm_start.check_fits(project, spec, agent)
+    finally:
+        agent.close()
     if spec["run_mode"] == "distributed" and not agent.learning:
         raise SpecError(
             "experiment.run_mode",

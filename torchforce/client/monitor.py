@@ -18,6 +18,12 @@ records are touched before the run. The worker builds the experiment's environme
   records of episodes played after the checkpoint it resumes from are kept: they happened (the run's own
   ``episodes.jsonl`` drops them, as those episodes are played again, and counts the replayed ones anew), so the
   monitor may hold more episodes than the run counts.
+
+Where the copies' appends to one file cannot be trusted, a run with a monitor is refused before it starts
+(``refuse_monitors``): on GKE, where the results folder is a Cloud Storage bucket mounted in the pods (each record
+would rewrite the bucket's object, which takes about one write a second, and the pods of a distributed run would
+overwrite each other's), and in the distributed run mode on a Ray cluster of other machines (each worker's records
+would stay on its own node).
 """
 
 from __future__ import annotations
@@ -82,3 +88,28 @@ def in_scratch(environment: Any, scratch: Path) -> Any:
         return {**spec, "monitor": str(scratch)} if isinstance(monitor, str) and monitor else spec
 
     return gym_specs(environment, scratched, "environment")
+
+
+def monitor_paths(environment: Any, path: str = "experiment.environment") -> list[str]:
+    """The spec paths of the monitors in ``environment`` (``experiment.environment.monitor``, ...)."""
+    found: list[str] = []
+
+    def note(spec: dict[str, Any], where: str) -> dict[str, Any]:
+        if spec.get("monitor") is not None:
+            found.append(f"{where}.monitor")
+        return spec
+
+    gym_specs(environment, note, path)
+    return found
+
+
+def refuse_monitors(spec: dict[str, Any], where: str, why: str) -> None:
+    """A SpecError at the first monitor of the experiment ``spec``'s environment: it cannot record ``where``, for the
+    reason ``why`` (see the module doc)."""
+    paths = monitor_paths(spec["environment"])
+    if paths:
+        raise SpecError(
+            paths[0],
+            f"a monitor cannot record {where}: {why}",
+            hint="Leave it out: the run's results/episodes.jsonl has every episode (its return, length and time).",
+        )

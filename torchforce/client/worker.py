@@ -288,16 +288,22 @@ class ExperimentRun:
         if self.distributed:  # the driver's agent holds what checkpoints save, and evaluates: on the CPU, leaving
             agent_spec = {**agent_spec, "device": "cpu"}  # the GPUs to the Ray workers (Ray shows a driver them all)
         self.agent = create_agent(agent_spec, **kwargs)
+        if spec.get("warm_start") is not None and not self.resume:  # a new run: from another's networks (a resumed
+            from torchforce.client import warm_start  # one from its own checkpoint)
+
+            self.agent.warm_start(self.folder, warm_start.FILE)
+            source = warm_start.describe(spec["warm_start"])
+            LOG.info("warm start from %s: its networks and run-wide statistics", source)
         self.summarizer = self.agent.summarizer
         if spec.get("evaluation") is not None:  # its own environment: the experiment's unless it names another
-            from torchforce.client.evaluate import environment_spec
+            from torchforce.client.evaluate import environment_spec, own_environment_spec
 
             settings = spec["evaluation"]
             self.evaluation = PeriodicEvaluation(
                 settings,
                 environment_spec(spec)  # the experiment's, without the monitor that records the training's games
                 if settings.get("environment") is None
-                else acted_environment(spec, settings["environment"]),
+                else own_environment_spec(spec, settings["environment"]),
                 seed=spec["seed"],
                 max_timesteps=spec["max_timesteps_per_episode"],
             )

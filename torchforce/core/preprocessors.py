@@ -688,6 +688,20 @@ class PreprocessorStack:
     def state_dict(self) -> dict[str, Any]:
         return {str(index): preprocessor.state_dict() for index, preprocessor in enumerate(self.preprocessors)}
 
+    def run_wide_loads(self, state: Mapping[str, Any]) -> list[tuple[Preprocessor, dict[str, Any]]]:
+        """From the ``state`` of a stack of the same steps (``state_dict``), what its steps learned over a whole run:
+        (step, the state dict to load into it) for ``running_standardize`` without ``reset_after_batch`` (its
+        statistics) and ``running_return_scale`` (its statistics; each row's return starts at zero). What a warm
+        start keeps: the networks it loads were trained on states and rewards these statistics scaled."""
+        loads: list[tuple[Preprocessor, dict[str, Any]]] = []
+        for index, step in enumerate(self.preprocessors):
+            saved = dict(state[str(index)])
+            if isinstance(step, RunningStandardize) and not step.reset_after_batch:
+                loads.append((step, saved))
+            elif isinstance(step, RunningReturnScale):
+                loads.append((step, {**saved, "returns": []}))
+        return loads
+
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         if len(state) != len(self.preprocessors):
             raise ValueError(f"a state of {len(state)} preprocessors for a stack of {len(self.preprocessors)}")

@@ -40,6 +40,14 @@ class Launch:
         return flags + (["--trust-pickle"] if self.trust_pickle else [])
 
 
+def upload_spec(run: Storage, folder: Path) -> None:
+    """What a worker on a cluster reads from the run's folder ``run``: the experiment's spec, and the checkpoint a
+    warm start begins from (``warm_start.pt``, where the experiment has one)."""
+    run.upload(folder / "experiment.json", "experiment.json")
+    if (folder / "warm_start.pt").is_file():
+        run.upload(folder / "warm_start.pt", "warm_start.pt")
+
+
 def check_gpus(
     spec: dict[str, Any], where: str, gpus: float | None, *, per: str = "", visible: float | None = None
 ) -> None:

@@ -31,13 +31,14 @@ from pathlib import Path
 from typing import Any
 
 from torchforce.client import gke, manifests
-from torchforce.client.backends.base import Backend, Handle, Launch, check_gpus
+from torchforce.client.backends.base import Backend, Handle, Launch, check_gpus, upload_spec
 from torchforce.client.cluster import running_on
 from torchforce.client.errors import ClientError, ClientWarning
 from torchforce.client.experiment_file import torch_threads_of
 from torchforce.client.gcloud import BUCKET, GKE_TOOLS, TIMEOUT_SECONDS, Cloud, Link, Result
 from torchforce.client.gcs import GcsStorage
 from torchforce.client.modules import modules_folder
+from torchforce.client.monitor import refuse_monitors
 from torchforce.client.project import write_json_atomically
 from torchforce.client.store import ClusterRecord
 
@@ -111,6 +112,12 @@ class GkeBackend(Backend):
             )
         gke.check_fits(self.manifest(spec, manifests.job_name(spec["name"], "0000"), ["python"], 0), record)
         check_gpus(spec, f"the GKE cluster '{self.cluster}'", int(record.spec.get("gpus_per_node") or 0), per=" a node")
+        refuse_monitors(
+            spec,
+            "on GKE",
+            "its records would go to the Cloud Storage bucket the pods mount, one write of its object at every "
+            "episode's end (Cloud Storage takes about one a second), from every pod",
+        )
 
     def manifest(
         self, spec: dict[str, Any], name: str, entrypoint: list[str], max_restarts: int, *, bucket: str | None = None
@@ -141,7 +148,7 @@ class GkeBackend(Backend):
         if not self.cloud.dry_run:
             write_json_atomically(folder / "gke" / BUCKET_FILE, {"bucket": bucket})
         run = self._run_folder(folder, bucket)
-        run.upload(folder / "experiment.json", "experiment.json")
+        upload_spec(run, folder)
         results.remove(CONTROL)
         if launch.carry and (folder / "results").is_dir():
             self.cloud.run(["gcloud", "storage", "rsync", str(folder / "results"), results.location, "--recursive"])

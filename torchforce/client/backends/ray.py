@@ -38,10 +38,11 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from torchforce.client.backends.base import Backend, Handle, Launch, check_gpus
+from torchforce.client.backends.base import Backend, Handle, Launch, check_gpus, upload_spec
 from torchforce.client.errors import ClientError
 from torchforce.client.experiment_file import agent_process_cpus, torch_threads_of
 from torchforce.client.modules import modules_folder
+from torchforce.client.monitor import refuse_monitors
 from torchforce.client.storage import Storage
 from torchforce.spec.device import needs_gpu, uses_gpu
 
@@ -137,6 +138,12 @@ class RayBackend(Backend):
             )
         threads, process = torch_threads_of(spec), agent_process_cpus(spec)
         distributed = spec["run_mode"] == "distributed"
+        if distributed and not self.spec.local:
+            refuse_monitors(
+                spec,
+                "in a distributed run on a Ray cluster of other machines",
+                "each Ray worker's records would stay on the disk of its own node",
+            )
         needed = spec["num_workers"] * process if distributed else process
         if state["cpus"] is not None and needed > state["cpus"]:
             raise ClientError(
@@ -176,7 +183,7 @@ class RayBackend(Backend):
             not launch.resume or launch.carry
         ):  # a new run, or one resuming what ran elsewhere: nothing of an older run stays
             results.remove("")
-        run.upload(folder / "experiment.json", "experiment.json")
+        upload_spec(run, folder)
         results.remove(CONTROL)  # an old pause request must not end the new run at once
         if launch.carry:
             self._upload_results(folder / "results", results)  # the checkpoint it resumes from

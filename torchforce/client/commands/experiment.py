@@ -9,7 +9,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from torchforce.client import queue
+from torchforce.client import queue, warm_start
 from torchforce.client.aggregate import WINDOW
 from torchforce.client.commands import add_command, command, evaluate, finite_float, positive_int, views
 from torchforce.client.commands.output import print_json, relative
@@ -65,6 +65,7 @@ def _add_new(experiments: argparse._SubParsersAction) -> None:
             "      --set agent.optimizer.learning_rate=3e-4 --set environment.gym_id=Acrobot-v1 "
             "--set num_environments=8",
             "tfcli experiment new -n cp4 -A ppo_cartpole -E cartpole --run-mode multi-threaded --num-workers 4",
+            "tfcli experiment new -f cartpole_ppo -n cp-tuned --warm-start cp:best --seed 1",
         ],
     )
     new.add_argument("-f", "--file", help="an experiment spec file, or a name in configs/experiments/")
@@ -102,6 +103,12 @@ def _add_new(experiments: argparse._SubParsersAction) -> None:
         help="make a group of runs NAME-s<seed>, one per seed: 0-4, 0,3,7 or 0-2,5",
     )
     new.add_argument("--description", help="a line saying what the experiment is for")
+    new.add_argument(
+        "--warm-start",
+        metavar="EXP[:CHECKPOINT]",
+        help="begin from the networks (and preprocessing statistics) of experiment EXP's checkpoint here: latest "
+        "(default), best or a timestep; copied into the new experiment",
+    )
     new.add_argument(
         "--set",
         action="append",
@@ -348,6 +355,7 @@ def experiment_new(args: argparse.Namespace) -> None:
         "torch_threads": args.torch_threads,
         "seed": args.seed,
         "description": args.description,
+        "warm_start": None if args.warm_start is None else warm_start.parse_flag(args.warm_start),
     }
     overrides = parse_overrides(args.set)
     try:

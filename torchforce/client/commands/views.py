@@ -24,6 +24,7 @@ from torchforce.client.groups import format_seeds
 from torchforce.client.project import Project
 from torchforce.client.report import GroupSummary, Summary, read_episodes, recent_mean
 from torchforce.client.store import ExperimentRecord
+from torchforce.client.warm_start import describe as describe_warm_start
 
 
 def agent_name(spec: dict) -> str:
@@ -371,6 +372,7 @@ def show_lines(experiment: Experiment, row: dict[str, Any], recent: list[float])
         + f"seed {spec.get('seed')}",
         f"Runs on      {runs_on}",
         f"Budget       {budget(spec)}",
+        *([f"Warm start   {describe_warm_start(spec['warm_start'])}"] if spec.get("warm_start") else []),
         f"Progress     {_shown(row, 'timesteps', '{:,}'.format)} timesteps, "
         f"{_shown(row, 'episodes', '{:,}'.format)} episodes"
         + (f" ({100 * row['progress']:.0f}%)" if row["progress"] is not None else "")
