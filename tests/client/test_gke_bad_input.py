@@ -366,3 +366,32 @@ def test_a_monitor_is_refused_on_gke_before_anything_is_made(linked, cloud):
         "Leave it out: the run's results/episodes.jsonl has every episode",
     )
     assert state_of(linked) == before and cloud.calls()[calls:] == []
+
+
+def test_a_start_that_loses_the_race_to_make_the_shared_cluster_leaves_the_winner_s_run_alone(linked, cloud):
+    """Two runs whose spec names one GKE cluster, started at once, both see no cluster and create it: the loser's
+    create fails ("exists already"), and it took the winner's cluster for its own and deleted it (force) as its
+    start failed, marking the winner's run failed."""
+    from tests.client.gke_common import PPO
+    from torchforce.client import Experiment
+
+    (linked.root / "configs" / "clusters" / "shared.json").write_text(
+        json.dumps({"name": "shared", "num_nodes": 1, "machine_type": "e2-standard-4"})
+    )
+    for name in ("g-s0", "g-s1"):
+        made = tfcli(linked.root, "experiment", "new", "-n", name, *PPO, "-t", "200", "--cluster", "shared")
+        assert made.returncode == 0, made.stderr
+    loser = Experiment.load(linked, "g-s1")
+    real_create = gke.create
+
+    def winner_first(project, spec, **options):  # the other start's create lands between the check and this one
+        real_create(project, spec, yes=True, owner="g-s0")
+        return real_create(project, spec, **options)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(gke, "create", winner_first)
+        with pytest.raises(ClientError, match="cluster 'shared' exists already"):
+            loser.start(yes=True)
+    record = linked.store.cluster("shared")
+    assert record is not None and record.runtime.get("owner") == "g-s0"
+    assert not [call for call in cloud.calls() if call[:4] == ["gcloud", "container", "clusters", "delete"]]

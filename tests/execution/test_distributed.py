@@ -292,6 +292,41 @@ def test_a_worker_killed_mid_run_is_restarted_and_only_its_chunk_is_lost():
         runner.close()
 
 
+def test_a_restarted_worker_that_hangs_as_it_starts_ends_the_run_naming_it(monkeypatch):
+    """The restart of a hung worker whose new process hangs as it starts (its environment blocking as it is seeded):
+    the run failed with Ray's raw error (ActorUnavailableError, after the wait for a restart), or, its readiness
+    probe killed at its deadline, as a death. It ends the run with an error naming the worker."""
+
+    class Stalling(Minimal):  # worker 0 (seed 5) stalls in a step, and its restart (seeded anew) as it seeds
+        stalls, steps = False, 0
+
+        def seed(self, seed):
+            if seed == distributed.restarted_seed(5, 1):
+                threading.Event().wait()
+            self.stalls = seed == 5
+            return super().seed(seed)
+
+        def execute(self, actions):
+            self.steps += 1
+            if self.stalls and self.steps == 150:
+                threading.Event().wait()
+            return super().execute(actions)
+
+    monkeypatch.setattr(distributed, "RESTART_TIMEOUT", 15.0)  # the probe's deadline: max(worker_timeout, this)
+    runner = DistributedRunner(main_agent(), Stalling, num_workers=2, seed=4, worker_timeout=20)
+    try:
+        started = time.monotonic()
+        with pytest.raises(
+            RuntimeError,
+            match=r"Ray worker 0 is given up: it did not come back from its restart \(restarts so far: 0, hangs: 1\)",
+        ):
+            runner.run(num_timesteps=100_000, chunk=100)
+        assert time.monotonic() - started < 20 + 15 + 60
+        assert [row["hangs"] for row in runner.worker_status()] == [1, 0]
+    finally:
+        runner.close()
+
+
 def test_a_hung_worker_is_killed_after_the_worker_timeout_and_restarted_as_a_lost_one():
     """A worker whose environment blocks for ever in a step, its process alive, returns no chunk: the driver kills it
     once its chunk has been under way worker_timeout seconds, and Ray restarts it as it restarts a lost worker (its

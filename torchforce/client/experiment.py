@@ -367,8 +367,11 @@ class Experiment:
         existed = self.project.store.cluster(spec.name) is not None
         try:
             gke.create(self.project, spec, yes=yes, owner=self.name)
-        finally:  # made, if only in part (its GPU pool refused, say): it goes again if the start fails
-            if not existed and self.project.store.cluster(spec.name) is not None:
+        finally:  # made, if only in part (its GPU pool refused, say): it goes again if the start fails. Only if made
+            # for this experiment: a start of another run racing this one may have made it first (and this create
+            # failed as "exists already"), and its run would go with it
+            made = self.project.store.cluster(spec.name)
+            if not existed and made is not None and made.runtime.get("owner") == self.name:
                 self._created_own_cluster = spec.name
 
     # ------------------------------------------------------------------ status
@@ -578,11 +581,14 @@ class Experiment:
                 self.spec = check_stored(self.project, file, self.name)
             raise
 
-    def _extended_spec(self, budget: dict[str, int], *, resume: bool) -> dict[str, Any]:
+    def _extended_spec(
+        self, budget: dict[str, int], *, resume: bool, record: ExperimentRecord | None = None
+    ) -> dict[str, Any]:
         """The stored spec with the run's new ``budget`` (``total_timesteps`` and/or ``episodes``), checked as any
-        spec; for a ``resume`` also against the latest checkpoint: each new limit must lie beyond the counters the
-        run goes on from, and a limit left as it was must not have been reached there (a run that ended on its
-        episodes needs more of them, not only more timesteps). Nothing is written here."""
+        spec; for a ``resume`` also against the latest checkpoint (where the run of ``record``, default the row, ran
+        last): each new limit must lie beyond the counters the run goes on from, and a limit left as it was must not
+        have been reached there (a run that ended on its episodes needs more of them, not only more timesteps).
+        Nothing is written here."""
         from torchforce.client.sweep import Sweep
 
         flags = {"total_timesteps": "-t/--total-timesteps", "episodes": "--episodes"}
@@ -603,7 +609,7 @@ class Experiment:
         if not resume:
             return spec
         try:
-            latest = json.loads(self.storage().read_text("checkpoints/latest.json") or "null")
+            latest = json.loads(self.storage(record).read_text("checkpoints/latest.json") or "null")
         except ValueError:
             latest = None
         counters = {key: latest.get(key) for key in ("timesteps", "episodes")} if isinstance(latest, dict) else {}
@@ -708,7 +714,8 @@ class Experiment:
         extending = bool(choices.budget)
         # checked again: its checkpoint may have gone since, and a new budget must still lie beyond it
         self._check_can_start(previous, resume=choices.resume, fresh=choices.fresh, extending=extending)
-        extended = self._extended_spec(choices.budget, resume=choices.resume) if extending else None
+        # the checkpoint where the run last ran (a start with -c local brings it here only once it launches)
+        extended = self._extended_spec(choices.budget, resume=choices.resume, record=previous) if extending else None
         launch = Launch(resume=choices.resume, max_restarts=choices.max_restarts, trust_pickle=choices.trust_pickle)
         self._spawned = False
         with self._budget_written(extended):
@@ -813,7 +820,7 @@ class Experiment:
         """A GKE cluster this start created for the experiment goes again when the start fails after all (it
         would cost money, running nothing)."""
         name = getattr(self, "_created_own_cluster", None)
-        if not name:
+        if not name or self._spawned:  # its workload runs there already: it goes when that run ends
             return
         from torchforce.client import gke
 

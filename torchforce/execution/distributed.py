@@ -427,6 +427,12 @@ class _Chunks:
             if self.deadlines[call] > now:
                 continue
             index, steps = self.running[call]
+            if not steps:  # a readiness probe: the worker, killed or lost, did not come back; killing it again
+                # would only fail the probe as Ray's error, past the wait for a restart (Absence)
+                raise RuntimeError(
+                    f"Ray worker {index} did not come back within {self._allowed(steps):g} s of its restart (its "
+                    "new process hangs as it starts, or no node took it)"
+                )
             self.deadlines[call] = math.inf  # its call fails next, as the actor dies
             self.runner.status[index]["hangs"] += 1
             if self.runner.on_hung_worker is not None:
@@ -444,7 +450,14 @@ class _Chunks:
         except ray.exceptions.RayTaskError as error:  # raised by the worker's code: it would fail again
             raise RuntimeError(f"Ray worker {index} failed: {described_failure(error)}") from error
         except ray.exceptions.RayActorError as error:  # its process died: Ray restarts it; a chunk under way is lost
-            delay = self.absences[index].failed(error)  # raises once the worker is given up
+            try:
+                delay = self.absences[index].failed(error)  # raises once the worker is given up
+            except ray.exceptions.RayActorError:
+                status = runner.status[index]
+                raise RuntimeError(
+                    f"Ray worker {index} is given up: it did not come back from its restart (restarts so far: "
+                    f"{status['restarts']}, hangs: {status['hangs']}): {described_failure(error)}"
+                ) from error
             if steps:
                 self.assigned -= steps
                 runner.status[index]["lost_steps"] += steps
