@@ -142,6 +142,25 @@ def test_the_same_spec_runs_in_single_mode_here_and_on_the_cluster(project):
     assert followed.returncode == 0 and "experiment there finished" in followed.stdout, followed.stderr
 
 
+def test_a_warm_start_travels_to_the_cluster_with_the_spec(project):
+    """The checkpoint a warm start begins from is uploaded with experiment.json into the run's folder, where the
+    job's worker reads it: a run shorter than its first update ends with the source's networks."""
+    import torch
+
+    from tests.client.test_lifecycle import final_parameters
+
+    source = new(project, "warm-source", "-t", "1500", agent="vpg_cartpole")
+    source.start()
+    assert wait_until_done(source) == "finished", source.log_tail()
+    warm = new(project, "warm", "-t", "100", "--warm-start", "warm-source", agent="vpg_cartpole")
+    warm.start(cluster=CLUSTER)
+    assert wait_until_done(warm) == "finished", warm.log_tail()
+    assert "warm start from warm-source, latest checkpoint" in warm.logs()
+    warm.download()
+    expected, actual = final_parameters(source), final_parameters(warm)
+    assert expected.keys() == actual.keys() and all(torch.equal(expected[k], actual[k]) for k in expected)
+
+
 def test_an_attached_cluster_with_file_storage_runs_stops_and_downloads(project, tmp_path):
     """Attach to the running cluster as to someone else's (its Jobs address and token, results on a file:// URI),
     run a multi-threaded experiment there (one worker thread: a node here has one CPU) and stop it: it checkpoints,
