@@ -74,8 +74,11 @@ def test_a_warm_started_run_begins_from_the_checkpoint_s_networks(root, capsys):
     ("flags", "message"),
     [
         (["--warm-start", "nope"], "experiment.warm_start.experiment: no experiment named 'nope' in project"),
-        (["--warm-start", "cp:best"], "experiment.warm_start.experiment: experiment 'cp' has no best checkpoint yet"),
-        (["--warm-start", "cp:77"], "experiment 'cp' has no checkpoint at timestep 77"),
+        (["--warm-start", "cp:best"], "experiment.warm_start.checkpoint: experiment 'cp' has no best checkpoint yet"),
+        (
+            ["--warm-start", "cp:77"],
+            "experiment.warm_start.checkpoint: experiment 'cp' has no checkpoint at timestep 77",
+        ),
         (["--warm-start", "cp:soon"], "experiment.warm_start.checkpoint: not a checkpoint"),
         (["--warm-start", "ft"], "experiment.warm_start.experiment: an experiment cannot start from itself"),
         (
@@ -110,3 +113,63 @@ def test_the_field_in_a_spec_file(root, capsys):
     (root / "bad.json").write_text(json.dumps({**spec, "name": "bad", "warm_start": {"experiment": "cp", "step": 5}}))
     err = bad(root, capsys, "experiment", "new", "-f", "bad.json")
     assert "experiment.warm_start.step: not a field of a warm start" in err
+
+
+STANDARDIZED = [
+    "--set",
+    'agent.states_preprocessing={"type": "running_standardize", "reset_after_batch": false}',
+]
+
+
+def test_every_worker_thread_of_a_multi_threaded_run_starts_warm(root, capsys):
+    """The threads' agents share the model, which the first one's warm start loads, but each has its own state
+    preprocessing: theirs started empty, feeding raw states to networks trained on standardized ones."""
+    from torchforce.client.worker import ExperimentRun
+    from torchforce.core.preprocessors import RunningStandardize
+
+    assert main(["experiment", "new", "-n", "src", *SOURCE, "-t", "1500", *STANDARDIZED]) == 0
+    project = Project(root)
+    source = Experiment.load(project, "src")
+    ExperimentRun(source.folder, resume=False).run()
+    threads = ["--run-mode", "multi-threaded", "--num-workers", "2"]
+    assert (
+        main(["experiment", "new", "-n", "ft", *SOURCE, *threads, "-t", "100", *STANDARDIZED, "--warm-start", "src"])
+        == 0
+    )
+    capsys.readouterr()
+    run = ExperimentRun(Experiment.load(project, "ft").folder, resume=False)
+    run.build()
+    counts = [
+        step.state_dict()["count"]
+        for worker in run.workers
+        for step in worker.preprocessing["state"].preprocessors
+        if isinstance(step, RunningStandardize)
+    ]
+    assert len(counts) == 2 and counts[0] == counts[1] > 0
+    for worker in run.workers:
+        worker.close()
+
+
+def test_a_checkpoint_whose_statistics_are_kept_otherwise_is_refused(root, capsys):
+    """running_standardize over the run or per episode have the same state keys: a warm start mixing them was
+    accepted (or failed with a traceback)."""
+    assert main(["experiment", "new", "-n", "src", *SOURCE, "-t", "1500", *STANDARDIZED]) == 0
+    from torchforce.client.worker import ExperimentRun
+
+    ExperimentRun(Experiment.load(Project(root), "src").folder, resume=False).run()
+    capsys.readouterr()
+    per_episode = ["--set", 'agent.states_preprocessing={"type": "running_standardize"}']
+    err = bad(root, capsys, "experiment", "new", "-n", "ft", *SOURCE, *per_episode, "--warm-start", "src")
+    assert "the checkpoint's running_standardize (step 0 of 'state') kept its statistics over the run, this one" in err
+
+
+def test_the_copy_holds_what_a_warm_start_reads_and_not_the_memory(root, capsys):
+    from torchforce.agents.checkpoint import load_checkpoint
+
+    assert main(["experiment", "new", "-n", "ft", *SOURCE, "-t", "2000", "--warm-start", "cp"]) == 0
+    capsys.readouterr()
+    copied = load_checkpoint(root / "experiments" / "ft" / "warm_start.pt")
+    assert sorted(copied) == ["agent", "format", "modules", "preprocessing"]
+    (root / "experiments" / "ft" / "warm_start.pt").unlink()
+    err = bad(root, capsys, "experiment", "start", "-e", "ft")
+    assert "experiment 'ft' starts warm (its spec's warm_start), but experiments/ft/warm_start.pt" in err

@@ -553,6 +553,12 @@ class Experiment:
                 cluster, record, Launch(resume=resume, max_restarts=max_restarts, trust_pickle=trust_pickle), fresh
             )
             return None
+        if spec.get("warm_start") is not None and not resume and not (self.folder / f"{warm_start.FILE}.pt").is_file():
+            raise ClientError(
+                f"experiment '{self.name}' starts warm (its spec's warm_start), but experiments/{self.name}/"
+                f"{warm_start.FILE}.pt, the checkpoint it starts from, is missing",
+                hint="Create the experiment again with --warm-start, or take warm_start out of its experiment.json.",
+            )
         self._created_own_cluster, self._spawned = None, False
         try:
             return self._launch(spec, record, cluster, resume, fresh, max_restarts, trust_pickle, yes, budget, extended)

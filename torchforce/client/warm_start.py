@@ -6,7 +6,8 @@ timestep).
 When the experiment is created, the checkpoint is found in EXP's results on this machine (a run on a cluster:
 after ``tfcli experiment download``), checked against the new agent (``Agent.warm_start`` on the agent the spec
 builds: the same agent type, networks of the same shapes, preprocessing of the same kinds), and its agent file is
-copied into the new experiment's folder as ``warm_start.pt``, so that the experiment carries what it starts from
+copied (what a warm start reads of it: no memory, no optimizers' state) into the new experiment's folder as
+``warm_start.pt``, so that the experiment carries what it starts from
 wherever it runs (a backend on a cluster uploads it with ``experiment.json``) and whatever EXP does later. The spec
 records where it came from, with the checkpoint's timestep. The worker of a new run (not a resumed one, which has
 checkpoints of its own) loads it into the agent before the first step: its networks' parameters and the run-wide
@@ -19,7 +20,6 @@ their own fresh statistics and target networks beside the servers' warm-started 
 from __future__ import annotations
 
 import re
-import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -32,6 +32,7 @@ if TYPE_CHECKING:
 FILE = "warm_start"  # its agent file in the experiment's folder: warm_start.pt
 PATH = "experiment.warm_start"
 KEYS = ("experiment", "checkpoint", "timesteps")
+PARTS = ("agent", "modules", "preprocessing", "reward_preprocessing")  # what Agent.warm_start reads of a checkpoint
 
 
 def parse_flag(text: str) -> dict[str, Any]:
@@ -74,7 +75,11 @@ def check_form(spec: dict[str, Any]) -> None:
             "networks beside the warm parameters)",
             hint="Start warm in the single or multi-threaded run mode.",
         )
-    spec["warm_start"] = {"experiment": name, "checkpoint": which, **({"timesteps": timesteps} if timesteps else {})}
+    spec["warm_start"] = {
+        "experiment": name,
+        "checkpoint": which,
+        **({"timesteps": timesteps} if timesteps is not None else {}),
+    }
 
 
 def source_file(project: Project, settings: dict[str, Any], which: str | None = None) -> tuple[Path, int]:
@@ -85,10 +90,14 @@ def source_file(project: Project, settings: dict[str, Any], which: str | None = 
 
     try:
         source = Experiment.load(project, settings["experiment"])
-        checkpoint = find_checkpoint(source, which or settings["checkpoint"])
-        model = _model_file(checkpoint.folder)
     except ClientError as error:
         raise SpecError(f"{PATH}.experiment", error.message, hint=error.hint) from None
+    try:
+        checkpoint = find_checkpoint(source, which or settings["checkpoint"])
+        model = _model_file(checkpoint.folder)
+    except ClientError as error:  # (its hints name evaluate's --checkpoint: here it is the field's checkpoint)
+        hint = (error.hint or "").replace("--checkpoint ", f"--warm-start {source.name}:")
+        raise SpecError(f"{PATH}.checkpoint", error.message, hint=hint) from None
     return checkpoint.folder / (model if model.endswith(".pt") else f"{model}.pt"), checkpoint.timesteps
 
 
@@ -97,7 +106,8 @@ def check_fits(project: Project, spec: dict[str, Any], agent: Any) -> None:
     a SpecError at ``experiment.warm_start`` for a source that is not there or does not fit. The checkpoint's
     timestep is recorded in the field, which ``copy_into`` copies later (``latest`` may have moved on)."""
     settings = spec["warm_start"]
-    file, timesteps = source_file(project, settings)
+    pinned = settings.get("timesteps")  # a spec that was checked before names the checkpoint it was checked on
+    file, timesteps = source_file(project, settings, None if pinned is None else str(pinned))
     try:
         agent.warm_start(file.parent, file.stem)
     except (OSError, ValueError, KeyError, RuntimeError) as error:
@@ -112,12 +122,20 @@ def check_fits(project: Project, spec: dict[str, Any], agent: Any) -> None:
 
 
 def copy_into(project: Project, settings: dict[str, Any], folder: Path) -> None:
-    """The agent file of the checkpoint the field names, at the timestep that was checked, into the experiment's
-    ``folder`` (its staging folder, while it is created)."""
+    """What a warm start reads of the checkpoint the field names (at the timestep that was checked) into the
+    experiment's ``folder`` (its staging folder, while it is created), as ``warm_start.pt``: its agent's kind, the
+    networks and the preprocessing's state, without the memory and the optimizers' state (a DQN's replay memory is
+    gigabytes), which are not even read (the file is mapped)."""
+    import torch
+
+    from torchforce.agents.checkpoint import FORMAT, load_checkpoint, pack
+
     file, _ = source_file(project, settings, str(settings["timesteps"]))
     try:
-        shutil.copyfile(file, folder / f"{FILE}.pt")
-    except OSError as error:
+        payload = load_checkpoint(file, mapped=True)
+        kept = {key: payload[key] for key in PARTS if key in payload}
+        torch.save(pack({"format": FORMAT, **kept}), folder / f"{FILE}.pt")
+    except (OSError, ValueError) as error:
         raise SpecError(PATH, f"its checkpoint could not be copied: {error}", hint="Try again.") from None
 
 

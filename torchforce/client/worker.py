@@ -251,6 +251,7 @@ class ExperimentRun:
 
     def build(self) -> None:
         from torchforce.agents import create_agent
+        from torchforce.client import warm_start
         from torchforce.client.experiment_file import (
             acted_environment,
             torch_threads_of,
@@ -288,12 +289,13 @@ class ExperimentRun:
         if self.distributed:  # the driver's agent holds what checkpoints save, and evaluates: on the CPU, leaving
             agent_spec = {**agent_spec, "device": "cpu"}  # the GPUs to the Ray workers (Ray shows a driver them all)
         self.agent = create_agent(agent_spec, **kwargs)
-        if spec.get("warm_start") is not None and not self.resume:  # a new run: from another's networks (a resumed
-            from torchforce.client import warm_start  # one from its own checkpoint)
-
+        # a new run begins from another's networks where its spec says so (a resumed one, from its own checkpoint)
+        warm = spec.get("warm_start") is not None and not self.resume
+        if warm:
             self.agent.warm_start(self.folder, warm_start.FILE)
-            source = warm_start.describe(spec["warm_start"])
-            LOG.info("warm start from %s: its networks and run-wide statistics", source)
+            LOG.info(
+                "warm start from %s: its networks and run-wide statistics", warm_start.describe(spec["warm_start"])
+            )
         self.summarizer = self.agent.summarizer
         if spec.get("evaluation") is not None:  # its own environment: the experiment's unless it names another
             from torchforce.client.evaluate import environment_spec, own_environment_spec
@@ -342,6 +344,8 @@ class ExperimentRun:
             self.workers = clone_worker_agent(
                 self.agent, spec["num_workers"], self.environments[0], spec["network"], agent_spec
             )
+            for worker in self.workers[1:] if warm else []:  # the model they share is warm: their own statistics too
+                worker.warm_start(self.folder, warm_start.FILE)
             self.runner = ThreadedRunner(self.workers, self.environments, torch_threads=threads)
         else:
             self.workers = [self.agent]

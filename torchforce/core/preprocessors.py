@@ -696,8 +696,18 @@ class PreprocessorStack:
         loads: list[tuple[Preprocessor, dict[str, Any]]] = []
         for index, step in enumerate(self.preprocessors):
             saved = dict(state[str(index)])
-            if isinstance(step, RunningStandardize) and not step.reset_after_batch:
-                loads.append((step, saved))
+            if isinstance(step, RunningStandardize):
+                # statistics of the whole run are one count, per-episode ones one per row (None: none yet)
+                saved_run_wide = saved["count"] is not None and np.ndim(saved["count"]) == 0
+                saved_per_row = saved["count"] is not None and np.ndim(saved["count"]) > 0
+                if saved_per_row and not step.reset_after_batch or saved_run_wide and step.reset_after_batch:
+                    there, here = ("per episode", "over the run") if saved_per_row else ("over the run", "per episode")
+                    raise ValueError(
+                        f"the checkpoint's running_standardize (step {index} of '{self.unprocessed_spec.name}') kept "
+                        f"its statistics {there}, this one keeps them {here} (reset_after_batch)"
+                    )
+                if saved_run_wide:
+                    loads.append((step, saved))
             elif isinstance(step, RunningReturnScale):
                 loads.append((step, {**saved, "returns": []}))
         return loads

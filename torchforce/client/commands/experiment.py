@@ -65,7 +65,7 @@ def _add_new(experiments: argparse._SubParsersAction) -> None:
             "      --set agent.optimizer.learning_rate=3e-4 --set environment.gym_id=Acrobot-v1 "
             "--set num_environments=8",
             "tfcli experiment new -n cp4 -A ppo_cartpole -E cartpole --run-mode multi-threaded --num-workers 4",
-            "tfcli experiment new -f cartpole_ppo -n cp-tuned --warm-start cp:best --seed 1",
+            "tfcli experiment new -f cartpole_ppo -n cp-tuned --warm-start cp --seed 1",
         ],
     )
     new.add_argument("-f", "--file", help="an experiment spec file, or a name in configs/experiments/")
