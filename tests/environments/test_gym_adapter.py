@@ -332,3 +332,26 @@ def test_a_ready_environment_takes_a_shorter_time_limit_and_refuses_a_longer_one
     assert "environment.max_episode_timesteps" in message and "500 steps" in message and "1000" in message
     assert "gymnasium.make('CartPole-v1', max_episode_steps=1000)" in message
     ready.close()
+
+
+def test_records_on_a_file_system_without_locks_cut_nothing(tmp_path, monkeypatch, caplog):
+    """Where the records file cannot be locked (NFS without its lock daemon), another writer's line may be halfway
+    written: it was cut as a crash's torn line. Unlocked, nothing is cut and the record starts a line of its own."""
+    import errno
+    import fcntl
+
+    from torchforce.environments import gym as adapter
+
+    def no_locks(stream, operation):
+        raise OSError(errno.ENOLCK, "No locks available")
+
+    monkeypatch.setattr(fcntl, "flock", no_locks)
+    monkeypatch.setattr(adapter, "_UNLOCKED_WARNED", False)
+    file = tmp_path / "episodes.jsonl"
+    file.write_text('{"episode": 0, "reward": 1.0}\n{"episode": 1, "rew')  # another copy, halfway through its line
+    with caplog.at_level(logging.WARNING):
+        adapter.append_record(file, {"reward": 2.0})
+        adapter.append_record(file, {"reward": 3.0})
+    lines = file.read_text().splitlines()
+    assert lines[1] == '{"episode": 1, "rew' and [json.loads(line)["reward"] for line in lines[2:]] == [2.0, 3.0]
+    assert [record.message.count("cannot be locked") for record in caplog.records] == [1]

@@ -18,13 +18,12 @@ specs as described in ``torchforce.environments.spaces``.
   or in worker processes) append to one file, each record taking the number after the file's last under a lock.
   ``monitor_video=N`` (> 0) also records every N-th episode of each copy as MP4 into ``DIR/videos`` through
   Gymnasium's ``RecordVideo`` (needs the ``moviepy`` package; without it, a SpecError says so); with
-  ``monitor_continue`` the videos' numbers go on from the last record too, so that earlier videos are not
-  overwritten.
+  ``monitor_continue`` a single environment's videos are numbered on from the last record too, so that its
+  earlier videos are not overwritten (the copies of a vector number their videos each their own way, in one folder).
 """
 
 from __future__ import annotations
 
-import contextlib
 import importlib
 import importlib.util
 import inspect
@@ -526,22 +525,46 @@ def append_record(file: Path, record: dict[str, Any]) -> int:
     file's lock meanwhile, so that whatever appends to one file (the copies of a vectorized environment, in any
     process) numbers one sequence; returns its number. A last line that a crash cut short (no newline) goes first."""
     with file.open("a+b") as stream:  # closing it writes the record, then drops the lock
-        _lock(stream)
-        _cut_torn_line(stream)
+        if _lock(stream):
+            _cut_torn_line(stream)
+        elif stream.seek(0, os.SEEK_END) and not _ends_a_line(stream):
+            # unlocked (another writer may be halfway through its line): the record starts a line of its own, and
+            # nothing is cut
+            stream.write(b"\n")
         number = last_episode(stream) + 1
         stream.write(json.dumps({"episode": number, **record}).encode() + b"\n")
     return number
 
 
-def _lock(stream: BinaryIO) -> None:
-    """Hold ``stream``'s file alone (``flock``) until it is closed; where there are no such locks (Windows, a file
-    system without them) records are numbered without."""
+def _ends_a_line(stream: BinaryIO) -> bool:
+    """Whether ``stream``'s file ends with a newline (the position left at its end)."""
+    stream.seek(-1, os.SEEK_END)
+    return stream.read(1) == b"\n"
+
+
+def _lock(stream: BinaryIO) -> bool:
+    """Hold ``stream``'s file alone (``flock``) until it is closed, and say whether it is held: where there are no
+    such locks (Windows, a file system without them: NFS without its lock daemon) records are numbered without, and
+    a warning says so once."""
+    global _UNLOCKED_WARNED
     try:
         import fcntl
-    except ImportError:
-        return
-    with contextlib.suppress(OSError):
+
         fcntl.flock(stream, fcntl.LOCK_EX)
+        return True
+    except (ImportError, OSError) as error:
+        if not _UNLOCKED_WARNED:
+            _UNLOCKED_WARNED = True
+            logging.getLogger(__name__).warning(
+                "the monitor's records file %s cannot be locked (%s): copies writing it at once may number their "
+                "episodes alike",
+                stream.name,
+                error,
+            )
+        return False
+
+
+_UNLOCKED_WARNED = False
 
 
 def last_episode(stream: BinaryIO) -> int:
