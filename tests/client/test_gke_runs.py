@@ -234,6 +234,48 @@ def test_a_resume_after_its_own_cluster_was_released_creates_it_again_and_resume
     assert (experiment.record().status, experiment.record().cluster) == ("running", "mine")
 
 
+def ended_unseen(experiment: Experiment) -> bool:
+    """Whether the run's RayJob has finished, asked of kubectl itself (the fake operator moves as kubectl touches
+    the job), not through tfcli, which would see it end and clean up after it."""
+    job = experiment.project.store.experiment(experiment.name).job
+    call = kubectl(CONTEXT.replace(CLUSTER, "mine"), "get", "rayjob", job, "-o", "json")
+    shown = subprocess.run(call, capture_output=True, text=True)
+    return shown.returncode == 0 and json.loads(shown.stdout)["status"].get("jobStatus") == "SUCCEEDED"
+
+
+def test_a_resume_right_after_the_run_ended_keeps_its_own_cluster_for_it(linked, cloud):
+    """A run on its own cluster that ended while no command looked: 'start --resume' first saw it end, deleted the
+    cluster (minutes), then made it again for the resume (minutes more). The resume keeps it and runs there."""
+    cloud.add_image(IMAGE)
+    spec = linked.root / "configs" / "clusters" / "mine.json"
+    spec.write_text(json.dumps({"name": "mine", "num_nodes": 1, "machine_type": "e2-standard-4"}))
+    experiment = new(linked, "quick", "-t", "300", "--cluster", "mine")
+    assert tfcli(linked.root, "experiment", "start", "-e", "quick", "--yes").returncode == 0
+    wait_for(lambda: ended_unseen(experiment), 120, 0.5, "the run's end")  # no tfcli command looks meanwhile
+    calls = len(cloud.calls())
+    resumed = tfcli(linked.root, "experiment", "start", "-e", "quick", "--resume", "-t", "600", "--yes")
+    assert resumed.returncode == 0, resumed.stderr
+    since = cloud.calls()[calls:]
+    assert [call[3] for call in since if call[:3] == ["gcloud", "container", "clusters"]] == []  # neither made nor gone
+    assert (experiment.record().status, experiment.record().cluster) == ("running", "mine")
+    assert linked.store.cluster("mine").runtime["owner"] == "quick"
+    wait_for(lambda: experiment.record().status != "running", 120, 0.5, "the resumed run's end")
+    assert experiment.record().status == "finished" and experiment.progress()["timesteps"] >= 600
+    assert linked.store.cluster("mine") is None  # its end releases it, as before
+
+
+def test_a_refused_resume_right_after_the_run_ended_still_releases_its_own_cluster(linked, cloud):
+    cloud.add_image(IMAGE)
+    spec = linked.root / "configs" / "clusters" / "mine.json"
+    spec.write_text(json.dumps({"name": "mine", "num_nodes": 1, "machine_type": "e2-standard-4"}))
+    experiment = new(linked, "quick", "-t", "300", "--cluster", "mine")
+    assert tfcli(linked.root, "experiment", "start", "-e", "quick", "--yes").returncode == 0
+    wait_for(lambda: ended_unseen(experiment), 120, 0.5, "the run's end")
+    refused = tfcli(linked.root, "experiment", "start", "-e", "quick", "--resume")  # finished: nothing to resume
+    assert refused.returncode == 2 and "has finished; there is nothing to resume" in refused.stderr
+    assert linked.store.cluster("mine") is None  # the run ended, and no start took its cluster
+
+
 def test_deleting_a_paused_run_removes_its_suspended_rayjob(ready, cloud):
     experiment = new(ready, "shelved", "-t", "400000")
     assert tfcli(ready.root, "experiment", "start", "-e", "shelved", "-c", CLUSTER).returncode == 0

@@ -249,7 +249,7 @@ def restore_agent(experiment: Experiment, checkpoint: Checkpoint, environment: E
     kwargs: dict[str, Any] = {"states": environment.states, "actions": environment.actions}
     if spec["network"] is not None:
         kwargs["network"] = spec["network"]
-    model = _model_file(checkpoint.folder)
+    model = model_file(checkpoint.folder)
     agent = create_agent(runnable_here(worker_agent_spec(spec)), **kwargs)
     try:
         agent.restore_model(checkpoint.folder, file=model, for_acting=True)
@@ -262,7 +262,7 @@ def restore_agent(experiment: Experiment, checkpoint: Checkpoint, environment: E
     return agent
 
 
-def _model_file(folder: Path) -> str:
+def model_file(folder: Path) -> str:
     """The agent's file in a checkpoint folder: what ``runner.json`` names (the worker's checkpoints), or what the
     agent's own pointer file ``checkpoint`` names (checkpoints of the first format); a plain name inside it."""
     record_file = folder / Checkpoints.RUNNER

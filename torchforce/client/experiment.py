@@ -69,6 +69,7 @@ class Experiment:
 
     _created_own_cluster: str | None = None  # the GKE cluster the current start created for it
     _spawned = False  # whether the current start has launched its workload
+    _resuming_in_place = False  # a resume where the run ran last is under way: its own GKE cluster stays for it
 
     def __init__(self, project: Project | None = None, **kwargs: Any) -> None:
         self.project = project or Project.find()
@@ -435,7 +436,7 @@ class Experiment:
         """What the ended run leaves on its cluster goes (a GKE RayJob, the experiment's own GKE cluster). Best
         effort: a cluster that does not answer keeps it, and 'tfcli cluster list' still shows the cluster."""
         try:
-            self.backend(record).release(_handle(record), self.folder)
+            self.backend(record).release(_handle(record), self.folder, keep_own_cluster=self._resuming_in_place)
         except ClientError as error:
             warnings.warn(
                 f"experiment '{self.name}' ended, but cleaning up after it failed: {error}", ClientWarning, stacklevel=3
@@ -528,7 +529,36 @@ class Experiment:
         Returns the workload's handle (a process id, or a Ray job's id); None when the run was queued (``place``
         tells where it stands) or for a dry run."""
         spec = self.spec or self.validate()
-        record = self.record()
+        # a resume where the run last ran: a run found ended just now keeps the cluster made for it, which the
+        # resume would otherwise make again at once (minutes); released below where the start does not happen
+        in_place = resume and cluster is None and not dry_run
+        self._resuming_in_place = in_place
+        try:
+            record = self.record()
+        finally:
+            self._resuming_in_place = False
+        try:
+            return self._start(spec, record, resume, cluster, fresh, max_restarts, trust_pickle, yes, dry_run, budget)
+        except BaseException:
+            if in_place and not self._spawned and record.status in ENDED:
+                self._release_own_cluster()  # (kept by the look above, for a start that did not happen)
+            raise
+
+    def _start(
+        self,
+        spec: dict[str, Any],
+        record: ExperimentRecord,
+        resume: bool,
+        cluster: str | None,
+        fresh: bool,
+        max_restarts: int,
+        trust_pickle: bool,
+        yes: bool,
+        dry_run: bool,
+        budget: dict[str, int] | None,
+    ) -> Handle | None:
+        """``start`` with the run's row as it is now (``record``)."""
+        self._spawned = False
         if max_restarts < 0:
             raise ClientError(f"--max-restarts must be 0 or more, got {max_restarts}")
         if record.status == "queued":

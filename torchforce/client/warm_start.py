@@ -85,7 +85,7 @@ def check_form(spec: dict[str, Any]) -> None:
 def source_file(project: Project, settings: dict[str, Any], which: str | None = None) -> tuple[Path, int]:
     """The agent file of the checkpoint ``which`` (default: the field's) of the warm start's experiment, in its
     results here, and the checkpoint's timestep; a SpecError at ``experiment.warm_start`` where there is none."""
-    from torchforce.client.evaluate import _model_file, find_checkpoint
+    from torchforce.client.evaluate import find_checkpoint, model_file
     from torchforce.client.experiment import Experiment
 
     try:
@@ -94,7 +94,7 @@ def source_file(project: Project, settings: dict[str, Any], which: str | None = 
         raise SpecError(f"{PATH}.experiment", error.message, hint=error.hint) from None
     try:
         checkpoint = find_checkpoint(source, which or settings["checkpoint"])
-        model = _model_file(checkpoint.folder)
+        model = model_file(checkpoint.folder)
     except ClientError as error:  # (its hints name evaluate's --checkpoint: here it is the field's checkpoint)
         hint = (error.hint or "").replace("--checkpoint ", f"--warm-start {source.name}:")
         raise SpecError(f"{PATH}.checkpoint", error.message, hint=hint) from None

@@ -148,6 +148,7 @@ class Backend:
         with nothing changed, or, not ``required`` (a run that ended, whose workload went as it ended), a warning.
         Nothing to do on this machine or a Ray cluster: an ended job holds nothing."""
 
-    def release(self, handle: Handle | None, folder: Path) -> None:
+    def release(self, handle: Handle | None, folder: Path, *, keep_own_cluster: bool = False) -> None:
         """Free what the run left on its cluster once the experiment has ended for good (finished, stopped or
-        failed): nothing on this machine or a Ray cluster."""
+        failed): nothing on this machine or a Ray cluster. ``keep_own_cluster``: a cluster made for the experiment
+        stays (a resume is about to run there)."""

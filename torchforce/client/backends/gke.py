@@ -345,12 +345,13 @@ class GkeBackend(Backend):
     def discard(self, folder: Path) -> None:
         self.storage(folder).remove("")
 
-    def release(self, handle: Handle | None, folder: Path) -> None:
+    def release(self, handle: Handle | None, folder: Path, *, keep_own_cluster: bool = False) -> None:
         """After the run has ended for good: its RayJob goes (a suspended one holds no pods, but is still listed),
-        and so does the cluster the experiment created for itself."""
+        and so does the cluster the experiment created for itself, unless ``keep_own_cluster``."""
         if isinstance(handle, str):
             self.kubectl("delete", "rayjob", handle, "--ignore-not-found", check=False)
-        release_own_cluster(self.project, folder.name)
+        if not keep_own_cluster:
+            release_own_cluster(self.project, folder.name)
 
 
 def release_own_cluster(project: Any, experiment: str, *, unless_on: str | None = None) -> None:
