@@ -42,6 +42,17 @@ def new(project: Project, name: str, *flags: str) -> Experiment:
     return Experiment.load(project, name)
 
 
+def on_own_cluster(linked: Project, cloud, name: str, *flags: str) -> Experiment:
+    """The experiment ``name`` (PPO on CartPole, ``flags``) started on its own cluster 'mine', made for it."""
+    cloud.add_image(IMAGE)
+    spec = linked.root / "configs" / "clusters" / "mine.json"
+    spec.write_text(json.dumps({"name": "mine", "num_nodes": 1, "machine_type": "e2-standard-4"}))
+    experiment = new(linked, name, *flags, "--cluster", "mine")
+    started = tfcli(linked.root, "experiment", "start", "-e", name, "--yes")
+    assert started.returncode == 0, started.stderr
+    return experiment
+
+
 def test_a_lost_pod_is_run_again_and_resumes_from_the_checkpoint(ready, cloud):
     experiment = new(ready, "lossy", "-t", "6000")
     started = tfcli(ready.root, "experiment", "start", "-e", "lossy", "-c", CLUSTER, "--max-restarts", "1")
@@ -161,11 +172,7 @@ def test_an_own_cluster_too_small_for_the_run_is_never_created(linked, cloud):
 
 
 def test_stopping_a_run_on_its_own_cluster_downloads_its_results_and_deletes_the_cluster(linked, cloud):
-    cloud.add_image(IMAGE)
-    spec = linked.root / "configs" / "clusters" / "mine.json"
-    spec.write_text(json.dumps({"name": "mine", "num_nodes": 1, "machine_type": "e2-standard-4"}))
-    experiment = new(linked, "keeper", "-t", "400000", "--cluster", "mine")
-    assert tfcli(linked.root, "experiment", "start", "-e", "keeper", "--yes").returncode == 0
+    experiment = on_own_cluster(linked, cloud, "keeper", "-t", "400000")
     wait_for(lambda: experiment.progress().get("timesteps", 0) >= 1000, 120, 0.5, "progress")
     stopped = tfcli(linked.root, "experiment", "stop", "-e", "keeper", timeout=180)
     assert stopped.returncode == 0, stopped.stderr
@@ -183,11 +190,7 @@ def test_a_resume_after_its_own_cluster_was_released_creates_it_again_and_resume
     """The stop of a run on its own cluster deletes the cluster; 'start --resume' without -c then failed with
     "no cluster named ..." (exit 2). It creates the cluster again as the first start did (the same call, in the
     zone it was made in though the link has moved to another since) and resumes there from the bucket."""
-    cloud.add_image(IMAGE)
-    spec = linked.root / "configs" / "clusters" / "mine.json"
-    spec.write_text(json.dumps({"name": "mine", "num_nodes": 1, "machine_type": "e2-standard-4"}))
-    experiment = new(linked, "keeper", "-t", "400000", "--cluster", "mine")
-    assert tfcli(linked.root, "experiment", "start", "-e", "keeper", "--yes").returncode == 0
+    experiment = on_own_cluster(linked, cloud, "keeper", "-t", "400000")
     (first,) = [call for call in cloud.calls() if call[:4] == ["gcloud", "container", "clusters", "create"]]
     assert f"--zone={ZONE}" in first
     wait_for(lambda: experiment.progress().get("timesteps", 0) >= 1000, 120, 0.5, "progress")
@@ -246,11 +249,7 @@ def ended_unseen(experiment: Experiment) -> bool:
 def test_a_resume_right_after_the_run_ended_keeps_its_own_cluster_for_it(linked, cloud):
     """A run on its own cluster that ended while no command looked: 'start --resume' first saw it end, deleted the
     cluster (minutes), then made it again for the resume (minutes more). The resume keeps it and runs there."""
-    cloud.add_image(IMAGE)
-    spec = linked.root / "configs" / "clusters" / "mine.json"
-    spec.write_text(json.dumps({"name": "mine", "num_nodes": 1, "machine_type": "e2-standard-4"}))
-    experiment = new(linked, "quick", "-t", "300", "--cluster", "mine")
-    assert tfcli(linked.root, "experiment", "start", "-e", "quick", "--yes").returncode == 0
+    experiment = on_own_cluster(linked, cloud, "quick", "-t", "300")
     wait_for(lambda: ended_unseen(experiment), 120, 0.5, "the run's end")  # no tfcli command looks meanwhile
     calls = len(cloud.calls())
     resumed = tfcli(linked.root, "experiment", "start", "-e", "quick", "--resume", "-t", "600", "--yes")
@@ -265,11 +264,7 @@ def test_a_resume_right_after_the_run_ended_keeps_its_own_cluster_for_it(linked,
 
 
 def test_a_refused_resume_right_after_the_run_ended_still_releases_its_own_cluster(linked, cloud):
-    cloud.add_image(IMAGE)
-    spec = linked.root / "configs" / "clusters" / "mine.json"
-    spec.write_text(json.dumps({"name": "mine", "num_nodes": 1, "machine_type": "e2-standard-4"}))
-    experiment = new(linked, "quick", "-t", "300", "--cluster", "mine")
-    assert tfcli(linked.root, "experiment", "start", "-e", "quick", "--yes").returncode == 0
+    experiment = on_own_cluster(linked, cloud, "quick", "-t", "300")
     wait_for(lambda: ended_unseen(experiment), 120, 0.5, "the run's end")
     refused = tfcli(linked.root, "experiment", "start", "-e", "quick", "--resume")  # finished: nothing to resume
     assert refused.returncode == 2 and "has finished; there is nothing to resume" in refused.stderr
