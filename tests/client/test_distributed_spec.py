@@ -4,6 +4,8 @@ run's ``worker_timeout``."""
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from torchforce.client.experiment_file import resolve_experiment, worker_agent_spec, worker_timeout_of
@@ -51,6 +53,10 @@ def test_the_worker_timeout_is_seconds_or_null_and_ten_minutes_by_default(projec
     endless = resolve(project, run_mode="distributed", worker_timeout=None)  # null: wait for ever, not the default
     assert endless["worker_timeout"] is None and worker_timeout_of(endless) is None
     assert resolve(project, **endless)["worker_timeout"] is None  # as the stored spec is read again
+    from torchforce.client import Experiment
+
+    python_api = Experiment(project, name="endless", agent="ppo_cartpole", environment="cartpole", worker_timeout=None)
+    assert python_api.validate()["worker_timeout"] is None  # (None was taken for "not given": 600 s)
     older = {key: value for key, value in spec.items() if key != "worker_timeout"}  # resolved before the field
     assert worker_timeout_of(older) == WORKER_TIMEOUT
     expected = "expected a number of seconds > 0, or null to wait for ever"
@@ -65,3 +71,25 @@ def test_a_short_worker_timeout_is_warned_about(project):
     raw = {"name": "x", "environment": "cartpole", "agent": PPO, "total_timesteps": 1000, "run_mode": "distributed"}
     with pytest.warns(SpecWarning, match="experiment.worker_timeout: 5 s is short: a Ray worker whose chunk"):
         resolve_experiment(project, {**raw, "worker_timeout": 5})
+
+
+def test_a_pause_not_answered_in_time_says_what_a_distributed_run_may_still_do(project, capsys, monkeypatch):
+    """A distributed run waits for a hung Ray worker's replacement (up to its worker_timeout) before it checkpoints,
+    longer than the client waits for an answer: the message said only that the worker did not pause."""
+    from tests.client.conftest import fake_worker
+    from torchforce.client import experiment as experiments
+    from torchforce.client.cli import main
+
+    monkeypatch.setattr(experiments, "SIGNAL_TIMEOUT", 1.0)
+    flags = ["-A", "ppo_cartpole", "-E", "cartpole", "-t", "4000", "--run-mode", "distributed", "--num-workers", "2"]
+    assert main(["experiment", "new", "-n", "dist", *flags]) == 0
+    capsys.readouterr()
+    deaf = "import signal, time; signal.signal(signal.SIGUSR1, signal.SIG_IGN); time.sleep(60)"
+    with fake_worker(project.root / "experiments" / "dist", deaf) as pid:  # a worker that answers nothing
+        assert project.store.update_experiment("dist", status="running", pid=pid)
+        time.sleep(1.0)  # its handler in place
+        assert main(["experiment", "pause", "-e", "dist"]) == 2
+    err = capsys.readouterr().err
+    assert "did not pause within 1 s" in err
+    assert "A distributed run waits for a hung Ray worker to be replaced (its worker_timeout)" in err
+    assert "it may still pause (on GKE its RayJob is suspended only by a 'pause' given again then)." in err

@@ -28,7 +28,7 @@ from typing import Any
 from torchforce.client import queue, warm_start
 from torchforce.client.backends import Backend, Handle, Launch, get_backend
 from torchforce.client.errors import ClientError, ClientWarning
-from torchforce.client.experiment_file import check_name, check_stored, resolve_experiment
+from torchforce.client.experiment_file import NULL_MEANS_SOMETHING, check_name, check_stored, resolve_experiment
 from torchforce.client.project import Project, current_umask, write_json_atomically
 from torchforce.client.queue import BEFORE, Queued
 from torchforce.client.storage import Storage
@@ -82,7 +82,8 @@ class Experiment:
             self.file = str(path)
         if kwargs.get("total_timesteps") is not None:
             raw.pop("timesteps", None)  # a flag overrides the file's 2018 'timesteps' too
-        raw.update({key: value for key, value in kwargs.items() if value is not None})
+        # None is "not given", except where null says something (worker_timeout: no timeout)
+        raw.update({key: value for key, value in kwargs.items() if value is not None or key in NULL_MEANS_SOMETHING})
         self.raw = raw
         self.spec: dict[str, Any] | None = None
         if raw.get("name") is not None:
@@ -999,7 +1000,7 @@ class Experiment:
         if not backend.signal(handle, request, SIGNAL_TIMEOUT, self.folder):
             raise ClientError(
                 f"the worker of '{self.name}' ({_describe(record)}) did not {request} within {SIGNAL_TIMEOUT:.0f} s",
-                hint=f"See its log with 'tfcli experiment logs -e {self.name}'.",
+                hint=f"See its log with 'tfcli experiment logs -e {self.name}'." + self._late_signal_hint(request),
             )
         after = self.record()
         wanted = {"pause": "paused", "stop": "stopped"}[request]
@@ -1011,6 +1012,17 @@ class Experiment:
         raise ClientError(
             f"experiment '{self.name}' did not {request}: it is {after.status}" + (f" ({reason})" if reason else ""),
             hint=f"See its log with 'tfcli experiment logs -e {self.name}'.",
+        )
+
+    def _late_signal_hint(self, request: str) -> str:
+        """What a pause or stop that the worker did not answer in time may still do: a distributed run answers once
+        a hung Ray worker has been replaced (up to its worker_timeout)."""
+        if (self.spec or {}).get("run_mode") != "distributed":
+            return ""
+        again = " (on GKE its RayJob is suspended only by a 'pause' given again then)" if request == "pause" else ""
+        return (
+            " A distributed run waits for a hung Ray worker to be replaced (its worker_timeout) before it checkpoints: "
+            f"it may still {request}{again}."
         )
 
     def pause(self, project_id: str | None = None) -> ExperimentRecord:
