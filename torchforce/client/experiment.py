@@ -29,7 +29,7 @@ from torchforce.client import queue, warm_start
 from torchforce.client.backends import Backend, Handle, Launch, get_backend
 from torchforce.client.errors import ClientError, ClientWarning
 from torchforce.client.experiment_file import NULL_MEANS_SOMETHING, check_name, check_stored, resolve_experiment
-from torchforce.client.project import Project, current_umask, write_json_atomically
+from torchforce.client.project import Project, current_umask, write_bytes_atomically, write_json_atomically
 from torchforce.client.queue import BEFORE, Queued
 from torchforce.client.storage import Storage
 from torchforce.client.store import ExperimentRecord
@@ -584,13 +584,13 @@ class Experiment:
                 cluster, record, Launch(resume=resume, max_restarts=max_restarts, trust_pickle=trust_pickle), fresh
             )
             return None
-        if spec.get("warm_start") is not None and not resume and not (self.folder / f"{warm_start.FILE}.pt").is_file():
+        if spec.get("warm_start") is not None and not resume and not (self.folder / warm_start.FILE_NAME).is_file():
             raise ClientError(
                 f"experiment '{self.name}' starts warm (its spec's warm_start), but experiments/{self.name}/"
-                f"{warm_start.FILE}.pt, the checkpoint it starts from, is missing",
+                f"{warm_start.FILE_NAME}, the checkpoint it starts from, is missing",
                 hint="Create the experiment again with --warm-start, or take warm_start out of its experiment.json.",
             )
-        self._created_own_cluster, self._spawned = None, False
+        self._created_own_cluster = None
         try:
             return self._launch(spec, record, cluster, resume, fresh, max_restarts, trust_pickle, yes, budget, extended)
         except BaseException:
@@ -614,7 +614,7 @@ class Experiment:
             yield
         except BaseException:
             if not self._spawned:
-                _write_bytes_atomically(file, before)
+                write_bytes_atomically(file, before)
                 self.spec = check_stored(self.project, file, self.name)
             raise
 
@@ -1129,13 +1129,6 @@ class Experiment:
                 os.rename(aside, self.folder)
             raise
         shutil.rmtree(aside, ignore_errors=True)
-
-
-def _write_bytes_atomically(file: Path, data: bytes) -> None:
-    """``file`` holds ``data``, or (interrupted) what it held before: never a part of either."""
-    partial = file.with_name(f".{file.name}.{os.getpid()}.partial")
-    partial.write_bytes(data)
-    os.replace(partial, file)
 
 
 def _handle(record: ExperimentRecord) -> Handle | None:

@@ -85,15 +85,16 @@ class Group:
         self.project, self.name, self.runs = project, name, runs
 
     @classmethod
-    def load(cls, project: Project, name: str) -> Group:
-        """The group ``name``: a ClientError when no experiment names it (see ``memberships``)."""
+    def load(cls, project: Project, name: str, *, damaged: bool = False) -> Group:
+        """The group ``name``: a ClientError when no experiment names it (see ``memberships``). With ``damaged``,
+        a run whose spec is broken is still one of it (``Experiment.load``'s ``damaged``), first in the order."""
         names = memberships(project).get(name)
         if not names:
             raise ClientError(
                 f"no group named '{name}' in project '{project.name}'",
                 hint=_known_groups(project, name) or "Create one with 'tfcli experiment new -n NAME ... --seeds 0-4'.",
             )
-        return cls(project, name, _by_seed([Experiment.load(project, run) for run in names]))
+        return cls(project, name, _by_seed([Experiment.load(project, run, damaged=damaged) for run in names]))
 
     @property
     def seeds(self) -> list[int | None]:
@@ -248,7 +249,14 @@ def _check_names_are_free(project: Project, name: str, runs: list[Experiment]) -
 
 
 def _by_seed(runs: list[Experiment]) -> list[Experiment]:
-    return sorted(runs, key=lambda run: (run.checked_spec.get("seed") is None, run.checked_spec.get("seed") or 0))
+    """``runs`` in the order of their seeds (those without one last; those whose spec is damaged first)."""
+
+    def seed(run: Experiment) -> tuple[bool, int]:
+        if run.spec is None:
+            return False, -1
+        return run.spec.get("seed") is None, run.spec.get("seed") or 0
+
+    return sorted(runs, key=seed)
 
 
 def _known_groups(project: Project, name: str, groups: dict[str, list[str]] | None = None) -> str:

@@ -45,7 +45,12 @@ def current_umask() -> int:
 
 
 def write_json_atomically(path: Path, data: Any, *, mode: int | None = None, durable: bool = False) -> None:
-    """Write JSON through a temporary file and a rename, so a reader never sees half a file. The file gets the
+    """Write ``data`` as JSON (indented, a newline at the end) with ``write_bytes_atomically``."""
+    write_bytes_atomically(path, (json.dumps(data, indent=2) + "\n").encode(), mode=mode, durable=durable)
+
+
+def write_bytes_atomically(path: Path, data: bytes, *, mode: int | None = None, durable: bool = False) -> None:
+    """Write ``data`` through a temporary file and a rename, so a reader never sees half a file. The file gets the
     usual permissions (0644 with the common umask 022), not the private ones of a temporary file, unless ``mode``
     (0600 for settings that name a key file). ``durable``: on the disk before the rename, and the rename before
     this returns, so that a crash or power loss leaves the old file or the new one (checkpoint pointers)."""
@@ -53,9 +58,8 @@ def write_json_atomically(path: Path, data: Any, *, mode: int | None = None, dur
     handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         os.fchmod(handle, mode if mode is not None else 0o666 & ~current_umask())
-        with os.fdopen(handle, "w") as file:
-            json.dump(data, file, indent=2)
-            file.write("\n")
+        with os.fdopen(handle, "wb") as file:
+            file.write(data)
             if durable:
                 file.flush()
                 os.fsync(file.fileno())

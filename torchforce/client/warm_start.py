@@ -29,7 +29,8 @@ from torchforce.spec import SpecError, expect_dict
 if TYPE_CHECKING:
     from torchforce.client.project import Project
 
-FILE = "warm_start"  # its agent file in the experiment's folder: warm_start.pt
+FILE = "warm_start"  # its agent file in the experiment's folder, as Agent.warm_start names it
+FILE_NAME = f"{FILE}.pt"
 PATH = "experiment.warm_start"
 KEYS = ("experiment", "checkpoint", "timesteps")
 PARTS = ("agent", "modules", "preprocessing", "reward_preprocessing")  # what Agent.warm_start reads of a checkpoint
@@ -134,7 +135,7 @@ def copy_into(project: Project, settings: dict[str, Any], folder: Path) -> None:
     try:
         payload = load_checkpoint(file, mapped=True)
         kept = {key: payload[key] for key in PARTS if key in payload}
-        torch.save(pack({"format": FORMAT, **kept}), folder / f"{FILE}.pt")
+        torch.save(pack({"format": FORMAT, **kept}), folder / FILE_NAME)
     except (OSError, ValueError) as error:
         raise SpecError(PATH, f"its checkpoint could not be copied: {error}", hint="Try again.") from None
 

@@ -527,18 +527,19 @@ def append_record(file: Path, record: dict[str, Any]) -> int:
     with file.open("a+b") as stream:  # closing it writes the record, then drops the lock
         if _lock(stream):
             _cut_torn_line(stream)
-        elif stream.seek(0, os.SEEK_END) and not _ends_a_line(stream):
-            # unlocked (another writer may be halfway through its line): the record starts a line of its own, and
-            # nothing is cut
-            stream.write(b"\n")
+        elif not _ends_a_line(stream):  # unlocked (another writer may be halfway through its line): the record
+            stream.write(b"\n")  # starts a line of its own, and nothing is cut
         number = last_episode(stream) + 1
         stream.write(json.dumps({"episode": number, **record}).encode() + b"\n")
     return number
 
 
 def _ends_a_line(stream: BinaryIO) -> bool:
-    """Whether ``stream``'s file ends with a newline (the position left at its end)."""
-    stream.seek(-1, os.SEEK_END)
+    """Whether ``stream``'s file is empty or ends with a newline (the position left at its end)."""
+    end = stream.seek(0, os.SEEK_END)
+    if not end:
+        return True
+    stream.seek(end - 1)
     return stream.read(1) == b"\n"
 
 
@@ -656,11 +657,7 @@ def log_episodes(env: Any, log: EpisodeLog) -> Any:
 def episode_logs(environment: Any) -> list[EpisodeLog]:
     """The monitors' logs among the wrappers of ``environment`` (a Gym adapter, or a Gymnasium environment),
     outermost first; none for another environment."""
-    env = getattr(environment, "gym", environment)
-    try:
-        chain = wrapper_chain(env)
-    except ImportError:  # (no Gymnasium: no monitor)
-        return []
+    chain = wrapper_chain(getattr(environment, "gym", environment))
     return [layer.episode_log for layer in chain if isinstance(getattr(layer, "episode_log", None), EpisodeLog)]
 
 

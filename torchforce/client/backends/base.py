@@ -43,9 +43,11 @@ class Launch:
 def upload_spec(run: Storage, folder: Path) -> None:
     """What a worker on a cluster reads from the run's folder ``run``: the experiment's spec, and the checkpoint a
     warm start begins from (``warm_start.pt``, where the experiment has one)."""
+    from torchforce.client.warm_start import FILE_NAME
+
     run.upload(folder / "experiment.json", "experiment.json")
-    if (folder / "warm_start.pt").is_file():
-        run.upload(folder / "warm_start.pt", "warm_start.pt")
+    if (folder / FILE_NAME).is_file():
+        run.upload(folder / FILE_NAME, FILE_NAME)
 
 
 def check_gpus(

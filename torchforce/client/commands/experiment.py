@@ -510,18 +510,11 @@ def _start_group(name: str, runs: list[Experiment], options: dict) -> None:
 
 
 def group_runs(project: Project, name: str) -> list[Experiment] | None:
-    """The runs of the group ``name`` when ``-e`` names a group (and no experiment of that name); else None."""
-    names = memberships(project).get(name) if project.store.experiment(name) is None else None
-    if not names:
+    """The runs of the group ``name`` when ``-e`` names a group (and no experiment of that name), a damaged one
+    among them to fail on its own; else None."""
+    if project.store.experiment(name) is not None or not memberships(project).get(name):
         return None
-    runs = [Experiment.load(project, run, damaged=True) for run in names]  # a damaged one fails on its own
-    return sorted(runs, key=_seed)
-
-
-def _seed(run: Experiment) -> int:
-    """A run's seed, for the order of a group's runs (-1: a run whose spec is damaged, or has none)."""
-    seed = (run.spec or {}).get("seed")
-    return seed if isinstance(seed, int) else -1
+    return Group.load(project, name, damaged=True).runs
 
 
 def on_group(
@@ -682,16 +675,15 @@ def _downloaded(experiment: Experiment) -> str:
 def experiment_delete(args: argparse.Namespace) -> None:
     project = Project.find()
     runs = group_runs(project, args.experiment)
-    if runs is not None:  # a run that may not go keeps the whole group
-        busy = [f"{run.name} ({status})" for run in runs if (status := run.record().status) in ("running", "queued")]
-        if busy:
-            raise ClientError(
-                f"group '{args.experiment}' has runs that are not over: {', '.join(busy)}; nothing was deleted",
-                hint=f"Stop them first with 'tfcli experiment stop -e {args.experiment}'.",
-            )
     if runs is None:
         print(_deleted(Experiment.load(project, args.experiment, damaged=True)))
         return
+    busy = [f"{run.name} ({status})" for run in runs if (status := run.record().status) in ("running", "queued")]
+    if busy:  # a run that may not go keeps the whole group
+        raise ClientError(
+            f"group '{args.experiment}' has runs that are not over: {', '.join(busy)}; nothing was deleted",
+            hint=f"Stop them first with 'tfcli experiment stop -e {args.experiment}'.",
+        )
     deleted: list[str] = []
     for run in runs:
         try:
