@@ -1,6 +1,8 @@
 """VPG: the policy-gradient loss by hand, one optimizer step per update on the whole batch and then one of the
 baseline's, the 2018 arguments and their errors."""
 
+import re
+
 import numpy as np
 import pytest
 import torch
@@ -115,6 +117,28 @@ def test_learning_moves_the_policy_towards_rewarded_actions():
 def test_spec_errors(options, message):
     with pytest.raises(SpecError, match=message):
         vpg(**options)
+
+
+@pytest.mark.parametrize("agent_type", ["vpg", "trpo"])
+@pytest.mark.parametrize("memory", ["replay", "prioritized_replay"])
+def test_timesteps_from_a_replay_memory_are_refused(agent_type, memory):
+    # a replay memory hands out random rows: their returns and GAE would chain the rewards of other episodes (the
+    # spec's PPO/TRPO check; VPG's returns are the same sums). Whole episodes from a replay memory are fine.
+    spec = {
+        "type": agent_type,
+        "network": NETWORK,
+        "update_mode": {"unit": "timesteps", "batch_size": 8},
+        "memory": {"type": memory, "capacity": 100},
+    }
+    expected = (
+        f"memory.type: {agent_type.upper()} updating on timesteps learns from the most recent ones; expected "
+        f'"latest", got "{memory}".'
+    )
+    with pytest.raises(SpecError, match=re.escape(expected)):
+        create_agent(spec, states=ENV.states, actions=ENV.actions)
+    if memory == "replay":  # prioritized_replay draws single timesteps only
+        episodes = {**spec, "update_mode": {"unit": "episodes", "batch_size": 2}}
+        assert create_agent(episodes, states=ENV.states, actions=ENV.actions).memory.capacity == 100
 
 
 def test_2018_long_name_and_default_update_mode():

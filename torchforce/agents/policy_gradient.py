@@ -22,11 +22,13 @@ from torchforce.agents.transfer import to_host
 from torchforce.agents.transitions import FlatBatch, Transitions, group
 from torchforce.agents.update_mode import default_latest_capacity
 from torchforce.core.baselines import build_pg_baseline, regularization_loss, shared_state_values, state_values
+from torchforce.core.memories.latest import Latest
 from torchforce.core.modes import follows_training_mode
 from torchforce.core.networks.network import has_penalties
 from torchforce.core.objectives import policy_statistics, value_loss
 from torchforce.core.optimizers import Optimizer
 from torchforce.core.returns import advantage_tensors
+from torchforce.spec import SpecError
 
 Data = dict[str, torch.Tensor]
 Forward = tuple[dict[str, Any], dict[str, torch.Tensor], torch.Tensor]  # Policy.forward: params, internals, embedding
@@ -61,6 +63,16 @@ class PolicyGradientAgent(LearningAgent):
             default_memory=memory,
             default_update_mode={"unit": "episodes", "batch_size": 10},
         )
+        if self.update_mode.unit == "timesteps" and not isinstance(self.memory, Latest):
+            # a replay memory hands out random rows of other episodes, which returns and GAE would chain together
+            given = config.memory
+            raise SpecError(
+                "memory.type",
+                f"{self.name.upper()} updating on timesteps learns from the most recent ones",
+                got=given.get("type") if isinstance(given, dict) else given,
+                expected='"latest"',
+                hint='Use {"type": "latest"}, or update_mode.unit "episodes".',
+            )
         self.discount = config.discount
         self.gae_lambda = config.gae_lambda
         self.normalize_advantages = config.normalize_advantages is True  # PPO's "minibatch": in its loss

@@ -21,7 +21,6 @@ from torchforce.agents.config import PPOConfig
 from torchforce.agents.policy_gradient import Forward, PolicyGradientAgent
 from torchforce.agents.transitions import FlatBatch, Transitions, group
 from torchforce.core.baselines import shared_state_values
-from torchforce.core.memories.latest import Latest
 from torchforce.core.networks.network import penalized
 from torchforce.core.objectives import clipped_surrogate, likelihood_ratio, standardized
 from torchforce.core.optimizers import Info, TorchOptimizer, build_optimizer, minimize_each
@@ -59,16 +58,6 @@ class PPOAgent(PolicyGradientAgent):
         self.optimization_steps = config.optimization_steps
         self.epochs = config.epochs
         self.minibatch_size = config.minibatch_size
-        if self.update_mode.unit == "timesteps" and not isinstance(self.memory, Latest):
-            # a replay memory would hand out random, old timesteps: PPO needs the latest contiguous ones
-            given = config.memory
-            raise SpecError(
-                "memory.type",
-                "PPO updating on timesteps learns from the most recent ones",
-                got=given.get("type") if isinstance(given, dict) else given,
-                expected='"latest"',
-                hint='Use {"type": "latest"}, or update_mode.unit "episodes".',
-            )
         # c_1 of eq. 9: the value loss joins the policy's, and one optimizer steps both (else the baseline's own)
         self.value_loss_weight = config.value_loss_weight
         parameters = list(self.policy.parameters())
