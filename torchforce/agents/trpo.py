@@ -7,10 +7,10 @@ approximately, as in the paper's appendix C: a natural-gradient step (conjugate 
 the KL, ``cg_max_iterations``, ``cg_damping``) scaled so its predicted KL is delta, then a backtracking line
 search on the surrogate (halving the step up to ``ls_max_iterations`` times until the improvement is at least
 ``ls_accept_ratio`` of the predicted one, or, as 2018, until halving no longer raises that ratio, and, unlike 2018,
-the actual KL at most 1.5 delta; without that 2018 stop, TRPO's steps shrank to ~1/64 and a Beta policy barely
-learned: see ``core.optimizers.solvers.backtracking_line_search``). That is the 2018
-implicit optimizer, ``optimized_step(natural_gradient)``. Advantages and the optional baseline are VPG's and PPO's
-(``core.returns.advantages``); ``likelihood_ratio_clipping`` clips the ratio as PPO does (off by default).
+the actual KL at most 1.5 delta; at 2018's 0.9 the accepted step is often a small fraction of the natural-gradient
+step, which the KL bound delta is tuned against: see ``core.optimizers.solvers.backtracking_line_search``). That is
+the 2018 implicit optimizer, ``optimized_step(natural_gradient)``. Advantages and the optional baseline are VPG's
+and PPO's (``core.returns.advantages``); ``likelihood_ratio_clipping`` clips the ratio as PPO does (off by default).
 """
 
 from __future__ import annotations
