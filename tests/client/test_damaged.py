@@ -529,6 +529,19 @@ def test_a_stored_spec_edited_down_to_its_fields_still_shows(root, capsys):
     ok(capsys, "experiment", "list")
 
 
+def test_a_gymnasium_id_edited_into_a_stored_spec_is_refused_at_start(root, capsys):
+    # the stored spec is checked without building anything (start stays quick), and its environment's id was not
+    # checked at all: start said "Started", and the worker's log held a traceback
+    path = root / "experiments" / FIRST / "experiment.json"
+    spec = json.loads(path.read_text())
+    assert spec["environment"]["gym_id"] == "CartPole-v1"
+    write(path, json.dumps({**spec, "environment": {**spec["environment"], "gym_id": "CartPole-v7"}}))
+    err = bad(root, capsys, "experiment", "start", "-e", FIRST)
+    assert err.startswith("tfcli: experiment.environment.gym_id: unknown Gymnasium id 'CartPole-v7'"), err
+    assert f"experiments/{FIRST}/experiment.json" in err and "Did you mean 'CartPole-v1'?" in err, err
+    assert Project(root).store.experiment(FIRST).status == "new"
+
+
 def test_the_descriptions_of_the_project_group(capsys):
     code, out, err = run(capsys, "project", "reapir")
     assert code == 2 and "Did you mean 'repair'?" in err

@@ -28,7 +28,13 @@ from typing import Any
 from torchforce.client import queue, warm_start
 from torchforce.client.backends import Backend, Handle, Launch, get_backend
 from torchforce.client.errors import ClientError, ClientWarning
-from torchforce.client.experiment_file import NULL_MEANS_SOMETHING, check_name, check_stored, resolve_experiment
+from torchforce.client.experiment_file import (
+    NULL_MEANS_SOMETHING,
+    check_environment_id,
+    check_name,
+    check_stored,
+    resolve_experiment,
+)
 from torchforce.client.project import Project, current_umask, write_bytes_atomically, write_json_atomically
 from torchforce.client.queue import BEFORE, Queued
 from torchforce.client.storage import Storage
@@ -576,6 +582,7 @@ class Experiment:
             )
         if resume and fresh:
             raise ClientError("--resume and --fresh contradict each other", hint="Give one of them.")
+        check_environment_id(self.project, spec, self.name)
         if not dry_run:
             self._check_can_start(record, resume=resume, fresh=fresh, extending=bool(budget))
         extended = self._extended_spec(budget, resume=resume) if budget else None

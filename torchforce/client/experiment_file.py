@@ -543,6 +543,27 @@ def check_stored(project: Project, path: Path, name: str) -> dict[str, Any]:
     return spec
 
 
+def check_environment_id(project: Project, spec: dict[str, Any], name: str) -> None:
+    """The Gymnasium id of a stored experiment's environment is one this machine knows (a registry lookup, nothing
+    built): an id edited into experiment.json, or one whose package was uninstalled since ``new``, is an error at
+    start, naming the file, and not a traceback in the worker's log."""
+    from torchforce.client.modules import modules_folder, use_modules
+    from torchforce.environments import ENVIRONMENTS
+    from torchforce.environments.gym import resolve_gym_id
+
+    environment = spec["environment"]
+    if not isinstance(environment, dict) or ENVIRONMENTS.canonical(environment.get("type")) != "gym":
+        return
+    try:
+        use_modules(modules_folder(project.root))  # a 'module:Name' of the project's own, as new found it
+        resolve_gym_id(environment.get("gym_id"), "experiment.environment.gym_id")
+    except SpecError as error:
+        error.hint = error.hint or f"Fix the file, or remove the experiment with 'tfcli experiment delete -e {name}'."
+        error.file = str(Path("experiments") / name / "experiment.json")
+        error.args = (error.render(),)
+        raise error from None
+
+
 def load_environment(project: Project, value: str) -> tuple[Any, str | None]:
     """The environment an experiment names by a string, and the file it came from: a file or a config in
     configs/environments/ first, else an environment name (a Gymnasium id, ``module:Class`` or an environment type:
