@@ -41,6 +41,7 @@ def test_init_makes_a_project(tmp_path):
     assert settings["name"] == "demo" and settings["cloud_provider"] == "google" and settings["created_at"]
     assert (tmp_path / ".tfcli" / "state.db").is_file() and Project(tmp_path).store.experiments() == []
     assert [p.name for p in (tmp_path / "experiments").iterdir()] == []
+    assert (tmp_path / "configs" / "sweeps" / "ppo_cartpole.yaml").is_file()  # the README's sweep example, by name
     for kind, files in SHIPPED.items():
         assert sorted(p.name for p in (tmp_path / "configs" / kind).iterdir()) == files
         for file in files:

@@ -305,8 +305,14 @@ def test_an_unknown_sweep_file_gets_a_did_you_mean_among_the_shipped_examples(sw
     err = bad(sweeps.root, capsys, "sweep", "new", "-f", "ppo_cartpol")
     assert err.splitlines() == [
         "tfcli: sweep.file: no sweep file named 'ppo_cartpol'; expected a file, or a name in configs/sweeps/.",
-        "  configs/sweeps/ has none. Shipped examples: ppo_cartpole. Did you mean 'ppo_cartpole'?",
+        "  In configs/sweeps/: ppo_cartpole. Did you mean 'ppo_cartpole'?",  # tfcli init copied the shipped one
     ]
+    (sweeps.root / "configs" / "sweeps" / "ppo_cartpole.yaml").unlink()
+    err = bad(sweeps.root, capsys, "sweep", "new", "-f", "ppo_cartpol")
+    assert (
+        err.splitlines()[1]
+        == "  configs/sweeps/ has none. Shipped examples: ppo_cartpole. Did you mean 'ppo_cartpole'?"
+    )
 
 
 def test_the_shipped_example_validates_by_name(sweeps, capsys):

@@ -28,13 +28,13 @@ import json
 import math
 import re
 from dataclasses import dataclass, field
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
 from torchforce.client.experiment_file import NAME_PATTERN, check_name, resolve_experiment
 from torchforce.client.overrides import Override, dotted, parse_key
 from torchforce.client.project import CONFIG_SUFFIXES, Project
+from torchforce.configs import folder
 from torchforce.spec import SpecError, did_you_mean, expect_bool, expect_choice, expect_dict, expect_int, load_file
 from torchforce.spec.device import missing_gpu
 from torchforce.spec.errors import describe
@@ -260,7 +260,7 @@ def is_trial_name(sweep: str, name: str) -> bool:
 
 def shipped_sweeps() -> Path:
     """The example sweep files torchforce ships (``torchforce/configs/sweeps/``)."""
-    return Path(str(resources.files("torchforce") / "configs" / "sweeps"))
+    return folder("sweeps")
 
 
 def find_sweep_file(project: Project, value: str) -> Path:
@@ -273,20 +273,22 @@ def find_sweep_file(project: Project, value: str) -> Path:
         if Path(value).suffix in CONFIG_SUFFIXES or len(Path(value).parts) != 1:
             raise  # a path: its own error says where it was looked for
         not_found = error
-    for folder in (project.root / "configs" / "sweeps", shipped_sweeps()):
+    for place in (project.root / "configs" / "sweeps", shipped_sweeps()):
         for suffix in CONFIG_SUFFIXES:
-            if (folder / f"{value}{suffix}").is_file():
-                return folder / f"{value}{suffix}"
+            if (place / f"{value}{suffix}").is_file():
+                return place / f"{value}{suffix}"
     own = project.config_names("sweeps")
-    shipped = sorted(p.stem for p in shipped_sweeps().glob("*") if p.suffix in CONFIG_SUFFIXES)
+    shipped = sorted({p.stem for p in shipped_sweeps().glob("*") if p.suffix in CONFIG_SUFFIXES} - set(own))
     guess = did_you_mean(value, own + shipped)
     raise SpecError(
         path,
         f"no sweep file named '{value}'",
         expected=not_found.expected,
-        hint=(f"In configs/sweeps/: {', '.join(own)}. " if own else "configs/sweeps/ has none. ")
-        + (f"Shipped examples: {', '.join(shipped)}." if shipped else "")
-        + (f" Did you mean '{guess}'?" if guess else ""),
+        hint=" ".join(
+            [f"In configs/sweeps/: {', '.join(own)}." if own else "configs/sweeps/ has none."]
+            + ([f"Shipped examples: {', '.join(shipped)}."] if shipped else [])
+            + ([f"Did you mean '{guess}'?"] if guess else [])
+        ),
     )
 
 

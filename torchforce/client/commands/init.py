@@ -18,8 +18,8 @@ def add_parser(groups: argparse._SubParsersAction) -> None:
         "init",
         help="make the current folder a tfcli project",
         description="Make the current folder a tfcli project: .tfcli/ (settings and the state database), "
-        "configs/ filled with\nthe default agent, network, environment, experiment and cluster configs, and "
-        "experiments/.\nRe-running it is safe: existing config files and settings are kept unless --force "
+        "configs/ filled with\nthe default agent, network, environment, experiment, cluster and sweep configs, "
+        "and experiments/.\nRe-running it is safe: existing config files and settings are kept unless --force "
         "(files of your own\nare kept even then). It refuses a folder inside another project unless --force.",
         examples=[
             "tfcli init",
