@@ -552,6 +552,21 @@ def test_a_group_command_with_no_run_to_act_on_changes_nothing(root, capsys):
     assert "group 'cp': no run to stop (its runs are finished)" in err
 
 
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ("experiment", "evaluate", "-e", "cp"),
+        ("experiment", "logs", "-e", "cp"),
+        ("experiment", "new", "-n", "warm", *CHEAP, "--warm-start", "cp"),
+    ],
+)
+def test_a_group_where_one_run_is_needed_is_said_to_be_a_group(root, capsys, argv):
+    # was "no experiment named 'cp' ... Did you mean 'cp-s0'?", as if the group did not exist
+    err = bad(root, capsys, *argv)
+    assert "'cp' is a group of 4 runs, and this takes one experiment" in err, err
+    assert "Give one of its runs: cp-s0, cp-s1, cp-s2, cp-s3." in err, err
+
+
 @pytest.mark.parametrize("flag", ["--follow", "--dry-run"])
 def test_a_group_start_refuses_what_is_for_one_run(root, capsys, flag):
     err = bad(root, capsys, "experiment", "start", "-e", "cp", flag)

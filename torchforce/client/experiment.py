@@ -127,6 +127,14 @@ class Experiment:
         shown = spec_file.relative_to(project.root)
         record = project.store.experiment(name)
         if record is None:
+            from torchforce.client.groups import memberships  # (groups are made of experiments)
+
+            runs = memberships(project).get(name)
+            if runs:  # a command that takes a group found it before; this one takes one run
+                raise ClientError(
+                    f"'{name}' is a group of {len(runs)} run{'s' * (len(runs) != 1)}, and this takes one experiment",
+                    hint=f"Give one of its runs: {', '.join(runs)}.",
+                )
             known = [r.name for r in project.store.experiments()]
             guess = did_you_mean(name, known)
             unregistered = f"{folder.relative_to(project.root)} exists, but the project's state database lacks it. "
