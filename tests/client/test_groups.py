@@ -223,6 +223,18 @@ def test_list_shows_a_group_as_one_row(root, capsys):
     assert "mean of the last 100 episodes, with a 95% bootstrap confidence interval" in out.replace("\n", " ")
 
 
+def test_one_agent_has_one_name_in_the_tables(root, capsys):
+    # the shipped configs/agents/ppo.json keeps 2018's "ppo_agent": it showed as "ppo_agent" beside ppo_cartpole's "ppo"
+    out = ok(
+        capsys, "experiment", "new", "-n", "long", "-A", "ppo", "-M", "mlp2_network", "-E", "cartpole", "-t", "2000"
+    )
+    assert "ppo on CartPole-v1" in out and "ppo_agent" not in out, out
+    out = ok(capsys, "experiment", "list")
+    assert "ppo_agent" not in out and [line.split()[1] for line in out.splitlines() if line.startswith("long ")] == [
+        "ppo"
+    ], out
+
+
 def test_list_runs_and_json(root, capsys):
     constant_finals(root)
     out = ok(capsys, "experiment", "list", "--runs", "--window", "10")

@@ -28,10 +28,11 @@ from torchforce.client.warm_start import describe as describe_warm_start
 
 
 def agent_name(spec: dict) -> str:
-    """The agent's type, and where it computes when that is not the CPU: ``ppo (cuda)``, ``ppo (auto)``."""
+    """The agent's type, and where it computes when that is not the CPU: ``ppo (cuda)``, ``ppo (auto)``. 2018's
+    long names read as the short ones (``ppo_agent`` as ``ppo``: the agents' aliases), so one agent has one name."""
     agent = spec["agent"]
     device = agent.get("device")
-    return str(agent.get("type", "?")) + (f" ({device})" if device not in (None, "cpu") else "")
+    return str(agent.get("type", "?")).removesuffix("_agent") + (f" ({device})" if device not in (None, "cpu") else "")
 
 
 def environment_name(spec: dict) -> str:
