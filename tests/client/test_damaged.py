@@ -542,6 +542,18 @@ def test_a_gymnasium_id_edited_into_a_stored_spec_is_refused_at_start(root, caps
     assert Project(root).store.experiment(FIRST).status == "new"
 
 
+def test_list_warns_of_an_experiment_whose_spec_is_damaged(root, capsys):
+    # the row showed "-" in every column and nothing said why
+    write(root / "experiments" / FIRST / "experiment.json", "{ broken")
+    out, err = ok(capsys, "experiment", "list")
+    assert [line.split()[0] for line in out.splitlines()[2:]] == [FIRST, SECOND], out
+    (line,) = err.splitlines()
+    assert line.startswith(f"tfcli: warning: experiment '{FIRST}' is listed without its spec: malformed JSON"), line
+    assert line.endswith(f"remove the experiment with 'tfcli experiment delete -e {FIRST}'."), line
+    out, err = ok(capsys, "experiment", "list", "--json")
+    assert err.startswith("tfcli: warning: ") and json.loads(out)[0]["message"].endswith(")")
+
+
 def test_the_descriptions_of_the_project_group(capsys):
     code, out, err = run(capsys, "project", "reapir")
     assert code == 2 and "Did you mean 'repair'?" in err

@@ -6,6 +6,7 @@ import argparse
 import re
 import sys
 import time
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 
@@ -13,7 +14,7 @@ from torchforce.client import queue, warm_start
 from torchforce.client.aggregate import WINDOW
 from torchforce.client.commands import add_command, command, evaluate, finite_float, positive_int, views
 from torchforce.client.commands.output import print_json, relative
-from torchforce.client.errors import ClientError
+from torchforce.client.errors import ClientError, ClientWarning
 from torchforce.client.experiment import Experiment
 from torchforce.client.groups import Group, format_seeds, memberships, new_group, parse_seeds, resolve
 from torchforce.client.overrides import apply_to_experiment, blame, parse_overrides
@@ -719,6 +720,8 @@ def experiment_list(args: argparse.Namespace) -> None:
             if staging and not project.experiment_folder(record.name).exists():
                 continue  # a concurrent 'experiment new' is creating it right now
             rows.append(views.broken_row(record, project, error))
+            said = "; ".join(line.strip() for line in str(error).splitlines())  # the error and its hint, one line
+            warnings.warn(f"experiment '{record.name}' is listed without its spec: {said}", ClientWarning, stacklevel=1)
             continue
         rows.append(views.status_row(experiment, args.window))
     groups = _group_rows(rows, args.window)
