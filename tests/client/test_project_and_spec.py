@@ -48,6 +48,21 @@ def test_init_makes_a_project(tmp_path):
             assert (tmp_path / "configs" / kind / file).read_bytes() == (folder(kind) / file).read_bytes()
 
 
+@pytest.mark.parametrize(("flags", "source"), [(["-n", "Bad Name!"], ""), ([], " (the folder's name)")])
+def test_init_warns_of_a_name_that_gke_cannot_use(tmp_path, flags, source):
+    # GKE refused such a name only at an experiment's start; here and on Ray it is fine
+    folder = tmp_path / "Bad Name!"
+    folder.mkdir()
+    result = tfcli(folder, "init", *flags)
+    assert result.returncode == 0, result.stderr
+    assert result.stderr.startswith(
+        f"tfcli: warning: the project name 'Bad Name!'{source} cannot run experiments on GKE"
+    )
+    assert "'tfcli init --force -n NAME' renames the project" in result.stderr
+    (tmp_path / "fine").mkdir()
+    assert "warning" not in tfcli(tmp_path / "fine", "init", "-n", "fine_name-2").stderr
+
+
 def test_rerunning_init_never_overwrites_a_users_configs(tmp_path):
     Project.init(tmp_path, name="mine")
     settings = (tmp_path / ".tfcli" / "project.json").read_bytes()

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import argparse
+import warnings
 
 from torchforce.client.commands import add_command, command
 from torchforce.client.commands.gcloud import add_link_arguments, make_link, report
-from torchforce.client.errors import ClientError
+from torchforce.client.errors import ClientError, ClientWarning
 from torchforce.client.gcloud import Cloud, activate, record_link
+from torchforce.client.manifests import dns_label
 from torchforce.client.project import CONFIG_SUFFIXES, Project, current_folder
 from torchforce.configs import KINDS, folder
+from torchforce.spec import SpecError
 
 
 def add_parser(groups: argparse._SubParsersAction) -> None:
@@ -51,12 +54,28 @@ def init(args: argparse.Namespace) -> None:
     )
     kept = _shipped_count() - len(written)
     print(f"Project '{project.name}' in {project.root}")
+    _warn_if_not_for_gke(project.name, given=args.name is not None)
     print(f"  {len(written)} default config files written" + (f" ({kept} existing ones kept)" if kept else ""))
     if link is not None:
         record_link(project, link)
         report(link, False, project)
         return
     print("Next: tfcli experiment new -n NAME -A ppo_cartpole -E cartpole -t 50000 --start")
+
+
+def _warn_if_not_for_gke(name: str, *, given: bool) -> None:
+    """A project name that GKE cannot use (it becomes part of the RayJobs' names and bucket paths) is fine here and
+    on Ray: a warning now, rather than an error at the first GKE start."""
+    try:
+        dns_label(name, "project.name", "a project name on GKE")
+    except SpecError as error:
+        source = "" if given else " (the folder's name)"
+        warnings.warn(
+            f"the project name {name!r}{source} cannot run experiments on GKE, whose names take {error.expected}; "
+            "runs on this machine and on Ray are not affected. 'tfcli init --force -n NAME' renames the project",
+            ClientWarning,
+            stacklevel=2,
+        )
 
 
 def _shipped_count() -> int:
