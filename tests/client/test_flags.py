@@ -235,6 +235,17 @@ def test_bash_completes_the_projects_names(complete, project):
     assert complete("experiment show -e c", cwd=inner) == ["cartpole-1"]  # the project is found from below
 
 
+def test_bash_completes_sweep_delete_and_the_projects_sweeps(complete, project):
+    sweeps = project.root / ".tfcli" / "sweeps"
+    sweeps.mkdir()
+    for name in ("lr.json", "lr.db", "big-lr.json", ".lr-2.123.json"):  # a state file names a sweep; not staging
+        (sweeps / name).write_text("{}")
+    assert complete("sweep d") == ["delete"]
+    assert complete("sweep delete -") == ["--debug", "--help", "--keep-trials", "--sweep", "-h"]
+    assert complete("sweep delete --sweep ") == ["big-lr", "lr"]
+    assert complete("sweep show --sweep b") == ["big-lr"]
+
+
 # ---------------------------------------------------------------------------------------------- examples
 
 

@@ -2,9 +2,10 @@
 --print-completion bash`` prints a bash completion function, ``zsh`` the same function loaded through zsh's
 bash-completion emulation (``bashcompinit``).
 
-It completes commands, options and choices, the project's experiment names (``-e``) and config names (``-A``,
-``-E``, ``-M``, ``-f``...) as ``tfcli`` resolves them: ``configs/<kind>/NAME.json`` is ``NAME``, a YAML config
-keeps its suffix. Names are read from the project around the current folder each time TAB is pressed.
+It completes commands, options and choices, the project's experiment names (``-e``), sweep names (``--sweep``)
+and config names (``-A``, ``-E``, ``-M``, ``-f``...) as ``tfcli`` resolves them: ``configs/<kind>/NAME.json`` is
+``NAME``, a YAML config keeps its suffix. Names are read from the project around the current folder each time TAB
+is pressed.
 """
 
 from __future__ import annotations
@@ -66,6 +67,8 @@ def _value_completion(command: str, action: argparse.Action) -> str:
         return _words(" ".join(str(choice) for choice in action.choices))
     if action.dest in ("experiment", "experiments"):
         return _words("$(_tfcli_names experiments)")
+    if action.dest == "sweep":
+        return _words("$(_tfcli_names .tfcli/sweeps)")
     kind = CONFIG_OPTIONS.get(action.dest) or (FILE_CONFIGS.get(command) if action.dest == "file" else None)
     if action.dest == "cluster" and command == "experiment new":
         kind = "clusters"  # a cluster config; elsewhere -c names a cluster the project made
@@ -113,7 +116,7 @@ _tfcli_names() {{  # the names in the project folder $1 (experiments, configs/ag
   command ls -1 "$dir/$1" 2>/dev/null | while read -r name; do
     case "$1:$name" in
       *:.*) ;;
-      configs/*:*.json) printf '%s
+      configs/*:*.json|.tfcli/sweeps:*.json) printf '%s
 ' "${{name%.json}}" ;;
       configs/*:*.yaml|configs/*:*.yml|experiments:*) printf '%s
 ' "$name" ;;

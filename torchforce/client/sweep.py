@@ -22,15 +22,16 @@ The driver (``python -I -m torchforce.client.sweep ROOT NAME``) asks the study f
 experiments ``<sweep>-t003-s0``, ``-s1``, ... (group ``<sweep>-t003``, the trial's parameters set as ``--set`` would
 set them, seeds base + 0, 1, ...) and starts them with ``Experiment.start``. Those names are the sweep's
 (``is_trial_name``): ``sweep new`` refuses a sweep while experiments have them, and ``Experiment.generate_locally``
-(``experiment new``, groups) refuses them to anyone but the sweep's driver. A name taken all the same (a folder
-copied into experiments/) neither ends the driver nor is touched: that trial fails as interrupted (``<name> was
-taken``) and its parameters run again as the next trial, under that trial's names. The driver keeps at most
-``parallel`` trials in flight and reads their episode logs: every 10% of the budget the trial's mean return goes to
-the study (``trial.report``), and a trial the pruner judges hopeless has its runs stopped and is marked PRUNED. A
-trial whose runs all finish gets the metric, averaged over its seeds; one whose run fails or is stopped from outside
-FAILs. One whose run is paused from outside (``tfcli experiment pause``) waits, and holds its place among the
-``parallel`` trials, until that run is resumed (``tfcli experiment start -e RUN --resume``): the sweep cannot end
-before. The budget counts trials that completed, were pruned or failed; the driver ends when it is spent.
+(``experiment new``, groups) refuses them to anyone but the sweep's driver, until ``Sweep.delete`` (``tfcli sweep
+delete``) removes the sweep. A name taken all the same (a folder copied into experiments/) neither ends the driver
+nor is touched: that trial fails as interrupted (``<name> was taken``) and its parameters run again as the next
+trial, under that trial's names. The driver keeps at most ``parallel`` trials in flight and reads their episode
+logs: every 10% of the budget the trial's mean return goes to the study (``trial.report``), and a trial the pruner
+judges hopeless has its runs stopped and is marked PRUNED. A trial whose runs all finish gets the metric, averaged
+over its seeds; one whose run fails or is stopped from outside FAILs. One whose run is paused from outside (``tfcli
+experiment pause``) waits, and holds its place among the ``parallel`` trials, until that run is resumed (``tfcli
+experiment start -e RUN --resume``): the sweep cannot end before. The budget counts trials that completed, were
+pruned or failed; the driver ends when it is spent.
 
 Interruptions lose no budget, but an interrupted trial starts over. ``tfcli sweep stop`` makes the driver stop the
 runs in flight, mark their trials FAIL (``interrupted: "stopped"``) and queue their parameters again; a trial whose
@@ -50,6 +51,7 @@ import fcntl
 import json
 import math
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -492,6 +494,57 @@ class Sweep:
         finally:
             os.close(lock)
         return "stopped"
+
+    # ------------------------------------------------------------------ deleting
+
+    def trial_runs(self) -> list[Experiment]:
+        """The experiments of the project that are this sweep's trials' runs: those named as its driver names them
+        (``is_trial_name``), which no one else may take while the sweep exists (a damaged one too, to be deleted)."""
+        names = [r.name for r in self.project.store.experiments() if is_trial_name(self.name, r.name)]
+        return [Experiment.load(self.project, name, damaged=True) for name in names]
+
+    def delete(self, *, keep_trials: bool = False) -> list[str]:
+        """Delete the sweep: its trials' runs (unless ``keep_trials``: they stay as ordinary experiments), then its
+        study, log, plots and lock, and last its state file, which frees its name and its trials' names. Refused,
+        nothing deleted, while its driver runs or a run of its trials runs or is queued. A run that cannot be
+        deleted stops the deletion with the sweep still whole but for the runs deleted before it, so deleting it
+        again finishes the work. Returns the names of the runs deleted. ``configs/experiments/<sweep>-best.json``
+        is the user's now, and stays."""
+        stop_first = f"Stop it first with 'tfcli sweep stop --sweep {self.name}'."
+        if self.driver_running():
+            raise ClientError(f"sweep '{self.name}' is running; nothing was deleted", hint=stop_first)
+        lock = _hold_lock(self.lock_file, LOCK_SECONDS)  # no driver starts meanwhile
+        if lock is None:
+            raise ClientError(f"sweep '{self.name}' was started again meanwhile; nothing was deleted", hint=stop_first)
+        try:
+            runs = self.trial_runs()
+            going = ("running", "queued")
+            busy = [f"{run.name} ({status})" for run in runs if (status := run.record().status) in going]
+            if busy:
+                raise ClientError(
+                    f"sweep '{self.name}' has trial runs that are not over: {', '.join(busy)}; nothing was deleted",
+                    hint=stop_first,
+                )
+            deleted: list[str] = []
+            for run in [] if keep_trials else runs:
+                try:
+                    run.delete()
+                except ClientError as error:
+                    raise ClientError(
+                        f"sweep '{self.name}' was not deleted: its trial run '{run.name}' was not: {error.message}",
+                        hint=("Deleted before it: " + ", ".join(deleted) + ". " if deleted else "")
+                        + f"Delete the rest again with 'tfcli sweep delete --sweep {self.name}'.",
+                    ) from None
+                deleted.append(run.name)
+            shutil.rmtree(self.plots_folder, ignore_errors=True)
+            for path in (self.log_file, *(Path(f"{self.database}{end}") for end in ("-journal", "-wal", "-shm"))):
+                path.unlink(missing_ok=True)
+            self.database.unlink(missing_ok=True)
+            self.lock_file.unlink(missing_ok=True)
+            self.state_file.unlink(missing_ok=True)  # last: until it goes, the sweep is there to be deleted again
+        finally:
+            os.close(lock)
+        return deleted
 
     # ------------------------------------------------------------------ results
 

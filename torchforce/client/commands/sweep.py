@@ -24,11 +24,13 @@ def add_parser(groups: argparse._SubParsersAction) -> None:
         "Optuna's TPE or\nrandom sampler, each trial run as experiments (one per seed) by a background driver, "
         "hopeless trials\npruned early by the median rule. The study is kept in .tfcli/sweeps/NAME.db; the best "
         "trial's\nexperiment is written to configs/experiments/NAME-best.json. The trials' runs are named "
-        "NAME-t003-s0, ...\n(group NAME-t003): names 'experiment new' refuses to other experiments.",
+        "NAME-t003-s0, ...\n(group NAME-t003): names 'experiment new' refuses to other experiments\nuntil "
+        "'sweep delete' removes the sweep.",
         examples=[
             "tfcli sweep new -f ppo_cartpole --start",
             "tfcli sweep show --sweep ppo-cartpole-lr",
             "tfcli sweep plot --sweep ppo-cartpole-lr",
+            "tfcli sweep delete --sweep ppo-cartpole-lr",
         ],
     )
     sweeps = group.add_subparsers(dest="command", metavar="COMMAND", help="one of:")
@@ -97,6 +99,21 @@ def add_parser(groups: argparse._SubParsersAction) -> None:
         examples=["tfcli sweep stop --sweep lr"],
     )
     _sweep_argument(stop)
+    delete = add_command(
+        sweeps,
+        "delete",
+        help="remove a sweep and its trials' experiments",
+        description="Remove the sweep: its trials' experiments (their folders and rows in the state database), "
+        "its study,\nlog and plots. Its name and its trials' names are free again. Refused while its driver runs "
+        "or a run\nof its trials runs or is queued: stop it first. With --keep-trials its trials' experiments "
+        "stay, as\nordinary experiments (a new sweep of the same name is refused until they are deleted). "
+        "The best\ntrial's experiment, configs/experiments/NAME-best.json, stays either way.",
+        examples=["tfcli sweep delete --sweep lr", "tfcli sweep delete --sweep lr --keep-trials"],
+    )
+    _sweep_argument(delete)
+    delete.add_argument(
+        "--keep-trials", action="store_true", help="keep the trials' experiments, as ordinary experiments"
+    )
 
 
 def _sweep_argument(parser: argparse.ArgumentParser) -> None:
@@ -128,6 +145,19 @@ def sweep_stop(args: argparse.Namespace) -> None:
     sweep = Sweep.load(Project.find(), args.sweep)
     status = sweep.stop()
     print(f"'{sweep.name}' is {status}; continue it with: tfcli sweep start --sweep {sweep.name}")
+
+
+@command("sweep", "delete")
+def sweep_delete(args: argparse.Namespace) -> None:
+    sweep = Sweep.load(Project.find(), args.sweep)
+    kept = [run.name for run in sweep.trial_runs()] if args.keep_trials else []
+    for name in sweep.delete(keep_trials=args.keep_trials):
+        print(f"Deleted experiment '{name}'")
+    print(f"Deleted sweep '{sweep.name}'")
+    if kept:
+        print(f"Kept its trials' experiments, now ordinary ones: {', '.join(kept)}")
+    if sweep.best_config.is_file():
+        print(f"Kept {relative(sweep.best_config)}, its best trial's experiment")
 
 
 @command("sweep", "list")
