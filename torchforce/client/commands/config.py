@@ -8,6 +8,8 @@ from pathlib import Path
 from typing import Any
 
 from torchforce.client.commands import add_command, command
+from torchforce.client.errors import ClientError
+from torchforce.durable import unwritable
 from torchforce.spec import unknown_name_error
 
 DEFAULT_FOLDER = "schemas"
@@ -16,11 +18,12 @@ one-line doc, default, type and range, and no other keys. Editors use them to ch
 (a typo'd key or a wrong type is underlined) and to complete keys and values. 'agent.schema.json' covers every
 type (its "type" picks the options); '<type>.schema.json' one type each.
 
-Without -o the files go into ./{DEFAULT_FOLDER}/ (created if missing, files there replaced); '-o -' prints one
-schema (--kind, by default 'agent') to standard output.
+Without -o the files go into ./{DEFAULT_FOLDER}/ (created if missing); -o DIR names a folder that exists. Files
+there are replaced. '-o -' prints one schema (--kind, by default 'agent') to standard output.
 
 Point your editor at them, e.g. in VS Code's .vscode/settings.json:
   "json.schemas": [{{"fileMatch": ["configs/agents/*.json"], "url": "./{DEFAULT_FOLDER}/agent.schema.json"}}]
+(a relative "url" is read from the workspace folder; a schema elsewhere is a file:/// URL, as tfcli prints it)
 and for YAML configs (Red Hat's YAML extension):
   "yaml.schemas": {{"./{DEFAULT_FOLDER}/agent.schema.json": "configs/agents/*.yaml"}}
 PyCharm: Settings > Languages & Frameworks > Schemas and DTDs > JSON Schema Mappings."""
@@ -52,8 +55,7 @@ def add_parser(groups: argparse._SubParsersAction) -> None:
         "-o",
         "--output",
         metavar="DIR",
-        default=DEFAULT_FOLDER,
-        help=f"folder to write into, '-' for standard output (default: {DEFAULT_FOLDER})",
+        help=f"an existing folder to write into, '-' for standard output (default: ./{DEFAULT_FOLDER}, created)",
     )
 
 
@@ -73,9 +75,43 @@ def select(kind: str | None, *, default: str | None = None) -> dict[str, dict[st
     return {name: every[name]}
 
 
+def output_folder(output: str | None) -> Path:
+    """The folder to write the schemas into: ``output`` (``-o``), which must exist, or ./schemas/, made if
+    missing."""
+    if output is None:
+        folder = Path(DEFAULT_FOLDER)
+        if not folder.exists():
+            folder.mkdir()
+    else:
+        folder = Path(output)
+        if not folder.exists():
+            raise ClientError(
+                f"the folder '{folder}' does not exist",
+                hint=f"Create it first ('mkdir -p {folder}'), or give another -o/--output.",
+            )
+    if not folder.is_dir():
+        raise ClientError(
+            f"'{folder}' is a file, not a folder to write the schemas into", hint="Give -o/--output a folder."
+        )
+    reason = unwritable(folder)
+    if reason is not None:
+        raise ClientError(
+            f"cannot write into the folder '{folder}' ({reason})", hint="Give -o/--output a folder you can write to."
+        )
+    return folder
+
+
+def schema_url(path: Path) -> str:
+    """``path`` as the "url" of VS Code's json.schemas setting: a relative path as one (from the workspace folder),
+    an absolute one as a file:// URL."""
+    if path.is_absolute():
+        return path.as_uri()
+    shown = path.as_posix()
+    return shown if shown.startswith("../") else f"./{shown}"
+
+
 def write(chosen: dict[str, dict[str, Any]], folder: Path) -> list[Path]:
-    """Write ``<kind>.schema.json`` files into ``folder`` (created if missing); the paths written."""
-    folder.mkdir(parents=True, exist_ok=True)
+    """Write ``<kind>.schema.json`` files into ``folder``; the paths written."""
     written = []
     for kind, schema in chosen.items():
         path = folder / f"{kind}.schema.json"
@@ -90,11 +126,13 @@ def config_schema(args: argparse.Namespace) -> None:
         (schema,) = select(args.kind, default="agent").values()
         print(json.dumps(schema, indent=2))
         return
-    written = write(select(args.kind), Path(args.output))
+    chosen = select(args.kind)
+    folder = output_folder(args.output)
+    written = write(chosen, folder)
     for path in written:
         print(f"wrote {path}")
-    example = written[0] if len(written) == 1 else Path(args.output) / "agent.schema.json"
+    example = written[0] if len(written) == 1 else folder / "agent.schema.json"
     print(
         f'Editors: map config files to a schema, e.g. VS Code "json.schemas": [{{"fileMatch": '
-        f'["configs/agents/*.json"], "url": "./{example.as_posix()}"}}] (tfcli config schema --help).'
+        f'["configs/agents/*.json"], "url": {json.dumps(schema_url(example))}}}] (tfcli config schema --help).'
     )
