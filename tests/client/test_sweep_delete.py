@@ -12,8 +12,9 @@ import pytest
 
 from tests.client.conftest import fake_worker
 from tests.client.test_bad_input import bad
-from tests.client.test_sweep import stop_everything, sweep_file, trial_with_runs, write
+from tests.client.test_sweep import LONG, crash, running_run, stop_everything, sweep_file, trial_with_runs, write
 from torchforce.client import Experiment, Project
+from torchforce.client.backends.local import process_alive
 from torchforce.client.cli import main
 from torchforce.client.sweep import Sweep
 
@@ -128,3 +129,36 @@ def test_a_sweep_whose_study_is_damaged_or_gone_is_deleted_all_the_same(sweeps, 
         sweep.database.unlink()
     assert sweep.delete() == RUNS
     assert sweep_files(sweeps) == [] and [record.name for record in sweeps.store.experiments()] == ["lr-tuned"]
+
+
+def refused(capsys: pytest.CaptureFixture, *argv: str) -> str:
+    """``tfcli argv``'s message, checking it exits 2 (``bad`` cannot check that nothing changed: a run is going)."""
+    assert main(list(argv)) == 2
+    out, err = capsys.readouterr()
+    assert out == ""
+    return err
+
+
+@pytest.mark.slow
+def test_a_real_sweep_is_deleted_once_stopped_and_not_before(sweeps, capsys):
+    """With its real driver and worker: refused while they run, and after a crash while the run goes on without
+    its driver; deleted once stopped, leaving no process, file or run behind."""
+    write(sweeps.root, "long.yaml", LONG)
+    assert main(["sweep", "new", "-f", "long.yaml", "--start"]) == 0
+    sweep = Sweep.load(sweeps, "tiny")
+    run = running_run(sweeps, "tiny")
+    worker = run.record().pid
+    capsys.readouterr()
+    err = refused(capsys, "sweep", "delete", "--sweep", "tiny")
+    assert err.startswith("tfcli: sweep 'tiny' is running; nothing was deleted")
+    crash(sweep)  # the run goes on without its driver
+    err = refused(capsys, "sweep", "delete", "--sweep", "tiny", "--keep-trials")
+    assert err.startswith("tfcli: sweep 'tiny' has trial runs that are not over: tiny-t000-s0 (running)")
+    assert Sweep.names(sweeps) == ["tiny"] and process_alive(worker, run.folder)
+    assert main(["sweep", "stop", "--sweep", "tiny"]) == 0
+    assert not process_alive(worker, run.folder)
+    capsys.readouterr()
+    assert main(["sweep", "delete", "--sweep", "tiny"]) == 0
+    assert capsys.readouterr().out == "Deleted experiment 'tiny-t000-s0'\nDeleted sweep 'tiny'\n"
+    assert sweep_files(sweeps) == [] and sweeps.store.experiments() == []
+    assert list((sweeps.root / "experiments").iterdir()) == []
