@@ -17,7 +17,7 @@ from tests.client.conftest import copied_project, fake_worker, wait_for, wait_un
 from tests.client.test_bad_input import bad, set_status
 from torchforce.client import ClientError, Experiment, Project, queue
 from torchforce.client.aggregate import bootstrap_interval
-from torchforce.client.cli import main
+from torchforce.client.cli import build_parser, main
 from torchforce.client.groups import Group, format_seeds, new_group, parse_seeds
 from torchforce.client.report import read_episodes
 from torchforce.spec import SpecError
@@ -577,6 +577,46 @@ def test_a_group_where_one_run_is_needed_is_said_to_be_a_group(root, capsys, arg
     err = bad(root, capsys, *argv)
     assert "'cp' is a group of 4 runs, and this takes one experiment" in err, err
     assert "Give one of its runs: cp-s0, cp-s1, cp-s2, cp-s3." in err, err
+
+
+@pytest.mark.parametrize(
+    "cluster, cause",
+    [
+        ("ray_local", "runs on the Ray cluster 'ray_local', which this project has not created"),
+        ("small_cluster", "runs on the GKE cluster 'small-cluster', but this project is not linked"),
+    ],
+)
+def test_new_start_that_fails_keeps_the_experiment_and_names_a_command_that_works(root, capsys, cluster, cause):
+    code = main(["experiment", "new", "-n", "q1", *CHEAP, "--cluster", cluster, "--start"])
+    out, err = capsys.readouterr()
+    assert code == 2
+    assert out.startswith("Created experiment 'q1' in experiments/q1")
+    assert err.startswith(
+        f"tfcli: experiment 'q1' was created and is kept, but it did not start: experiment 'q1' {cause}"
+    )
+    assert "'tfcli experiment start -e q1 -c local'" in err and "add -c local" not in err
+    assert "give -c local" not in err
+    assert Experiment.load(Project(root), "q1").record().status == "new"
+    for command in re.findall(r"'tfcli ([^']*-c local)'", err):  # a command that tfcli takes
+        build_parser().parse_args(command.split())
+
+
+def test_new_start_of_a_group_tries_every_run_and_names_the_group_s_start(root, capsys):
+    code = main(["experiment", "new", "-n", "q4", *CHEAP, "--cluster", "ray_local", "--seeds", "0-1", "--start"])
+    out, err = capsys.readouterr()
+    assert code == 2
+    assert out.startswith("Created group 'q4' of 2 runs (q4-s0, q4-s1; seeds 0-1)")
+    message, hint = err.splitlines()
+    assert message == (
+        "tfcli: group 'q4' was created and is kept, but 2 of 2 runs did not start: q4-s0 (experiment 'q4-s0' runs "
+        "on the Ray cluster 'ray_local', which this project has not created); q4-s1 (experiment 'q4-s1' runs on "
+        "the Ray cluster 'ray_local', which this project has not created)"
+    )
+    assert hint == (
+        "  Create it with 'tfcli cluster create -f ray_local', or run it here with 'tfcli experiment start -e q4 "
+        "-c local'."
+    )
+    assert [Experiment.load(Project(root), f"q4-s{seed}").record().status for seed in (0, 1)] == ["new", "new"]
 
 
 @pytest.mark.parametrize("flag", ["--follow", "--dry-run"])

@@ -291,7 +291,8 @@ class Experiment:
             if self.project.store.cluster(cluster) is None:
                 raise ClientError(
                     f"experiment '{self.name}' runs on the Ray cluster '{cluster}', which this project has not created",
-                    hint=f"Create it with 'tfcli cluster create -f {cluster}', or give -c local to run here.",
+                    hint=f"Create it with 'tfcli cluster create -f {cluster}', or run it here with "
+                    f"'tfcli experiment start -e {self.name} -c local'.",
                 )
         if cluster is None and spec_cluster.get("type", "gke") == "gke" and spec_cluster.get("name"):
             cluster = spec_cluster["name"]
@@ -365,7 +366,7 @@ class Experiment:
         except ClientError as error:  # before anything else, and with the way to run it here instead
             raise ClientError(
                 f"experiment '{self.name}' runs on the GKE cluster '{spec.name}', but {error.message}",
-                hint=f"{error.hint} Or run it on this machine: add -c local.",
+                hint=f"{error.hint} Or run it on this machine: 'tfcli experiment start -e {self.name} -c local'.",
             ) from None
         from torchforce.client.backends.gke import check_fits_before_creating
 

@@ -112,7 +112,8 @@ class Group:
                 raise ClientError(
                     f"run '{run.name}' of group '{self.name}' did not start: {error}",
                     hint=("Started before it: " + ", ".join(started) + ". " if started else "")
-                    + f"Start the others one by one with 'tfcli experiment start -e {run.name}'.",
+                    + f"Start it and the rest with 'tfcli experiment start -e {self.name}' (it starts the runs "
+                    "that are new).",
                 ) from None
         return handles
 

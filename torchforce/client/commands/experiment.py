@@ -386,7 +386,7 @@ def _created_experiment(experiment: Experiment, *, start: bool) -> None:
         f"{views.environment_name(spec)}, {spec['run_mode']} run mode"
     )
     if start:
-        print(started_line(experiment, experiment.start()))
+        print(started_line(experiment, _start_created(experiment)))
         print(f"Follow it with: tfcli experiment watch -e {experiment.name}")
     elif _needs_a_gpu_elsewhere(spec):
         print(
@@ -395,6 +395,21 @@ def _created_experiment(experiment: Experiment, *, start: bool) -> None:
         )
     else:
         print(f"Start it with: tfcli experiment start -e {experiment.name}")
+
+
+def _start_created(experiment: Experiment) -> int | str | None:
+    """``experiment.start()`` for ``new --start``; a start that fails says that the experiment was made and stays,
+    and how to start it (its hint names 'experiment start' flags, which 'new' does not have)."""
+    try:
+        return experiment.start()
+    except (ClientError, SpecError) as error:
+        message, hint = str(error).splitlines()[0], error.hint
+        command = f"tfcli experiment start -e {experiment.name}"
+        if hint is None or command not in hint:
+            hint = " ".join(filter(None, (hint, f"It is kept: start it with '{command}'.")))
+        raise ClientError(
+            f"experiment '{experiment.name}' was created and is kept, but it did not start: {message}", hint=hint
+        ) from None
 
 
 def _needs_a_gpu_elsewhere(spec: dict[str, object]) -> bool:
@@ -429,9 +444,27 @@ def _created_group(group: Group, *, start: bool) -> None:
     if not start:
         print(f"Start them with 'tfcli experiment start -e {group.name}' (or one with -e {names[0]}).")
         return
-    for run, handle in zip(group.runs, group.start(), strict=True):
-        print(started_line(run, handle))
+    command = f"tfcli experiment start -e {group.name}"  # it starts the runs that are still new
+    on_group(
+        group.name,
+        group.runs,
+        ("new",),
+        lambda run: started_line(run, run.start()),
+        doing="start",
+        hint=f"Start them with '{command}'.",
+        failed=f"group '{group.name}' was created and is kept, but",
+        failed_hint=lambda run, hint: _group_start_hint(run, hint, command),
+    )
     print(f"Follow them with: tfcli experiment show -e {group.name}")
+
+
+def _group_start_hint(run: str, hint: str | None, command: str) -> str:
+    """The hint of a group's ``new --start`` whose run ``run`` failed first with ``hint``: its start command made
+    the group's ``command`` (which starts each run that is still new), else ``command`` after it."""
+    own = f"tfcli experiment start -e {run}"
+    if hint and own in hint:
+        return hint.replace(own, command)
+    return " ".join(filter(None, (hint, f"Then start them with '{command}'.")))
 
 
 def _in_file(error: SpecError, project: Project, file: str | None, flags: set[str]) -> SpecError:
@@ -526,18 +559,22 @@ def on_group(
     *,
     doing: str,
     hint: str,
+    failed: str | None = None,
+    failed_hint: Callable[[str, str | None], str] | None = None,
 ) -> None:
     """``act`` on each run of the group ``name`` whose status is one of ``statuses``, printing the line it
     returns; the others are named as left alone. Queued runs come first (a run paused or stopped before them
     would free its slot to one of them), then the rest in the order of their seeds. A run that fails does not
     stop the rest: the failures are one error at the end (exit 2), as is a group none of whose runs was in one
-    of ``statuses``."""
+    of ``statuses``. That error begins with ``failed`` (default "group 'NAME':"), and ``failed_hint``, given the
+    first run that failed and its error's hint, makes its hint."""
     now = {run.name: run.record().status for run in runs}
     if not any(status in statuses for status in now.values()):
         raise ClientError(
             f"group '{name}': no run to {doing} (its runs are {', '.join(sorted(set(now.values())))})", hint=hint
         )
-    failed = []
+    failures: list[str] = []
+    first: tuple[str, str | None] | None = None
     for run in sorted(runs, key=lambda run: now[run.name] != "queued"):  # queued ones first: before a slot frees
         if now[run.name] not in statuses:
             print(f"'{run.name}' is {now[run.name]}: left alone")
@@ -545,11 +582,14 @@ def on_group(
         try:
             print(act(run))
         except (ClientError, SpecError) as error:
-            failed.append(f"{run.name} ({str(error).splitlines()[0]})")
-    if failed:
+            failures.append(f"{run.name} ({str(error).splitlines()[0]})")
+            first = first or (run.name, error.hint)
+    if failures:
+        lead = failed or f"group '{name}':"
+        example = f"Each run's own command names it with -e, e.g. 'tfcli experiment show -e {failures[0].split()[0]}'."
         raise ClientError(
-            f"group '{name}': {len(failed)} of {len(runs)} runs did not {doing}: " + "; ".join(failed),
-            hint=f"Each run's own command names it with -e, e.g. 'tfcli experiment show -e {failed[0].split()[0]}'.",
+            f"{lead} {len(failures)} of {len(runs)} runs did not {doing}: " + "; ".join(failures),
+            hint=failed_hint(*first) if failed_hint and first else example,
         )
 
 
