@@ -374,6 +374,54 @@ def test_a_bad_flag(root, capsys, flags, expected):
     assert "(in " not in err  # flags are not a file
 
 
+@pytest.mark.parametrize(
+    ("flags", "expected", "hint"),
+    [
+        (
+            ["--num-workers", "4"],
+            "experiment.num_workers: workers are for the multi-threaded and distributed run modes, and this one is "
+            "single; expected 1, got 4.",
+            "Give --run-mode multi-threaded (or distributed) to run 4 workers, or leave out --num-workers.",
+        ),
+        (
+            ["--num-parameter-servers", "2"],
+            "experiment.num_parameter_servers: parameter servers are for the distributed run mode, and this one is "
+            "single; expected 0, got 2.",
+            "Give --run-mode distributed (with --num-workers), or leave out --num-parameter-servers.",
+        ),
+        (
+            ["--run-mode", "multi-threaded", "--num-workers", "2", "--num-parameter-servers", "1"],
+            "experiment.num_parameter_servers: parameter servers are for the distributed run mode, and this one is "
+            "multi-threaded; expected 0, got 1.",
+            "--run-mode distributed",
+        ),
+        (
+            ["--run-mode", "multi-threaded", "-N", "4"],
+            "experiment.num_environments: the multi-threaded run mode steps one environment per worker thread; "
+            "expected 1, got 4.",
+            "Give --num-workers 4 instead of -N 4",
+        ),
+    ],
+)
+def test_a_count_the_run_mode_would_ignore_is_refused(root, capsys, flags, expected, hint):
+    err = bad(root, capsys, "experiment", "new", "-n", "fresh", *CHEAP, *flags)
+    assert err.splitlines()[0] == f"tfcli: {expected}"
+    assert hint in err.splitlines()[1]
+    assert not (root / "experiments" / "fresh").exists()
+
+
+def test_the_counts_each_run_mode_uses_are_kept(root, capsys):
+    threads = ["--run-mode", "multi-threaded", "--num-workers", "3", "-N", "1"]
+    spread = ["--run-mode", "distributed", "--num-workers", "2", "--num-parameter-servers", "2", "-N", "3"]
+    for name, flags in (("threads", threads), ("spread", spread), ("one", ["-N", "4", "--num-workers", "1"])):
+        assert main(["experiment", "new", "-n", name, *CHEAP, *flags]) == 0, capsys.readouterr().err
+    counts = {
+        name: tuple(Experiment.load(Project(root), name).spec[key] for key in ("num_workers", "num_parameter_servers"))
+        for name in ("threads", "spread", "one")
+    }
+    assert counts == {"threads": (3, 0), "spread": (2, 2), "one": (1, 0)}
+
+
 def test_an_agent_that_learns_nothing_in_the_distributed_mode(root, capsys):
     write(root / "random.json", json.dumps({"type": "random"}))
     err = bad(

@@ -131,11 +131,9 @@ def test_every_worker_thread_of_a_multi_threaded_run_starts_warm(root, capsys):
     project = Project(root)
     source = Experiment.load(project, "src")
     ExperimentRun(source.folder, resume=False).run()
-    threads = ["--run-mode", "multi-threaded", "--num-workers", "2"]
-    assert (
-        main(["experiment", "new", "-n", "ft", *SOURCE, *threads, "-t", "100", *STANDARDIZED, "--warm-start", "src"])
-        == 0
-    )
+    threads = ["--run-mode", "multi-threaded", "--num-workers", "2"]  # one environment per thread: no -N
+    argv = ["experiment", "new", "-n", "ft", *SOURCE[:4], *threads, "-t", "100", *STANDARDIZED, "--warm-start", "src"]
+    assert main(argv) == 0
     capsys.readouterr()
     run = ExperimentRun(Experiment.load(project, "ft").folder, resume=False)
     run.build()

@@ -203,7 +203,8 @@ def test_the_whole_journey(linked, cloud, tmp_path):
     assert not (results / "control.json").exists()
     # multi-threaded and distributed: their manifests, and each runs to its end
     spread = ["--num-workers", "2", "--num-parameter-servers", "1", "-t", "600"]
-    for name, flags in (("threads", ["--num-workers", "2", "-t", "600"]), ("spread", spread)):
+    threads = ["--num-workers", "2", "-N", "1", "-t", "600"]  # a thread steps one environment: PPO's -N 2 goes
+    for name, flags in (("threads", threads), ("spread", spread)):
         mode = "multi-threaded" if name == "threads" else "distributed"
         created = tfcli(root, "experiment", "new", "-n", name, *PPO, "--run-mode", mode, *flags)
         assert created.returncode == 0, created.stderr

@@ -99,7 +99,7 @@ def test_a_run_whose_pods_fit_no_node_is_refused(linked, cloud):
     cloud.add_image(IMAGE)
     created = tfcli(linked.root, "cluster", "create", "-n", "tiny", "-m", "n1-standard-1", "-s", "1", "--yes")
     assert created.returncode == 0, created.stderr
-    experiment = new(linked, "big", "--run-mode", "multi-threaded", "--num-workers", "2", "-t", "300")
+    experiment = new(linked, "big", "--run-mode", "multi-threaded", "--num-workers", "2", "-N", "1", "-t", "300")
     calls = len(cloud.calls())
     result = tfcli(linked.root, "experiment", "start", "-e", "big", "-c", "tiny")
     assert result.returncode == 2 and "Traceback" not in result.stderr

@@ -221,6 +221,22 @@ def test_an_override_of_a_file_is_validated_like_the_file_and_not_blamed_on_it(p
     assert json.loads((project.root / "experiments" / "f" / "experiment.json").read_text())["num_environments"] == 3
 
 
+def test_a_set_of_a_field_that_a_flag_gives_otherwise_is_refused(project, capsys):
+    err = bad(project.root, capsys, "experiment", "new", "-n", "d1", *CHEAP, "--set", "name=other")
+    assert err.splitlines() == [
+        "tfcli: experiment.name: given twice, by -n and by --set name=other; expected one of them.",
+        "  Give -n alone, or --set name=other alone.",
+    ]
+    err = bad(project.root, capsys, "experiment", "new", "-n", "d1", *CHEAP, "--set", "total_timesteps=500")
+    assert err.startswith("tfcli: experiment.total_timesteps: given twice, by -t and by --set total_timesteps=500;")
+    assert [path.name for path in (project.root / "experiments").iterdir()] == []
+    # the same value twice, or a key inside what a flag names, contradicts nothing
+    argv = ["experiment", "new", "-n", "d1", *CHEAP, "--set", "name=d1", "--set", "agent.discount=0.9"]
+    assert main(argv) == 0
+    spec = json.loads((project.root / "experiments" / "d1" / "experiment.json").read_text())
+    assert (spec["name"], spec["agent"]["discount"]) == ("d1", 0.9)
+
+
 def test_a_spec_warning_is_one_line_naming_what_to_change(project, capsys, monkeypatch):
     """A spec that works but not as meant (here bfloat16 on a CPU that computes it in software) is told as one
     ``tfcli: warning:`` line, not as Python's warning with tfcli's own code line; the experiment is created."""

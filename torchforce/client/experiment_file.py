@@ -177,6 +177,7 @@ def resolve_experiment(project: Project, raw: dict[str, Any], *, build: bool = T
         from torchforce.client.modules import modules_folder, use_modules
 
         use_modules(modules_folder(project.root))  # the one place user classes come from (as in the worker)
+        _check_run_mode_uses(spec)
         check_buildable(spec, project)
         _check_evaluation_environment(spec)
         _warn_if_never_evaluated(spec)
@@ -382,6 +383,41 @@ def _check_run(spec: dict[str, Any]) -> None:
     spec["worker_timeout"] = _seconds_or_none(spec["worker_timeout"], "experiment.worker_timeout")
     spec["seed"] = SEED(spec["seed"], "experiment.seed")  # the agent's range: its seed is this one
     spec["group"] = None if spec["group"] is None else check_name(spec["group"], "experiment.group", what="group name")
+
+
+def _check_run_mode_uses(spec: dict[str, Any]) -> None:
+    """Refuse a count that the run mode does not use, which the run would ignore: workers beyond one in the single
+    mode, parameter servers outside the distributed mode, vectorized environments in the multi-threaded mode (one
+    environment per worker thread). Checked where an experiment is made (not where a stored one is read again, so
+    one made before this check stays readable)."""
+    mode, workers = spec["run_mode"], spec["num_workers"]
+    if mode == "single" and workers != 1:
+        raise SpecError(
+            "experiment.num_workers",
+            "workers are for the multi-threaded and distributed run modes, and this one is single",
+            got=workers,
+            expected="1",
+            hint=f"Give --run-mode multi-threaded (or distributed) to run {workers} workers, or leave out "
+            "--num-workers.",
+        )
+    if mode != "distributed" and spec["num_parameter_servers"] != 0:
+        raise SpecError(
+            "experiment.num_parameter_servers",
+            f"parameter servers are for the distributed run mode, and this one is {mode}",
+            got=spec["num_parameter_servers"],
+            expected="0",
+            hint="Give --run-mode distributed (with --num-workers), or leave out --num-parameter-servers.",
+        )
+    if mode == "multi-threaded" and spec["num_environments"] != 1:
+        count = spec["num_environments"]
+        raise SpecError(
+            "experiment.num_environments",
+            "the multi-threaded run mode steps one environment per worker thread",
+            got=count,
+            expected="1",
+            hint=f"Give --num-workers {count} instead of -N {count} for {count} environments in threads, or "
+            "--run-mode distributed for -N environments in each worker.",
+        )
 
 
 def _check_frequencies(spec: dict[str, Any]) -> None:

@@ -17,7 +17,7 @@ from torchforce.client.commands.output import print_json, relative
 from torchforce.client.errors import ClientError, ClientWarning
 from torchforce.client.experiment import Experiment
 from torchforce.client.groups import Group, format_seeds, memberships, new_group, parse_seeds, resolve
-from torchforce.client.overrides import apply_to_experiment, blame, parse_overrides
+from torchforce.client.overrides import Override, apply_to_experiment, blame, parse_overrides
 from torchforce.client.project import Project, check_output
 from torchforce.client.report import GroupSummary, Summary, read_episodes, summarize, summarize_group
 from torchforce.spec import SpecError, load_file
@@ -89,7 +89,12 @@ def _add_new(experiments: argparse._SubParsersAction) -> None:
     new.add_argument("--num-workers", type=int, help="workers (multi-threaded and distributed run modes)")
     new.add_argument("--num-parameter-servers", type=int, help="parameter servers (distributed run mode)")
     new.add_argument("--run-mode", choices=("single", "multi-threaded", "distributed"), help="how the workers run")
-    new.add_argument("-N", "--num-environments", type=int, help="vectorized environment copies (default 1)")
+    new.add_argument(
+        "-N",
+        "--num-environments",
+        type=int,
+        help="vectorized environment copies (default 1; single and distributed run modes)",
+    )
     new.add_argument(
         "--torch-threads",
         type=int,
@@ -114,7 +119,8 @@ def _add_new(experiments: argparse._SubParsersAction) -> None:
         "--set",
         action="append",
         metavar="KEY=VALUE",
-        help="set one value of the spec, after the file and the flags (repeatable; see above)",
+        help="set one value of the spec, after the file and the flags (repeatable; see above); not a whole field "
+        "that a flag gives another value",
     )
     new.add_argument("--start", action="store_true", help="start it (or each run of the group) right away")
 
@@ -359,6 +365,7 @@ def experiment_new(args: argparse.Namespace) -> None:
         "warm_start": None if args.warm_start is None else warm_start.parse_flag(args.warm_start),
     }
     overrides = parse_overrides(args.set)
+    _check_set_against_flags(fields, overrides)
     try:
         if args.seeds is not None:
             others = {key: value for key, value in fields.items() if key != "name"}
@@ -376,6 +383,26 @@ def experiment_new(args: argparse.Namespace) -> None:
         _created_group(group, start=args.start)
     else:
         _created_experiment(experiment, start=args.start)
+
+
+# the short flags of 'experiment new' by the field each sets (the others are --FIELD, with '-' for '_')
+NEW_SHORT_FLAGS = {"name": "-n", "agent": "-A", "network": "-M", "environment": "-E", "total_timesteps": "-t"}
+NEW_SHORT_FLAGS["num_environments"] = "-N"
+
+
+def _check_set_against_flags(fields: dict[str, object], overrides: list[Override]) -> None:
+    """A ``--set FIELD=VALUE`` of a whole field that a flag gives another value: one of them would be dropped
+    without a word (``-n d1 --set name=other`` made 'other')."""
+    for override in overrides:
+        field = str(override.steps[0])
+        if len(override.steps) == 1 and fields.get(field) not in (None, override.value):
+            flag = NEW_SHORT_FLAGS.get(field, f"--{field.replace('_', '-')}")
+            raise SpecError(
+                f"experiment.{field}",
+                f"given twice, by {flag} and by --set {override.text}",
+                expected="one of them",
+                hint=f"Give {flag} alone, or --set {override.text} alone.",
+            )
 
 
 def _created_experiment(experiment: Experiment, *, start: bool) -> None:
