@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -842,6 +843,15 @@ def test_usage_errors(root, capsys):
     assert "the following arguments are required: -e/--experiment" in bad(root, capsys, "experiment", "start")
     assert "invalid choice: 'strat'" in bad(root, capsys, "experiment", "strat", "-e", EXISTING)
     assert "unrecognized arguments: --bogus" in bad(root, capsys, "experiment", "list", "--bogus")
+
+
+def test_cluster_create_help_says_the_name_rule_that_its_error_says(root, capsys):
+    err = bad(root, capsys, "cluster", "create", "-f", "ray_local", "-n", "MyRay")
+    rule = re.search(r"expected (.*), got \"MyRay\"", err)[1]
+    with pytest.raises(SystemExit):
+        main(["cluster", "create", "--help"])
+    help_text = " ".join(capsys.readouterr().out.split())
+    assert f"the cluster's name: {rule}" in help_text
 
 
 # ---------------------------------------------------------------------------------------------- the real command line

@@ -138,7 +138,8 @@ class Cluster:
                 "cluster.name",
                 "not a valid cluster name",
                 got=name,
-                expected="1-40 letters, digits, '-' or '_', starting with a letter",
+                expected="1-40 letters, digits, '-' or '_', starting with a letter and ending with a letter or digit "
+                "(made lower-case, '_' as '-')",
             )
         self.name = name.replace("_", "-").lower()
         self.num_nodes = expect_int(values.get("num_nodes", 3), "cluster.num_nodes", minimum=1)

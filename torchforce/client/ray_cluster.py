@@ -33,6 +33,7 @@ from torchforce.spec import SpecError, did_you_mean, expect_dict, expect_int
 
 KEYS = ("file", "type", "name", "description", "address", "nodes", "cpus", "gpus", "storage", "python")
 NAME = re.compile(r"[a-z]([a-z0-9_-]{0,38}[a-z0-9])?")
+NAME_RULE = "1-40 lower-case letters, digits, '-' or '_', starting with a letter and ending with a letter or digit"
 ADDRESS = re.compile(r"(?:https?://)?(?P<host>[A-Za-z0-9.-]+|\[[0-9A-Fa-f:]+\]):(?P<port>[0-9]{1,5})")
 MAX_LOCAL_NODES = 16
 REACH_TIMEOUT = 5.0  # seconds to wait for a cluster's Jobs API to answer
@@ -53,7 +54,7 @@ class RayCluster:
                 "cluster.name",
                 "not a valid cluster name",
                 got=name,
-                expected="1-40 lower-case letters, digits, '-' or '_', starting with a letter",
+                expected=NAME_RULE,
             )
         self.name = name
         self.description = str(values.get("description") or "")

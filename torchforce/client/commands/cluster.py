@@ -11,6 +11,7 @@ from torchforce.client.commands import add_command, command, positive_int
 from torchforce.client.commands.output import format_table, print_json
 from torchforce.client.errors import ClientError
 from torchforce.client.project import Project
+from torchforce.client.ray_cluster import NAME_RULE
 
 
 def add_parser(groups: argparse._SubParsersAction) -> None:
@@ -50,7 +51,12 @@ def add_parser(groups: argparse._SubParsersAction) -> None:
         ],
     )
     create.add_argument("-f", "--file", help="a cluster spec file, or a name in configs/clusters/")
-    create.add_argument("-n", "--name", help="the cluster's name (letters, digits, '-', '_')")
+    create.add_argument(
+        "-n",
+        "--name",
+        help=f"the cluster's name: {NAME_RULE} (GKE also takes upper-case letters: its name is made lower-case, "
+        "'_' as '-')",
+    )
     create.add_argument("--address", help="Ray: 'local', or the Ray Jobs address HOST:PORT of a running cluster")
     create.add_argument("--nodes", type=positive_int, help="Ray, local: number of nodes (head included)")
     create.add_argument("--cpus", type=positive_int, help="Ray, local: CPUs of each node")
