@@ -845,6 +845,23 @@ def test_usage_errors(root, capsys):
     assert "unrecognized arguments: --bogus" in bad(root, capsys, "experiment", "list", "--bogus")
 
 
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["experiment", "new", "-n", "q5", *CHEAP, "--fresh"],
+        ["experiment", "list", "--bogus"],
+        ["experiment", "start", "-e", EXISTING, "extra"],
+        ["cluster", "create", "-f", "ray_local", "--bogus"],
+        ["experiment", "--bogus"],
+    ],
+)
+def test_an_unknown_argument_points_at_the_help_of_its_command(root, capsys, argv):
+    err = bad(root, capsys, *argv)
+    command = " ".join(word for word in argv[:2] if not word.startswith("-"))
+    assert "unrecognized arguments: " in err
+    assert err.endswith(f"See 'tfcli {command} --help'.\n")
+
+
 def test_cluster_create_help_says_the_name_rule_that_its_error_says(root, capsys):
     err = bad(root, capsys, "cluster", "create", "-f", "ray_local", "-n", "MyRay")
     rule = re.search(r"expected (.*), got \"MyRay\"", err)[1]

@@ -86,6 +86,8 @@ class Parser(argparse.ArgumentParser):
         retired = retired_flag_error(self, extras)
         if retired is not None:
             self.fail(*retired)
+        if extras and self.prog != "tfcli":  # a command's parser: its help, not the top level's, says what it takes
+            self.fail(f"unrecognized arguments: {' '.join(extras)}")
         return parsed, extras
 
 
