@@ -564,6 +564,19 @@ def test_a_group_command_with_no_run_to_act_on_changes_nothing(root, capsys):
     assert "group 'cp': no run to stop (its runs are finished)" in err
 
 
+def test_a_group_pause_with_nothing_to_pause_says_to_resume_only_what_was_paused(root, capsys):
+    for seed in range(4):
+        set_status(root, f"cp-s{seed}", status="finished")
+    err = bad(root, capsys, "experiment", "pause", "-e", "cp")
+    assert err.splitlines() == [
+        "tfcli: group 'cp': no run to pause (its runs are finished)",
+        "  Runs that are new, finished, failed or stopped have nothing to pause.",
+    ]
+    set_status(root, "cp-s1", status="paused")
+    err = bad(root, capsys, "experiment", "pause", "-e", "cp")
+    assert err.splitlines()[1] == "  Continue the paused ones with 'tfcli experiment start -e cp --resume'."
+
+
 @pytest.mark.parametrize(
     "argv",
     [

@@ -585,7 +585,7 @@ def on_group(
     act: Callable[[Experiment], str],
     *,
     doing: str,
-    hint: str,
+    hint: str | Callable[[set[str]], str],
     failed: str | None = None,
     failed_hint: Callable[[str, str | None], str] | None = None,
 ) -> None:
@@ -593,12 +593,14 @@ def on_group(
     returns; the others are named as left alone. Queued runs come first (a run paused or stopped before them
     would free its slot to one of them), then the rest in the order of their seeds. A run that fails does not
     stop the rest: the failures are one error at the end (exit 2), as is a group none of whose runs was in one
-    of ``statuses``. That error begins with ``failed`` (default "group 'NAME':"), and ``failed_hint``, given the
-    first run that failed and its error's hint, makes its hint."""
+    of ``statuses`` (with ``hint``, or ``hint`` of the statuses its runs are in). The failures' error begins with
+    ``failed`` (default "group 'NAME':"), and ``failed_hint``, given the first run that failed and its error's
+    hint, makes its hint."""
     now = {run.name: run.record().status for run in runs}
     if not any(status in statuses for status in now.values()):
         raise ClientError(
-            f"group '{name}': no run to {doing} (its runs are {', '.join(sorted(set(now.values())))})", hint=hint
+            f"group '{name}': no run to {doing} (its runs are {', '.join(sorted(set(now.values())))})",
+            hint=hint if isinstance(hint, str) else hint(set(now.values())),
         )
     failures: list[str] = []
     first: tuple[str, str | None] | None = None
@@ -658,7 +660,11 @@ def experiment_pause(args: argparse.Namespace) -> None:
         ("queued", "running"),
         _paused,
         doing="pause",
-        hint=f"Continue the paused ones with 'tfcli experiment start -e {args.experiment} --resume'.",
+        hint=lambda statuses: (
+            f"Continue the paused ones with 'tfcli experiment start -e {args.experiment} --resume'."
+            if "paused" in statuses
+            else "Runs that are new, finished, failed or stopped have nothing to pause."
+        ),
         in_group=_paused_in_group,
     )
 
@@ -679,7 +685,7 @@ def _on_one_or_each(
     act: Callable[[Experiment], str],
     *,
     doing: str,
-    hint: str,
+    hint: str | Callable[[set[str]], str],
     in_group: Callable[[Experiment], str] | None = None,
 ) -> None:
     """``act`` on the experiment ``name`` and print its line, or where ``name`` is a group, ``in_group`` (default:
