@@ -588,7 +588,7 @@ def check_environment_id(project: Project, spec: dict[str, Any], name: str) -> N
     from torchforce.environments.gym import resolve_gym_id
 
     environment = spec["environment"]
-    if not isinstance(environment, dict) or ENVIRONMENTS.canonical(environment.get("type")) != "gym":
+    if not isinstance(environment, dict) or ENVIRONMENTS.canonical(str(environment.get("type"))) != "gym":
         return
     try:
         use_modules(modules_folder(project.root))  # a 'module:Name' of the project's own, as new found it
