@@ -175,6 +175,18 @@ def test_a_validation_error_about_an_overridden_value_names_the_set():
     assert blame(whole, given) is whole
 
 
+def test_a_set_whose_json_does_not_parse_says_why_it_was_taken_as_text(project, capsys):
+    # a missing brace made the value text: the error said "not a dict, got a string" and nothing about the JSON
+    text = 'evaluation={"frequency": "10000t", "episodes": 10'
+    err = bad(project.root, capsys, "experiment", "new", "-n", "e1", *CHEAP, "--set", text)
+    message, hint = err.splitlines()
+    assert message.startswith("tfcli: experiment.evaluation: not a dict; expected a JSON object"), err
+    why = "Expecting ',' delimiter: line 1 column 39 (char 38)"
+    assert hint == f"  It came from --set {text}. Its value is text, not JSON ({why})."
+    plain = blame(SpecError("experiment.agent.discount", "not a number", got="x"), overrides("agent.discount=x"))
+    assert plain.hint == "It came from --set agent.discount=x."  # text that was never meant as JSON
+
+
 def test_apply_to_experiment_loads_named_configs_and_replaces_the_2018_timesteps(project):
     raw = {"name": "x", "agent": "ppo_cartpole", "environment": "cartpole", "timesteps": 1000}
     changed = apply_to_experiment(project, raw, overrides("agent.discount=0.9", "total_timesteps=500"))

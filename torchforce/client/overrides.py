@@ -142,11 +142,26 @@ def blame(error: SpecError, overrides: Sequence[Override], prefix: str = "experi
         steps = [int(s) if isinstance(s, str) and s.isdigit() else s for s in override.steps]
         path = f"{prefix}.{dotted(steps)}"
         if _within(error.path, path) or (_within(path, error.path) and error.path != prefix):
-            hint = f"It came from --set {override.text}." + (f" {error.hint}" if error.hint else "")
+            hint = " ".join(
+                part
+                for part in (f"It came from --set {override.text}.", _not_json_why(override.value), error.hint)
+                if part
+            )
             return SpecError(
                 error.path, error.message, got=error.got, expected=error.expected, hint=hint, file=error.file
             )
     return error
+
+
+def _not_json_why(value: Any) -> str | None:
+    """Why a ``--set`` value written as a JSON object or array was taken as text (``parse_value``): its JSON error."""
+    if not isinstance(value, str) or not value.lstrip().startswith(("{", "[")):
+        return None
+    try:
+        json.loads(value, parse_constant=_not_json)
+    except ValueError as error:
+        return f"Its value is text, not JSON ({error})."
+    return None
 
 
 def _within(inner: str, outer: str) -> bool:
