@@ -506,6 +506,21 @@ def test_a_field_of_the_wrong_type_in_an_experiment_file(root, capsys, fields, e
 
 
 @pytest.mark.parametrize(
+    ("file", "text", "flags", "expected"),
+    [
+        ("list.json", "[1, 2]", ["-f", "list.json"], "experiment: not a dict; expected a JSON object, got [1, 2]"),
+        ("agent.json", '"ppo"', ["-n", "g", "-A", "agent.json", "-E", "cartpole"], "experiment.agent: not a dict"),
+        ("five.json", "5", ["-n", "g", "-A", "ppo_cartpole", "-E", "five.json"], "experiment.environment: not a dict"),
+    ],
+)
+def test_a_file_that_holds_no_object_is_named(root, capsys, file, text, flags, expected):
+    # the errors said what arrived, and not which file it came from
+    write(root / file, text)
+    err = bad(root, capsys, "experiment", "new", *flags)
+    assert err.startswith(f"tfcli: {expected}") and f"{file})." in err.splitlines()[0], err
+
+
+@pytest.mark.parametrize(
     ("fields", "expected"),
     [
         ({"location": 5}, "cluster.location: not a string; expected a string or null, got 5."),

@@ -84,7 +84,10 @@ class Experiment:
         self.file = None
         if file is not None:
             path = self.project.find_config(str(file), "experiments", "experiment.file")
-            raw = dict(expect_dict(load_file(path), "experiment"))
+            try:
+                raw = dict(expect_dict(load_file(path), "experiment"))
+            except SpecError as error:
+                raise error.with_file(str(path)) from None
             self.file = str(path)
         if kwargs.get("total_timesteps") is not None:
             raw.pop("timesteps", None)  # a flag overrides the file's 2018 'timesteps' too

@@ -309,8 +309,13 @@ def _load_configs(project: Project, spec: dict[str, Any]) -> dict[str, str | Non
             "an experiment needs an agent",
             hint="Give -A/--agent NAME (a config in configs/agents/) or a file.",
         )
-    spec["environment"] = _environment_spec(spec["environment"])
-    spec["agent"] = expect_dict(spec["agent"], "experiment.agent")
+    checks = {"environment": _environment_spec, "agent": lambda value: expect_dict(value, "experiment.agent")}
+    for key, check in checks.items():
+        source = sources.get(key)
+        try:
+            spec[key] = check(spec[key])
+        except SpecError as error:  # a config file that holds no object: the error names that file
+            raise (error.with_file(source) if source else error) from None
     return sources
 
 
