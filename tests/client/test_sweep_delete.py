@@ -112,7 +112,7 @@ def test_delete_is_refused_while_a_trial_s_run_runs(sweeps, capsys):
         for flags in ([], ["--keep-trials"]):
             err = bad(sweeps.root, capsys, "sweep", "delete", "--sweep", "lr", *flags)
             assert err.startswith(
-                "tfcli: sweep 'lr' has trial runs that are not over: lr-t001-s1 (running); nothing was deleted\n"
+                "tfcli: sweep 'lr' has runs that are not over: lr-t001-s1 (running); nothing was deleted\n"
             )
             assert "tfcli sweep stop --sweep lr" in err
     assert sorted(sweep_files(sweeps)) == ["lr.db", "lr.json", "lr.lock"]
@@ -153,7 +153,7 @@ def test_a_real_sweep_is_deleted_once_stopped_and_not_before(sweeps, capsys):
     assert err.startswith("tfcli: sweep 'tiny' is running; nothing was deleted")
     crash(sweep)  # the run goes on without its driver
     err = refused(capsys, "sweep", "delete", "--sweep", "tiny", "--keep-trials")
-    assert err.startswith("tfcli: sweep 'tiny' has trial runs that are not over: tiny-t000-s0 (running)")
+    assert err.startswith("tfcli: sweep 'tiny' has runs that are not over: tiny-t000-s0 (running)")
     assert Sweep.names(sweeps) == ["tiny"] and process_alive(worker, run.folder)
     assert main(["sweep", "stop", "--sweep", "tiny"]) == 0
     assert not process_alive(worker, run.folder)

@@ -20,7 +20,7 @@ import shutil
 import tempfile
 import time
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -1148,6 +1148,40 @@ class Experiment:
                 os.rename(aside, self.folder)
             raise
         shutil.rmtree(aside, ignore_errors=True)
+
+
+def refuse_busy(runs: Sequence[Experiment], *, whole: str, stop_first: str) -> None:
+    """A ClientError naming the runs of ``whole`` that run or are queued, if any: nothing of it may go yet."""
+    busy = [f"{run.name} ({status})" for run in runs if (status := run.record().status) in ("running", "queued")]
+    if busy:
+        message = f"{whole} has runs that are not over: {', '.join(busy)}; nothing was deleted"
+        raise ClientError(message, hint=stop_first)
+
+
+def delete_runs(
+    runs: Sequence[Experiment],
+    *,
+    whole: str,
+    stop_first: str,
+    again: str,
+    delete: Callable[[Experiment], object] = Experiment.delete,
+) -> list[str]:
+    """Delete the runs of ``whole`` (``group 'g'``, ``sweep 's'``) as one: none while one of them runs or is queued
+    (``stop_first`` says how to stop them), else one after the other with ``delete``. A run that cannot be deleted
+    stops there, and the error names the runs deleted before it and how to delete the rest (``again``). Returns the
+    names of the runs deleted."""
+    refuse_busy(runs, whole=whole, stop_first=stop_first)
+    deleted: list[str] = []
+    for run in runs:
+        try:
+            delete(run)
+        except ClientError as error:  # (it changed state since the check above): say what went and what stays
+            raise ClientError(
+                f"{whole}: run '{run.name}' was not deleted: {error.message}",
+                hint=("Deleted before it: " + ", ".join(deleted) + ". " if deleted else "") + again,
+            ) from None
+        deleted.append(run.name)
+    return deleted
 
 
 def _handle(record: ExperimentRecord) -> Handle | None:

@@ -65,7 +65,7 @@ from pathlib import Path
 from typing import Any
 
 from torchforce.client.errors import ClientError, ClientWarning
-from torchforce.client.experiment import ENDED, Experiment
+from torchforce.client.experiment import ENDED, Experiment, delete_runs, refuse_busy
 from torchforce.client.experiment_file import NAME_PATTERN
 from torchforce.client.project import MARKER, Project, write_json_atomically
 from torchforce.client.report import read_episodes, read_evaluations
@@ -517,25 +517,13 @@ class Sweep:
         if lock is None:
             raise ClientError(f"sweep '{self.name}' was started again meanwhile; nothing was deleted", hint=stop_first)
         try:
-            runs = self.trial_runs()
-            going = ("running", "queued")
-            busy = [f"{run.name} ({status})" for run in runs if (status := run.record().status) in going]
-            if busy:
-                raise ClientError(
-                    f"sweep '{self.name}' has trial runs that are not over: {', '.join(busy)}; nothing was deleted",
-                    hint=stop_first,
-                )
-            deleted: list[str] = []
-            for run in [] if keep_trials else runs:
-                try:
-                    run.delete()
-                except ClientError as error:
-                    raise ClientError(
-                        f"sweep '{self.name}' was not deleted: its trial run '{run.name}' was not: {error.message}",
-                        hint=("Deleted before it: " + ", ".join(deleted) + ". " if deleted else "")
-                        + f"Delete the rest again with 'tfcli sweep delete --sweep {self.name}'.",
-                    ) from None
-                deleted.append(run.name)
+            runs, whole = self.trial_runs(), f"sweep '{self.name}'"
+            if keep_trials:  # they stay, but a run going on would write into what is deleted
+                refuse_busy(runs, whole=whole, stop_first=stop_first)
+                deleted = []
+            else:
+                again = f"Delete the rest again with 'tfcli sweep delete --sweep {self.name}'."
+                deleted = delete_runs(runs, whole=whole, stop_first=stop_first, again=again)
             shutil.rmtree(self.plots_folder, ignore_errors=True)
             for path in (self.log_file, *(Path(f"{self.database}{end}") for end in ("-journal", "-wal", "-shm"))):
                 path.unlink(missing_ok=True)

@@ -15,7 +15,7 @@ from torchforce.client.aggregate import WINDOW
 from torchforce.client.commands import add_command, command, evaluate, finite_float, positive_int, views
 from torchforce.client.commands.output import print_json, relative
 from torchforce.client.errors import ClientError, ClientWarning
-from torchforce.client.experiment import Experiment
+from torchforce.client.experiment import Experiment, delete_runs
 from torchforce.client.groups import Group, format_seeds, memberships, new_group, parse_seeds, resolve
 from torchforce.client.overrides import Override, apply_to_experiment, blame, parse_overrides
 from torchforce.client.project import Project, check_output
@@ -752,23 +752,13 @@ def experiment_delete(args: argparse.Namespace) -> None:
     if runs is None:
         print(_deleted(Experiment.load(project, args.experiment, damaged=True)))
         return
-    busy = [f"{run.name} ({status})" for run in runs if (status := run.record().status) in ("running", "queued")]
-    if busy:  # a run that may not go keeps the whole group
-        raise ClientError(
-            f"group '{args.experiment}' has runs that are not over: {', '.join(busy)}; nothing was deleted",
-            hint=f"Stop them first with 'tfcli experiment stop -e {args.experiment}'.",
-        )
-    deleted: list[str] = []
-    for run in runs:
-        try:
-            print(_deleted(run))
-        except ClientError as error:  # (it changed state since the check above): say what went and what stays
-            raise ClientError(
-                f"group '{args.experiment}': run '{run.name}' was not deleted: {error.message}",
-                hint=("Deleted before it: " + ", ".join(deleted) + ". " if deleted else "")
-                + f"Delete the rest again with 'tfcli experiment delete -e {args.experiment}'.",
-            ) from None
-        deleted.append(run.name)
+    delete_runs(
+        runs,
+        whole=f"group '{args.experiment}'",
+        stop_first=f"Stop them first with 'tfcli experiment stop -e {args.experiment}'.",
+        again=f"Delete the rest again with 'tfcli experiment delete -e {args.experiment}'.",
+        delete=lambda run: print(_deleted(run)),
+    )
 
 
 def _deleted(experiment: Experiment) -> str:
