@@ -18,6 +18,7 @@ import sys
 import threading
 import time
 import urllib.parse
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -345,6 +346,48 @@ def test_a_ray_run_resumes_here_and_a_deleted_cluster_leaves_its_results_home(pr
     assert experiment.stop().status == "stopped"
     log = episodes(experiment)
     assert [episode["episode"] for episode in log] == list(range(1, len(log) + 1))
+
+
+def job_succeeded(project: Project, name: str, cluster: str) -> bool:
+    """Whether the Ray job of experiment ``name`` has succeeded, asked of its cluster (its row is left alone)."""
+    return RayBackend(project, cluster).job_status(project.store.experiment(name).job, fresh=True) == "SUCCEEDED"
+
+
+def test_runs_that_have_ended_on_a_cluster_neither_block_its_delete_nor_show_in_its_list(project):
+    """A run on a Ray cluster writes its end to its results, not to the state database: until something looks, its
+    row says running. 'cluster delete' and 'cluster list' look, as 'experiment list' does: the delete of a cluster
+    whose run has finished goes through without --force and the run stays finished with its results; the list
+    shows nothing running on a cluster whose run has finished. One run on a second cluster, one on the shared one,
+    at the same time."""
+    from torchforce.client import Cluster
+
+    second = Cluster(file="ray_local", name="second-ended", nodes=1, cpus=1)
+    second.create(project)
+    try:
+        runs = {"ended-there": "second-ended", "ended-here": CLUSTER}
+        for name, cluster in runs.items():
+            new(project, name, "-t", "200").start(cluster=cluster)
+        for name, cluster in runs.items():
+            wait_for(partial(job_succeeded, project, name, cluster), timeout=180, what=f"{name}'s job")
+            assert Experiment.load(project, name).progress()["state"] == "finished"
+            assert project.store.experiment(name).status == "running"  # nothing has looked since
+        deleted = tfcli(project.root, "cluster", "delete", "-c", "second-ended")
+        assert deleted.returncode == 0, deleted.stderr
+        assert (
+            deleted.stdout.strip() == "Ended cluster 'second-ended'" and project.store.cluster("second-ended") is None
+        )
+    finally:
+        if project.store.cluster("second-ended") is not None:  # refused: it goes all the same
+            second.delete(project, force=True)
+    ended = project.store.experiment("ended-there")
+    assert (ended.status, ended.message) == ("finished", None)
+    assert Experiment.load(project, "ended-there").progress()["timesteps"] >= 200  # brought home
+    assert project.store.experiment("ended-here").status == "running"  # the delete looked at its own runs only
+    listed = tfcli(project.root, "cluster", "list", "--json")
+    assert listed.returncode == 0, listed.stderr
+    (cluster,) = json.loads(listed.stdout)["clusters"]
+    assert (cluster["name"], cluster["experiments"]) == (CLUSTER, [])
+    assert project.store.experiment("ended-here").status == "finished"
 
 
 class Forwarder:

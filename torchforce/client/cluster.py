@@ -305,10 +305,30 @@ class LocalCluster:
 CLUSTER_TYPES = ("gke", "ray", "local")
 
 
+def runs_on(project: Any, name: str) -> list[str]:
+    """The experiments running on the cluster ``name`` now. A row that says running is first checked against its
+    workload, as 'tfcli experiment list' does (``Experiment.reconciled``): a run on a cluster writes its end to its
+    results, not to the project's state database, so a run that has finished, paused, stopped or failed since the
+    last look takes that status here and is not counted."""
+    from torchforce.client.experiment import Experiment
+
+    running = []
+    for record in project.store.experiments():
+        if record.cluster != name or record.status != "running":
+            continue
+        try:
+            now = Experiment.load(project, record.name, damaged=True).reconciled()
+        except ClientError:  # deleted meanwhile
+            continue
+        if now.status == "running" and now.cluster == name:
+            running.append(record.name)
+    return running
+
+
 def running_on(project: Any, name: str, *, force: bool) -> list[str]:
-    """The experiments running on the cluster ``name``; deleting it is refused while there are some, unless
-    ``force`` (``forget`` then marks them failed)."""
-    running = [r.name for r in project.store.experiments() if r.cluster == name and r.status == "running"]
+    """The experiments running on the cluster ``name`` (``runs_on``); deleting it is refused while there are some,
+    unless ``force`` (``forget`` then marks them failed)."""
+    running = runs_on(project, name)
     if running and not force:
         raise ClientError(
             f"cluster '{name}' runs experiments: {', '.join(running)}",

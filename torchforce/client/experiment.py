@@ -400,7 +400,7 @@ class Experiment:
         """The state database's row, reconciled with reality: a worker that died shows as failed. A worker that is
         still starting (``running`` with no PID yet, for STARTING_SECONDS) is never judged dead. When slots are
         free, queued runs start first (``queue.promote``: this one among them, perhaps)."""
-        record = self._reconciled()
+        record = self.reconciled()
         if queue.promote(self.project):
             record = self.project.store.experiment(self.name) or record
         return record
@@ -414,8 +414,9 @@ class Experiment:
         place = self.place()
         return place.describe() if place is not None else "it has just left the queue"
 
-    def _reconciled(self) -> ExperimentRecord:
-        """``record`` without moving the queue on: what stop, pause and delete act on."""
+    def reconciled(self) -> ExperimentRecord:
+        """``record`` without moving the queue on: what stop, pause and delete act on, and what a cluster's delete
+        judges its runs by (``cluster.runs_on``)."""
         store = self.project.store
         record = store.experiment(self.name)
         if record is None:
@@ -1047,7 +1048,7 @@ class Experiment:
     def pause(self, project_id: str | None = None) -> ExperimentRecord:
         """Checkpoint the running experiment and end its worker; ``start(resume=True)`` continues it. A run that
         has not started (queued here, or its Ray job waiting for CPUs) has nothing to pause: a ClientError."""
-        record = self._reconciled()
+        record = self.reconciled()
         if record.status == "queued":
             raise ClientError(
                 f"experiment '{self.name}' is queued ({self.place_description()}), not running: there is nothing "
@@ -1082,12 +1083,12 @@ class Experiment:
         """End the experiment for good (a running worker checkpoints first); download its results unless
         ``no_download`` (locally they are in place already). A queued run leaves the queue instead, back to the
         status it had before it was queued (nothing of it ran, and ``--fresh`` has discarded nothing yet)."""
-        record = self._reconciled()
+        record = self.reconciled()
         if record.status == "queued":
             left = queue.leave(self.project, self.name)
             if left is not None:
                 return left
-            record = self._reconciled()  # it has started meanwhile: it stops as a running run does
+            record = self.reconciled()  # it has started meanwhile: it stops as a running run does
         if record.status in ("stopped", "finished"):
             raise ClientError(f"experiment '{self.name}' is already {record.status}")
         if record.status == "new":
@@ -1127,7 +1128,7 @@ class Experiment:
         renamed folder: if removing the row fails (the database is busy, a start came first), the folder is put
         back, so the experiment is either whole or gone, and deleting it again is always possible. A queued run
         leaves the queue with its row (unless it has started meanwhile: then it is running, and stays)."""
-        record = self._reconciled()
+        record = self.reconciled()
         if record.status == "running":
             raise ClientError(f"experiment '{self.name}' is running", hint="Stop it first.")
         self._refuse_a_local_live_worker(record)  # its folder is not removed under a worker the row lost

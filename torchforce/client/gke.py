@@ -355,7 +355,9 @@ def delete(
 
 def live(project: Any, dry_run: bool = False, echo: Callable[[str], None] = print) -> list[dict[str, Any]]:
     """The linked project's GKE clusters as gcloud reports them now, with nodes, GPUs, hourly cost and the
-    experiments running on each (from this project's records)."""
+    experiments running on each (from this project's records, each checked against its workload: ``runs_on``)."""
+    from torchforce.client.cluster import runs_on
+
     link = Link.of(project.settings)
     cloud = Cloud(link, dry_run=dry_run, echo=echo)
     found = cloud.json(["gcloud", "container", "clusters", "list", f"--project={link.project}", "--format=json"])
@@ -386,9 +388,7 @@ def live(project: Any, dry_run: bool = False, echo: Callable[[str], None] = prin
                 "per_hour": (record.runtime.get("per_hour") if record else None) or _list_cost(pools),
                 "known": record is not None,
                 "owner": record.runtime.get("owner") if record else None,
-                "experiments": [
-                    r.name for r in project.store.experiments() if r.cluster == name and r.status == "running"
-                ],
+                "experiments": runs_on(project, name),
             }
         )
     return rows

@@ -32,7 +32,7 @@ from typing import Any
 
 from torchforce.client import gke, manifests
 from torchforce.client.backends.base import Backend, Handle, Launch, check_gpus, upload_spec
-from torchforce.client.cluster import running_on
+from torchforce.client.cluster import runs_on
 from torchforce.client.errors import ClientError, ClientWarning
 from torchforce.client.experiment_file import torch_threads_of
 from torchforce.client.gcloud import BUCKET, GKE_TOOLS, TIMEOUT_SECONDS, Cloud, Link, Result
@@ -362,7 +362,7 @@ def release_own_cluster(project: Any, experiment: str, *, unless_on: str | None 
     owned = gke.owned_by(project, experiment)
     if owned is None or owned.name == unless_on:
         return
-    others = [name for name in running_on(project, owned.name, force=True) if name != experiment]
+    others = [name for name in runs_on(project, owned.name) if name != experiment]
     if others:
         warnings.warn(
             f"the cluster '{owned.name}' made for experiment '{experiment}' is kept: {', '.join(others)} "

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from torchforce.client.cluster import running_on
+from torchforce.client.cluster import running_on, runs_on
 from torchforce.client.commands import add_command, command, positive_int
 from torchforce.client.commands.output import format_table, print_json
 from torchforce.client.errors import ClientError
@@ -77,12 +77,16 @@ def add_parser(groups: argparse._SubParsersAction) -> None:
         description="Delete a GKE cluster in the cloud (gcloud container clusters delete; results stay in the "
         "bucket).\nEnd exactly the processes the project started for a local Ray cluster (never 'ray stop', "
         "which\nwould end every Ray on the machine); an attached cluster is only forgotten. Refused while\n"
-        "experiments run on it, unless --force (they are marked failed).",
+        "experiments run on it, unless --force (they are marked failed). Each run's status is read from its\n"
+        "results first, as 'experiment list' does: a run that has finished, paused, stopped or failed there\n"
+        "does not count, and keeps that status.",
         examples=["tfcli cluster delete -c ray_local", "tfcli cluster delete --all --force"],
     )
     delete.add_argument("-c", "--cluster", help="the name of the cluster to delete")
     delete.add_argument("--all", action="store_true", help="delete every cluster of this project")
-    delete.add_argument("--force", action="store_true", help="also while experiments run on it")
+    delete.add_argument(
+        "--force", action="store_true", help="also while experiments run on it (those still running are marked failed)"
+    )
     delete.add_argument("--dry-run", action="store_true", help="GKE: print the gcloud call instead of running it")
     listing = add_command(
         clusters,
@@ -215,9 +219,7 @@ def cluster_list(args: argparse.Namespace) -> None:
         if record.spec.get("type") == "gke":
             continue  # gcloud lists them, below
         state = ray_cluster.status(record)
-        experiments = [
-            r.name for r in project.store.experiments() if r.cluster == record.name and r.status == "running"
-        ]
+        experiments = runs_on(project, record.name)
         live.append(
             {
                 "name": record.name,
