@@ -9,6 +9,7 @@ import json
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -251,7 +252,9 @@ def test_an_experiments_own_cluster_stays_while_others_run_on_it(linked, cloud):
     store.update_cluster(CLUSTER, runtime={**store.cluster(CLUSTER).runtime, "owner": "keeper"})
     for name in ("keeper", "guest"):
         store.add_experiment(name, backend="gke", cluster=CLUSTER)
-    assert store.update_experiment("guest", status="running")
+    # "guest" is starting there (its RayJob not yet made): a row that says running and was not written just now,
+    # with nothing on the cluster, would be judged ended by the look that counts the cluster's runs
+    assert store.update_experiment("guest", status="running", started_at=time.time())
     backend = GkeBackend(linked, CLUSTER)
     with pytest.warns(ClientWarning, match=f"the cluster '{CLUSTER}' made for experiment 'keeper' is kept: guest"):
         backend.release(None, linked.root / "experiments" / "keeper")

@@ -271,6 +271,22 @@ def test_a_refused_resume_right_after_the_run_ended_still_releases_its_own_clust
     assert linked.store.cluster("mine") is None  # the run ended, and no start took its cluster
 
 
+def test_a_cluster_whose_run_ended_unseen_is_deleted_without_force_and_the_run_stays_finished(linked, cloud):
+    """'cluster delete' reads the run's status from its RayJob and results first, as 'experiment list' does: a run
+    that has finished does not hold the cluster, and is not marked failed with it."""
+    experiment = on_own_cluster(linked, cloud, "quick", "-t", "300")
+    wait_for(lambda: ended_unseen(experiment), 120, 0.5, "the run's end")
+    assert linked.store.experiment("quick").status == "running"  # nothing has looked since
+    calls = len(cloud.calls())
+    deleted = tfcli(linked.root, "cluster", "delete", "-c", "mine")
+    assert deleted.returncode == 0, deleted.stderr
+    assert deleted.stdout.strip() == "Deleted the GKE cluster 'mine'" and linked.store.cluster("mine") is None
+    since = cloud.calls()[calls:]
+    assert [call[3] for call in since if call[:3] == ["gcloud", "container", "clusters"]] == ["delete"]  # once
+    record = linked.store.experiment("quick")
+    assert (record.status, record.message) == ("finished", None) and experiment.progress()["timesteps"] >= 300
+
+
 def test_deleting_a_paused_run_removes_its_suspended_rayjob(ready, cloud):
     experiment = new(ready, "shelved", "-t", "400000")
     assert tfcli(ready.root, "experiment", "start", "-e", "shelved", "-c", CLUSTER).returncode == 0
