@@ -233,7 +233,9 @@ def test_2018_long_names_and_the_2018_critic_form():
     naf = create_agent(
         {"type": "naf_agent", "network": NETWORK, "double_q_model": True}, states=FLOAT.states, actions=FLOAT.actions
     )
-    assert type(naf).__name__ == "NAFAgent" and naf.update_mode.batch_size == 32
+    assert type(naf).__name__ == "NAFAgent"
+    # 2018's Q-agent default, as DQN's and DQfD's (an update every 4 timesteps; it was every 32)
+    assert (naf.update_mode.unit, naf.update_mode.batch_size, naf.update_mode.frequency) == ("timesteps", 32, 4)
 
 
 # ---------------------------------------------------------------------------------------------- prioritized replay

@@ -105,7 +105,7 @@ class NAFAgent(LearningAgent):
             network=network,
             config=dataclasses.replace(config, distributions=heads),
             on_policy=False,
-            default_update_mode={"unit": "timesteps", "batch_size": 32},
+            default_update_mode={"unit": "timesteps", "batch_size": 32, "frequency": 4},  # 2018's, as the Q agents'
             default_memory={"type": "replay", "capacity": replay_capacity(config.update_mode, 32)},
             unit_reason="NAF learns from single transitions sampled from its replay memory",
         )
