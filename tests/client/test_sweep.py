@@ -301,6 +301,35 @@ def test_a_sweep_name_is_taken_once_and_an_unknown_one_gets_a_did_you_mean(sweep
     assert capsys.readouterr().out.endswith("\nNo trials yet.\n")
 
 
+def test_sweep_plot_refuses_a_missing_output_folder_as_the_other_plots_do(sweeps, capsys):
+    """'sweep plot -o FOLDER' made FOLDER and all its parents, anywhere the user typed, where 'experiment plot -o'
+    and 'config schema -o' refuse a missing folder. It refuses it too now, before any work; its default folder
+    (no -o) is still made."""
+    write(sweeps.root, "lr.json", json.dumps(sweep_file()))
+    assert main(["sweep", "new", "-f", "lr.json"]) == 0
+    sweep = Sweep.load(sweeps, "lr")
+    study = sweep.study()
+    for value in (10.0, 20.0):  # two completed trials: something to draw
+        study.tell(study.ask({dimension.key: dimension.distribution() for dimension in sweep.spec.space}), value)
+    capsys.readouterr()
+    missing = sweeps.root / "plots" / "lr"
+    err = bad(sweeps.root, capsys, "sweep", "plot", "--sweep", "lr", "-o", str(missing))
+    assert err.splitlines() == [
+        f"tfcli: the folder '{missing}' does not exist",
+        f"  Create it first ('mkdir -p {missing}'), or give another -o/--output.",
+    ]
+    assert not (sweeps.root / "plots").exists()
+    (sweeps.root / "a-file").write_text("mine")
+    err = bad(sweeps.root, capsys, "sweep", "plot", "--sweep", "lr", "-o", "a-file")
+    assert err.startswith("tfcli: 'a-file' is a file, not a folder to write the PNG files into")
+    assert (sweeps.root / "a-file").read_text() == "mine"
+    (sweeps.root / "plots").mkdir()
+    assert main(["sweep", "plot", "--sweep", "lr", "-o", "plots"]) == 0
+    assert capsys.readouterr().out.startswith("Wrote plots/history.png\n")
+    assert main(["sweep", "plot", "--sweep", "lr"]) == 0
+    assert (sweeps.root / ".tfcli" / "sweeps" / "lr" / "history.png").is_file()
+
+
 def test_an_unknown_sweep_file_gets_a_did_you_mean_among_the_shipped_examples(sweeps, capsys):
     err = bad(sweeps.root, capsys, "sweep", "new", "-f", "ppo_cartpol")
     assert err.splitlines() == [
@@ -464,6 +493,7 @@ def test_a_tiny_sweep_runs_ranks_its_trials_and_writes_the_best_experiment_and_p
         == Experiment.load(sweeps, rows[0].experiments[0]).checked_spec["agent"]
     )
 
+    (sweeps.root / "plots").mkdir()
     assert main(["sweep", "plot", "--sweep", "tiny", "-o", "plots"]) == 0
     assert capsys.readouterr().out == "Wrote plots/history.png\nWrote plots/importance.png\n"
     for name in ("history.png", "importance.png"):

@@ -92,6 +92,23 @@ def check_output(path: Path, what: str, *, example: str) -> None:
         )
 
 
+def check_output_folder(folder: Path, what: str) -> None:
+    """A ClientError unless ``folder``, given with a command's ``-o/--output`` to write ``what`` ("the schemas")
+    into, can take them: a folder that exists (never made here, anywhere the user typed), and takes new files."""
+    if not folder.exists():
+        raise ClientError(
+            f"the folder '{folder}' does not exist",
+            hint=f"Create it first ('mkdir -p {folder}'), or give another -o/--output.",
+        )
+    if not folder.is_dir():
+        raise ClientError(f"'{folder}' is a file, not a folder to write {what} into", hint="Give -o/--output a folder.")
+    reason = unwritable(folder)
+    if reason is not None:
+        raise ClientError(
+            f"cannot write into the folder '{folder}' ({reason})", hint="Give -o/--output a folder you can write to."
+        )
+
+
 def read_settings(path: Path) -> dict[str, Any]:
     """The project settings in ``path``; a damaged file is a ClientError saying how to repair it."""
     try:

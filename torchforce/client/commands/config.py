@@ -8,8 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from torchforce.client.commands import add_command, command
-from torchforce.client.errors import ClientError
-from torchforce.durable import unwritable
+from torchforce.client.project import check_output_folder
 from torchforce.spec import unknown_name_error
 
 DEFAULT_FOLDER = "schemas"
@@ -78,26 +77,10 @@ def select(kind: str | None, *, default: str | None = None) -> dict[str, dict[st
 def output_folder(output: str | None) -> Path:
     """The folder to write the schemas into: ``output`` (``-o``), which must exist, or ./schemas/, made if
     missing."""
-    if output is None:
-        folder = Path(DEFAULT_FOLDER)
-        if not folder.exists():
-            folder.mkdir()
-    else:
-        folder = Path(output)
-        if not folder.exists():
-            raise ClientError(
-                f"the folder '{folder}' does not exist",
-                hint=f"Create it first ('mkdir -p {folder}'), or give another -o/--output.",
-            )
-    if not folder.is_dir():
-        raise ClientError(
-            f"'{folder}' is a file, not a folder to write the schemas into", hint="Give -o/--output a folder."
-        )
-    reason = unwritable(folder)
-    if reason is not None:
-        raise ClientError(
-            f"cannot write into the folder '{folder}' ({reason})", hint="Give -o/--output a folder you can write to."
-        )
+    folder = Path(DEFAULT_FOLDER if output is None else output)
+    if output is None and not folder.exists():
+        folder.mkdir()
+    check_output_folder(folder, "the schemas")
     return folder
 
 

@@ -10,7 +10,7 @@ from typing import Any
 from torchforce.client.commands import add_command, command
 from torchforce.client.commands.output import elapsed, format_table, print_json, relative
 from torchforce.client.errors import ClientError
-from torchforce.client.project import Project
+from torchforce.client.project import Project, check_output_folder
 from torchforce.client.sweep import Sweep, TrialRow
 from torchforce.client.sweep_file import SweepSpec
 
@@ -88,7 +88,7 @@ def add_parser(groups: argparse._SubParsersAction) -> None:
         examples=["tfcli sweep plot --sweep lr", "tfcli sweep plot --sweep lr -o plots"],
     )
     _sweep_argument(plot)
-    plot.add_argument("-o", "--output", help="the folder to write the PNG files to")
+    plot.add_argument("-o", "--output", help="the folder to write the PNG files to (it must exist)")
     stop = add_command(
         sweeps,
         "stop",
@@ -239,9 +239,9 @@ def sweep_show(args: argparse.Namespace) -> None:
 @command("sweep", "plot")
 def sweep_plot(args: argparse.Namespace) -> None:
     sweep = Sweep.load(Project.find(), args.sweep)
-    folder = Path(args.output) if args.output else None
-    if folder is not None and folder.exists() and not folder.is_dir():
-        raise ClientError(f"-o/--output names a folder for the PNG files; '{folder}' is a file")
+    folder = Path(args.output) if args.output else None  # the default one, in .tfcli/, is made as needed
+    if folder is not None:
+        check_output_folder(folder, "the PNG files")
     written, skipped = sweep.plot(folder)
     if not written:
         raise ClientError(f"nothing to plot for sweep '{sweep.name}' yet: {'; '.join(skipped)}")
