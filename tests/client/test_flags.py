@@ -246,6 +246,21 @@ def test_bash_completes_sweep_delete_and_the_projects_sweeps(complete, project):
     assert complete("sweep show --sweep b") == ["big-lr"]
 
 
+def test_bash_completes_sweep_new_f_with_the_projects_sweep_files_and_the_shipped_examples(complete, project):
+    """'sweep new -f ' offered nothing: the sweep files are offered by name as 'sweep new -f' takes them (a YAML
+    one without its suffix too), with the shipped examples it also takes by name, each once."""
+    own = project.root / "configs" / "sweeps"
+    assert sorted(path.name for path in own.iterdir()) == ["ppo_cartpole.yaml"]  # tfcli init copied the example
+    (own / "lr.json").write_text("{}")
+    (own / "big.yml").write_text("{}")
+    (own / ".lr.json.swp").write_text("")
+    assert complete("sweep new -f ") == ["big", "lr", "ppo_cartpole"]
+    assert complete("sweep new --file l") == ["lr"]
+    (own / "ppo_cartpole.yaml").unlink()  # a shipped example is still offered, as 'sweep new -f' still takes it
+    assert complete("sweep new -f pp") == ["ppo_cartpole"]
+    assert complete("experiment new -f ppo_cartpole") == []  # not an experiment config
+
+
 # ---------------------------------------------------------------------------------------------- examples
 
 

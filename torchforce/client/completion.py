@@ -4,8 +4,8 @@ bash-completion emulation (``bashcompinit``).
 
 It completes commands, options and choices, the project's experiment names (``-e``), sweep names (``--sweep``)
 and config names (``-A``, ``-E``, ``-M``, ``-f``...) as ``tfcli`` resolves them: ``configs/<kind>/NAME.json`` is
-``NAME``, a YAML config keeps its suffix. Names are read from the project around the current folder each time TAB
-is pressed.
+``NAME``, a YAML config keeps its suffix (a sweep file is ``NAME`` either way, and ``sweep new -f`` also offers the
+shipped examples). Names are read from the project around the current folder each time TAB is pressed.
 """
 
 from __future__ import annotations
@@ -13,10 +13,12 @@ from __future__ import annotations
 import argparse
 from dataclasses import dataclass, field
 
+from torchforce.configs import names
+
 SHELLS = ("bash", "zsh")
 # Options whose values are config names of a kind (the folder in configs/); "file" depends on the command.
 CONFIG_OPTIONS = {"agent": "agents", "environment": "environments", "network": "networks"}
-FILE_CONFIGS = {"experiment new": "experiments", "cluster create": "clusters"}
+FILE_CONFIGS = {"experiment new": "experiments", "cluster create": "clusters", "sweep new": "sweeps"}
 # Options whose values are paths on this machine.
 PATH_OPTIONS = frozenset({"key_file", "source", "output", "storage"})
 
@@ -72,6 +74,8 @@ def _value_completion(command: str, action: argparse.Action) -> str:
     kind = CONFIG_OPTIONS.get(action.dest) or (FILE_CONFIGS.get(command) if action.dest == "file" else None)
     if action.dest == "cluster" and command == "experiment new":
         kind = "clusters"  # a cluster config; elsewhere -c names a cluster the project made
+    if kind == "sweeps":  # the project's sweep files, and the shipped examples 'sweep new -f' also takes by name
+        return _words("$(_tfcli_sweep_files)") + '; [[ "$cur" == */* ]] && _tfcli_paths'
     if kind is not None:
         return _words(f"$(_tfcli_names configs/{kind})") + '; [[ "$cur" == */* ]] && _tfcli_paths'
     if action.dest == "cluster" and command == "experiment start":
@@ -98,7 +102,12 @@ def _bash(commands: dict[str, Command]) -> str:
             + (f"; else {otherwise}" if otherwise else "")
             + "; fi ;;"
         )
-    return BASH.format(subcommands="\n".join(subcommands), values="\n".join(values), offers="\n".join(offers))
+    return BASH.format(
+        subcommands="\n".join(subcommands),
+        values="\n".join(values),
+        offers="\n".join(offers),
+        shipped_sweeps=" ".join(names("sweeps")),
+    )
 
 
 ZSH_PREAMBLE = """#compdef tfcli
@@ -116,12 +125,17 @@ _tfcli_names() {{  # the names in the project folder $1 (experiments, configs/ag
   command ls -1 "$dir/$1" 2>/dev/null | while read -r name; do
     case "$1:$name" in
       *:.*) ;;
+      configs/sweeps:*.json|configs/sweeps:*.yaml|configs/sweeps:*.yml) printf '%s\n' "${{name%.*}}" ;;  # any, by name
       configs/*:*.json|.tfcli/sweeps:*.json) printf '%s
 ' "${{name%.json}}" ;;
       configs/*:*.yaml|configs/*:*.yml|experiments:*) printf '%s
 ' "$name" ;;
     esac
   done
+}}
+
+_tfcli_sweep_files() {{  # the sweep files 'sweep new -f' takes by name: the project's, then the shipped ones
+  {{ _tfcli_names configs/sweeps; printf '%s\n' {shipped_sweeps}; }} | sort -u
 }}
 
 _tfcli_paths() {{  # files and folders, added to what COMPREPLY offers already
