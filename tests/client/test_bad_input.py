@@ -871,6 +871,27 @@ def test_cluster_create_help_says_the_name_rule_that_its_error_says(root, capsys
     assert f"the cluster's name: {rule}" in help_text
 
 
+@pytest.mark.parametrize(
+    ("flags", "named"),
+    [
+        (["-f", "ray_local", "-n", "r2", "--gpus", "2"], "--gpus is not a setting of a ray cluster"),
+        (["-f", "ray_local", "--zone", "europe-west1-b"], "--zone is not a setting of a ray cluster"),  # not --location
+        (["-f", "ray_local", "-s", "2"], "-s/--size is not a setting of a ray cluster"),  # not --num-nodes
+        (["-n", "g1", "--storage", "/tmp/results"], "--storage is not a setting of a gke cluster"),
+    ],
+)
+def test_cluster_create_names_a_flag_of_the_other_kind_as_the_user_typed_it(root, capsys, flags, named):
+    """'cluster create -f ray_local --gpus 2' said '--gpus-per-node is not a setting of a ray cluster': the spec's
+    key, a flag that does not exist. The error names the flag the user gave, and the hint the flags that fit."""
+    err = bad(root, capsys, "cluster", "create", *flags, "--dry-run")
+    takes = {
+        "ray": "--address, --nodes, --cpus, --storage",
+        "gke": "-s/--size, -m/--machine-type, --disk-size, --zone, --gpus, --gpu-type, --spot",
+    }
+    kind = named.rsplit(" ", 2)[-2]
+    assert err.splitlines() == [f"tfcli: {named}", f"  A {kind} cluster takes {takes[kind]}."]
+
+
 # ---------------------------------------------------------------------------------------------- the real command line
 
 

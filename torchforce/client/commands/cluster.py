@@ -100,6 +100,21 @@ def add_parser(groups: argparse._SubParsersAction) -> None:
     listing.add_argument("--json", action="store_true", help="machine-readable output")
 
 
+# The flags of 'cluster create' that set a key of a cluster spec, as the user writes them, by kind of cluster.
+SPEC_FLAGS = {
+    "ray": {"--address": "address", "--nodes": "nodes", "--cpus": "cpus", "--storage": "storage"},
+    "gke": {
+        "-s/--size": "num_nodes",
+        "-m/--machine-type": "machine_type",
+        "--disk-size": "disk_size",
+        "--zone": "location",
+        "--gpus": "gpus_per_node",
+        "--gpu-type": "gpu_type",
+        "--spot": "spot",
+    },
+}
+
+
 def _spec_values(project: Project, args: argparse.Namespace) -> dict[str, Any]:
     values: dict[str, Any] = {}
     if args.file:
@@ -108,31 +123,22 @@ def _spec_values(project: Project, args: argparse.Namespace) -> dict[str, Any]:
             from torchforce.spec import expect_dict
 
             values = dict(expect_dict(values, "cluster"))
-    ray = {"name": args.name, "address": args.address, "nodes": args.nodes, "cpus": args.cpus, "storage": args.storage}
-    gke = {
-        "name": args.name,
-        "num_nodes": args.size,
-        "machine_type": args.machine_type,
-        "disk_size": args.disk_size,
-        "location": args.zone,
-        "gpus_per_node": args.gpus,
-        "gpu_type": args.gpu_type,
-        "spot": args.spot,
-    }
     kind = values.get("type", "ray" if any(v is not None for v in (args.address, args.nodes, args.cpus)) else "gke")
-    overrides = ray if kind == "ray" else gke
-    flags = {
-        "ray": ("--address", "--nodes", "--cpus", "--storage"),
-        "gke": ("-s", "-m", "--disk-size", "--zone", "--gpus", "--gpu-type", "--spot"),
-    }
-    other = gke if kind == "ray" else ray
-    given = [key for key, value in other.items() if key != "name" and value is not None]
-    if given:
+    own, other = ("ray", "gke") if kind == "ray" else ("gke", "ray")
+    wrong = _given(args, other)
+    if wrong:  # named as the user typed it: --gpus, not the key it sets (gpus_per_node)
         raise ClientError(
-            f"--{given[0].replace('_', '-')} is not a setting of a {kind} cluster",
-            hint=f"A {kind} cluster takes " + ", ".join(flags[kind]) + ".",
+            f"{next(iter(wrong))} is not a setting of a {kind} cluster",
+            hint=f"A {kind} cluster takes " + ", ".join(SPEC_FLAGS[own]) + ".",
         )
-    return {**values, "type": kind, **{key: value for key, value in overrides.items() if value is not None}}
+    overrides = {SPEC_FLAGS[own][flag]: value for flag, value in _given(args, own).items()}
+    return {**values, "type": kind, **({"name": args.name} if args.name is not None else {}), **overrides}
+
+
+def _given(args: argparse.Namespace, kind: str) -> dict[str, Any]:
+    """The flags of ``SPEC_FLAGS[kind]`` the user gave, with their values."""
+    values = {flag: getattr(args, flag.split("/")[-1].lstrip("-").replace("-", "_")) for flag in SPEC_FLAGS[kind]}
+    return {flag: value for flag, value in values.items() if value is not None}
 
 
 @command("cluster", "create")
