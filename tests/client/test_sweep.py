@@ -158,6 +158,19 @@ def test_a_bad_sweep_file_names_the_place_and_changes_nothing(sweeps, capsys, ch
     assert not (sweeps.root / ".tfcli" / "sweeps").exists()
 
 
+def test_a_bad_name_given_with_n_is_blamed_on_the_flag_not_on_the_file(sweeps, capsys):
+    """'sweep new -f ppo_cartpole -n "Bad name"' said the name was wrong '(in configs/sweeps/ppo_cartpole.yaml)',
+    a file that holds a good name. The error names -n/--name (a bad name in the file names the file, above)."""
+    err = bad(sweeps.root, capsys, "sweep", "new", "-f", "ppo_cartpole", "-n", "Bad name")
+    assert err.startswith("tfcli: -n/--name: not a valid sweep name; expected 1-40 lower-case letters, digits, ")
+    assert err.splitlines()[0].endswith('got "Bad name".') and "Try 'bad-name'." in err
+    err = bad(sweeps.root, capsys, "sweep", "new", "-f", "ppo_cartpole", "-n", "a" * 32)
+    assert err.startswith("tfcli: -n/--name: too long: ") and "(in " not in err
+    write(sweeps.root, "bad.json", json.dumps(sweep_file(name="Bad name")))
+    assert main(["sweep", "new", "-f", "bad.json", "-n", "good"]) == 0  # the file's name is not looked at
+    assert Sweep.load(sweeps, "good").spec.name == "good"
+
+
 @pytest.mark.skipif(torch.cuda.is_available(), reason="about a machine without CUDA")
 def test_trials_on_cuda_need_a_cluster_where_this_machine_has_no_cuda(sweeps, capsys):
     agents = sweeps.root / "configs" / "agents"

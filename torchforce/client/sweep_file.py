@@ -311,7 +311,10 @@ def resolve_sweep(
     """Check the sweep ``raw`` completely (``name`` replaces its name) and return it resolved; a SpecError names
     the place (``sweep.space.agent.epochs.low``) and ``file``. With ``build``, the experiment of the base and of
     every end of the space is built once (environment and agent), as ``tfcli experiment new`` does, so a trial
-    does not fail later on a value its experiment refuses."""
+    does not fail later on a value its experiment refuses. A bad ``name`` (given with ``-n/--name``) is blamed
+    on that flag, not on the file."""
+    if name is not None:
+        _sweep_name(name, "-n/--name")
     try:
         return _resolve(project, raw, name=name, build=build)
     except SpecError as error:
@@ -391,8 +394,7 @@ def _only_keys(value: Any, path: str, keys: tuple[str, ...]) -> dict[str, Any]:
     return value
 
 
-def _sweep_name(name: Any) -> str:
-    path = "sweep.name"
+def _sweep_name(name: Any, path: str = "sweep.name") -> str:
     if name is None:
         raise SpecError(path, "a sweep needs a name", hint="Give 'name' in the file, or -n/--name NAME.")
     check_name(name, path, what="sweep name")
