@@ -418,6 +418,35 @@ def test_a_lost_state_database_is_reported_and_repair_adopts_the_folders_again(r
     assert "Adopted 0 experiment folders, 2 skipped" in out
 
 
+def test_repair_gives_a_run_that_failed_at_build_the_error_its_worker_logged(root, capsys):
+    """A worker that failed at build writes no progress.json, only its traceback to results/worker.log; repair
+    adopted its run with 'did not end cleanly', the cause unsaid. The last error of the log is in the message now,
+    shortened where long; a log with no error keeps the plain message (the test above, 'ruined')."""
+    folder = root / "experiments" / FIRST
+    worker = [sys.executable, "-m", "torchforce.client.worker", str(folder), "--resume", "--log-file"]  # no checkpoint
+    assert subprocess.run(worker, capture_output=True, timeout=300).returncode == 1
+    assert sorted(path.name for path in (folder / "results").iterdir()) == ["summaries", "worker.log"]
+    long = "ValueError: " + "x" * 300
+    write(
+        root / "experiments" / SECOND / "results" / "worker.log",
+        f"2026-12-07 10:00:00,000 INFO starting\n2026-12-07 10:00:01,000 ERROR {long}\n"
+        "2026-12-07 10:00:02,000 INFO after it\n",
+    )
+    for path in (root / ".tfcli").glob("state.db*"):
+        path.unlink()
+    capsys.readouterr()
+
+    ok(capsys, "project", "repair")
+    first, second = Project(root).store.experiment(FIRST), Project(root).store.experiment(SECOND)
+    assert first is not None and second is not None and (first.status, second.status) == ("failed", "failed")
+    assert first.message == (
+        f"its run failed: FileNotFoundError: no checkpoint in {folder / 'results' / 'checkpoints'} (the last error "
+        f"in results/worker.log; re-adopted by 'tfcli project repair'); start it over with 'tfcli experiment start "
+        f"-e {FIRST} --fresh'"
+    )
+    assert second.message is not None and second.message.startswith(f"its run failed: {long[:199]}… (the last")
+
+
 def test_repair_adopts_a_run_whose_worker_still_lives_as_running(root):
     with fake_worker(root / "experiments" / FIRST) as pid:
         results_of(root, FIRST, {"state": "running", "pid": pid, "timesteps": 100})

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import tempfile
 import time
@@ -463,7 +464,47 @@ def _status_from_results(folder: Path) -> dict[str, Any]:
     else:
         return {"status": "new"}
     message = f"its run did not end cleanly (re-adopted by 'tfcli project repair'); {then}"
+    error = _last_error(results / "worker.log")
+    if error is not None:  # a worker that failed at build wrote no progress.json, only why in its log
+        message = (
+            f"its run failed: {error} (the last error in results/worker.log; re-adopted by 'tfcli project "
+            f"repair'); {then}"
+        )
     return {"status": "failed", "message": message, "ended_at": ended_at}
+
+
+LOG_RECORD = re.compile(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} ([A-Z]+) (.*)")  # the worker's log format
+ERROR_SHOWN = 200  # characters of a logged error a run's message shows
+
+
+def _last_error(log: Path) -> str | None:
+    """The last error of a worker's log as one line: the exception of its last ERROR record with a traceback
+    (``ValueError: ...``; a supervising worker's own ERROR line follows the traceback of the run it gave up on),
+    else its last ERROR record's first line; shortened to about ERROR_SHOWN characters. None without one."""
+    try:
+        with log.open("rb") as file:
+            file.seek(max(0, file.seek(0, os.SEEK_END) - 65536))  # the end of a long run's log is enough
+            lines = file.read().decode(errors="replace").splitlines()
+    except OSError:
+        return None
+    starts = [(index, match) for index, line in enumerate(lines) if (match := LOG_RECORD.fullmatch(line))]
+    ends = [index for index, _ in starts][1:] + [len(lines)] if starts else []
+    records = [  # each ERROR record: its message, then the lines up to the next record (a traceback)
+        [match[2], *lines[index + 1 : end]]
+        for (index, match), end in zip(starts, ends, strict=True)
+        if match[1] in ("ERROR", "CRITICAL")
+    ]
+    if not records:
+        return None
+    line = records[-1][0]
+    for record in reversed(records):
+        tracebacks = [at for at, text in enumerate(record) if text.startswith("Traceback (most recent call last)")]
+        if tracebacks:  # the exception: the first line after the last traceback's indented frames
+            after = record[tracebacks[-1] + 1 :]
+            line = next((text for text in after if text.strip() and not text[0].isspace()), line)
+            break
+    line = line.strip()
+    return line if len(line) <= ERROR_SHOWN else line[: ERROR_SHOWN - 1].rstrip() + "…"
 
 
 def _created_at(spec: dict[str, Any], spec_file: Path) -> float:
