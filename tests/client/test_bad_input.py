@@ -402,6 +402,18 @@ def test_a_bad_flag(root, capsys, flags, expected):
             "expected 1, got 4.",
             "Give --num-workers 4 instead of -N 4",
         ),
+        (  # the threads and the Ray workers step their environments themselves: the setting was stored, unused
+            ["--run-mode", "multi-threaded", "--num-workers", "2", "--set", "vectorization=subprocess"],
+            "experiment.vectorization: only the single run mode steps environments in subprocesses, and this one is "
+            'multi-threaded (one environment per worker thread); expected sync, got "subprocess".',
+            "Give --run-mode single (with -N) for environments stepped in subprocesses",
+        ),
+        (
+            ["--run-mode", "distributed", "--num-workers", "2", "-N", "2", "--set", "vectorization=subprocess"],
+            "experiment.vectorization: only the single run mode steps environments in subprocesses, and this one is "
+            'distributed (each Ray worker\'s in turn); expected sync, got "subprocess".',
+            "or leave out vectorization.",
+        ),
     ],
 )
 def test_a_count_the_run_mode_would_ignore_is_refused(root, capsys, flags, expected, hint):
@@ -412,9 +424,10 @@ def test_a_count_the_run_mode_would_ignore_is_refused(root, capsys, flags, expec
 
 
 def test_the_counts_each_run_mode_uses_are_kept(root, capsys):
-    threads = ["--run-mode", "multi-threaded", "--num-workers", "3", "-N", "1"]
+    threads = ["--run-mode", "multi-threaded", "--num-workers", "3", "-N", "1", "--set", "vectorization=sync"]
     spread = ["--run-mode", "distributed", "--num-workers", "2", "--num-parameter-servers", "2", "-N", "3"]
-    for name, flags in (("threads", threads), ("spread", spread), ("one", ["-N", "4", "--num-workers", "1"])):
+    one = ["-N", "4", "--num-workers", "1", "--set", "vectorization=subprocess"]
+    for name, flags in (("threads", threads), ("spread", spread), ("one", one)):
         assert main(["experiment", "new", "-n", name, *CHEAP, *flags]) == 0, capsys.readouterr().err
     counts = {
         name: tuple(Experiment.load(Project(root), name).spec[key] for key in ("num_workers", "num_parameter_servers"))

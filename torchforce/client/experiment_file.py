@@ -393,8 +393,9 @@ def _check_run(spec: dict[str, Any]) -> None:
 def _check_run_mode_uses(spec: dict[str, Any]) -> None:
     """Refuse a count that the run mode does not use, which the run would ignore: workers beyond one in the single
     mode, parameter servers outside the distributed mode, vectorized environments in the multi-threaded mode (one
-    environment per worker thread). Checked where an experiment is made (not where a stored one is read again, so
-    one made before this check stays readable)."""
+    environment per worker thread), and subprocess vectorization outside the single mode (the threads and the Ray
+    workers step their environments themselves). Checked where an experiment is made (not where a stored one is
+    read again, so one made before this check stays readable)."""
     mode, workers = spec["run_mode"], spec["num_workers"]
     if mode == "single" and workers != 1:
         raise SpecError(
@@ -422,6 +423,16 @@ def _check_run_mode_uses(spec: dict[str, Any]) -> None:
             expected="1",
             hint=f"Give --num-workers {count} instead of -N {count} for {count} environments in threads, or "
             "--run-mode distributed for -N environments in each worker.",
+        )
+    if mode != "single" and spec["vectorization"] != "sync":  # the worker and the Ray workers never read it
+        steps = "one environment per worker thread" if mode == "multi-threaded" else "each Ray worker's in turn"
+        raise SpecError(
+            "experiment.vectorization",
+            f"only the single run mode steps environments in subprocesses, and this one is {mode} ({steps})",
+            got=spec["vectorization"],
+            expected="sync",
+            hint="Give --run-mode single (with -N) for environments stepped in subprocesses, or leave out "
+            "vectorization.",
         )
 
 
