@@ -891,6 +891,8 @@ def test_cluster_create_help_says_the_name_rule_that_its_error_says(root, capsys
         (["-f", "ray_local", "--zone", "europe-west1-b"], "--zone is not a setting of a ray cluster"),  # not --location
         (["-f", "ray_local", "-s", "2"], "-s/--size is not a setting of a ray cluster"),  # not --num-nodes
         (["-n", "g1", "--storage", "/tmp/results"], "--storage is not a setting of a gke cluster"),
+        # a file without a type is a GKE cluster's: a Ray flag beside it made it a Ray one ('num_nodes' unknown)
+        (["-f", "small_cluster", "--cpus", "2"], "--cpus is not a setting of a gke cluster"),
     ],
 )
 def test_cluster_create_names_a_flag_of_the_other_kind_as_the_user_typed_it(root, capsys, flags, named):

@@ -123,7 +123,10 @@ def _spec_values(project: Project, args: argparse.Namespace) -> dict[str, Any]:
             from torchforce.spec import expect_dict
 
             values = dict(expect_dict(values, "cluster"))
-    kind = values.get("type", "ray" if any(v is not None for v in (args.address, args.nodes, args.cpus)) else "gke")
+    if args.file:  # a file says its kind, GKE where it names none (the cluster spec's default)
+        kind = values.get("type") or "gke"
+    else:
+        kind = "ray" if any(v is not None for v in (args.address, args.nodes, args.cpus)) else "gke"
     own, other = ("ray", "gke") if kind == "ray" else ("gke", "ray")
     wrong = _given(args, other)
     if wrong:  # named as the user typed it: --gpus, not the key it sets (gpus_per_node)
