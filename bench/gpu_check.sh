@@ -29,17 +29,19 @@ source bench/gpu_lib.sh
 
 check() {
     install_wheels || exit 1
+    isolated_path
+    trap remove_isolated_path EXIT
 
     describe_machine gymnasium ale_py || exit 1
     cuda=$("$PYTHON" -c "import torch; print(int(torch.cuda.is_available()))")
 
-    step test_cuda 90 "$PYTHON" -m pytest -q -p no:cacheprovider tests/agents/test_cuda.py
+    step test_cuda 130 "$PYTHON" -m pytest -q -p no:cacheprovider tests/agents/test_cuda.py
     devices=(cpu)
     [[ $cuda == 1 ]] && devices=(cuda cpu) || echo "=== no CUDA here: the cuda points are left out"
     step "devices ${devices[*]}" 210 "$PYTHON" bench/devices.py --devices "${devices[@]}" --out "$OUT" "${quick[@]}"
     [[ $cuda == 1 ]] && step "devices cuda bfloat16" 75 "$PYTHON" bench/devices.py --devices cuda --mixed-precision \
         --out "$OUT" "${quick[@]}"
-    step "devices cpu, $(nproc) threads" 120 "$PYTHON" bench/devices.py --devices cpu --threads "$(nproc)" \
+    step "devices cpu, $(nproc) threads" 80 "$PYTHON" bench/devices.py --devices cpu --threads "$(nproc)" \
         --out "$OUT" "${quick[@]}"
     echo "=== done"
 }

@@ -62,3 +62,23 @@ install_wheels() {  # $WHEELS/*.whl, and Ray from $WHEELS/ray/, into a folder of
     ((${#missing[@]} == 0)) || "$PYTHON" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir \
         --target "$site" "${missing[@]}"
 }
+
+PATH_FILE=torchforce-gpu-check.pth
+
+isolated_path() {  # the folders on PYTHONPATH, as a .pth file in the interpreter's site-packages, for processes that
+    # run 'python -I' (tfcli's local worker, which ignores PYTHONPATH): the GPU machine has torchforce and the
+    # carried wheels only there. Where that folder is not writable, those processes do not find them (test_cuda's
+    # tfcli test then skips). remove_isolated_path takes the file away again.
+    local purelib
+    purelib=$("$PYTHON" -c "import sysconfig; print(sysconfig.get_paths()['purelib'])") || return 0
+    if tr ':' '\n' <<<"$PYTHONPATH" >"$purelib/$PATH_FILE" 2>/dev/null; then
+        echo "PYTHONPATH for isolated processes in $purelib/$PATH_FILE"
+    else
+        echo "note: $purelib is not writable: processes run with 'python -I' will not find torchforce"
+    fi
+}
+
+remove_isolated_path() {
+    local purelib
+    purelib=$("$PYTHON" -c "import sysconfig; print(sysconfig.get_paths()['purelib'])") && rm -f "$purelib/$PATH_FILE"
+}

@@ -3,7 +3,12 @@ checkpoints move between devices, the fused Adam path gives torch's own results 
 device at most once a step (torch's sync debug mode counts the waits). Skipped without CUDA (CI has none; these run
 on a lent GPU machine)."""
 
+import json
+import os
+import subprocess
+import sys
 import warnings
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -167,3 +172,42 @@ def test_an_image_ppo_agent_waits_for_the_gpu_at_most_once_an_act():
         finally:
             torch.cuda.set_sync_debug_mode("default")
     assert host_waits(caught) <= 4
+
+
+def tfcli_lifecycle(root: Path, device: str) -> None:
+    """What a user of tfcli does with a run whose agent computes on ``device``: create it, train it in a worker
+    process, train it longer from its checkpoint, evaluate it and export it; every command succeeds, and the
+    continued run ends at its new budget."""
+
+    def tfcli(*args: str) -> str:
+        result = subprocess.run(
+            [sys.executable, "-m", "torchforce", *args],
+            cwd=root,
+            capture_output=True,
+            text=True,
+            timeout=240,
+            env={**os.environ, "HOME": str(root)},
+        )
+        assert result.returncode == 0, (args, result.stdout, result.stderr)
+        return result.stdout
+
+    tfcli("init", "-n", "devices")
+    tfcli("experiment", "new", "-n", "g", "-A", "ppo_cartpole", "-E", "cartpole", "-t", "2048", "--set",
+          f"agent.device={device}")  # fmt: skip
+    tfcli("experiment", "start", "-e", "g", "--follow")
+    tfcli("experiment", "start", "-e", "g", "--resume", "-t", "4096", "--follow")
+    progress = json.loads((root / "experiments" / "g" / "results" / "progress.json").read_text())
+    assert (progress["state"], progress["timesteps"]) == ("finished", 4096), progress
+    assert "Traceback" not in (root / "experiments" / "g" / "results" / "worker.log").read_text()
+    assert "mean return" in tfcli("experiment", "evaluate", "-e", "g", "--episodes", "2").lower()
+    tfcli("experiment", "export", "-e", "g", "--format", "torchscript", "-o", str(root / "g.pt"))
+    assert (root / "g.pt").stat().st_size > 0
+
+
+def test_the_tfcli_lifecycle_of_a_run_on_the_gpu(tmp_path):
+    # the client's whole path (spec check, worker, checkpoint, resume, evaluation, export) with the agent on cuda;
+    # tests/client runs the same path on the CPU
+    isolated = subprocess.run([sys.executable, "-I", "-c", "import torchforce, gymnasium"], capture_output=True)
+    if isolated.returncode:  # (bench/gpu_check.sh puts them there: gpu_lib.sh's isolated_path)
+        pytest.skip("torchforce or Gymnasium is on PYTHONPATH only, which tfcli's worker (python -I) ignores")
+    tfcli_lifecycle(tmp_path, "cuda")
