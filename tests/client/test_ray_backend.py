@@ -319,6 +319,12 @@ def test_a_job_asks_for_a_cpu_per_torch_thread_and_a_waiting_one_keeps_its_stop(
     assert time.monotonic() - began < 60
     assert json.loads(experiment.storage().read_text("control.json"))["request"] == "stop"
     assert experiment.record().status == "running" and backend.job_status(handle, fresh=True) == "PENDING"
+    # a dry run of the cluster's delete is refused as the delete would be (it said "Would end" regardless)
+    dry = tfcli(project.root, "cluster", "delete", "-c", CLUSTER, "--dry-run")
+    assert dry.returncode == 2 and f"cluster '{CLUSTER}' runs experiments: waits" in dry.stderr, dry.stderr
+    dry = tfcli(project.root, "cluster", "delete", "-c", CLUSTER, "--dry-run", "--force")
+    assert dry.stdout == f"Would end the Ray cluster '{CLUSTER}'; mark failed: waits\n", (dry.stdout, dry.stderr)
+    assert experiment.record().status == "running" and project.store.cluster(CLUSTER) is not None
 
 
 def test_a_ray_run_resumes_here_and_a_deleted_cluster_leaves_its_results_home(project, tmp_path):

@@ -207,8 +207,12 @@ def cluster_delete(args: argparse.Namespace) -> None:
             done = "Would delete" if args.dry_run else "Deleted"
             print(f"{done} the GKE cluster '{record.name}'" + (f"; marked failed: {', '.join(ended)}" if ended else ""))
             continue
-        if args.dry_run:
-            print(f"Would end the Ray cluster '{record.name}'")
+        if args.dry_run:  # refused as the delete would be, or saying what --force would mark failed
+            running = running_on(project, record.name, force=args.force)
+            print(
+                f"Would end the Ray cluster '{record.name}'"
+                + (f"; mark failed: {', '.join(running)}" if running else "")
+            )
             continue
         ended = ray_cluster.delete(project, record, force=args.force)
         what = "Ended" if record.spec.get("address", "local") == "local" else "Forgot the attached"
