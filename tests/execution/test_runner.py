@@ -12,6 +12,7 @@ import pytest
 from torchforce.agents import create_agent
 from torchforce.environments import Environment, VectorEnvironment, make, make_vector
 from torchforce.execution import Runner
+from torchforce.execution.evaluation import evaluate
 from torchforce.spec import SpecError
 
 MLP = [{"type": "dense", "size": 8}]
@@ -151,6 +152,25 @@ def test_repeat_actions_is_checked():
     envs = VectorEnvironment([Counter(), Counter()])
     with pytest.raises(ValueError, match="single environment"):
         Runner(random_agent(envs), envs, repeat_actions=2)
+
+
+@pytest.mark.parametrize("vectorized", [False, True])
+def test_an_agent_whose_actions_are_not_the_environments_is_refused(vectorized):
+    # a Pong agent on Breakout failed late inside the emulator; a Breakout agent on Pong never pressed two buttons
+    spec = {"type": "minimal", "action_type": "int"}
+    env = make_vector(spec, 2) if vectorized else make(spec)
+    wider = create_agent("random", states=env.states, actions={"type": "int", "num_actions": 3})
+    with pytest.raises(ValueError, match=r"the agent's actions are not the environment's: the agent acts with .*"
+                       r"'num_actions': 3.* takes .*'num_actions': 2"):  # fmt: skip
+        Runner(wider, env)
+    other = create_agent("random", states=env.states, actions={"type": "float", "shape": 1})
+    with pytest.raises(ValueError, match="the agent's actions are not the environment's"):
+        Runner(other, env)
+    if not vectorized:  # evaluation too
+        with pytest.raises(ValueError, match="the agent's actions are not the environment's"):
+            evaluate(wider, env, episodes=1)
+    same = create_agent("random", states=env.states, actions=env.actions)
+    Runner(same, env).run(num_episodes=1)
 
 
 def test_limits_and_history():

@@ -11,6 +11,7 @@ from typing import Any
 import torch
 
 from torchforce.spec import expect_int
+from torchforce.spec.spaces import ActionSpec, normalize_actions
 
 TORCH_THREADS = 1  # the runners' default: one intra-op torch thread per run (docs/internals.md, Torch threads)
 
@@ -62,3 +63,28 @@ def torch_threads(count: int | None) -> Iterator[None]:
         yield
     finally:
         torch.set_num_threads(previous)
+
+
+def check_actions_fit(agent: Any, environment: Any) -> None:
+    """An agent whose actions are not the environment's (names, types, shapes, numbers of actions) is refused before
+    a run: a Pong agent (6 actions) on Breakout (4) failed late inside the emulator, and a Breakout agent on Pong ran
+    without ever pressing two of its buttons. Bounds of float actions are not compared (an agent may act in a range
+    of its own). An agent that keeps no ``actions_spec`` (a user's own class) is not checked."""
+    own: dict[str, ActionSpec] | None = getattr(agent, "actions_spec", None)
+    if not isinstance(own, dict):
+        return
+    theirs, _ = normalize_actions(environment.actions)
+
+    def form(specs: dict[str, ActionSpec]) -> dict[str, tuple]:
+        return {name: (spec.type, spec.shape, spec.num_actions) for name, spec in specs.items()}
+
+    if form(own) != form(theirs):
+        shown = lambda specs: {  # noqa: E731 - each action without its bounds
+            name: {k: v for k, v in spec.to_dict().items() if k not in ("min_value", "max_value")}
+            for name, spec in specs.items()
+        }
+        raise ValueError(
+            f"the agent's actions are not the environment's: the agent acts with {shown(own)}, {environment} takes "
+            f"{shown(theirs)}; build the agent with the environment's actions (create_agent(..., "
+            "actions=environment.actions))"
+        )

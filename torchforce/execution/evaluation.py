@@ -37,6 +37,7 @@ import numpy as np
 from torchforce.agents import Agent
 from torchforce.durable import unwritable
 from torchforce.environments import Environment, Gym
+from torchforce.execution.base import check_actions_fit
 from torchforce.spec import expect_int
 
 VIDEO_SUFFIX = ".mp4"
@@ -107,6 +108,7 @@ def evaluate_episodes(
     episodes = expect_int(episodes, "episodes", minimum=1)
     max_episode_timesteps = expect_int(max_episode_timesteps, "max_episode_timesteps", minimum=1, allow_none=True)
     fps = expect_int(fps, "fps", minimum=1, allow_none=True)
+    check_actions_fit(agent, environment)
     recorder = None if video is None else VideoRecorder(environment, Path(video), fps=fps)
     returns, lengths = [], []
     with recorder if recorder is not None else contextlib.nullcontext():

@@ -18,7 +18,13 @@ import numpy as np
 
 from torchforce.agents import Agent
 from torchforce.environments import Environment, VectorEnvironment, VectorStep
-from torchforce.execution.base import TORCH_THREADS, BaseRunner, check_torch_threads, torch_threads
+from torchforce.execution.base import (
+    TORCH_THREADS,
+    BaseRunner,
+    check_actions_fit,
+    check_torch_threads,
+    torch_threads,
+)
 from torchforce.spec import expect_int
 
 
@@ -68,6 +74,7 @@ class Runner(BaseRunner):
             raise ValueError(f"repeat_actions must be >= 1, got {repeat_actions}")
         if isinstance(environment, VectorEnvironment) and repeat_actions != 1:
             raise ValueError("repeat_actions > 1 needs a single environment; wrap each environment to repeat actions")
+        check_actions_fit(agent, environment)
         self.agent = agent
         self.environment = environment
         self.repeat_actions = repeat_actions
