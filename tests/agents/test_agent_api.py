@@ -89,6 +89,23 @@ def test_named_states_are_checked_against_their_specs():
     assert len(agent.act(batched)) == len(env.actions)
 
 
+def test_floats_for_an_integer_state_are_refused_unless_whole():
+    # frames scaled to [0, 1] for a uint8 image were cast to zeros: the agent acted on a blank screen without a word
+    actions = {"type": "int", "num_actions": 2}
+    image = create_agent("random", states={"type": "uint8", "shape": (2, 2)}, actions=actions)
+    frame = np.array([[0, 128], [255, 7]], dtype=np.uint8)
+    with pytest.raises(ValueError, match=r"state is float32 with values that uint8 does not hold \(from 0 to 1\); "
+                       r"expected uint8 values \(0-255: image frames unscaled"):  # fmt: skip
+        image.act(frame.astype(np.float32) / 255, independent=True)
+    with pytest.raises(ValueError, match=r"from -1 to 255"):
+        image.act(np.array([[-1.0, 0], [255, 7]]), independent=True)
+    image.act(frame.astype(np.float32), independent=True)  # whole numbers it holds: cast exactly
+    image.act(frame, independent=True)
+    named = create_agent("random", states={"count": {"type": "int", "shape": 1}}, actions=actions)
+    with pytest.raises(ValueError, match=r"state 'count' is float64 with values that int does not hold"):
+        named.act({"count": np.array([0.5])}, independent=True)
+
+
 def test_the_0_3_5_integer_batched_observe_names_batching_capacity():
     env = make("minimal")
     with pytest.raises(

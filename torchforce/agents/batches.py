@@ -25,7 +25,7 @@ def as_batch(states: Any, specs: dict[str, StateSpec], single: bool) -> tuple[Ba
     batched: bool | None
     if single:
         ((name, spec),) = specs.items()
-        array: np.ndarray = np.asarray(states, dtype=STATE_DTYPES[spec.type])
+        array: np.ndarray = _as_state(states, spec, "state")
         batched = array.ndim == len(spec.shape) + 1
         if array.shape[int(batched) :] != spec.shape:
             raise ValueError(f"state has shape {array.shape}, expected {spec.shape} or (batch, *{spec.shape})")
@@ -39,7 +39,7 @@ def as_batch(states: Any, specs: dict[str, StateSpec], single: bool) -> tuple[Ba
     batched = None
     rows: int | None = None
     for name, spec in specs.items():
-        array = np.asarray(states[name], dtype=STATE_DTYPES[spec.type])
+        array = _as_state(states[name], spec, f"state '{name}'")
         is_batched = array.ndim == len(spec.shape) + 1
         if array.shape[int(is_batched) :] != spec.shape:
             raise ValueError(f"state '{name}' has shape {array.shape}, expected {spec.shape} or (batch, *{spec.shape})")
@@ -51,6 +51,23 @@ def as_batch(states: Any, specs: dict[str, StateSpec], single: bool) -> tuple[Ba
         batched, rows = is_batched, array.shape[0] if is_batched else 1
         batch[name] = array if is_batched else array[None]
     return batch, bool(batched)
+
+
+def _as_state(values: Any, spec: StateSpec, what: str) -> np.ndarray:
+    """``values`` as the state's array type. Floats given for an integer state (frames already scaled to [0, 1] for a
+    uint8 image, say) are refused unless each is a whole number the type holds: the cast would turn them into other
+    numbers (0.7 into 0) without a word."""
+    dtype = STATE_DTYPES[spec.type]
+    if dtype.kind in "iu" and isinstance(values, np.ndarray) and values.dtype.kind == "f":
+        limits = np.iinfo(dtype)
+        whole = np.array_equal(values, np.floor(values)) and (values.size == 0 or limits.min <= values.min())
+        if not whole or (values.size and values.max() > limits.max):
+            raise ValueError(
+                f"{what} is {values.dtype} with values that {spec.type} does not hold (from {values.min():g} to "
+                f"{values.max():g}); expected {spec.type} values"
+                + (" (0-255: image frames unscaled, as the environment gives them)" if spec.type == "uint8" else "")
+            )
+    return np.asarray(values, dtype=dtype)
 
 
 def as_output(actions: Batch, batched: bool, single: bool) -> Any:
