@@ -111,7 +111,7 @@ def plot_learning_curves(
         axis.set_ylabel(f"episode return, smoothed over {window} episodes")
         axis.grid(alpha=0.3)
         if axis.get_legend_handles_labels()[0]:
-            axis.legend(loc="lower right", fontsize="small")
+            axis.legend(loc="best", fontsize="small")  # (lower right hid a falling run's last evaluation)
     figure.tight_layout()
     output = Path(output)
     output.parent.mkdir(parents=True, exist_ok=True)

@@ -331,6 +331,26 @@ def test_plot_draws_the_evaluations_mean_and_deviation(project, tmp_path, monkey
     assert (tmp_path / "curve.png").stat().st_size > 1000
 
 
+def test_the_legend_leaves_a_falling_runs_last_evaluation_in_view(tmp_path, monkeypatch):
+    # the legend sat at the lower right, where the last evaluation of a falling curve lands (a short Pong run)
+    from torchforce import plots
+
+    results = tmp_path / "results"
+    results.mkdir()
+    episodes = [{"episode": i, "timesteps": 100 * i, "return": -float(i), "wall_time": 0.1 * i} for i in range(1, 31)]
+    (results / "episodes.jsonl").write_text("".join(json.dumps(e) + "\n" for e in episodes))
+    last = {"timesteps": 3000, "episodes": 30, "mean_return": -30.0, "std_return": 0.0, "returns": [-30.0]}
+    (results / "evaluations.jsonl").write_text(json.dumps({**last, "wall_time": 3}) + "\n")
+    saved = []
+    monkeypatch.setattr(plots, "save_figure", lambda figure, output: saved.append(figure))
+    plots.plot_learning_curves({"run": results / "episodes.jsonl"}, tmp_path / "curve.png")
+    (figure,) = saved
+    figure.canvas.draw()
+    by_steps = figure.axes[0]
+    point = by_steps.transData.transform((3000, -30.0))
+    assert not by_steps.get_legend().get_window_extent().contains(*point)
+
+
 def test_plot_leaves_out_an_evaluation_whose_mean_is_no_number(tmp_path, monkeypatch):
     from matplotlib.axes import Axes
 
