@@ -540,6 +540,15 @@ def test_export_writes_the_checkpoints_policy(root, capsys, tmp_path):
     code, _, err = tfcli(capsys, "experiment", "export", "-e", NAME, "--format", "tflite")
     assert code == 2 and "argument --format: invalid choice: 'tflite'" in err
     assert list(tmp_path.iterdir()) == []
+    # the format from -o's suffix, as export_policy takes it (--format was required)
+    code, out, err = tfcli(capsys, "experiment", "export", "-e", NAME, "-o", str(tmp_path / "p.pt"))
+    assert (code, err) == (0, ""), err
+    np.testing.assert_array_equal(torch.jit.load(str(tmp_path / "p.pt"))(torch.from_numpy(states)).numpy(), expected)
+    for argv in ([], ["-o", str(tmp_path / "p.bin")]):
+        code, _, err = tfcli(capsys, "experiment", "export", "-e", NAME, *argv)
+        assert code == 2 and err.startswith("tfcli: which format? --format is not given"), err
+        assert "Give --format torchscript or onnx, or -o FILE.onnx or FILE.pt." in err
+    assert [path.name for path in tmp_path.iterdir()] == ["p.pt"]
 
 
 # ---------------------------------------------------------------------------------------------- unwritable outputs

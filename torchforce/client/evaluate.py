@@ -358,12 +358,20 @@ def _video_hint(message: str) -> str | None:
 
 
 def export_experiment(
-    experiment: Experiment, *, format: str, output: str | Path | None = None, checkpoint: str = "latest"
+    experiment: Experiment, *, format: str | None, output: str | Path | None = None, checkpoint: str = "latest"
 ) -> tuple[Path, Checkpoint]:
-    """Write the acting policy of ``checkpoint`` as ``format`` (``torchforce.export``) to ``output`` (default:
+    """Write the acting policy of ``checkpoint`` as ``format`` (``torchforce.export``; None: the one ``output``'s
+    suffix names, as ``export_policy`` reads it) to ``output`` (default:
     ``experiments/NAME/exports/policy-<timestep>.pt`` or ``.onnx``); returns the file and the checkpoint."""
     from torchforce.export import FORMATS, SUFFIXES, ExportError, export_policy
 
+    if format is None:
+        format = SUFFIXES.get(Path(output).suffix.lower()) if output is not None else None
+        if format is None:
+            raise ClientError(
+                "which format? --format is not given" + (f", and '{output}' names none" if output is not None else ""),
+                hint="Give --format " + " or ".join(FORMATS) + ", or -o FILE.onnx or FILE.pt.",
+            )
     if format not in FORMATS:
         raise ClientError(f"unknown export format '{format}'", hint=f"Give --format {' or '.join(FORMATS)}.")
     suffix = Path(output).suffix.lower() if output is not None else FORMATS[format]

@@ -71,10 +71,13 @@ def add_parsers(experiments: argparse._SubParsersAction) -> None:
         examples=[
             "tfcli experiment export -e cp --format onnx",
             "tfcli experiment export -e cp --format torchscript -o cp_policy.pt --checkpoint best",
+            "tfcli experiment export -e cp -o cp_policy.onnx   # the format from the suffix",
         ],
     )
     _experiment_argument(export)
-    export.add_argument("--format", required=True, choices=EXPORT_FORMATS, help="the file format")
+    export.add_argument(
+        "--format", choices=EXPORT_FORMATS, help="the file format (default: the one -o's suffix names, .onnx or .pt)"
+    )
     export.add_argument(
         "-o", "--output", metavar="FILE", help="the file to write (default: experiments/NAME/exports/policy-STEP.*)"
     )
