@@ -243,25 +243,29 @@ def summarize(
     threshold: float | None = None,
     window: int = WINDOW,
     timesteps: int | None = None,
+    elapsed: float | None = None,
 ) -> Summary:
-    """One run's figures from its episode records. ``timesteps``: the run's own count (its progress, as ``list``
-    and ``show`` give it; default: the timestep of its last episode's end). The best mean return and the threshold
-    are judged over whole windows of ``window`` episodes (a run with fewer: the mean of them all), never over a
-    lucky first few episodes."""
+    """One run's figures from its episode records. ``timesteps`` and ``elapsed``: the run's own count and seconds
+    (its progress, as ``list`` and ``show`` give them; default: the timestep and wall time of its last episode's
+    end), which its steps per second are then of too. The best mean return and the threshold are judged over whole
+    windows of ``window`` episodes (a run with fewer: the mean of them all), never over a lucky first few
+    episodes."""
     if not records:
         return Summary(name, 0, timesteps or 0, None, None, None, None, threshold, window=window)
     steps, means = curve(records, window)
     seconds, _ = curve(records, window, by="wall_time")
     first_whole = first_whole_window(len(means), window)
     whole = means[first_whole:]
+    total_steps = max(int(steps[-1]), timesteps or 0)
+    total_seconds = max(float(seconds[-1]), elapsed or 0.0)  # the steps past the last episode took time too
     summary = Summary(
         name=name,
         episodes=len(records),
-        timesteps=max(int(steps[-1]), timesteps or 0),
-        seconds=float(seconds[-1]),
+        timesteps=total_steps,
+        seconds=total_seconds,
         final_mean_return=float(means[-1]),
         best_mean_return=_best(whole),
-        steps_per_second=float(steps[-1] / seconds[-1]) if seconds[-1] > 0 else None,
+        steps_per_second=total_steps / total_seconds if total_seconds > 0 else None,
         threshold=threshold,
         window=window,
     )
@@ -330,11 +334,15 @@ def summarize_group(
     threshold: float | None = None,
     window: int = WINDOW,
     timesteps: dict[str, int | None] | None = None,
+    elapsed: dict[str, float | None] | None = None,
 ) -> GroupSummary:
     """The figures of the group ``name`` from its runs' episode records (``logs``: run name to records, in the
-    order of ``seeds``; ``timesteps``: run name to its own count, as ``summarize`` takes it)."""
-    counts = timesteps or {}
-    runs = [summarize(run, records, threshold, window, counts.get(run)) for run, records in logs.items()]
+    order of ``seeds``; ``timesteps`` and ``elapsed``: run name to its own count and seconds, as ``summarize``
+    takes them)."""
+    counts, times = timesteps or {}, elapsed or {}
+    runs = [
+        summarize(run, records, threshold, window, counts.get(run), times.get(run)) for run, records in logs.items()
+    ]
     counted = [run for run in runs if run.episodes]
     group = GroupSummary(
         name=name,

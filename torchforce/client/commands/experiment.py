@@ -943,9 +943,11 @@ def experiment_plot(args: argparse.Namespace) -> None:
     print(f"Learning curves of {', '.join(logs)} (smoothed over {args.window} episodes): {Path(path).resolve()}")
 
 
-def progress_timesteps(experiment: Experiment) -> int | None:
-    """The timesteps the run has taken by its progress file, as list and show read it (None when damaged)."""
-    return views.read_progress(experiment)[0].get("timesteps")
+def progress_counts(experiment: Experiment) -> tuple[int | None, float | None]:
+    """The timesteps the run has taken and the seconds it has run by its progress file, as list and show read them
+    (None when damaged)."""
+    progress = views.read_progress(experiment)[0]
+    return progress.get("timesteps"), progress.get("elapsed_seconds")
 
 
 @command("experiment", "compare")
@@ -960,11 +962,14 @@ def experiment_compare(args: argparse.Namespace) -> None:
     for item in resolve(Project.find(), names):
         if isinstance(item, Group):
             logs = {run.name: read_episodes(run.episode_log()) for run in item.runs}
-            counts = {run.name: progress_timesteps(run) for run in item.runs}
-            summaries.append(summarize_group(item.name, logs, item.seeds, args.threshold, args.window, counts))
+            progress = {run.name: progress_counts(run) for run in item.runs}
+            counts = {name: steps for name, (steps, _) in progress.items()}
+            times = {name: seconds for name, (_, seconds) in progress.items()}
+            summary = summarize_group(item.name, logs, item.seeds, args.threshold, args.window, counts, times)
+            summaries.append(summary)
         else:
-            records, count = read_episodes(item.episode_log()), progress_timesteps(item)
-            summaries.append(summarize(item.name, records, args.threshold, args.window, count))
+            records, (count, seconds) = read_episodes(item.episode_log()), progress_counts(item)
+            summaries.append(summarize(item.name, records, args.threshold, args.window, count, seconds))
     if args.json:
         print_json([s.to_dict() for s in summaries])
     else:
