@@ -192,8 +192,8 @@ def tfcli_lifecycle(root: Path, device: str) -> None:
         return result.stdout
 
     tfcli("init", "-n", "devices")
-    tfcli("experiment", "new", "-n", "g", "-A", "ppo_cartpole", "-E", "cartpole", "-t", "2048", "--set",
-          f"agent.device={device}")  # fmt: skip
+    device_set = f"agent.device={device}"
+    tfcli("experiment", "new", "-n", "g", "-A", "ppo_cartpole", "-E", "cartpole", "-t", "2048", "--set", device_set)
     tfcli("experiment", "start", "-e", "g", "--follow")
     tfcli("experiment", "start", "-e", "g", "--resume", "-t", "4096", "--follow")
     progress = json.loads((root / "experiments" / "g" / "results" / "progress.json").read_text())
