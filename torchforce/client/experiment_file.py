@@ -588,11 +588,17 @@ def check_stored(project: Project, path: Path, name: str) -> dict[str, Any]:
                 expected=f'"{name}"',
             )
     except SpecError as error:
-        error.hint = error.hint or f"Fix the file, or remove the experiment with 'tfcli experiment delete -e {name}'."
-        error.file = file
-        error.args = (error.render(),)
-        raise error from None
+        raise _in_stored(error, file, name) from None
     return spec
+
+
+def _in_stored(error: SpecError, file: str, name: str) -> SpecError:
+    """``error`` about the stored spec of the experiment ``name``: it names that ``file``, and says how to get past
+    it unless it says so itself."""
+    error.hint = error.hint or f"Fix the file, or remove the experiment with 'tfcli experiment delete -e {name}'."
+    error.file = file
+    error.args = (error.render(),)
+    return error
 
 
 def check_environment_id(project: Project, spec: dict[str, Any], name: str) -> None:
@@ -610,10 +616,7 @@ def check_environment_id(project: Project, spec: dict[str, Any], name: str) -> N
         use_modules(modules_folder(project.root))  # a 'module:Name' of the project's own, as new found it
         resolve_gym_id(environment.get("gym_id"), "experiment.environment.gym_id")
     except SpecError as error:
-        error.hint = error.hint or f"Fix the file, or remove the experiment with 'tfcli experiment delete -e {name}'."
-        error.file = str(Path("experiments") / name / "experiment.json")
-        error.args = (error.render(),)
-        raise error from None
+        raise _in_stored(error, str(Path("experiments") / name / "experiment.json"), name) from None
 
 
 def load_environment(project: Project, value: str) -> tuple[Any, str | None]:

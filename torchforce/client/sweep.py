@@ -508,8 +508,8 @@ class Sweep:
         study, log, plots and lock, and last its state file, which frees its name and its trials' names. Refused,
         nothing deleted, while its driver runs or a run of its trials runs or is queued. A run that cannot be
         deleted stops the deletion with the sweep still whole but for the runs deleted before it, so deleting it
-        again finishes the work. Returns the names of the runs deleted. ``configs/experiments/<sweep>-best.json``
-        is the user's now, and stays."""
+        again finishes the work. Returns the names of its trials' runs: deleted, or with ``keep_trials`` kept.
+        ``configs/experiments/<sweep>-best.json`` is the user's now, and stays."""
         stop_first = f"Stop it first with 'tfcli sweep stop --sweep {self.name}'."
         if self.driver_running():
             raise ClientError(f"sweep '{self.name}' is running; nothing was deleted", hint=stop_first)
@@ -520,10 +520,9 @@ class Sweep:
             runs, whole = self.trial_runs(), f"sweep '{self.name}'"
             if keep_trials:  # they stay, but a run going on would write into what is deleted
                 refuse_busy(runs, whole=whole, stop_first=stop_first)
-                deleted = []
             else:
                 again = f"Delete the rest again with 'tfcli sweep delete --sweep {self.name}'."
-                deleted = delete_runs(runs, whole=whole, stop_first=stop_first, again=again)
+                delete_runs(runs, whole=whole, stop_first=stop_first, again=again)
             shutil.rmtree(self.plots_folder, ignore_errors=True)
             for path in (self.log_file, *(Path(f"{self.database}{end}") for end in ("-journal", "-wal", "-shm"))):
                 path.unlink(missing_ok=True)
@@ -532,7 +531,7 @@ class Sweep:
             self.state_file.unlink(missing_ok=True)  # last: until it goes, the sweep is there to be deleted again
         finally:
             os.close(lock)
-        return deleted
+        return [run.name for run in runs]
 
     # ------------------------------------------------------------------ results
 

@@ -386,8 +386,14 @@ def experiment_new(args: argparse.Namespace) -> None:
 
 
 # the short flags of 'experiment new' by the field each sets (the others are --FIELD, with '-' for '_')
-NEW_SHORT_FLAGS = {"name": "-n", "agent": "-A", "network": "-M", "environment": "-E", "total_timesteps": "-t"}
-NEW_SHORT_FLAGS["num_environments"] = "-N"
+NEW_SHORT_FLAGS = {
+    "name": "-n",
+    "agent": "-A",
+    "network": "-M",
+    "environment": "-E",
+    "total_timesteps": "-t",
+    "num_environments": "-N",
+}
 
 
 def _check_set_against_flags(fields: dict[str, object], overrides: list[Override]) -> None:

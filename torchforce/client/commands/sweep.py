@@ -150,12 +150,12 @@ def sweep_stop(args: argparse.Namespace) -> None:
 @command("sweep", "delete")
 def sweep_delete(args: argparse.Namespace) -> None:
     sweep = Sweep.load(Project.find(), args.sweep)
-    kept = [run.name for run in sweep.trial_runs()] if args.keep_trials else []
-    for name in sweep.delete(keep_trials=args.keep_trials):
+    trials = sweep.delete(keep_trials=args.keep_trials)
+    for name in [] if args.keep_trials else trials:
         print(f"Deleted experiment '{name}'")
     print(f"Deleted sweep '{sweep.name}'")
-    if kept:
-        print(f"Kept its trials' experiments, now ordinary ones: {', '.join(kept)}")
+    if args.keep_trials and trials:
+        print(f"Kept its trials' experiments, now ordinary ones: {', '.join(trials)}")
     if sweep.best_config.is_file():
         print(f"Kept {relative(sweep.best_config)}, its best trial's experiment")
 
