@@ -13,8 +13,9 @@
     python bench/profiles.py casts   # the Atari agents' act() in float32 and bfloat16, the weights' casts reused or not
 
 ``act`` times, call by call (median of many calls, one torch thread): the same MLP as plain torch functional calls
-on the agent's own weights (the floor for eager PyTorch), the policy's forward and sampling (``Policy.act``), and the
-whole ``agent.act(state, deterministic=True, independent=True)``; then SB3's ``predict`` on the same state when
+on the agent's own weights (the floor for eager PyTorch), the policy's forward and sampling (``Policy.act``), the same
+pass in NumPy as the agent makes it (``Policy.on_host``), and the whole ``agent.act(state, deterministic=True,
+independent=True)``; then SB3's ``predict`` on the same state when
 stable-baselines3 is installed, and a cProfile of ``act`` (top functions by own time).
 
 ``step`` times one environment's training step of a shipped single-environment experiment's agent (default
@@ -32,8 +33,9 @@ stepping random actions, each the median of ``--rounds`` rounds of 20,000 steps,
 round (so that a machine's drift touches them alike): the copies stepped through ``VectorEnvironment`` with fixed
 actions (the environment's floor); the same with actions from the shipped ``ppo_cartpole`` MLP as bare torch
 functional calls and Gumbel-max sampling (eager PyTorch's floor for this acting); from the agent's ``Policy`` pass and
-sample; from ``agent.act(independent=True)`` (acting without recording); from ``act`` + ``observe`` as in training
-(recording, updates off); and the Runner, what the benchmark measures. Each step down is what that layer costs.
+sample in torch (``act_forward``), and as the agent acts, in NumPy (``Policy.on_host``, ``core/host_acting.py``); from
+``agent.act(independent=True)`` (acting without recording); from ``act`` + ``observe`` as in training (recording,
+updates off); and the Runner, what the benchmark measures. Each step down is what that layer costs.
 
 ``ppo-atari`` trains Breakout PPO for ``--timesteps`` steps with each library (torchforce's shipped ``breakout_ppo``,
 SB3 with the zoo's entry, as ``bench/tasks.py`` runs them) and splits each run's seconds into its updates and the
@@ -147,9 +149,11 @@ def profile_act() -> None:
         with torch.inference_mode():
             return agent.policy.act(tensors, {}, True)
 
+    host = agent.policy.on_host()
     stages = {
         "bare torch: the same MLP + argmax, functional calls": floor_call(agent, state),
         "Policy.act: network forward + head + argmax": policy_act,
+        "the same in NumPy, as the agent acts (Policy.on_host)": lambda: host.act({"state": state[None]}, True),
         "agent.act(state, deterministic=True, independent=True)": lambda: agent.act(state, True, True),
     }
     try:
@@ -337,6 +341,11 @@ def profile_floors(rounds: int, steps: int = 20_000) -> None:
         actions, *_ = independent.policy.act_forward({"state": torch.from_numpy(states)}, {}, False)
         return actions["action"].numpy()
 
+    host = independent.policy.on_host()
+
+    def host_pass(states: np.ndarray) -> np.ndarray:
+        return host.act({"state": states}, False)["action"]
+
     def acting(act: Callable[[np.ndarray], np.ndarray] | None, observe: bool = False) -> Callable[[int], None]:
         """Steps of copies of their own, acted on by ``act`` (None: fixed actions), observed by ``recording``."""
         environments = copies()
@@ -359,7 +368,8 @@ def profile_floors(rounds: int, steps: int = 20_000) -> None:
         gymnasium_figure: micro._gymnasium_vector(functools.partial(gymnasium.make, micro.ENV_ID), "sync", count)[0],
         "VectorEnvironment, fixed actions": acting(None),
         "+ the MLP as bare torch calls": acting(bare),
-        "+ the agent's Policy pass": acting(policy_pass),
+        "+ the agent's Policy pass in torch": acting(policy_pass),
+        "+ the agent's Policy pass in NumPy (on_host)": acting(host_pass),
         "+ act(independent=True)": acting(functools.partial(independent.act, independent=True)),
         "+ act and observe (recording)": acting(recording.act, observe=True),
         "the Runner (the benchmark's figure)": micro._runner(config, micro.SPEC, "sync", count)[0],

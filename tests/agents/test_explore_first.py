@@ -2,6 +2,8 @@
 actions are replaced at random the pass is left out, as SB3's DQN leaves its network out, and everything else is
 as it was: the same actions of the same types, the same generator states, the same parameters after updates."""
 
+from types import SimpleNamespace
+
 import numpy as np
 import pytest
 import torch
@@ -29,15 +31,28 @@ def dqn(actions, exploration=ANNEAL, **options):
 
 
 def counting_passes(agent):
-    """The number of the policy's acting passes so far, as a list that grows by one per pass."""
+    """The number of the policy's acting passes so far, in torch or in NumPy (``Policy.on_host``: these small dense
+    policies act there), as a list that grows by one per pass."""
     passes = []
-    act_forward = agent.policy.act_forward
+    policy = agent.policy
+    act_forward, on_host = policy.act_forward, policy.on_host
 
     def counted(*arguments):
         passes.append(1)
         return act_forward(*arguments)
 
-    agent.policy.act_forward = counted
+    def counted_on_host():
+        host = on_host()
+        if host is None:
+            return None
+
+        def act(*arguments):
+            passes.append(1)
+            return host.act(*arguments)
+
+        return SimpleNamespace(act=act)
+
+    policy.act_forward, policy.on_host = counted, counted_on_host
     return passes
 
 

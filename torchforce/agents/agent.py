@@ -703,16 +703,23 @@ class Agent:
         with self._turn_to_act():
             self._set_training(False)
             noise = self._add_variable_noise(self.variable_noise) if self.variable_noise and not deterministic else None
-            with torch.inference_mode():
-                sampled, internals, *forward = self.policy.act_forward(
-                    self.as_tensors(batch), internals, self._act_deterministically(deterministic)
-                )
-                if keep:
-                    actions, self._acted_kept = to_host(sampled, self._acted_tensors(forward, sampled))
-                elif self.device.type == "cpu":  # every act of most agents: as cheap as it can be
-                    actions = {name: values.numpy() for name, values in sampled.items()}
-                else:
-                    (actions,) = to_host(sampled)
+            # small dense policies on the CPU act as NumPy calls, unless acting's tensors are kept for updates
+            host = None if record or self.device.type != "cpu" else self.policy.on_host()
+            if host is not None:
+                forward: list[Any] = []  # no tensors of the pass: nothing is recorded of it here
+                sampled = host.act(batch, self._act_deterministically(deterministic))
+                actions = dict(sampled)
+            else:
+                with torch.inference_mode():
+                    sampled, internals, *forward = self.policy.act_forward(
+                        self.as_tensors(batch), internals, self._act_deterministically(deterministic)
+                    )
+                    if keep:
+                        actions, self._acted_kept = to_host(sampled, self._acted_tensors(forward, sampled))
+                    elif self.device.type == "cpu":  # every act of most agents: as cheap as it can be
+                        actions = {name: values.numpy() for name, values in sampled.items()}
+                    else:
+                        (actions,) = to_host(sampled)
             if noise is not None:
                 self._remove_variable_noise(noise)
         self._acting_forward = forward  # the distribution parameters and embedding, for _acted
@@ -726,9 +733,9 @@ class Agent:
                 )
         for name in self._float_actions:  # a diverged policy is reported, not handed to the environment
             if not np.isfinite(actions[name]).all():
-                raise NonFiniteActionError(
-                    self.name, name, self.timestep, policy_finite=bool(torch.isfinite(sampled[name]).all())
-                )
+                policy = sampled[name]  # before exploration: a tensor, or an array acted on the host
+                finite = np.isfinite(policy) if isinstance(policy, np.ndarray) else torch.isfinite(policy)
+                raise NonFiniteActionError(self.name, name, self.timestep, policy_finite=bool(finite.all()))
         return actions, internals
 
     def _acted(self, actions: dict[str, np.ndarray], kept: Batch | None) -> Batch:

@@ -11,6 +11,7 @@ import torch
 from torch import nn
 
 from torchforce.core.distributions import build_distribution
+from torchforce.core.host_acting import HostPolicy
 from torchforce.core.named import NamedModules
 from torchforce.core.networks import Network
 from torchforce.spec import ActionSpec, expect_dict, unknown_name_error
@@ -62,6 +63,32 @@ class Policy(nn.Module):
         # changes them, so that what acting computed is known to be of the current parameters or not (one object
         # for every agent sharing this policy, as hogwild workers do)
         self.version = 1
+        # small dense policies act in NumPy on the CPU (on_host); False: always in torch
+        self.host_acting = True
+        self._host: tuple[int, HostPolicy | None] | None = None  # (the version it was decided at, see on_host)
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = super().__getstate__()
+        return {**state, "_host": None}  # views of this policy's memory: a copy builds its own
+
+    def on_host(self) -> HostPolicy | None:
+        """The policy as NumPy calls (``core/host_acting.py``), or None where it acts in torch only: decided anew
+        when its parameters' memory was replaced or mixed precision turned on, and for a policy that acts in torch
+        whenever its parameters changed (one that could not act on the host may since have come to it).
+        ``host_acting`` False: None."""
+        if not self.host_acting:
+            return None
+        decided = self._host
+        if decided is not None:
+            version, host = decided
+            if host is None:
+                if version == self.version:
+                    return None
+            elif host.current() and self.network.autocast_dtype is None:
+                return host
+        host = HostPolicy.of(self)
+        self._host = (self.version, host)
+        return host
 
     def forward(
         self, states: dict[str, torch.Tensor], internals: dict[str, torch.Tensor]

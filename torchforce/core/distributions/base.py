@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import math
+import threading
+from collections.abc import Callable
 from typing import Any, cast
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
@@ -14,6 +17,9 @@ from torchforce.spec import ActionSpec, SpecError
 from torchforce.spec.checks import expect_elements
 
 Params = tuple[Tensor, ...]
+#: a head's sampling as NumPy calls (``core/host_acting.py``): (embedding [B, D] float32, deterministic) to the
+#: actions ``[B, *shape]``, as ``forward`` then ``sample`` give them
+HostSampler = Callable[[np.ndarray, bool], np.ndarray]
 
 
 def affine(layer: nn.Linear, embedding: Tensor) -> Tensor:
@@ -21,6 +27,41 @@ def affine(layer: nn.Linear, embedding: Tensor) -> Tensor:
     pays on every step (forward hooks on a head's linear maps do not run)."""
     parameters = layer._parameters
     return F.linear(embedding, cast(Tensor, parameters["weight"]), parameters["bias"])
+
+
+def host_affine(layer: nn.Module) -> tuple[np.ndarray, np.ndarray | None]:
+    """A linear map's ``weight`` (transposed: ``x @ weight``) and ``bias`` as NumPy views of the parameters' memory
+    (a CPU float32 layer's), which follow every in-place change of them."""
+    parameters = layer._parameters
+    weight, bias = cast(Tensor, parameters["weight"]), parameters["bias"]
+    return weight.detach().numpy().T, None if bias is None else bias.detach().numpy()
+
+
+class TorchDraws(threading.local):
+    """Draws of torch's generator for sampling in NumPy: ``draw(shape)`` fills a buffer of this thread's in place
+    with ``fill`` (``torch.Tensor.uniform_`` or ``normal_``), the very numbers ``torch.rand_like``/``randn_like`` of
+    that shape would be (so acting on the host samples as the torch path does, and a checkpoint's generator states
+    go on as they would have), and returns it as an array: read it before the next draw."""
+
+    def __init__(self, fill: Callable[[Tensor], Tensor]) -> None:
+        self.fill = fill
+        self.shape: tuple[int, ...] = ()
+        self.buffer, self.array = torch.empty(()), np.empty(())
+
+    def draw(self, shape: tuple[int, ...]) -> np.ndarray:
+        if shape != self.shape:
+            self.shape, self.buffer = shape, torch.empty(shape)
+            self.array = self.buffer.numpy()
+        self.fill(self.buffer)
+        return self.array
+
+
+def host_linear(x: np.ndarray, weight: np.ndarray, bias: np.ndarray | None) -> np.ndarray:
+    """``F.linear`` of ``host_affine``'s views: a new array."""
+    y = x @ weight
+    if bias is not None:
+        y += bias
+    return y
 
 
 class Distribution(nn.Module):
@@ -71,6 +112,11 @@ class Distribution(nn.Module):
 
     def forward(self, embedding: Tensor) -> Params:
         raise NotImplementedError
+
+    def host_sampler(self) -> HostSampler | None:
+        """``forward`` then ``sample`` as NumPy calls on views of the head's parameters, its draws from the generator
+        given (``core/host_acting.py``); None for a head that acts in torch only."""
+        return None
 
     def sample(self, params: Params, deterministic: bool = False) -> Tensor:
         raise NotImplementedError

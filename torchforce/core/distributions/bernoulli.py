@@ -5,11 +5,20 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from torchforce.core.distributions.base import Distribution, Params, affine
+from torchforce.core.distributions.base import (
+    Distribution,
+    HostSampler,
+    Params,
+    TorchDraws,
+    affine,
+    host_affine,
+    host_linear,
+)
 from torchforce.spec import ActionSpec, SpecError, expect_float
 
 
@@ -38,6 +47,21 @@ class Bernoulli(Distribution):
         if deterministic:
             return logits > 0.0  # p > 0.5
         return torch.rand_like(logits) < torch.sigmoid(logits)
+
+    def host_sampler(self) -> HostSampler:
+        weight, bias = host_affine(self.logit)
+        shape, uniform = self.shape, TorchDraws(Tensor.uniform_)
+
+        def sample(embedding: np.ndarray, deterministic: bool) -> np.ndarray:
+            logits = host_linear(embedding, weight, bias).reshape(len(embedding), *shape)
+            if deterministic:
+                return logits > 0.0
+            probability = np.exp(-logits)  # sigmoid(logits) = 1 / (1 + exp(-logits))
+            probability += 1.0
+            np.reciprocal(probability, out=probability)
+            return uniform.draw(logits.shape) < probability
+
+        return sample
 
     def log_prob(self, params: Params, action: Tensor) -> Tensor:
         (logits,) = params

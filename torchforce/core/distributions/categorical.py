@@ -7,10 +7,19 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
 import torch
 from torch import Tensor
 
-from torchforce.core.distributions.base import Distribution, Params, affine
+from torchforce.core.distributions.base import (
+    Distribution,
+    HostSampler,
+    Params,
+    TorchDraws,
+    affine,
+    host_affine,
+    host_linear,
+)
 from torchforce.spec import ActionSpec, SpecError, expect_float
 
 
@@ -70,6 +79,26 @@ class Categorical(Distribution):
             # log(-log U) - logits is -(logits + G) exactly, so its argmin is the sample, in one buffer
             index = torch.rand_like(logits).log_().neg_().log_().sub_(logits).argmin(dim=-1)
         return index.bool() if self.as_bool else index
+
+    def host_sampler(self) -> HostSampler:
+        weight, bias = host_affine(self.logits)
+        shape, as_bool, tiny = (*self.shape, self.num_actions), self.as_bool, np.finfo(np.float32).tiny
+        uniform = TorchDraws(Tensor.uniform_)
+
+        def sample(embedding: np.ndarray, deterministic: bool) -> np.ndarray:
+            logits = host_linear(embedding, weight, bias).reshape(len(embedding), *shape)
+            if deterministic:
+                index = logits.argmax(axis=-1)
+            else:  # Gumbel-max as ``sample`` (U = 0, whose log NumPy would warn of, taken as the least float)
+                noise = np.maximum(uniform.draw(logits.shape), tiny)
+                np.log(noise, out=noise)
+                np.negative(noise, out=noise)
+                np.log(noise, out=noise)
+                noise -= logits
+                index = noise.argmin(axis=-1)
+            return index.astype(bool) if as_bool else index
+
+        return sample
 
     def log_prob(self, params: Params, action: Tensor) -> Tensor:
         (logits,) = params

@@ -11,10 +11,11 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import torch
 from torch import Tensor
 
-from torchforce.core.distributions.base import Distribution, Params, affine
+from torchforce.core.distributions.base import Distribution, HostSampler, Params, affine, host_affine, host_linear
 from torchforce.spec import ActionSpec, expect_float
 from torchforce.spec.checks import expect_float32
 
@@ -49,6 +50,22 @@ class Deterministic(Distribution):
 
     def sample(self, params: Params, deterministic: bool = False) -> Tensor:
         return params[0]
+
+    def host_sampler(self) -> HostSampler:
+        weight, bias = host_affine(self.mean)
+        shape = self.shape
+        squash = (float(self.low), float(self.half_range)) if self.action.bounded else None
+
+        def sample(embedding: np.ndarray, deterministic: bool) -> np.ndarray:
+            mu = host_linear(embedding, weight, bias).reshape(len(embedding), *shape)
+            if squash is not None:  # low + (tanh(mu) + 1) * half_range, as forward
+                np.tanh(mu, out=mu)
+                mu += 1.0
+                mu *= squash[1]
+                mu += squash[0]
+            return mu
+
+        return sample
 
     def _no_density(self, what: str) -> Tensor:
         raise TypeError(f"a deterministic policy has no {what}; policy-gradient agents need a gaussian or beta head")

@@ -5,10 +5,19 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import numpy as np
 import torch
 from torch import Tensor, nn, special
 
-from torchforce.core.distributions.base import Distribution, Params, affine
+from torchforce.core.distributions.base import (
+    Distribution,
+    HostSampler,
+    Params,
+    TorchDraws,
+    affine,
+    host_affine,
+    host_linear,
+)
 from torchforce.spec import ActionSpec, expect_bool, expect_float
 from torchforce.spec.checks import expect_float32
 
@@ -73,6 +82,31 @@ class Gaussian(Distribution):
         if self.action.bounded:
             value = value.clamp(self.action.min_value, self.action.max_value)
         return value
+
+    def host_sampler(self) -> HostSampler:
+        mean_weight, mean_bias = host_affine(self.mean)
+        std_weight, std_bias, shared = None, None, None
+        if isinstance(self.log_stddev, nn.Linear):
+            std_weight, std_bias = host_affine(self.log_stddev)
+        else:
+            shared = self.log_stddev.detach().numpy()
+        shape, bounds = self.shape, self.action.bounds if self.action.bounded else None
+        normal = TorchDraws(Tensor.normal_)
+
+        def sample(embedding: np.ndarray, deterministic: bool) -> np.ndarray:
+            rows = len(embedding)
+            value = host_linear(embedding, mean_weight, mean_bias).reshape(rows, *shape)
+            if not deterministic:
+                if shared is None:
+                    log_std = host_linear(embedding, std_weight, std_bias).reshape(rows, *shape)  # type: ignore[arg-type]
+                else:
+                    log_std = shared.reshape(shape)
+                value += np.exp(np.clip(log_std, -LOG_STD_BOUND, LOG_STD_BOUND)) * normal.draw(value.shape)
+            if bounds is not None:
+                np.clip(value, *bounds, out=value)
+            return value
+
+        return sample
 
     def log_prob(self, params: Params, action: Tensor) -> Tensor:
         mean, log_std = params

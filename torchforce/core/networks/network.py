@@ -21,6 +21,7 @@ import torch
 from torch import Tensor, nn
 
 from torchforce.core.networks.base import SMALLER, Layer, Value
+from torchforce.core.networks.layers import Dense
 from torchforce.spec import (
     Registry,
     SpecError,
@@ -139,6 +140,11 @@ class Network(nn.Module):
         self, states: dict[str, Tensor], internals: dict[str, Tensor] | None = None
     ) -> tuple[Tensor, dict[str, Tensor]]:
         raise NotImplementedError
+
+    def dense_chain(self) -> tuple[str, list[Dense]] | None:
+        """The one state and the dense layers that are the whole network, in order (acting in NumPy:
+        ``core/host_acting.py``); None for any other network."""
+        return None
 
 
 def set_autocast(module: nn.Module, dtype: torch.dtype | None) -> None:
@@ -279,6 +285,14 @@ class LayeredNetwork(Network):
                 x = step(x)
             return x, {}
         return self._run(states, {} if internals is None else internals)
+
+    def dense_chain(self) -> tuple[str, list[Dense]] | None:
+        if self._sequence is None:
+            return None
+        layers = [step for _, step, _ in self._steps]
+        if not all(type(layer) is Dense and layer.skip is None for layer in layers):  # subclasses may compute more
+            return None
+        return self._sequence[0], layers  # type: ignore[return-value]
 
     def output_names(self) -> list[str]:
         """The names that the network's ``output`` layers (and layers such as ``dueling``) register."""
