@@ -50,7 +50,10 @@ class TorchDraws(threading.local):
 
     def draw(self, shape: tuple[int, ...]) -> np.ndarray:
         if shape != self.shape:
-            self.shape, self.buffer = shape, torch.empty(shape)
+            self.shape, self.buffer = (
+                shape,
+                torch.empty(shape, dtype=torch.float32),
+            )  # logits' dtype, whatever the default
             self.array = self.buffer.numpy()
         self.fill(self.buffer)
         return self.array
@@ -114,8 +117,10 @@ class Distribution(nn.Module):
         raise NotImplementedError
 
     def host_sampler(self) -> HostSampler | None:
-        """``forward`` then ``sample`` as NumPy calls on views of the head's parameters, its draws from the generator
-        given (``core/host_acting.py``); None for a head that acts in torch only."""
+        """``forward`` then ``sample`` as NumPy calls on views of the head's parameters, drawing what ``sample``
+        draws from torch's generator (``TorchDraws``), called under ``np.errstate(all="ignore")``
+        (``core/host_acting.py``); None for a head that acts in torch only. A subclass that overrides ``forward`` or
+        ``sample`` acts in torch unless it overrides this too."""
         return None
 
     def sample(self, params: Params, deterministic: bool = False) -> Tensor:

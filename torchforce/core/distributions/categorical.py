@@ -82,21 +82,20 @@ class Categorical(Distribution):
 
     def host_sampler(self) -> HostSampler:
         weight, bias = host_affine(self.logits)
-        shape, as_bool, tiny = (*self.shape, self.num_actions), self.as_bool, np.finfo(np.float32).tiny
+        shape, as_bool = (*self.shape, self.num_actions), self.as_bool
         uniform = TorchDraws(Tensor.uniform_)
 
         def sample(embedding: np.ndarray, deterministic: bool) -> np.ndarray:
             logits = host_linear(embedding, weight, bias).reshape(len(embedding), *shape)
             if deterministic:
                 index = logits.argmax(axis=-1)
-            else:  # Gumbel-max as ``sample`` (U = 0, whose log NumPy would warn of, taken as the least float)
-                noise = np.maximum(uniform.draw(logits.shape), tiny)
-                np.log(noise, out=noise)
+            else:  # Gumbel-max as ``sample`` (U = 0 gives +inf there too: never the argmin)
+                noise = np.log(uniform.draw(logits.shape))
                 np.negative(noise, out=noise)
                 np.log(noise, out=noise)
                 noise -= logits
                 index = noise.argmin(axis=-1)
-            return index.astype(bool) if as_bool else index
+            return index.astype(bool) if as_bool else index.astype(np.int64, copy=False)
 
         return sample
 
