@@ -41,8 +41,8 @@ def counting_passes(agent):
         passes.append(1)
         return act_forward(*arguments)
 
-    def counted_on_host():
-        host = on_host()
+    def counted_on_host(*arguments):
+        host = on_host(*arguments)
         if host is None:
             return None
 

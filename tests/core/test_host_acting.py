@@ -151,6 +151,20 @@ def test_an_agent_acts_on_the_host_unless_told_not_to_or_recording_for_updates()
     assert calls == []
 
 
+def test_batches_whose_products_numpy_would_thread_act_in_torch():
+    """OpenBLAS computes a product of 262,144 multiply-adds or more on several threads: a 256x256 layer acts on the
+    host for up to 3 rows, in torch for 4 and more; CartPole's 64x64 policy on the host up to 63."""
+    wide = agent("ppo", HEADS["int"][1], network=[{"type": "dense", "size": 256}] * 2)
+    assert [wide.policy.on_host(rows) is not None for rows in (1, 3, 4, 16)] == [True, True, False, False]
+    narrow = agent("ppo", HEADS["int"][1], network=[{"type": "dense", "size": 64}] * 2)
+    assert [narrow.policy.on_host(rows) is not None for rows in (1, 16, 63, 64)] == [True, True, True, False]
+    calls = []
+    on_host = wide.policy.on_host
+    wide.policy.on_host = lambda rows: calls.append(rows) or on_host(rows)
+    wide.act(states(8), independent=True)
+    assert calls == [8]
+
+
 def test_training_acts_alike_on_the_host_and_in_torch():
     """A PPO agent trained 300 steps on random states: the same actions and parameters either way (sampling draws
     torch's generator on both paths; updates change the parameters the views show)."""

@@ -704,7 +704,8 @@ class Agent:
             self._set_training(False)
             noise = self._add_variable_noise(self.variable_noise) if self.variable_noise and not deterministic else None
             # small dense policies on the CPU act as NumPy calls, unless acting's tensors are kept for updates
-            host = None if self._records_acting or self.device.type != "cpu" else self.policy.on_host()
+            rows = len(next(iter(batch.values())))
+            host = None if self._records_acting or self.device.type != "cpu" else self.policy.on_host(rows)
             if host is not None:
                 forward: list[Any] = []  # no tensors of the pass: nothing is recorded of it here
                 sampled = host.act(batch, self._act_deterministically(deterministic))

@@ -35,6 +35,10 @@ def _tanh(values: np.ndarray) -> None:
 
 # a dense layer's ``act`` (the torch function its forward applies) -> the same in place on an array
 HOST_ACTIVATIONS: dict[Any, Activation | None] = {None: None, torch.relu: _relu, torch.tanh: _tanh}
+#: multiply-adds of one product below which OpenBLAS (NumPy's BLAS) computes on one thread (its SMP threshold,
+#: 65,536 x 4): the host path takes only batches whose every product stays below it, so that acting keeps to the
+#: one core torch would use with one thread (and where BLAS would thread, torch's one thread is about as fast)
+ONE_THREAD_WORK = 262_144
 
 
 class HostPolicy:
@@ -52,6 +56,8 @@ class HostPolicy:
         self.state, self.layers, self.samplers = state, layers, tuple(samplers.items())
         self.structure = structure
         self.key = structure.key()
+        # the rows of a batch whose largest product stays on one thread
+        self.most_rows = (ONE_THREAD_WORK - 1) // max(structure.largest, 1)
 
     @classmethod
     def of(cls, policy: Any) -> HostPolicy | None:
@@ -76,6 +82,11 @@ class HostPolicy:
             samplers[name] = sampler
         return cls(state, layers, samplers, Structure(policy))
 
+    def takes(self, rows: int) -> bool:
+        """Whether a batch of ``rows`` states acts here (see ``ONE_THREAD_WORK``): CartPole's 64x64 policy up to 63
+        rows, a 256x256 one up to 3."""
+        return rows <= self.most_rows
+
     def current(self) -> bool:
         """Whether the views still show the policy's parameters: none and no module was replaced since."""
         return self.structure.key() == self.key
@@ -86,8 +97,9 @@ class HostPolicy:
         if x.dtype != np.float32:  # torch refuses to multiply them with the float32 weights too
             raise TypeError(f"state '{self.state}' reached the policy as {x.dtype}, expected float32")
         with np.errstate(all="ignore"):  # as torch: an infinite state or weight gives NaN actions, not warnings
+            x = x.T  # feature-major, [features, rows] (host_affine)
             for weight, bias, activation in self.layers:
-                x = x @ weight
+                x = weight @ x
                 if bias is not None:
                     x += bias
                 if activation is not None:
@@ -105,6 +117,7 @@ class Structure:
         modules = list(policy.modules())
         self.parameters = [(m._parameters, name) for m in modules for name, p in m._parameters.items() if p is not None]
         self.children = [(m._modules, name) for m in modules for name in m._modules]
+        self.largest = max((p.numel() for p in policy.parameters() if p.dim() == 2), default=0)  # a product's weights
 
     def key(self) -> tuple[tuple[int, ...], tuple[int, ...]]:
         return (

@@ -71,24 +71,25 @@ class Policy(nn.Module):
         state = super().__getstate__()
         return {**state, "_host": None}  # views of this policy's memory: a copy builds its own
 
-    def on_host(self) -> HostPolicy | None:
-        """The policy as NumPy calls (``core/host_acting.py``), or None where it acts in torch only: decided anew
-        when its parameters' memory was replaced or mixed precision turned on, and for a policy that acts in torch
-        whenever its parameters changed (one that could not act on the host may since have come to it).
-        ``host_acting`` False: None."""
+    def on_host(self, rows: int = 1) -> HostPolicy | None:
+        """The policy as NumPy calls for a batch of ``rows`` states (``core/host_acting.py``), or None where it acts
+        in torch: a policy that cannot act on the host, a batch whose products NumPy's BLAS would spread over
+        threads (``HostPolicy.takes``), ``host_acting`` False. Decided anew when a parameter or module was replaced
+        or mixed precision turned on, and for a policy that acts in torch whenever its parameters changed (one
+        that could not act on the host may since have come to it)."""
         if not self.host_acting:
             return None
-        decided = self._host
-        if decided is not None:
-            version, host = decided
-            if host is None:
-                if version == self.version:
-                    return None
-            elif host.current() and self.network.autocast_dtype is None:
-                return host
-        host = HostPolicy.of(self)
-        self._host = (self.version, host)
-        return host
+        if self._host is None or not self._still_holds(*self._host):
+            self._host = (self.version, HostPolicy.of(self))
+        host = self._host[1]
+        return host if host is not None and host.takes(rows) else None
+
+    def _still_holds(self, version: int, host: HostPolicy | None) -> bool:
+        """Whether what ``on_host`` decided at ``version`` holds: the host policy still shows the parameters, or
+        the policy that could not act on the host has not changed since."""
+        if host is None:
+            return version == self.version
+        return host.current() and self.network.autocast_dtype is None
 
     def forward(
         self, states: dict[str, torch.Tensor], internals: dict[str, torch.Tensor]

@@ -17,8 +17,8 @@ from torchforce.spec import ActionSpec, SpecError
 from torchforce.spec.checks import expect_elements
 
 Params = tuple[Tensor, ...]
-#: a head's sampling as NumPy calls (``core/host_acting.py``): (embedding [B, D] float32, deterministic) to the
-#: actions ``[B, *shape]``, as ``forward`` then ``sample`` give them
+#: a head's sampling as NumPy calls (``core/host_acting.py``): (the embedding feature-major, ``[D, B]`` float32,
+#: deterministic) to the actions ``[B, *shape]``, as ``forward`` then ``sample`` give them
 HostSampler = Callable[[np.ndarray, bool], np.ndarray]
 
 
@@ -30,11 +30,13 @@ def affine(layer: nn.Linear, embedding: Tensor) -> Tensor:
 
 
 def host_affine(layer: nn.Module) -> tuple[np.ndarray, np.ndarray | None]:
-    """A linear map's ``weight`` (transposed: ``x @ weight``) and ``bias`` as NumPy views of the parameters' memory
-    (a CPU float32 layer's), which follow every in-place change of them."""
+    """A linear map's ``weight`` ``[out, in]`` and ``bias`` (a column, ``[out, 1]``) as NumPy views of the
+    parameters' memory (a CPU float32 layer's), which follow every in-place change of them. Products are taken
+    feature-major, ``weight @ x`` for ``x`` ``[in, B]``: the weight as it lies in memory, where ``x @ weight.T``
+    multiplies a transposed one, twice as slow in OpenBLAS at 16x256x256."""
     parameters = layer._parameters
     weight, bias = cast(Tensor, parameters["weight"]), parameters["bias"]
-    return weight.detach().numpy().T, None if bias is None else bias.detach().numpy()
+    return weight.detach().numpy(), None if bias is None else bias.detach().numpy().reshape(-1, 1)
 
 
 class TorchDraws(threading.local):
@@ -59,12 +61,13 @@ class TorchDraws(threading.local):
         return self.array
 
 
-def host_linear(x: np.ndarray, weight: np.ndarray, bias: np.ndarray | None) -> np.ndarray:
-    """``F.linear`` of ``host_affine``'s views: a new array."""
-    y = x @ weight
+def host_linear(embedding: np.ndarray, weight: np.ndarray, bias: np.ndarray | None) -> np.ndarray:
+    """``F.linear`` of ``host_affine``'s views on a feature-major ``embedding`` ``[in, B]``: ``[B, out]`` (a view of
+    a new array)."""
+    y = weight @ embedding
     if bias is not None:
         y += bias
-    return y
+    return y.T
 
 
 class Distribution(nn.Module):

@@ -53,7 +53,7 @@ class Bernoulli(Distribution):
         shape, uniform = self.shape, TorchDraws(Tensor.uniform_)
 
         def sample(embedding: np.ndarray, deterministic: bool) -> np.ndarray:
-            logits = host_linear(embedding, weight, bias).reshape(len(embedding), *shape)
+            logits = host_linear(embedding, weight, bias).reshape(embedding.shape[1], *shape)
             if deterministic:
                 return logits > 0.0
             probability = np.exp(-logits)  # sigmoid(logits) = 1 / (1 + exp(-logits))

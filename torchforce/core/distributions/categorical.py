@@ -86,7 +86,7 @@ class Categorical(Distribution):
         uniform = TorchDraws(Tensor.uniform_)
 
         def sample(embedding: np.ndarray, deterministic: bool) -> np.ndarray:
-            logits = host_linear(embedding, weight, bias).reshape(len(embedding), *shape)
+            logits = host_linear(embedding, weight, bias).reshape(embedding.shape[1], *shape)
             if deterministic:
                 index = logits.argmax(axis=-1)
             else:  # Gumbel-max as ``sample`` (U = 0 gives +inf there too: never the argmin)

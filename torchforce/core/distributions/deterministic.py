@@ -57,13 +57,13 @@ class Deterministic(Distribution):
         squash = (float(self.low), float(self.half_range)) if self.action.bounded else None
 
         def sample(embedding: np.ndarray, deterministic: bool) -> np.ndarray:
-            mu = host_linear(embedding, weight, bias).reshape(len(embedding), *shape)
+            mu = host_linear(embedding, weight, bias).reshape(embedding.shape[1], *shape)
             if squash is not None:  # low + (tanh(mu) + 1) * half_range, as forward
                 np.tanh(mu, out=mu)
                 mu += 1.0
                 mu *= squash[1]
                 mu += squash[0]
-            return mu
+            return np.ascontiguousarray(mu)
 
         return sample
 

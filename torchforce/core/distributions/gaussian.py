@@ -94,14 +94,17 @@ class Gaussian(Distribution):
         normal = TorchDraws(Tensor.normal_)
 
         def sample(embedding: np.ndarray, deterministic: bool) -> np.ndarray:
-            rows = len(embedding)
-            value = host_linear(embedding, mean_weight, mean_bias).reshape(rows, *shape)
-            if not deterministic:
+            rows = embedding.shape[1]
+            mean = host_linear(embedding, mean_weight, mean_bias).reshape(rows, *shape)
+            if deterministic:
+                value = np.ascontiguousarray(mean)
+            else:
                 if shared is None:
                     log_std = host_linear(embedding, std_weight, std_bias).reshape(rows, *shape)  # type: ignore[arg-type]
                 else:
                     log_std = shared.reshape(shape)
-                value += np.exp(np.clip(log_std, -LOG_STD_BOUND, LOG_STD_BOUND)) * normal.draw(value.shape)
+                value = np.exp(np.clip(log_std, -LOG_STD_BOUND, LOG_STD_BOUND)) * normal.draw(mean.shape)
+                value += mean  # mean + exp(log_std) * noise, as sample
             if bounds is not None:
                 np.clip(value, *bounds, out=value)
             return value
