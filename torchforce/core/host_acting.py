@@ -1,12 +1,13 @@
 """Acting of small dense policies in NumPy, on the CPU.
 
 A policy whose network is a chain of dense layers (tanh, relu or no activation) and whose heads have a NumPy
-sampler (categorical, Gaussian, deterministic) acts through `HostPolicy`: the same products, activations and draws
-as NumPy calls on views of the parameters' own memory, so every in-place change of a parameter (an update, a
-restore, a sync, variable noise) is seen at once. Eager PyTorch costs a few microseconds a call whatever the size:
-for the MLPs of classic control and MuJoCo that is most of an act (CartPole's 64x64 PPO policy on 16 rows: about
-50 us as torch calls, 18 as NumPy; ``bench/profiles.py floors``). Updates, and acting anywhere else (a GPU, a
-convolution, a recurrent layer, mixed precision, an agent that keeps what acting computed), stay in torch.
+sampler (categorical, Bernoulli, Gaussian, deterministic) acts through `HostPolicy`: the same products, activations
+and draws as NumPy calls on views of the parameters' own memory, so every in-place change of a parameter (an update,
+a restore, a sync, variable noise) is seen at once. Eager PyTorch costs a few microseconds a call whatever the size:
+for small MLPs on a few rows that is most of an act (CartPole's 64x64 PPO policy on 16 rows: about 50 us as torch
+calls, 18 as NumPy; ``bench/profiles.py floors``). Updates, and acting anywhere else (a GPU, a convolution, a
+recurrent layer, mixed precision, an agent that keeps what acting computed, a batch whose products NumPy's BLAS
+would thread: ``ONE_THREAD_WORK``), stay in torch.
 
 The draws are torch's, the very numbers the torch path would sample from (``TorchDraws``): the same actions up to
 the last bits of float32 arithmetic (which reach a sample only at a near-tie), checkpoints and acting apart
@@ -42,9 +43,9 @@ ONE_THREAD_WORK = 262_144
 
 
 class HostPolicy:
-    """A policy as NumPy calls: ``layers`` ``(weight [in, out], bias [out] or None, activation)`` from the state
-    ``state`` to the embedding, then each action's sampler. ``current`` tells whether the views still show what the
-    policy computes with (`Structure`)."""
+    """A policy as NumPy calls: ``layers`` ``(weight [out, in], bias [out, 1] or None, activation)`` from the state
+    ``state`` to the embedding (feature-major, ``host_affine``), then each action's sampler. ``current`` tells
+    whether the views still show what the policy computes with (`Structure`)."""
 
     def __init__(
         self,
