@@ -20,8 +20,9 @@ from typing import Any
 
 import numpy as np
 import torch
+from torch import Tensor
 
-from torchforce.core.distributions.base import HostSampler, host_affine
+from torchforce.core.distributions.base import HostSampler, host_linear
 
 Activation = Callable[[np.ndarray], None]
 
@@ -43,14 +44,14 @@ ONE_THREAD_WORK = 262_144
 
 
 class HostPolicy:
-    """A policy as NumPy calls: ``layers`` ``(weight [out, in], bias [out, 1] or None, activation)`` from the state
-    ``state`` to the embedding (feature-major, ``host_affine``), then each action's sampler. ``current`` tells
+    """A policy as NumPy calls: ``layers`` ``(linear map, activation)`` from the state ``state`` to the embedding
+    (feature-major, ``host_linear``), then each action's sampler. ``current`` tells
     whether the views still show what the policy computes with (`Structure`)."""
 
     def __init__(
         self,
         state: str,
-        layers: list[tuple[np.ndarray, np.ndarray | None, Activation | None]],
+        layers: list[tuple[Callable[[np.ndarray], np.ndarray], Activation | None]],
         samplers: dict[str, HostSampler],
         structure: Structure,
     ) -> None:
@@ -63,25 +64,23 @@ class HostPolicy:
     @classmethod
     def of(cls, policy: Any) -> HostPolicy | None:
         """``policy`` as NumPy calls, or None where it acts in torch only (see the module's docstring)."""
-        network = policy.network
+        network, structure = policy.network, Structure(policy)
         chain = network.dense_chain() if computes_as(network, "dense_chain", ("forward", "forward_unhooked")) else None
         if chain is None or network.autocast_dtype is not None:
             return None
-        if not all(p.device.type == "cpu" and p.dtype == torch.float32 for p in policy.parameters()):
+        if not all(p.device.type == "cpu" and p.dtype == torch.float32 for p in structure.tensors()):
             return None
         state, dense = chain
-        layers = []
-        for layer in dense:
-            if layer.act not in HOST_ACTIVATIONS:
-                return None
-            layers.append((*host_affine(layer), HOST_ACTIVATIONS[layer.act]))
+        if any(layer.act not in HOST_ACTIVATIONS for layer in dense):
+            return None
+        layers = [(host_linear(layer), HOST_ACTIVATIONS[layer.act]) for layer in dense]
         samplers = {}
         for name, head in policy.heads.items():
             sampler = head.host_sampler() if computes_as(head, "host_sampler", ("forward", "sample")) else None
             if sampler is None:
                 return None
             samplers[name] = sampler
-        return cls(state, layers, samplers, Structure(policy))
+        return cls(state, layers, samplers, structure)
 
     def takes(self, rows: int) -> bool:
         """Whether a batch of ``rows`` states acts here (see ``ONE_THREAD_WORK``): CartPole's 64x64 policy up to 63
@@ -98,11 +97,9 @@ class HostPolicy:
         if x.dtype != np.float32:  # torch refuses to multiply them with the float32 weights too
             raise TypeError(f"state '{self.state}' reached the policy as {x.dtype}, expected float32")
         with np.errstate(all="ignore"):  # as torch: an infinite state or weight gives NaN actions, not warnings
-            x = x.T  # feature-major, [features, rows] (host_affine)
-            for weight, bias, activation in self.layers:
-                x = weight @ x
-                if bias is not None:
-                    x += bias
+            x = x.T  # feature-major, [features, rows] (host_linear)
+            for linear, activation in self.layers:
+                x = linear(x)
                 if activation is not None:
                     activation(x)
             return {name: sample(x, deterministic) for name, sample in self.samplers}
@@ -118,7 +115,11 @@ class Structure:
         modules = list(policy.modules())
         self.parameters = [(m._parameters, name) for m in modules for name, p in m._parameters.items() if p is not None]
         self.children = [(m._modules, name) for m in modules for name in m._modules]
-        self.largest = max((p.numel() for p in policy.parameters() if p.dim() == 2), default=0)  # a product's weights
+        self.largest = max((p.numel() for p in self.tensors() if p.dim() == 2), default=0)  # a product's weights
+
+    def tensors(self) -> list[Tensor]:
+        """The policy's parameters."""
+        return [parameters[name] for parameters, name in self.parameters]
 
     def key(self) -> tuple[tuple[int, ...], tuple[int, ...]]:
         return (

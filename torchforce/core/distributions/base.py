@@ -29,14 +29,22 @@ def affine(layer: nn.Linear, embedding: Tensor) -> Tensor:
     return F.linear(embedding, cast(Tensor, parameters["weight"]), parameters["bias"])
 
 
-def host_affine(layer: nn.Module) -> tuple[np.ndarray, np.ndarray | None]:
-    """A linear map's ``weight`` ``[out, in]`` and ``bias`` (a column, ``[out, 1]``) as NumPy views of the
-    parameters' memory (a CPU float32 layer's), which follow every in-place change of them. Products are taken
-    feature-major, ``weight @ x`` for ``x`` ``[in, B]``: the weight as it lies in memory, where ``x @ weight.T``
-    multiplies a transposed one, twice as slow in OpenBLAS at 16x256x256."""
+def host_linear(layer: nn.Module) -> Callable[[np.ndarray], np.ndarray]:
+    """A linear map as NumPy calls on views of its parameters' memory (a CPU float32 layer's), which follow every
+    in-place change of them: feature-major, ``[in, B]`` to ``[out, B]`` (a new array). ``weight @ x`` multiplies
+    the weight as it lies in memory, where ``x @ weight.T`` multiplies a transposed one, twice as slow in OpenBLAS
+    at 16x256x256."""
     parameters = layer._parameters
-    weight, bias = cast(Tensor, parameters["weight"]), parameters["bias"]
-    return weight.detach().numpy(), None if bias is None else bias.detach().numpy().reshape(-1, 1)
+    weight = cast(Tensor, parameters["weight"]).detach().numpy()
+    bias = None if parameters["bias"] is None else parameters["bias"].detach().numpy().reshape(-1, 1)
+
+    def linear(x: np.ndarray) -> np.ndarray:
+        y = weight @ x
+        if bias is not None:
+            y += bias
+        return y
+
+    return linear
 
 
 class TorchDraws(threading.local):
@@ -51,23 +59,11 @@ class TorchDraws(threading.local):
         self.buffer, self.array = torch.empty(()), np.empty(())
 
     def draw(self, shape: tuple[int, ...]) -> np.ndarray:
-        if shape != self.shape:
-            self.shape, self.buffer = (
-                shape,
-                torch.empty(shape, dtype=torch.float32),
-            )  # logits' dtype, whatever the default
+        if shape != self.shape:  # float32, the logits' dtype, whatever torch's default
+            self.shape, self.buffer = shape, torch.empty(shape, dtype=torch.float32)
             self.array = self.buffer.numpy()
         self.fill(self.buffer)
         return self.array
-
-
-def host_linear(embedding: np.ndarray, weight: np.ndarray, bias: np.ndarray | None) -> np.ndarray:
-    """``F.linear`` of ``host_affine``'s views on a feature-major ``embedding`` ``[in, B]``: ``[B, out]`` (a view of
-    a new array)."""
-    y = weight @ embedding
-    if bias is not None:
-        y += bias
-    return y.T
 
 
 class Distribution(nn.Module):

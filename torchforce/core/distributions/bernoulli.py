@@ -10,15 +10,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from torchforce.core.distributions.base import (
-    Distribution,
-    HostSampler,
-    Params,
-    TorchDraws,
-    affine,
-    host_affine,
-    host_linear,
-)
+from torchforce.core.distributions.base import Distribution, HostSampler, Params, TorchDraws, affine, host_linear
 from torchforce.spec import ActionSpec, SpecError, expect_float
 
 
@@ -49,11 +41,10 @@ class Bernoulli(Distribution):
         return torch.rand_like(logits) < torch.sigmoid(logits)
 
     def host_sampler(self) -> HostSampler:
-        weight, bias = host_affine(self.logit)
-        shape, uniform = self.shape, TorchDraws(Tensor.uniform_)
+        linear, shape, uniform = host_linear(self.logit), self.shape, TorchDraws(Tensor.uniform_)
 
         def sample(embedding: np.ndarray, deterministic: bool) -> np.ndarray:
-            logits = host_linear(embedding, weight, bias).reshape(embedding.shape[1], *shape)
+            logits = linear(embedding).T.reshape(embedding.shape[1], *shape)
             if deterministic:
                 return logits > 0.0
             probability = np.exp(-logits)  # sigmoid(logits) = 1 / (1 + exp(-logits))

@@ -11,15 +11,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from torchforce.core.distributions.base import (
-    Distribution,
-    HostSampler,
-    Params,
-    TorchDraws,
-    affine,
-    host_affine,
-    host_linear,
-)
+from torchforce.core.distributions.base import Distribution, HostSampler, Params, TorchDraws, affine, host_linear
 from torchforce.spec import ActionSpec, SpecError, expect_float
 
 
@@ -81,12 +73,11 @@ class Categorical(Distribution):
         return index.bool() if self.as_bool else index
 
     def host_sampler(self) -> HostSampler:
-        weight, bias = host_affine(self.logits)
-        shape, as_bool = (*self.shape, self.num_actions), self.as_bool
+        linear, shape, as_bool = host_linear(self.logits), (*self.shape, self.num_actions), self.as_bool
         uniform = TorchDraws(Tensor.uniform_)
 
         def sample(embedding: np.ndarray, deterministic: bool) -> np.ndarray:
-            logits = host_linear(embedding, weight, bias).reshape(embedding.shape[1], *shape)
+            logits = linear(embedding).T.reshape(embedding.shape[1], *shape)
             if deterministic:
                 index = logits.argmax(axis=-1)
             else:  # Gumbel-max as ``sample`` (U = 0 gives +inf there too: never the argmin)

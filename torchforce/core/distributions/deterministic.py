@@ -15,7 +15,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from torchforce.core.distributions.base import Distribution, HostSampler, Params, affine, host_affine, host_linear
+from torchforce.core.distributions.base import Distribution, HostSampler, Params, affine, host_linear
 from torchforce.spec import ActionSpec, expect_float
 from torchforce.spec.checks import expect_float32
 
@@ -52,12 +52,11 @@ class Deterministic(Distribution):
         return params[0]
 
     def host_sampler(self) -> HostSampler:
-        weight, bias = host_affine(self.mean)
-        shape = self.shape
+        linear, shape = host_linear(self.mean), self.shape
         squash = (float(self.low), float(self.half_range)) if self.action.bounded else None
 
         def sample(embedding: np.ndarray, deterministic: bool) -> np.ndarray:
-            mu = host_linear(embedding, weight, bias).reshape(embedding.shape[1], *shape)
+            mu = linear(embedding).T.reshape(embedding.shape[1], *shape)
             if squash is not None:  # low + (tanh(mu) + 1) * half_range, as forward
                 np.tanh(mu, out=mu)
                 mu += 1.0

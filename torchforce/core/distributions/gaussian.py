@@ -9,15 +9,7 @@ import numpy as np
 import torch
 from torch import Tensor, nn, special
 
-from torchforce.core.distributions.base import (
-    Distribution,
-    HostSampler,
-    Params,
-    TorchDraws,
-    affine,
-    host_affine,
-    host_linear,
-)
+from torchforce.core.distributions.base import Distribution, HostSampler, Params, TorchDraws, affine, host_linear
 from torchforce.spec import ActionSpec, expect_bool, expect_float
 from torchforce.spec.checks import expect_float32
 
@@ -84,25 +76,28 @@ class Gaussian(Distribution):
         return value
 
     def host_sampler(self) -> HostSampler:
-        mean_weight, mean_bias = host_affine(self.mean)
-        std_weight, std_bias, shared = None, None, None
-        if isinstance(self.log_stddev, nn.Linear):
-            std_weight, std_bias = host_affine(self.log_stddev)
-        else:
-            shared = self.log_stddev.detach().numpy()
-        shape, bounds = self.shape, self.action.bounds if self.action.bounded else None
+        mean_linear, shape = host_linear(self.mean), self.shape
+        bounds = self.action.bounds if self.action.bounded else None
         normal = TorchDraws(Tensor.normal_)
+        if isinstance(self.log_stddev, nn.Linear):
+            std_linear = host_linear(self.log_stddev)
+
+            def log_std_of(embedding: np.ndarray) -> np.ndarray:
+                return std_linear(embedding).T.reshape(embedding.shape[1], *shape)
+
+        else:
+            shared = self.log_stddev.detach().numpy().reshape(shape)  # one value per element, for every row
+
+            def log_std_of(embedding: np.ndarray) -> np.ndarray:
+                return shared
 
         def sample(embedding: np.ndarray, deterministic: bool) -> np.ndarray:
             rows = embedding.shape[1]
-            mean = host_linear(embedding, mean_weight, mean_bias).reshape(rows, *shape)
+            mean = mean_linear(embedding).T.reshape(rows, *shape)
             if deterministic:
                 value = np.ascontiguousarray(mean)
             else:
-                if shared is None:
-                    log_std = host_linear(embedding, std_weight, std_bias).reshape(rows, *shape)  # type: ignore[arg-type]
-                else:
-                    log_std = shared.reshape(shape)
+                log_std = log_std_of(embedding)
                 value = np.exp(np.clip(log_std, -LOG_STD_BOUND, LOG_STD_BOUND)) * normal.draw(mean.shape)
                 value += mean  # mean + exp(log_std) * noise, as sample
             if bounds is not None:
