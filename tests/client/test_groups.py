@@ -183,7 +183,10 @@ def test_a_group_name_leaves_room_for_the_seeds(root, capsys):
     capsys.readouterr()
     err = bad(root, capsys, "experiment", "new", "-n", "h" * 36, *CHEAP, "--seeds", "99-100")
     assert f"experiment.name: too long for a group: its runs are named NAME-s<seed>, and '{'h' * 36}-s100'" in err
-    assert "expected a name of at most 35 characters" in err
+    assert "expected at most 35 characters" in err
+    # a name that breaks the rule is told the length its seeds leave, not an experiment's 40
+    err = bad(root, capsys, "experiment", "new", "-n", "Odd Name", *CHEAP, "--seeds", "99-100")
+    assert err.startswith("tfcli: experiment.name: not a valid group name; expected 1-35 lower-case letters")
 
 
 def test_the_group_field_is_checked_in_the_python_api_too(root):

@@ -162,10 +162,11 @@ def test_a_bad_name_given_with_n_is_blamed_on_the_flag_not_on_the_file(sweeps, c
     """'sweep new -f ppo_cartpole -n "Bad name"' said the name was wrong '(in configs/sweeps/ppo_cartpole.yaml)',
     a file that holds a good name. The error names -n/--name (a bad name in the file names the file, above)."""
     err = bad(sweeps.root, capsys, "sweep", "new", "-f", "ppo_cartpole", "-n", "Bad name")
-    assert err.startswith("tfcli: -n/--name: not a valid sweep name; expected 1-40 lower-case letters, digits, ")
+    # the rule told is a sweep's (its runs add -t<trial>-s<seed>), not an experiment's 1-40
+    assert err.startswith("tfcli: -n/--name: not a valid sweep name; expected 1-31 lower-case letters, digits, ")
     assert err.splitlines()[0].endswith('got "Bad name".') and "Try 'bad-name'." in err
     err = bad(sweeps.root, capsys, "sweep", "new", "-f", "ppo_cartpole", "-n", "a" * 32)
-    assert err.startswith("tfcli: -n/--name: too long: ") and "(in " not in err
+    assert err.startswith("tfcli: -n/--name: too long for a sweep: its runs are named ") and "(in " not in err
     write(sweeps.root, "bad.json", json.dumps(sweep_file(name="Bad name")))
     assert main(["sweep", "new", "-f", "bad.json", "-n", "good"]) == 0  # the file's name is not looked at
     assert Sweep.load(sweeps, "good").spec.name == "good"

@@ -37,7 +37,18 @@ from torchforce.spec.options import SEED
 # A name is a folder name and, with "_" as "-", the start of Kubernetes names (Jobs and Services "NAME-worker-0"):
 # Services need a DNS-1035 label, so a letter first; 40 characters leave room for the suffixes within 63.
 NAME_PATTERN = re.compile(r"[a-z]([a-z0-9_-]{0,38}[a-z0-9])?")
-NAME_RULE = "1-40 lower-case letters, digits, '-' or '_', starting with a letter and ending with a letter or digit"
+LONGEST_NAME = 40
+
+
+def name_rule(longest: int = LONGEST_NAME) -> str:
+    """What a name may be, for an error's "expected": a sweep's or a group's name is shorter than an experiment's,
+    since its runs' names add to it."""
+    return (
+        f"1-{longest} lower-case letters, digits, '-' or '_', starting with a letter and ending with a letter or digit"
+    )
+
+
+NAME_RULE = name_rule()
 # Device names that Windows will not accept as folder names.
 RESERVED_NAMES = frozenset({"con", "prn", "aux", "nul", *(f"{port}{i}" for port in ("com", "lpt") for i in range(10))})
 RUN_MODES = ("single", "multi-threaded", "distributed")
@@ -86,19 +97,30 @@ ACCEPTED = {"type", "name", "timesteps", "sources", "created_at", "torchforce_ve
 CONFIG_KINDS = {"environment": "environments", "agent": "agents", "network": "networks", "cluster": "clusters"}
 
 
-def check_name(name: Any, path: str = "experiment.name", *, what: str = "experiment name") -> str:
-    """Experiment names become folder names and (with ``_`` as ``-``) Kubernetes resource names; a group's name
-    (``what``) follows the same rule, since its runs are named after it."""
+def check_name(
+    name: Any,
+    path: str = "experiment.name",
+    *,
+    what: str = "experiment name",
+    longest: int = LONGEST_NAME,
+    why: str | None = None,
+) -> str:
+    """Experiment names become folder names and (with ``_`` as ``-``) Kubernetes resource names; a group's or a
+    sweep's name (``what``) follows the same rule, at most ``longest`` characters since its runs are named after it
+    (``why`` says how, in the error for a name that is longer)."""
     if isinstance(name, str) and name in RESERVED_NAMES:
         raise SpecError(
             path, f"not a valid {what}: Windows reserves it for a device", got=name, hint=f"Try '{name}-1'."
         )
     if not isinstance(name, str) or not NAME_PATTERN.fullmatch(name):
-        suggestion = re.sub(r"[^a-z0-9_-]+", "-", str(name).lower()).strip("-_")[:40].strip("-_")
+        suggestion = re.sub(r"[^a-z0-9_-]+", "-", str(name).lower()).strip("-_")[:longest].strip("-_")
         if suggestion and not suggestion[0].isalpha():
-            suggestion = f"exp-{suggestion}"[:40].strip("-_")
+            suggestion = f"exp-{suggestion}"[:longest].strip("-_")
         hint = f"Try '{suggestion}'." if NAME_PATTERN.fullmatch(suggestion) and suggestion != name else None
-        raise SpecError(path, f"not a valid {what}", got=name, expected=NAME_RULE, hint=hint)
+        raise SpecError(path, f"not a valid {what}", got=name, expected=name_rule(longest), hint=hint)
+    if len(name) > longest:
+        reason = f"too long for a {what.removesuffix(' name')}" + (f": {why}" if why else "")
+        raise SpecError(path, reason, got=name, expected=f"at most {longest} characters")
     return name
 
 

@@ -23,7 +23,7 @@ from typing import Any
 from torchforce.client.backends import Handle
 from torchforce.client.errors import ClientError
 from torchforce.client.experiment import Experiment
-from torchforce.client.experiment_file import check_name, resolve_experiment
+from torchforce.client.experiment_file import LONGEST_NAME, check_name, resolve_experiment
 from torchforce.client.overrides import Override, apply_to_experiment
 from torchforce.client.project import Project
 from torchforce.spec import SpecError, did_you_mean
@@ -190,23 +190,14 @@ def _check_request(name: Any, seeds: Sequence[int], fields: dict[str, Any], over
         raise SpecError(
             "experiment.name", "a group needs a name", hint="Give -n/--name NAME: its runs are NAME-s0, NAME-s1, ..."
         )
-    check_name(name, what="group name")
     if not seeds:
         raise SpecError("experiment.seed", "a group needs seeds", expected=SEEDS_RULE)
     for seed in seeds:
         if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
             raise SpecError("experiment.seed", "not a seed", got=seed, expected="a whole number >= 0")
-    longest = run_name(name, max(seeds))
-    try:
-        check_name(longest)
-    except SpecError:
-        room = 40 - len(longest) + len(name)
-        raise SpecError(
-            "experiment.name",
-            f"too long for a group: its runs are named NAME-s<seed>, and '{longest}' is over 40 characters",
-            got=name,
-            expected=f"a name of at most {room} characters",
-        ) from None
+    longest = LONGEST_NAME - len(run_name("", max(seeds)))
+    why = f"its runs are named NAME-s<seed>, and '{run_name(str(name), max(seeds))}' is over {LONGEST_NAME} characters"
+    check_name(name, what="group name", longest=longest, why=why)
     for field in PER_RUN:
         if fields.get(field) is not None and field != "name":
             raise SpecError(

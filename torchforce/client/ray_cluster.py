@@ -28,12 +28,11 @@ from pathlib import Path
 from typing import Any
 
 from torchforce.client.errors import ClientError
+from torchforce.client.experiment_file import NAME_PATTERN, NAME_RULE
 from torchforce.client.store import ClusterRecord
 from torchforce.spec import SpecError, did_you_mean, expect_dict, expect_int
 
 KEYS = ("file", "type", "name", "description", "address", "nodes", "cpus", "gpus", "storage", "python")
-NAME = re.compile(r"[a-z]([a-z0-9_-]{0,38}[a-z0-9])?")
-NAME_RULE = "1-40 lower-case letters, digits, '-' or '_', starting with a letter and ending with a letter or digit"
 ADDRESS = re.compile(r"(?:https?://)?(?P<host>[A-Za-z0-9.-]+|\[[0-9A-Fa-f:]+\]):(?P<port>[0-9]{1,5})")
 MAX_LOCAL_NODES = 16
 REACH_TIMEOUT = 5.0  # seconds to wait for a cluster's Jobs API to answer
@@ -49,7 +48,7 @@ class RayCluster:
 
         check_keys(values, KEYS, "field of a Ray cluster")
         name = values.get("name")
-        if not isinstance(name, str) or not NAME.fullmatch(name):
+        if not isinstance(name, str) or not NAME_PATTERN.fullmatch(name):
             raise SpecError(
                 "cluster.name",
                 "not a valid cluster name",

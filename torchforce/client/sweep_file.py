@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from torchforce.client.experiment_file import NAME_PATTERN, check_name, resolve_experiment
+from torchforce.client.experiment_file import LONGEST_NAME, NAME_PATTERN, check_name, resolve_experiment
 from torchforce.client.overrides import Override, dotted, parse_key
 from torchforce.client.project import CONFIG_SUFFIXES, Project
 from torchforce.configs import folder
@@ -49,7 +49,7 @@ RANGE_TYPES = ("float", "int")
 MAX_TRIALS = 5000  # trial numbers stay within four digits, with room for trials run again after an interruption
 MAX_SEEDS = 10
 # A run is named <sweep>-t<trial>-s<seed>, and must pass check_name (at most 40 characters).
-MAX_NAME = 40 - len("-t9999-s9")
+MAX_NAME = LONGEST_NAME - len("-t9999-s9")
 # The experiment fields the sweep sets for each run itself.
 CONTROLLED = {
     "name": "Each run is named after the sweep, its trial and its seed.",
@@ -397,16 +397,8 @@ def _only_keys(value: Any, path: str, keys: tuple[str, ...]) -> dict[str, Any]:
 def _sweep_name(name: Any, path: str = "sweep.name") -> str:
     if name is None:
         raise SpecError(path, "a sweep needs a name", hint="Give 'name' in the file, or -n/--name NAME.")
-    check_name(name, path, what="sweep name")
-    if len(name) > MAX_NAME:
-        raise SpecError(
-            path,
-            f"too long: its runs are named {name}-t000-s0 and so on, and an experiment's name has at most 40 "
-            "characters",
-            got=name,
-            expected=f"at most {MAX_NAME} characters",
-        )
-    return str(name)
+    why = f"its runs are named {name}-t000-s0 and so on, and an experiment's name has at most {LONGEST_NAME} characters"
+    return check_name(name, path, what="sweep name", longest=MAX_NAME, why=why)
 
 
 def _base(project: Project, value: Any, sweep: str) -> dict[str, Any]:
