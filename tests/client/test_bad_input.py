@@ -520,6 +520,27 @@ def test_starting_a_running_experiment(root, capsys):
         assert f"tfcli experiment pause -e {EXISTING}" in err
 
 
+@pytest.mark.parametrize("inside", ["results/worker.log", "results/summaries", "results"])
+def test_a_symbolic_link_in_the_experiments_folder_is_refused_before_a_start(root, capsys, tmp_path, inside):
+    """An experiment folder copied from someone else held results/worker.log as a link to a file of this user's:
+    the start appended its log there (and a linked folder took the run's summaries or results). Refused, with
+    nothing written through the link."""
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    (victim / "notes.txt").write_text("precious")
+    link = root / "experiments" / EXISTING / inside
+    if link.is_dir():
+        shutil.rmtree(link)
+    link.parent.mkdir(parents=True, exist_ok=True)
+    link.symlink_to(victim / "notes.txt" if inside.endswith(".log") else victim)
+    for argv in (["start"], ["start", "--fresh"]):
+        err = bad(root, capsys, "experiment", *argv, "-e", EXISTING)
+        assert err.startswith(f"tfcli: experiment '{EXISTING}' holds a symbolic link, {inside} -> {victim}"), err
+        assert f"rm {link}" in err
+    assert sorted(path.name for path in victim.iterdir()) == ["notes.txt"]
+    assert (victim / "notes.txt").read_text() == "precious"
+
+
 @pytest.mark.parametrize("status", ["paused", "new", "failed", "stopped"])
 def test_resuming_an_experiment_with_no_checkpoint(root, capsys, status):
     if status != "new":

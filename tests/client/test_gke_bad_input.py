@@ -398,3 +398,27 @@ def test_a_start_that_loses_the_race_to_make_the_shared_cluster_leaves_the_winne
     record = linked.store.cluster("shared")
     assert record is not None and record.runtime.get("owner") == "g-s0"
     assert not [call for call in cloud.calls() if call[:4] == ["gcloud", "container", "clusters", "delete"]]
+
+
+def test_a_rayjob_name_from_a_changed_record_never_reaches_kubectl(linked, cloud):
+    """gke/rayjob.json (and the store's job column) name the run's RayJob, and kubectl took whatever they said:
+    '--all' there made a resume's status look and cleanup 'kubectl get rayjob --all' and 'kubectl delete rayjob
+    --all --ignore-not-found', which deletes every RayJob in the namespace."""
+    from torchforce.client.backends.gke import GkeBackend
+
+    created = tfcli(linked.root, "cluster", "create", "-n", CLUSTER, "-s", "1", "--yes")
+    assert created.returncode == 0, created.stderr
+    folder = linked.root / "experiments" / "planted"
+    (folder / "gke").mkdir(parents=True)
+    (folder / "gke" / "rayjob.json").write_text(json.dumps({"name": "--all", "cluster": CLUSTER}))
+    backend = GkeBackend(linked, CLUSTER)
+    calls = len(cloud.calls())
+    assert backend.previous_job(folder) is None  # not a name tfcli gives: no earlier RayJob of this run
+    with pytest.raises(ClientError, match="'--all' is not the name of a RayJob that tfcli started"):
+        backend.kubectl("delete", "rayjob", "--all", "--ignore-not-found")
+    assert backend.status("--all") == "unknown" and backend.alive("--all")  # judged neither gone nor ended
+    backend.retire("--all", folder)
+    backend.release("--all", folder, keep_own_cluster=True)
+    assert cloud.calls()[calls:] == []
+    (folder / "gke" / "rayjob.json").write_text(json.dumps({"name": "tf-planted-0a1b", "cluster": CLUSTER}))
+    assert backend.previous_job(folder) == "tf-planted-0a1b"

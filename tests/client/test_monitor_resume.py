@@ -39,13 +39,13 @@ def test_a_paused_and_resumed_run_appends_to_its_monitors_records(
     project, tmp_path, monkeypatch, vectorization, copies
 ):
     fields = {"total_timesteps": 600 * copies, "num_environments": copies, "vectorization": vectorization}
-    folder = new_experiment(project, "watched", environment=monitored(tmp_path / "monitor"), **fields)
+    folder = new_experiment(project, "watched", environment=monitored("monitor"), **fields)
     pause_at(monkeypatch, 300 * copies)
     assert run(folder) == "paused"
-    first = records(tmp_path / "monitor" / "episodes.jsonl")
+    first = records(folder / "results" / "monitor" / "episodes.jsonl")
     assert len(first) >= 10 and numbers(first) == list(range(len(first)))
     assert run(folder, resume=True) == "finished"
-    games = records(tmp_path / "monitor" / "episodes.jsonl")
+    games = records(folder / "results" / "monitor" / "episodes.jsonl")
     assert games[: len(first)] == first  # the first part's records, as they were
     assert len(games) >= 2 * len(first) - 4 and numbers(games) == list(range(len(games)))  # numbered on, once each
     # the copies' episodes, as the run counted them (the monitor leaves out those its time limit did not end)
@@ -92,16 +92,38 @@ def test_a_resume_from_an_older_checkpoint_keeps_the_records_of_what_it_plays_ag
     assert [game["reward"] for game in replayed] == [game["reward"] for game in before[-len(replayed) :]]
 
 
-def test_a_new_experiment_leaves_the_records_alone_and_its_run_with_monitor_safe_refuses_them(project, tmp_path):
+def test_a_new_experiment_leaves_the_records_alone_and_its_run_with_monitor_safe_refuses_them(project):
     """``experiment new`` builds the environment once to check it: its monitor in a scratch folder, not the run's.
     The run then starts the records afresh, or with monitor_safe refuses them."""
-    (tmp_path / "monitor").mkdir()
-    (tmp_path / "monitor" / "episodes.jsonl").write_text('{"episode": 0}\n')
-    folder = new_experiment(project, "safe", environment=monitored(tmp_path / "monitor", monitor_safe=True))
-    assert (tmp_path / "monitor" / "episodes.jsonl").read_text() == '{"episode": 0}\n'
+    folder = new_experiment(project, "safe", environment=monitored("monitor", monitor_safe=True))
+    assert not (folder / "results" / "monitor").exists()
+    (folder / "results" / "monitor").mkdir(parents=True)
+    (folder / "results" / "monitor" / "episodes.jsonl").write_text('{"episode": 0}\n')
     with pytest.raises(SpecError, match=r"experiment\.environment\.monitor: .* already holds episode records"):
         run(folder)
-    assert (tmp_path / "monitor" / "episodes.jsonl").read_text() == '{"episode": 0}\n'
+    assert (folder / "results" / "monitor" / "episodes.jsonl").read_text() == '{"episode": 0}\n'
     own = new_experiment(project, "own", environment=monitored("."))
     with pytest.raises(SpecError, match=r"experiment\.environment\.monitor: the run's results folder itself"):
         run(own)
+
+
+@pytest.mark.parametrize("monitor", ["{outside}", "../../outside", "monitor/../../../outside"])
+def test_a_monitor_outside_the_results_is_refused_before_anything_is_cleared(project, tmp_path, monitor):
+    """A spec from someone else named a monitor anywhere on the machine (an absolute path, or one that climbs out of
+    the results with '..'), and the run cleared that folder's episodes.jsonl and wrote there. Refused: at
+    ``experiment new``, and by the worker for a stored spec changed after it (nothing there touched)."""
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "episodes.jsonl").write_text("someone's records\n")
+    monitor = monitor.format(outside=outside)
+    with pytest.raises(SpecError, match=r"experiment\.environment\.monitor: a monitor's directory is a folder of"):
+        new_experiment(project, "escapes", environment=monitored(monitor))
+    assert not (project.root / "experiments" / "escapes").exists()
+    folder = new_experiment(project, "changed", environment=monitored("monitor"))
+    stored = json.loads((folder / "experiment.json").read_text())
+    stored["environment"]["monitor"] = monitor
+    (folder / "experiment.json").write_text(json.dumps(stored))
+    with pytest.raises(SpecError, match=r"experiment\.environment\.monitor: .*expected a relative path without"):
+        run(folder)
+    assert (outside / "episodes.jsonl").read_text() == "someone's records\n"
+    assert sorted(path.name for path in outside.iterdir()) == ["episodes.jsonl"]

@@ -289,15 +289,15 @@ def test_an_evaluation_environment_of_its_own_is_the_one_evaluated(project):
     assert min(e["length"] for e in records(folder / "results" / "episodes.jsonl")) > 5  # training: not cut there
 
 
-def test_evaluation_leaves_the_training_environments_monitor_alone(project, tmp_path):
+def test_evaluation_leaves_the_training_environments_monitor_alone(project):
     """The experiment's environment evaluated without its monitor: the records in the monitor's folder are the
     training's episodes, not with the evaluation's episodes among them."""
-    monitored = {"type": "gym", "gym_id": "CartPole-v1", "monitor": str(tmp_path / "monitor")}
+    monitored = {"type": "gym", "gym_id": "CartPole-v1", "monitor": "monitor"}
     folder = new_experiment(project, "watched", environment=monitored, total_timesteps=600, evaluation=EVALUATION)
     assert run(folder) == "finished"
     assert len(records(folder / "results" / "evaluations.jsonl")) == 2
     training = records(folder / "results" / "episodes.jsonl")
-    monitor = records(tmp_path / "monitor" / "episodes.jsonl")
+    monitor = records(folder / "results" / "monitor" / "episodes.jsonl")
     assert [game["reward"] for game in monitor] == [episode["return"] for episode in training][: len(monitor)]
     assert len(training) - 1 <= len(monitor) <= len(training)  # (the run may end mid-episode: that one is cut)
 

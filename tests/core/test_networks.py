@@ -749,7 +749,8 @@ def test_user_class_errors(user_module):
     assert "module 'user_networks' has no attribute 'MyNte'" in error_text("user_networks:MyNte")
     user_module.NotAModule = dict
     assert error_text("user_networks:NotAModule") == (
-        "network: not a network class; expected a torch.nn.Module subclass, got the class dict."
+        "network: 'user_networks:NotAModule' is not a network class; expected a subclass of torch.nn.Module, got the "
+        "class dict."
     )
 
 

@@ -19,6 +19,7 @@ import re
 import shlex
 import shutil
 import stat
+import sys
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -183,6 +184,32 @@ def test_create_agent_builds_only_agents() -> None:
 def test_no_standard_library_or_main_module_is_imported_for_a_spec(target: str) -> None:
     with pytest.raises(SpecError, match="standard library|program's entry point"):
         create_agent({"type": target}, states=MINIMAL.states, actions=MINIMAL.actions)
+
+
+@pytest.mark.parametrize("target", ["test.autotest:Thing", "__hello__:Thing", "_testcapi:Thing"])
+def test_modules_that_come_with_python_but_are_not_named_as_its_library_are_refused_too(target: str) -> None:
+    """``sys.stdlib_module_names`` leaves out CPython's test suite (``test``: importing ``test.autotest`` runs the
+    test runner) and helpers such as ``_testcapi``; they come with the interpreter all the same, and are refused
+    before anything is imported."""
+    module = target.partition(":")[0]
+    assert module not in sys.modules
+    with pytest.raises(SpecError, match=r"^agent\.type: module '[\w.]+' belongs to Python's standard library"):
+        create_agent({"type": target}, states=MINIMAL.states, actions=MINIMAL.actions)
+    assert module not in sys.modules
+
+
+@pytest.mark.parametrize("spec", ["{name}:Thing", {"type": "{name}:Thing"}])
+def test_a_network_class_is_imported_only_from_a_package_built_on_torch(
+    spec: Any, tmp_path: Path, marker: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A network's type path skipped the package check that every other registry makes: a module of any installed
+    package was imported (its code run) before the class was found not to be a network."""
+    name = installed_package(tmp_path / "site", touch(marker) + "class Thing:\n    pass\n")
+    monkeypatch.syspath_prepend(str(tmp_path / "site"))
+    spec = {"type": spec["type"].format(name=name)} if isinstance(spec, dict) else spec.format(name=name)
+    with pytest.raises(SpecError, match=rf"module '{name}' belongs to the installed package '{name}', which does not"):
+        build_network(spec, STATES)
+    assert name not in sys.modules
 
 
 def test_an_installed_package_that_cannot_hold_the_class_is_not_imported(

@@ -675,14 +675,14 @@ def test_vector_errors(build: Any, pattern: str) -> None:
         (
             f"{__name__}:builds_a_number",
             None,
-            f"network: not a network class; expected a torch.nn.Module subclass, got the function {__name__}."
-            "builds_a_number.",
+            f"network: '{__name__}:builds_a_number' is not a network class; expected a subclass of torch.nn.Module, "
+            f"got the function {__name__}.builds_a_number.",
         ),
         (
             {"type": f"{__name__}:builds_a_number"},
             None,
-            f"network.type: not a network class; expected a torch.nn.Module subclass, got the function {__name__}."
-            "builds_a_number.",
+            f"network.type: '{__name__}:builds_a_number' is not a network class; expected a subclass of "
+            f"torch.nn.Module, got the function {__name__}.builds_a_number.",
         ),
         (
             [{"type": "internal_lstm", "size": 2, "lstmcell_args": {"use_peepholes": True}}],

@@ -37,7 +37,7 @@ from torchforce.client.experiment_file import (
 )
 from torchforce.client.project import Project, current_umask, write_bytes_atomically, write_json_atomically
 from torchforce.client.queue import BEFORE, Queued
-from torchforce.client.storage import Storage
+from torchforce.client.storage import Storage, links_below
 from torchforce.client.store import ExperimentRecord
 from torchforce.spec import SpecError, did_you_mean, expect_dict, load_file
 
@@ -917,6 +917,14 @@ class Experiment:
     def _check_can_start(self, record: ExperimentRecord, *, resume: bool, fresh: bool, extending: bool = False) -> None:
         if resume and fresh:
             raise ClientError("--resume and --fresh contradict each other", hint="Give one of them.")
+        links = links_below(self.folder)
+        if links:
+            link = links[0]
+            raise ClientError(
+                f"experiment '{self.name}' holds a symbolic link, {link.relative_to(self.folder)} -> "
+                f"{os.readlink(link)}: its run writes into its own folder, and would write through the link elsewhere",
+                hint=f"Remove the link ('rm {link}'), or put a copy of what it points to in its place.",
+            )
         if resume:
             if record.status == "finished" and not extending:
                 raise ClientError(

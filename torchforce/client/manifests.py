@@ -22,7 +22,7 @@ from __future__ import annotations
 import re
 import shlex
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeGuard
 
 import yaml
 
@@ -60,6 +60,14 @@ def dns_label(value: str, path: str, what: str, max_length: int = 63) -> str:
             "letter or digit",
         )
     return label
+
+
+def is_job_name(name: object) -> TypeGuard[str]:
+    """Whether ``name`` can be a RayJob's name as ``job_name`` makes them (a DNS label that starts with a letter):
+    names read back from files are checked so before kubectl is given one (never an option such as ``--all``)."""
+    return (
+        isinstance(name, str) and len(name) <= MAX_JOB_NAME and bool(DNS_LABEL.fullmatch(name)) and name[:1].isalpha()
+    )
 
 
 def job_name(experiment: str, token: str) -> str:
@@ -141,7 +149,7 @@ def ray_job(
     """
     if run_mode not in RUN_MODES:
         raise SpecError("experiment.run_mode", "no such run mode on GKE", got=run_mode, expected=" | ".join(RUN_MODES))
-    if len(name) > MAX_JOB_NAME or not DNS_LABEL.fullmatch(name) or not name[0].isalpha():
+    if not is_job_name(name):
         raise ValueError(f"not a RayJob name (see job_name): {name!r}")
     if not bucket.startswith("gs://") or "/" in bucket.removeprefix("gs://"):
         raise ValueError(f"not a bucket (gs://NAME): {bucket!r}")

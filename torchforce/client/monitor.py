@@ -6,7 +6,8 @@ keeps them.
 records are touched before the run. The worker builds the experiment's environments from
 ``monitored(spec["environment"], results, resume=...)``:
 
-- A relative ``DIR`` lies in the run's results folder (``results/DIR``), which is downloaded with the rest and kept
+- ``DIR`` is a folder of the run's results folder (``results/DIR``; an absolute path or ``..`` is refused: a spec
+  from someone else may not have a run clear and write records elsewhere), which is downloaded with the rest and kept
   across pauses and restarts. (The worker's current folder would not keep it: the local backend empties it at every
   start, and a Ray job's or a pod's goes with the job.) The results folder itself is refused: its ``episodes.jsonl``
   is the run's own episode log.
@@ -29,7 +30,7 @@ would stay on its own node).
 from __future__ import annotations
 
 from collections.abc import Callable
-from pathlib import Path
+from pathlib import Path, PurePath, PurePosixPath, PureWindowsPath
 from typing import Any
 
 from torchforce.spec import SpecError, expect_bool
@@ -61,7 +62,7 @@ def monitored(environment: Any, results: Path, *, resume: bool, path: str = "exp
         monitor = spec.get("monitor")
         if not isinstance(monitor, str) or not monitor:
             return spec  # none, or not a directory: the environment says so when it is built
-        directory = results.absolute() / monitor
+        directory = results.absolute() / inside_results(monitor, f"{where}.monitor")
         if directory.resolve() == results.resolve():
             raise SpecError(
                 f"{where}.monitor",
@@ -83,11 +84,29 @@ def in_scratch(environment: Any, scratch: Path) -> Any:
     """``environment`` with each monitor's directory replaced by ``scratch``: built so, it checks every monitor
     option (``monitor_video`` needs moviepy) and leaves the records of the run's directory alone."""
 
-    def scratched(spec: dict[str, Any], _: str) -> dict[str, Any]:
+    def scratched(spec: dict[str, Any], where: str) -> dict[str, Any]:
         monitor = spec.get("monitor")
-        return {**spec, "monitor": str(scratch)} if isinstance(monitor, str) and monitor else spec
+        if not isinstance(monitor, str) or not monitor:
+            return spec
+        inside_results(monitor, f"{where}.monitor")
+        return {**spec, "monitor": str(scratch)}
 
     return gym_specs(environment, scratched, "environment")
+
+
+def inside_results(monitor: str, path: str) -> PurePath:
+    """The monitor directory ``monitor`` (at the spec ``path``) as a folder of the run's results: a relative path
+    that stays inside (no ``..``). An absolute one, or one that climbs out, is refused: a spec from someone else
+    would otherwise have the run clear and write records in any folder of this machine."""
+    relative = PurePosixPath(monitor.replace("\\", "/"))
+    if relative.is_absolute() or PureWindowsPath(monitor).drive or ".." in relative.parts:
+        raise SpecError(
+            path,
+            "a monitor's directory is a folder of the run's results, where its records are kept with the run's",
+            got=monitor,
+            expected="a relative path without '..', like 'monitor' (results/monitor)",
+        )
+    return relative
 
 
 def monitor_paths(environment: Any, path: str = "experiment.environment") -> list[str]:

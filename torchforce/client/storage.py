@@ -137,8 +137,21 @@ class Storage:
         for path in self.fs.find(remote):
             if Path(path).name in skip:
                 continue
-            destination = target / Path(path).relative_to(Path(self.fs._strip_protocol(remote)))
+            relative_path = Path(path).relative_to(Path(self.fs._strip_protocol(remote)))
+            if ".." in relative_path.parts:  # a key that climbs out of the folder is not copied out of target
+                continue
+            destination = target / relative_path
             destination.parent.mkdir(parents=True, exist_ok=True)
             self.fs.get_file(path, str(destination))
             copied += 1
         return copied
+
+
+def links_below(folder: Path) -> list[Path]:
+    """The symbolic links inside ``folder`` (not followed), in walking order: a run writes into its experiment's
+    folder, and a link there (a folder copied from someone else) would send what it writes elsewhere."""
+    links = []
+    for root, folders, files in os.walk(folder):  # os.walk does not follow links to folders
+        base = Path(root)
+        links += [base / name for name in (*folders, *files) if (base / name).is_symlink()]
+    return links

@@ -11,13 +11,14 @@ with the spec's arguments, by design. So that a config can run nothing else:
   ``Memory``, ``Optimizer``, ``Layer``, ...: ``Registry(base=...)``, or ``create(base=...)``). Anything else (a
   function such as ``os:system``, a class such as ``types:SimpleNamespace``) is a SpecError naming the spec path,
   raised before anything is called. A registry without a base class takes no paths at all.
-- Importing a module runs its code, so a module is checked before it is imported (``check_module``): modules of
-  Python's standard library are refused (none holds a component, and some run a program when imported:
-  ``antigravity``, ``idlelib.idle``), so are ``__main__`` modules (a package's command line). A module of an
-  installed package is imported only when that package is, or declares that it depends on, the package of the base
-  class (torchforce, or torch for a ``torch.nn.Module``), as any package defining such a class must. Any other
-  importable module is the user's own and is imported: user classes must be importable (a project's own modules
-  load only from its configured module folder; or ``PYTHONPATH``), and they run with the user's rights.
+- Importing a module runs its code, so a module is checked before it is imported (``check_module``): modules that
+  come with Python are refused (none holds a component, and some run a program when imported: ``antigravity``,
+  ``idlelib.idle``, the test suite's ``test.autotest``; see ``in_standard_library``), so are ``__main__`` modules
+  (a package's command line). A module of an installed package is imported only when that package is, or declares
+  that it depends on, the package of the base class (torchforce, or torch for a ``torch.nn.Module``), as any
+  package defining such a class must. Any other importable module is the user's own and is imported: user classes
+  must be importable (a project's own modules load only from its configured module folder; or ``PYTHONPATH``), and
+  they run with the user's rights.
 
 Names in a table are torchforce's own and are imported as they are (some name factory functions).
 """
@@ -27,10 +28,13 @@ from __future__ import annotations
 import functools
 import importlib
 import importlib.metadata
+import importlib.util
 import inspect
 import re
 import sys
+import sysconfig
 from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
 from typing import Any
 
 from torchforce.spec.errors import (
@@ -92,6 +96,32 @@ def _depends_on(distribution: str, package: str, search_path: tuple[str, ...]) -
     return _normalized(package) in names  # extras included: ale-py needs gymnasium only for its "vector" extra
 
 
+@functools.lru_cache(maxsize=256)
+def in_standard_library(top: str) -> bool:
+    """Whether the top-level module ``top`` comes with Python: named in ``sys.stdlib_module_names``, built in or
+    frozen, or found in the interpreter's own library folders outside site-packages. (The names leave out the test
+    suite, ``test``, whose ``test.autotest`` runs CPython's tests when imported, and helpers such as ``_testcapi``.)
+    Found without importing anything."""
+    if top in sys.stdlib_module_names or top in sys.builtin_module_names:
+        return True
+    try:
+        spec = importlib.util.find_spec(top)  # a top-level name: located by the finders, never run
+    except (ImportError, ValueError):
+        return False
+    if spec is None:
+        return False
+    if spec.origin in ("built-in", "frozen"):
+        return True
+    places = [spec.origin] if spec.origin else list(spec.submodule_search_locations or ())
+    library = {Path(sysconfig.get_paths()[key]).resolve() for key in ("stdlib", "platstdlib")}
+    for place in places:
+        where = Path(place).resolve()
+        installed = {"site-packages", "dist-packages"} & set(where.parts)
+        if not installed and any(where.is_relative_to(folder) for folder in library):
+            return True
+    return False
+
+
 def check_module(module_name: str, target: str, path: str, *, package: str | None = None, holds: str) -> None:
     """Refuse, before it is imported, a module that a spec may not make torchforce import (see the module doc).
 
@@ -105,7 +135,7 @@ def check_module(module_name: str, target: str, path: str, *, package: str | Non
             got=target,
         )
     top = module_name.partition(".")[0]
-    if top in sys.stdlib_module_names:
+    if in_standard_library(top):
         raise SpecError(
             path,
             f"module '{module_name}' belongs to Python's standard library, which holds no {holds}",

@@ -73,12 +73,27 @@ class GkeBackend(Backend):
         self.context = str(self.record.runtime["context"]) if self.record is not None else None
 
     def kubectl(self, *arguments: str, check: bool = True, timeout: float = TIMEOUT_SECONDS) -> Result:
+        """kubectl on the cluster's context; a RayJob it is given by name must be one tfcli names (``job_name``)."""
+        if "rayjob" in arguments[:2]:
+            self._checked_job(arguments[arguments.index("rayjob") + 1])
         if self.context is None:  # the cluster is gone, and every object on it
             result = Result(1, "", f"Error from server (NotFound): the cluster '{self.cluster}' was deleted")
             if check:
                 raise self.cloud.failure(["kubectl", *arguments], result)
             return result
         return self.cloud.run(gke.kubectl_call(self.context, *arguments), check=check, timeout=timeout)
+
+    def _checked_job(self, name: str) -> str:
+        """``name`` if tfcli could have named a RayJob so, else a ClientError: handles are read from the project's
+        store and the experiment's gke/rayjob.json, which may have been changed or come from someone else, and
+        kubectl must never take one for an option (``--all``)."""
+        if not manifests.is_job_name(name):
+            raise ClientError(
+                f"'{name}' is not the name of a RayJob that tfcli started (tf-<experiment>-<token>): kubectl is not "
+                "run on it",
+                hint="The experiment's records were changed by hand or come from elsewhere: check its gke/ folder.",
+            )
+        return name
 
     @property
     def cluster_record(self) -> ClusterRecord:
@@ -134,7 +149,7 @@ class GkeBackend(Backend):
         new_run = not launch.resume or launch.carry  # else it goes on from its results, in the bucket they are in
         bucket = self.link.bucket if new_run else self.bucket(folder)
         results = self._run_folder(folder, bucket).child("results")
-        previous = self._previous_job(folder)
+        previous = self.previous_job(folder)
         if launch.resume and not launch.carry and previous is not None:
             if self.status(previous) == "Suspended":
                 # the spec as it is now (a start may have changed its budget), where the RayJob's pods read it
@@ -175,14 +190,15 @@ class GkeBackend(Backend):
             (folder / "gke" / JOB_FILE).write_text(json.dumps(job) + "\n")
         return name
 
-    def _previous_job(self, folder: Path) -> str | None:
+    def previous_job(self, folder: Path) -> str | None:
+        """The RayJob that the experiment in ``folder`` last ran as on this cluster (gke/rayjob.json), if any."""
         try:
             data = json.loads((folder / "gke" / JOB_FILE).read_text())
         except (OSError, ValueError):
             return None
         if not isinstance(data, dict) or data.get("cluster") != self.cluster:
             return None
-        return str(data.get("name")) if data.get("name") else None
+        return data["name"] if manifests.is_job_name(data.get("name")) else None  # not one tfcli wrote: ignored
 
     def retire(self, handle: Handle | None, folder: Path, *, required: bool = True) -> None:
         """Delete the RayJob of an earlier run that a start does not continue (``--fresh``; a run that moves
@@ -190,7 +206,7 @@ class GkeBackend(Backend):
         server's word (``--ignore-not-found``), is gone; any other failure refuses the start with nothing changed,
         so that the experiment's row still names the RayJob and the next start, stop or delete tries again. Not
         ``required`` (the run ended, and its RayJob went as it ended, ``release``) the failure only warns."""
-        if not isinstance(handle, str) or self.context is None:  # no RayJob, or its cluster was deleted with it
+        if not manifests.is_job_name(handle) or self.context is None:  # no RayJob of tfcli's, or its cluster is gone
             return
         try:
             self.kubectl("delete", "rayjob", handle, "--ignore-not-found")
@@ -211,7 +227,7 @@ class GkeBackend(Backend):
                 hint=f"Try again once the cluster answers. A cluster that no longer exists: 'tfcli cluster delete -c "
                 f"{self.cluster}' forgets it, and its RayJobs with it.",
             ) from None
-        if not self.cloud.dry_run and self._previous_job(folder) == handle:
+        if not self.cloud.dry_run and self.previous_job(folder) == handle:
             (folder / "gke" / JOB_FILE).unlink(missing_ok=True)  # it named the RayJob of the current run
 
     def job(self, handle: Handle | None) -> dict[str, Any] | str:
@@ -348,8 +364,8 @@ class GkeBackend(Backend):
     def release(self, handle: Handle | None, folder: Path, *, keep_own_cluster: bool = False) -> None:
         """After the run has ended for good: its RayJob goes (a suspended one holds no pods, but is still listed),
         and so does the cluster the experiment created for itself, unless ``keep_own_cluster``."""
-        if isinstance(handle, str):
-            self.kubectl("delete", "rayjob", handle, "--ignore-not-found", check=False)
+        if manifests.is_job_name(handle):  # (a name tfcli never gives, from a changed record, names none of its)
+            self.kubectl("delete", "rayjob", str(handle), "--ignore-not-found", check=False)
         if not keep_own_cluster:
             release_own_cluster(self.project, folder.name)
 

@@ -433,7 +433,7 @@ def _from_name(name: str, states: dict[str, StateSpec], path: str) -> Network:
         file = NETWORK_CONFIGS / f"{name}.json"
         return build_network(file, states, path=path)
     if ":" in name or "." in name:
-        return _user_network(import_path(name, path), {}, states, path)
+        return _user_network(import_path(name, path, base=nn.Module, kind="network"), {}, states, path)
     error = unknown_name_error(path, "network", name, shipped_networks())
     error.hint = (error.hint or "") + " Or give a layer list, a .json/.yaml file, or 'package.module:Class'."
     error.args = (error.render(),)
@@ -454,7 +454,7 @@ def _from_dict(spec: Mapping[str, Any], states: dict[str, StateSpec], path: str)
         return LayeredNetwork([spec], states, path=path)
     if isinstance(kind, str) and ":" not in kind and "." not in kind:
         raise unknown_name_error(f"{path}.type", "layer or network class", kind, LAYERS.names())
-    target = kind if inspect.isclass(kind) else import_path(kind, f"{path}.type")
+    target = kind if inspect.isclass(kind) else import_path(kind, f"{path}.type", base=nn.Module, kind="network")
     return _user_network(target, kwargs, states, path, f"{path}.type")
 
 
