@@ -3,6 +3,7 @@ a final checkpoint on close, and real TensorBoard event files with the expected 
 
 import json
 import math
+import time
 
 import numpy as np
 import pytest
@@ -261,3 +262,18 @@ def test_the_purging_writers_file_is_read_after_the_others_made_in_the_same_seco
     names = sorted(path.name for path in tmp_path.glob("events.out.tfevents.*"))
     assert names[-1].endswith(".10")  # the purging writer's, read last
     first.close(), second.close()
+
+
+def test_an_event_file_stamped_far_ahead_does_not_hold_a_resume(tmp_path, monkeypatch):
+    """Results from a machine whose clock ran a day ahead (or a made-up file name) had the resumed summarizer sleep
+    until that second came. Only a file of this second or the next is waited for."""
+    from torchforce.core.summaries import Summarizer
+
+    ahead = int(time.time()) + 86_400
+    (tmp_path / f"events.out.tfevents.{ahead}.elsewhere.1.0").write_bytes(b"")
+    slept: list[float] = []
+    monkeypatch.setattr(time, "sleep", slept.append)
+    summarizer = Summarizer({"directory": str(tmp_path)})
+    summarizer.resume_at(3)
+    summarizer.close()
+    assert slept == []

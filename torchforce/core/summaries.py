@@ -177,11 +177,14 @@ def _after_the_others(directory: Path, own: str) -> None:
     reads a folder's event files in the order of their names, which begin with the second a file was made and end
     with a count of the process's writers that sorts as text ("10" before "9"): a writer made in the same second as
     another's file (an agent restored in the process that wrote it, the moment after) could be read before it, and
-    the summaries it purges come back. Files of earlier seconds (a run resumed in a new process) need no wait."""
+    the summaries it purges come back. Files of earlier seconds (a run resumed in a new process) need no wait; nor
+    do files stamped later than the next second (a clock set ahead where they were written, or a name made up),
+    which no wait of a moment would pass: the run goes on rather than sleep until then."""
+    now = int(time.time())
     seconds = [
         int(part)
         for path in directory.glob("events.out.tfevents.*")
-        if path.name != own and (part := path.name.split(".")[3]).isdigit()
+        if path.name != own and (part := path.name.split(".")[3]).isdigit() and now <= int(part) <= now + 1
     ]
-    if seconds and max(seconds) >= int(time.time()):
+    if seconds:
         time.sleep(max(seconds) + 1 - time.time())
