@@ -525,7 +525,7 @@ def test_a_sweep_goes_on_past_a_name_taken_by_hand_and_finishes_its_budget(sweep
     that trial. That name is refused now; one taken all the same (a folder copied in) costs the sweep nothing: the
     driver (run here, in this process, so that it is this checkout's code) runs real trials to the end of its
     budget, the parameters of the trial it could not start running as the next trial."""
-    from torchforce.client.sweep import Driver
+    from torchforce.client.sweep_driver import Driver
 
     write(
         sweeps.root, "tiny.yaml", TINY.replace("budget: {trials: 3, parallel: 3}", "budget: {trials: 2, parallel: 1}")
@@ -587,7 +587,7 @@ def test_a_trial_whose_run_is_new_again_fails_instead_of_waiting_forever(sweeps,
     """A trial's run that is new again (taken out of the queue by experiment stop, or one the queue could not
     start) would never end, and its trial held a slot for ever: the trial fails, and its runs not started are
     deleted."""
-    from torchforce.client.sweep import Driver, Flight
+    from torchforce.client.sweep_driver import Driver, Flight
 
     write(sweeps.root, "lr.json", json.dumps(sweep_file(seeds_per_trial=2)))
     assert main(["sweep", "new", "-f", "lr.json"]) == 0
@@ -652,7 +652,7 @@ def test_a_trial_whose_run_s_name_is_taken_runs_again_as_the_next_trial_and_the_
     """A name of a trial's run taken all the same (an experiment folder copied in by hand, which no check of names
     can see coming) ended the driver with 'experiment ... already exists'. The trial fails as interrupted (not
     counted), its parameters are queued to run as the next trial, and the folder is left as it was."""
-    from torchforce.client.sweep import Driver
+    from torchforce.client.sweep_driver import Driver
 
     write(sweeps.root, "lr.json", json.dumps(sweep_file(seeds_per_trial=2)))
     assert main(["sweep", "new", "-f", "lr.json"]) == 0
@@ -696,7 +696,7 @@ def test_stop_after_a_crashed_driver_keeps_a_trial_whose_runs_ended_for_the_next
     """After a driver that died, 'sweep stop' interrupted every trial left RUNNING, those whose runs had all
     finished meanwhile too: their results were thrown away and their parameters run again from scratch. Now only a
     trial with a run not yet ended is interrupted; the next driver adopts the other and takes its result."""
-    from torchforce.client.sweep import Driver
+    from torchforce.client.sweep_driver import Driver
 
     write(sweeps.root, "lr.json", json.dumps(sweep_file(seeds_per_trial=2)))
     assert main(["sweep", "new", "-f", "lr.json"]) == 0
@@ -729,7 +729,7 @@ def test_stop_after_a_crashed_driver_keeps_a_trial_whose_runs_ended_for_the_next
 def test_the_driver_asked_to_stop_keeps_the_result_of_a_trial_whose_runs_just_finished(sweeps, capsys):
     """A trial whose runs finished since the driver's last poll was interrupted with the others at 'sweep stop':
     its result was thrown away. It is finished as a poll finishes it; a trial still going is interrupted."""
-    from torchforce.client.sweep import Driver, Flight
+    from torchforce.client.sweep_driver import Driver, Flight
 
     write(sweeps.root, "lr.json", json.dumps(sweep_file()))
     assert main(["sweep", "new", "-f", "lr.json"]) == 0
@@ -750,7 +750,7 @@ def test_the_driver_asked_to_stop_keeps_the_result_of_a_trial_whose_runs_just_fi
 def test_a_trial_whose_run_is_paused_from_outside_waits_for_it_to_be_resumed(sweeps, capsys):
     """As the docs say: a paused run neither fails its trial nor ends it; the trial stays in flight, holding its
     place among the parallel trials, and is finished once the run is resumed and ends."""
-    from torchforce.client.sweep import Driver, Flight
+    from torchforce.client.sweep_driver import Driver, Flight
 
     write(sweeps.root, "lr.json", json.dumps(sweep_file()))
     assert main(["sweep", "new", "-f", "lr.json"]) == 0
@@ -877,5 +877,28 @@ def test_the_driver_is_recognized_in_a_project_whose_path_has_a_space(tmp_path, 
         assert is_driver(lookalike.pid, sweep) and not is_driver(other.pid, sweep)
     finally:
         for process in (lookalike, other):
+            process.kill()
+            process.wait()
+
+
+def test_a_driver_started_before_it_moved_to_sweep_driver_is_still_recognized(tmp_path, monkeypatch):
+    """The driver's module moved from torchforce.client.sweep to torchforce.client.sweep_driver: a driver an older
+    version started still runs as the old module, and 'sweep stop' must still know it for the sweep's driver."""
+    from torchforce.client.sweep import is_driver
+
+    monkeypatch.chdir(tmp_path)
+    project, _ = Project.init(tmp_path)
+    write(tmp_path, "lr.json", json.dumps(sweep_file()))
+    assert main(["sweep", "new", "-f", "lr.json"]) == 0
+    sweep = Sweep.load(project, "lr")
+    script = "import time; time.sleep(60)"
+    older = subprocess.Popen([sys.executable, "-c", script, "torchforce.client.sweep", str(tmp_path), "lr"])
+    unrelated = subprocess.Popen([sys.executable, "-c", script, "torchforce.client.sweeps", str(tmp_path), "lr"])
+    try:
+        for process in (older, unrelated):
+            wait_for(lambda p=process: b"lr" in Path(f"/proc/{p.pid}/cmdline").read_bytes(), timeout=10)
+        assert is_driver(older.pid, sweep) and not is_driver(unrelated.pid, sweep)
+    finally:
+        for process in (older, unrelated):
             process.kill()
             process.wait()

@@ -18,20 +18,20 @@ A sweep's files are in the project's ``.tfcli/sweeps/``:
   the driver, or ``tfcli sweep stop`` cleaning up after a driver that died; a look at the sweep (``show``,
   ``list``, the checks of ``start`` and ``stop``) shares it for a moment. ``NAME/``: the plots.
 
-The driver (``python -I -m torchforce.client.sweep ROOT NAME``) asks the study for a trial, creates its runs as
-experiments ``<sweep>-t003-s0``, ``-s1``, ... (group ``<sweep>-t003``, the trial's parameters set as ``--set`` would
-set them, seeds base + 0, 1, ...) and starts them with ``Experiment.start``. Those names are the sweep's
-(``is_trial_name``): ``sweep new`` refuses a sweep while experiments have them, and ``Experiment.generate_locally``
-(``experiment new``, groups) refuses them to anyone but the sweep's driver, until ``Sweep.delete`` (``tfcli sweep
-delete``) removes the sweep. A name taken all the same (a folder copied into experiments/) neither ends the driver
-nor is touched: that trial fails as interrupted (``<name> was taken``) and its parameters run again as the next
-trial, under that trial's names. The driver keeps at most ``parallel`` trials in flight and reads their episode
-logs: every 10% of the budget the trial's mean return goes to the study (``trial.report``), and a trial the pruner
-judges hopeless has its runs stopped and is marked PRUNED. A trial whose runs all finish gets the metric, averaged
-over its seeds; one whose run fails or is stopped from outside FAILs. One whose run is paused from outside (``tfcli
-experiment pause``) waits, and holds its place among the ``parallel`` trials, until that run is resumed (``tfcli
-experiment start -e RUN --resume``): the sweep cannot end before. The budget counts trials that completed, were
-pruned or failed; the driver ends when it is spent.
+The driver (``python -I -m torchforce.client.sweep_driver ROOT NAME``, ``sweep_driver.py``) asks the study for a
+trial, creates its runs as experiments ``<sweep>-t003-s0``, ``-s1``, ... (group ``<sweep>-t003``, the trial's
+parameters set as ``--set`` would set them, seeds base + 0, 1, ...) and starts them with ``Experiment.start``. Those
+names are the sweep's (``is_trial_name``): ``sweep new`` refuses a sweep while experiments have them, and
+``Experiment.generate_locally`` (``experiment new``, groups) refuses them to anyone but the sweep's driver, until
+``Sweep.delete`` (``tfcli sweep delete``) removes the sweep. A name taken all the same (a folder copied into
+experiments/) neither ends the driver nor is touched: that trial fails as interrupted (``<name> was taken``) and its
+parameters run again as the next trial, under that trial's names. The driver keeps at most ``parallel`` trials in
+flight and reads their episode logs: every 10% of the budget the trial's mean return goes to the study
+(``trial.report``), and a trial the pruner judges hopeless has its runs stopped and is marked PRUNED. A trial whose
+runs all finish gets the metric, averaged over its seeds; one whose run fails or is stopped from outside FAILs. One
+whose run is paused from outside (``tfcli experiment pause``) waits, and holds its place among the ``parallel``
+trials, until that run is resumed (``tfcli experiment start -e RUN --resume``): the sweep cannot end before. The
+budget counts trials that completed, were pruned or failed; the driver ends when it is spent.
 
 Interruptions lose no budget, but an interrupted trial starts over. ``tfcli sweep stop`` makes the driver stop the
 runs in flight, mark their trials FAIL (``interrupted: "stopped"``) and queue their parameters again; a trial whose
@@ -46,7 +46,6 @@ not resumed).
 
 from __future__ import annotations
 
-import argparse
 import fcntl
 import json
 import math
@@ -56,11 +55,10 @@ import signal
 import subprocess
 import sys
 import time
-import traceback
 import warnings
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -79,7 +77,9 @@ from torchforce.client.sweep_file import (
 )
 from torchforce.spec import SpecError, did_you_mean
 
-DRIVER_MODULE = "torchforce.client.sweep"
+DRIVER_MODULE = "torchforce.client.sweep_driver"  # the driver process's module (sweep_driver.py)
+# the modules a driver may run as: this one, and sweep.py, where drivers started before 2026-12-07 still run
+DRIVER_MODULES = (DRIVER_MODULE, "torchforce.client.sweep")
 INSTALL_HINT = "pip install 'torchforce[sweep]'"
 POLL_SECONDS = 0.5  # how often the driver reads its trials' runs
 START_SECONDS = 60.0  # how long 'sweep start' waits for the driver to take over
@@ -203,7 +203,7 @@ class TrialRow:
     seconds: float | None
     experiments: list[str]
     note: str = ""
-    counted: bool = False  # whether the budget counts it (see _counts_toward_budget)
+    counted: bool = False  # whether the budget counts it (see counts_toward_budget)
     best: bool = False
 
     @property
@@ -386,7 +386,7 @@ class Sweep:
             trials = study.get_trials(deepcopy=False)
         for trial in trials:
             counts[trial.state.name] = counts.get(trial.state.name, 0) + 1
-            counts["counted"] += _counts_toward_budget(trial)
+            counts["counted"] += counts_toward_budget(trial)
         return counts
 
     # ------------------------------------------------------------------ the driver
@@ -394,7 +394,7 @@ class Sweep:
     def driver_running(self) -> bool:
         """Whether a process holds the sweep's lock: its driver (or a 'sweep stop' cleaning up after one). The look
         shares the lock, so looks at once (sweep show, list) never take each other for a driver."""
-        with _probe_lock(self.lock_file) as free:
+        with probe_lock(self.lock_file) as free:
             return not free
 
     def status(self) -> tuple[str, str | None]:
@@ -470,7 +470,7 @@ class Sweep:
                 time.sleep(0.05)
             _reap(pid)
             return self.status()[0]
-        lock = _hold_lock(self.lock_file, LOCK_SECONDS)  # waits out a look at the sweep, not a driver
+        lock = hold_lock(self.lock_file, LOCK_SECONDS)  # waits out a look at the sweep, not a driver
         if lock is None:
             raise ClientError(f"sweep '{self.name}' was started again meanwhile; try again")
         try:
@@ -482,8 +482,8 @@ class Sweep:
                 raise ClientError(f"sweep '{self.name}' is not running (status: {status})")
             for trial in left:
                 names = trial.user_attrs.get("experiments") or []
-                runs = _existing_runs(self.project, names)
-                if names and len(runs) == len(names) and _all_ended(runs):
+                runs = existing_runs(self.project, names)
+                if names and len(runs) == len(names) and all_ended(runs):
                     print(f"trial {trial.number}'s runs have all ended; the next 'sweep start' takes its result")
                     continue
                 stop_runs(runs, print)
@@ -513,7 +513,7 @@ class Sweep:
         stop_first = f"Stop it first with 'tfcli sweep stop --sweep {self.name}'."
         if self.driver_running():
             raise ClientError(f"sweep '{self.name}' is running; nothing was deleted", hint=stop_first)
-        lock = _hold_lock(self.lock_file, LOCK_SECONDS)  # no driver starts meanwhile
+        lock = hold_lock(self.lock_file, LOCK_SECONDS)  # no driver starts meanwhile
         if lock is None:
             raise ClientError(f"sweep '{self.name}' was started again meanwhile; nothing was deleted", hint=stop_first)
         try:
@@ -562,8 +562,8 @@ class Sweep:
         seconds = end - trial.datetime_start.timestamp() if trial.datetime_start else None
         timesteps = attrs.get("timesteps")
         if state == "RUNNING":
-            runs = _existing_runs(self.project, attrs.get("experiments", []))
-            timesteps = max((_timesteps(run) for run in runs), default=None)
+            runs = existing_runs(self.project, attrs.get("experiments", []))
+            timesteps = max((timesteps_done(run) for run in runs), default=None)
         note = ""
         if state == "PRUNED":
             last = trial.value
@@ -586,7 +586,7 @@ class Sweep:
             seconds=seconds,
             experiments=list(attrs.get("experiments") or []),
             note=note.splitlines()[0] if note else "",
-            counted=_counts_toward_budget(trial),
+            counted=counts_toward_budget(trial),
         )
 
     def write_best_config(self, rows: list[TrialRow] | None = None) -> Path | None:
@@ -653,7 +653,7 @@ class Sweep:
         return written, skipped
 
 
-def _counts_toward_budget(trial: Any) -> bool:
+def counts_toward_budget(trial: Any) -> bool:
     """Completed, pruned and failed trials spend the budget; interrupted ones do not (they run again)."""
     name = trial.state.name
     return name in ("COMPLETE", "PRUNED") or (name == "FAIL" and not trial.user_attrs.get("interrupted"))
@@ -681,7 +681,7 @@ def stop_runs(runs: Sequence[Experiment], log: Any) -> None:
             log(f"could not stop {run.name}: {error}")
 
 
-def _timesteps(run: Experiment) -> int:
+def timesteps_done(run: Experiment) -> int:
     """How many timesteps a run has done: its progress file's count, or its last finished episode's if that is
     further (the progress file is rewritten about once a second)."""
     counted = run.progress().get("timesteps")
@@ -690,21 +690,7 @@ def _timesteps(run: Experiment) -> int:
     return max(last, counted if isinstance(counted, int) and not isinstance(counted, bool) else 0)
 
 
-def _mark_passed(runs: Sequence[Experiment]) -> int:
-    """The last mark of ``REPORT_PERCENTS`` (0: none) all ``runs`` have passed, as their progress files say."""
-    reached = 1.0
-    for run in runs:
-        progress, spec = run.progress(), run.checked_spec
-        parts = []
-        for counter, budget in (("timesteps", "total_timesteps"), ("episodes", "episodes")):
-            done = progress.get(counter)
-            if spec.get(budget) and isinstance(done, int) and not isinstance(done, bool):
-                parts.append(done / spec[budget])
-        reached = min(reached, max(parts, default=0.0))
-    return max((percent for percent in REPORT_PERCENTS if percent <= reached * 100), default=0)
-
-
-def _all_ended(runs: Sequence[Experiment], statuses: Sequence[str] = ENDED) -> bool:
+def all_ended(runs: Sequence[Experiment], statuses: Sequence[str] = ENDED) -> bool:
     """Whether every one of ``runs`` has one of ``statuses`` (by default: has ended); False where one was deleted."""
     try:
         return all(run.record().status in statuses for run in runs)
@@ -712,7 +698,7 @@ def _all_ended(runs: Sequence[Experiment], statuses: Sequence[str] = ENDED) -> b
         return False
 
 
-def _existing_runs(project: Project, names: Sequence[str]) -> list[Experiment]:
+def existing_runs(project: Project, names: Sequence[str]) -> list[Experiment]:
     runs = []
     for name in names:
         try:
@@ -723,10 +709,10 @@ def _existing_runs(project: Project, names: Sequence[str]) -> list[Experiment]:
 
 
 @contextmanager
-def _probe_lock(path: Path) -> Iterator[bool]:
+def probe_lock(path: Path) -> Iterator[bool]:
     """Take the lock at ``path``, shared, if no process holds it alone (a driver, a stop's cleanup); yields whether
     it was taken (released afterwards). Probes share it, so they never fail for each other, and a driver or a
-    cleanup waiting for the lock alone waits a moment at most (``_hold_lock``). Where the file is missing no one
+    cleanup waiting for the lock alone waits a moment at most (``hold_lock``). Where the file is missing no one
     holds it, and it is not made (a look at a sweep writes nothing)."""
     try:
         descriptor = os.open(path, os.O_RDONLY)
@@ -744,7 +730,7 @@ def _probe_lock(path: Path) -> Iterator[bool]:
         os.close(descriptor)  # closing releases the lock
 
 
-def _hold_lock(path: Path, seconds: float) -> int | None:
+def hold_lock(path: Path, seconds: float) -> int | None:
     """The lock at ``path``, held alone until the descriptor returned is closed (at the latest when the process
     ends); None if another process keeps it for ``seconds`` (a probe holds it only for a moment)."""
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -765,7 +751,8 @@ def is_driver(pid: int, sweep: Sweep) -> bool:
     """Whether ``pid`` is the driver of ``sweep`` (not a reused PID of another program)."""
     try:  # the arguments as given (a project path with spaces in it is one of them)
         arguments = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace").split("\0")
-        return DRIVER_MODULE in arguments and sweep.name in arguments and str(sweep.project.root) in arguments
+        module = next((argument for argument in arguments if argument in DRIVER_MODULES), None)
+        return module is not None and sweep.name in arguments and str(sweep.project.root) in arguments
     except OSError:
         try:
             done = subprocess.run(  # noqa: S603, S607 - a fixed command (no /proc: macOS)
@@ -774,7 +761,9 @@ def is_driver(pid: int, sweep: Sweep) -> bool:
         except (OSError, subprocess.SubprocessError):
             return False
         command = f" {done.stdout.strip()} "  # ps joins the arguments with spaces: whole arguments only
-        return all(f" {argument} " in command for argument in (DRIVER_MODULE, sweep.name, str(sweep.project.root)))
+        return any(f" {module} " in command for module in DRIVER_MODULES) and all(
+            f" {argument} " in command for argument in (sweep.name, str(sweep.project.root))
+        )
 
 
 def _reap(pid: int, seconds: float = 10.0) -> None:
@@ -789,257 +778,3 @@ def _reap(pid: int, seconds: float = 10.0) -> None:
         if done or time.monotonic() > deadline:
             return
         time.sleep(0.02)
-
-
-# ---------------------------------------------------------------------------------------------- the driver process
-
-
-@dataclass
-class Flight:
-    """A trial in flight: its Optuna trial, its runs (one experiment per seed) and the marks it has reported."""
-
-    trial: Any
-    runs: list[Experiment]
-    reported: set[int] = field(default_factory=set)
-    checked: int = 0  # the last mark (percent of the budget) its runs' logs were read at
-
-
-class Driver:
-    """Runs a sweep's trials until its budget is spent or it is asked to stop (SIGTERM); see the module doc."""
-
-    def __init__(self, sweep: Sweep, *, poll: float = POLL_SECONDS) -> None:
-        self.sweep = sweep
-        self.project = sweep.project
-        self.spec = sweep.spec
-        self.poll = poll
-        self.flights: dict[int, Flight] = {}
-        self.stopping = False
-        self.started_at = time.time()
-        self.study: Any = None
-
-    def log(self, text: str) -> None:
-        print(f"{time.strftime('%H:%M:%S')} {text}", flush=True)
-
-    def run(self) -> int:
-        """Drive the sweep; the exit code of the driver process (0: finished or stopped as asked)."""
-        lock = _hold_lock(self.sweep.lock_file, LOCK_SECONDS)
-        if lock is None:
-            self.log("another process drives this sweep; this driver ends")
-            return 1
-        try:
-            signal.signal(signal.SIGTERM, self._request_stop)
-            signal.signal(signal.SIGINT, self._request_stop)
-            self._record("running")
-            try:
-                self.study = self.sweep.study(self.spec)
-                self._adopt()
-                status, message = self._drive()
-            except Exception as error:  # noqa: BLE001 - whatever ends the driver is recorded, and the runs go on
-                self.log(traceback.format_exc().rstrip())
-                self._record("failed", f"{type(error).__name__}: {error}".splitlines()[0])
-                return 1
-            self._record(status, message)
-            self.log(message)
-            return 0
-        finally:
-            os.close(lock)
-
-    def _request_stop(self, number: int, frame: Any) -> None:
-        self.stopping = True
-
-    def _record(self, status: str, message: str | None = None) -> None:
-        ended = None if status == "running" else time.time()
-        self.sweep._write_driver(
-            status=status, pid=os.getpid(), started_at=self.started_at, ended_at=ended, message=message
-        )
-
-    def _drive(self) -> tuple[str, str]:
-        """The main loop: poll the trials in flight, start new ones while the budget and ``parallel`` allow."""
-        while True:
-            if self.stopping:
-                for flight in list(self.flights.values()):
-                    self._stop_flight(flight)
-                self.flights.clear()
-                return (
-                    "stopped",
-                    f"stopped by 'tfcli sweep stop'; 'tfcli sweep start --sweep {self.sweep.name}' continues it",
-                )
-            for flight in list(self.flights.values()):
-                self._poll(flight)
-            if self._counted() >= self.spec.trials and not self.flights:
-                best = self.sweep.write_best_config()
-                return "finished", f"ran its {self.spec.trials} trials" + (
-                    f"; the best experiment is in {best.relative_to(self.project.root)}" if best else ""
-                )
-            while (
-                not self.stopping
-                and len(self.flights) < self.spec.parallel
-                and self._counted() + len(self.flights) < self.spec.trials
-            ):
-                self._launch()
-            time.sleep(self.poll)
-
-    def _stop_flight(self, flight: Flight) -> None:
-        """Stop a trial in flight for 'sweep stop': its runs stop and its parameters are queued to run again. A
-        trial whose runs had all ended before the stop reached them (since the last poll) is finished as ``_poll``
-        finishes it, its result kept."""
-        if not _all_ended(flight.runs):
-            stop_runs(flight.runs, self.log)
-            if not _all_ended(flight.runs, ("finished",)):  # unless they all finished in the meantime
-                interrupt(self.study, flight.trial, "stopped")
-                self.log(f"trial {flight.trial.number} stopped; its parameters are queued to run again")
-                return
-        self._poll(flight)
-
-    def _counted(self) -> int:
-        return sum(_counts_toward_budget(trial) for trial in self.study.get_trials(deepcopy=False))
-
-    def _adopt(self) -> None:
-        """Take over the trials a driver before this one left RUNNING: those whose runs are all there go on, the
-        others are failed and queued again."""
-        optuna = optuna_module()
-        for trial in self.study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,)):
-            names = trial.user_attrs.get("experiments") or []
-            runs = _existing_runs(self.project, names)
-            whole = bool(names) and len(runs) == len(names) and all(run.record().status != "new" for run in runs)
-            if whole:
-                live = optuna.trial.Trial(self.study, trial._trial_id)
-                self.flights[trial.number] = Flight(live, runs, set(trial.intermediate_values))
-                self.log(f"trial {trial.number} adopted: its runs {', '.join(names)} go on")
-            else:
-                stop_runs(runs, self.log)
-                interrupt(self.study, trial, "lost")
-                self.log(f"trial {trial.number} lost its runs with the last driver; its parameters are queued again")
-
-    def _launch(self) -> None:
-        """Ask the study for a trial, create its runs and start them. A trial whose experiment the spec checks
-        refuse fails (it spends budget); one with a run's name taken (an experiment folder copied in by hand) is
-        queued again, to run under the next trial's names; one that cannot start for another reason is queued again
-        and the error ends the driver (a missing cluster would fail every trial alike)."""
-        from torchforce.client.overrides import apply_to_experiment
-
-        optuna = optuna_module()
-        trial = self.study.ask({dimension.key: dimension.distribution() for dimension in self.spec.space})
-        values = self.spec.values(trial.params)
-        names = self.spec.run_names(trial.number)
-        taken = [name for name in names if self._taken(name)]
-        if taken:  # never the sweep's own (trial numbers are not reused): it is not to be touched
-            interrupt(self.study, trial, f"{taken[0]} was taken")
-            self.log(
-                f"trial {trial.number} not started: the name {taken[0]} is taken by an experiment this sweep did not "
-                "make; its parameters are queued to run again as the next trial"
-            )
-            return
-        trial.set_user_attr("experiments", names)
-        runs: list[Experiment] = []
-        try:
-            for index in range(self.spec.seeds_per_trial):
-                raw, overrides = self.spec.run_raw(trial.number, index, values)
-                experiment = Experiment(self.project, **raw)
-                experiment.raw = apply_to_experiment(self.project, experiment.raw, overrides)
-                experiment.generate_locally(sweep=self.sweep.name)
-                runs.append(experiment)
-            for run in runs:
-                run.start(cluster=self.spec.cluster or "local")
-        except SpecError as error:
-            stop_runs(runs, self.log)
-            trial.set_user_attr("error", str(error).splitlines()[0])
-            self.study.tell(trial, state=optuna.trial.TrialState.FAIL)
-            self.log(f"trial {trial.number} failed: its experiment is refused: {error}")
-            return
-        except BaseException:
-            stop_runs(runs, self.log)
-            interrupt(self.study, trial, "not started")
-            raise
-        self.flights[trial.number] = Flight(trial, runs)
-        shown = ", ".join(f"{key}={json.dumps(value)}" for key, value in values.items())
-        self.log(f"trial {trial.number} started ({', '.join(names)}): {shown}")
-
-    def _taken(self, name: str) -> bool:
-        """Whether an experiment the project knows, or a folder in experiments/ (copied there by hand), has
-        ``name``."""
-        return self.project.store.experiment(name) is not None or self.project.experiment_folder(name).exists()
-
-    def _poll(self, flight: Flight) -> None:
-        """Read a trial's runs: report its progress to the study (pruning it if the pruner says so), and finish
-        it once its runs have ended."""
-        optuna = optuna_module()
-        trial, runs = flight.trial, flight.runs
-        try:
-            records = [run.record() for run in runs]
-        except ClientError as error:  # a run deleted under the sweep
-            stop_runs(_existing_runs(self.project, [run.name for run in runs]), self.log)
-            trial.set_user_attr("error", error.message)
-            self._end(flight, optuna.trial.TrialState.FAIL, f"failed: {error.message}")
-            return
-        # a run is broken when it failed, was stopped, or is new again (taken out of the queue, or the queue could
-        # not start it): its trial would wait for it forever
-        broken = [
-            (run, record)
-            for run, record in zip(runs, records, strict=True)
-            if record.status in ("failed", "stopped", "new")
-        ]
-        if broken:
-            stop_runs(runs, self.log)
-            run, record = broken[0]
-            status = "left the queue" if record.status == "new" else record.status
-            reason = f"{run.name} {status}" + (f": {record.message.splitlines()[0]}" if record.message else "")
-            trial.set_user_attr("error", reason)
-            self._end(flight, optuna.trial.TrialState.FAIL, f"failed: {reason}")
-            return
-        ended = all(record.status in ENDED for record in records)
-        mark = 100 if ended else _mark_passed(runs)
-        if mark > flight.checked:  # the episode logs are read only when a mark has been passed
-            flight.checked = mark
-            progress = [
-                RunProgress(
-                    read_episodes(run.episode_log()),
-                    run.checked_spec.get("total_timesteps"),
-                    run.checked_spec.get("episodes"),
-                    ended=record.status in ENDED,
-                )
-                for run, record in zip(runs, records, strict=True)
-            ]
-            pruned_at = report_and_judge(trial, progress, self.spec.metric.window, flight.reported)
-            if pruned_at is not None:
-                stop_runs(runs, self.log)
-                trial.set_user_attr("pruned_at", pruned_at)
-                self._end(flight, optuna.trial.TrialState.PRUNED, f"pruned at {pruned_at}% of its budget")
-                return
-        if not ended:
-            return
-        values = final_value(runs, self.spec.metric.name, self.spec.metric.window)
-        if any(math.isnan(value) for value in values):
-            missing = runs[next(i for i, value in enumerate(values) if math.isnan(value))]
-            trial.set_user_attr("error", no_value(missing, self.spec.metric.name, self.spec.metric.window))
-            self._end(flight, optuna.trial.TrialState.FAIL, f"failed: {trial.user_attrs['error']}")
-            return
-        trial.set_user_attr("seed_values", values)
-        mean = sum(values) / len(values)
-        self._end(flight, optuna.trial.TrialState.COMPLETE, f"complete: {self.spec.metric.name} {mean:.4g}", mean)
-        self.sweep.write_best_config()
-
-    def _end(self, flight: Flight, state: Any, text: str, value: float | None = None) -> None:
-        flight.trial.set_user_attr("timesteps", max(_timesteps(run) for run in flight.runs))
-        self.study.tell(flight.trial, value, state=state)
-        del self.flights[flight.trial.number]
-        self.log(f"trial {flight.trial.number} {text}")
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """The driver process: ``python -I -m torchforce.client.sweep PROJECT_ROOT SWEEP``."""
-    parser = argparse.ArgumentParser(
-        prog=f"python -m {DRIVER_MODULE}",
-        description="The driver of a sweep, as 'tfcli sweep start' runs it in the background: it runs the sweep's "
-        "trials until its budget is spent.",
-    )
-    parser.add_argument("root", help="the project's folder")
-    parser.add_argument("name", help="the sweep")
-    parser.add_argument("--poll", type=float, default=POLL_SECONDS, help="seconds between reads of the trials' runs")
-    args = parser.parse_args(argv)
-    warnings.filterwarnings("ignore", category=optuna_module().exceptions.ExperimentalWarning)
-    return Driver(Sweep.load(Project(args.root), args.name), poll=args.poll).run()
-
-
-if __name__ == "__main__":
-    sys.exit(main())
