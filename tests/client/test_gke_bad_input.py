@@ -420,5 +420,12 @@ def test_a_rayjob_name_from_a_changed_record_never_reaches_kubectl(linked, cloud
     backend.retire("--all", folder)
     backend.release("--all", folder, keep_own_cluster=True)
     assert cloud.calls()[calls:] == []
+    # names of the right form, but not this run's (another's RayJob, another experiment's): no call either
+    for other in ("prod-trainer", "default", "tf-other-0a1b", "tf-planted-xyz1"):
+        (folder / "gke" / "rayjob.json").write_text(json.dumps({"name": other, "cluster": CLUSTER}))
+        assert backend.previous_job(folder) is None
+        backend.retire(other, folder)
+        backend.release(other, folder, keep_own_cluster=True)
+    assert cloud.calls()[calls:] == []
     (folder / "gke" / "rayjob.json").write_text(json.dumps({"name": "tf-planted-0a1b", "cluster": CLUSTER}))
     assert backend.previous_job(folder) == "tf-planted-0a1b"

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.client.worker_runs import new_experiment, new_project, pause_at, records, run
-from torchforce.client import Project
+from torchforce.client import Experiment, Project
 from torchforce.spec import SpecError
 
 
@@ -124,6 +124,9 @@ def test_a_monitor_outside_the_results_is_refused_before_anything_is_cleared(pro
     stored["environment"]["monitor"] = monitor
     (folder / "experiment.json").write_text(json.dumps(stored))
     with pytest.raises(SpecError, match=r"experiment\.environment\.monitor: .*expected a relative path without"):
-        run(folder)
+        Experiment.load(project, "changed").start()  # refused at the start, before a worker is launched
+    assert project.store.experiment("changed").status == "new"
+    with pytest.raises(SpecError, match=r"experiment\.environment\.monitor: .*expected a relative path without"):
+        run(folder)  # and by the worker, should one be started all the same
     assert (outside / "episodes.jsonl").read_text() == "someone's records\n"
     assert sorted(path.name for path in outside.iterdir()) == ["episodes.jsonl"]

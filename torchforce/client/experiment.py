@@ -27,6 +27,7 @@ from typing import Any
 
 from torchforce.client import queue, warm_start
 from torchforce.client.backends import Backend, Handle, Launch, get_backend
+from torchforce.client.backends.base import WORKSPACE
 from torchforce.client.errors import ClientError, ClientWarning
 from torchforce.client.experiment_file import (
     NULL_MEANS_SOMETHING,
@@ -35,9 +36,10 @@ from torchforce.client.experiment_file import (
     check_stored,
     resolve_experiment,
 )
+from torchforce.client.monitor import check_monitors
 from torchforce.client.project import Project, current_umask, write_bytes_atomically, write_json_atomically
 from torchforce.client.queue import BEFORE, Queued
-from torchforce.client.storage import Storage, links_below
+from torchforce.client.storage import Storage, refuse_links
 from torchforce.client.store import ExperimentRecord
 from torchforce.spec import SpecError, did_you_mean, expect_dict, load_file
 
@@ -549,6 +551,7 @@ class Experiment:
         Returns the workload's handle (a process id, or a Ray job's id); None when the run was queued (``place``
         tells where it stands) or for a dry run."""
         spec = self.spec or self.validate()
+        check_monitors(spec["environment"])  # (a stored spec changed since it was made)
         # a resume where the run last ran: a run found ended just now keeps the cluster made for it, which the
         # resume would otherwise make again at once (minutes); released below where the start does not happen
         in_place = resume and cluster is None and not dry_run
@@ -917,14 +920,7 @@ class Experiment:
     def _check_can_start(self, record: ExperimentRecord, *, resume: bool, fresh: bool, extending: bool = False) -> None:
         if resume and fresh:
             raise ClientError("--resume and --fresh contradict each other", hint="Give one of them.")
-        links = links_below(self.folder)
-        if links:
-            link = links[0]
-            raise ClientError(
-                f"experiment '{self.name}' holds a symbolic link, {link.relative_to(self.folder)} -> "
-                f"{os.readlink(link)}: its run writes into its own folder, and would write through the link elsewhere",
-                hint=f"Remove the link ('rm {link}'), or put a copy of what it points to in its place.",
-            )
+        refuse_links(self.folder, f"experiment '{self.name}'", skip=(WORKSPACE,))
         if resume:
             if record.status == "finished" and not extending:
                 raise ClientError(

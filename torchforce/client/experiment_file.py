@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from torchforce.client import warm_start
-from torchforce.client.monitor import in_scratch
+from torchforce.client.monitor import check_monitors, in_scratch
 from torchforce.client.project import Project, current_folder
 from torchforce.spec import (
     SpecError,
@@ -688,6 +688,7 @@ def check_buildable(spec: dict[str, Any], project: Project | None = None) -> Non
     from torchforce.environments import make
 
     sources = spec.get("sources") or {}
+    _prefixed("environment", sources, lambda: check_monitors(spec["environment"], "environment"))
     with tempfile.TemporaryDirectory(prefix="tfcli-monitor-") as scratch:  # the run's monitor records untouched
         environment = _prefixed("environment", sources, lambda: make(in_scratch(spec["environment"], Path(scratch))))
         kwargs: dict[str, Any] = {"states": environment.states, "actions": environment.actions}

@@ -16,7 +16,7 @@ import tempfile
 from pathlib import Path
 
 from torchforce.client.gcloud import Cloud, Result
-from torchforce.client.storage import Storage
+from torchforce.client.storage import Storage, refuse_links
 
 # What gcloud says of an object or folder that does not exist: "The following URLs matched no objects or files"
 # (cat, cp), "One or more URLs matched no objects" (ls), "gs://B not found: 404" (a bucket that does not exist).
@@ -84,6 +84,7 @@ class GcsStorage(Storage):
     def download(self, relative: str, target: Path, skip: tuple[str, ...] = ()) -> int:
         """Bring the folder ``relative`` into ``target`` (``gcloud storage rsync``: files there that the bucket
         lacks are kept); files named in ``skip`` are removed afterwards. Returns the number of files there."""
+        refuse_links(target, f"the folder {target}")
         target.mkdir(parents=True, exist_ok=True)
         self.cloud.run(["gcloud", "storage", "rsync", self._remote(relative), str(target), "--recursive"])
         for name in skip:

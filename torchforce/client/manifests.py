@@ -62,12 +62,16 @@ def dns_label(value: str, path: str, what: str, max_length: int = 63) -> str:
     return label
 
 
-def is_job_name(name: object) -> TypeGuard[str]:
-    """Whether ``name`` can be a RayJob's name as ``job_name`` makes them (a DNS label that starts with a letter):
-    names read back from files are checked so before kubectl is given one (never an option such as ``--all``)."""
-    return (
-        isinstance(name, str) and len(name) <= MAX_JOB_NAME and bool(DNS_LABEL.fullmatch(name)) and name[:1].isalpha()
-    )
+def is_job_name(name: object, experiment: str | None = None) -> TypeGuard[str]:
+    """Whether ``name`` has the form of a RayJob's name as ``job_name`` makes them, ``tf-<experiment>-<token>`` (of
+    ``experiment``'s runs where it is given): the names read back from files and the project's store are checked so
+    before kubectl is given one, which then never takes an option (``--all``) or another's RayJob for a run's."""
+    if not isinstance(name, str) or len(name) > MAX_JOB_NAME or not DNS_LABEL.fullmatch(name):
+        return False
+    label, _, token = name.removeprefix("tf-").rpartition("-")
+    if not name.startswith("tf-") or not label or not TOKEN.fullmatch(token):
+        return False
+    return experiment is None or label == experiment.lower().replace("_", "-")
 
 
 def job_name(experiment: str, token: str) -> str:

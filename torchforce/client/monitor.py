@@ -84,14 +84,25 @@ def in_scratch(environment: Any, scratch: Path) -> Any:
     """``environment`` with each monitor's directory replaced by ``scratch``: built so, it checks every monitor
     option (``monitor_video`` needs moviepy) and leaves the records of the run's directory alone."""
 
-    def scratched(spec: dict[str, Any], where: str) -> dict[str, Any]:
+    def scratched(spec: dict[str, Any], _: str) -> dict[str, Any]:
         monitor = spec.get("monitor")
-        if not isinstance(monitor, str) or not monitor:
-            return spec
-        inside_results(monitor, f"{where}.monitor")
-        return {**spec, "monitor": str(scratch)}
+        return {**spec, "monitor": str(scratch)} if isinstance(monitor, str) and monitor else spec
 
     return gym_specs(environment, scratched, "environment")
+
+
+def check_monitors(environment: Any, path: str = "experiment.environment") -> None:
+    """Each monitor directory of the experiment's ``environment`` (at the spec ``path``) is a folder of the run's
+    results (``inside_results``): checked when the experiment is made and again at every start, its stored spec
+    read anew. (An evaluation environment's monitor is dropped by the worker: it records nothing.)"""
+
+    def check(spec: dict[str, Any], where: str) -> dict[str, Any]:
+        monitor = spec.get("monitor")
+        if isinstance(monitor, str) and monitor:
+            inside_results(monitor, f"{where}.monitor")
+        return spec
+
+    gym_specs(environment, check, path)
 
 
 def inside_results(monitor: str, path: str) -> PurePath:

@@ -113,6 +113,7 @@ class Storage:
         """Copy the folder ``relative`` into the local folder ``target`` (files there that it also has are
         replaced; others are kept), leaving out files named in ``skip``. Symbolic links are not followed. Returns
         the number of files copied."""
+        refuse_links(target, f"the folder {target}")
         copied = 0
         if self.local is not None:
             source = self.local / relative
@@ -147,11 +148,30 @@ class Storage:
         return copied
 
 
-def links_below(folder: Path) -> list[Path]:
-    """The symbolic links inside ``folder`` (not followed), in walking order: a run writes into its experiment's
-    folder, and a link there (a folder copied from someone else) would send what it writes elsewhere."""
+def links_below(folder: Path, *, skip: tuple[str, ...] = ()) -> list[Path]:
+    """The symbolic links in ``folder`` and below (none followed; sorted), or ``folder`` itself if it is one,
+    leaving out its entries named in ``skip``: a run writes into its experiment's folder, and a download into the
+    results, where a link (a folder copied from someone else) would send what is written elsewhere."""
+    if folder.is_symlink():
+        return [folder]
     links = []
     for root, folders, files in os.walk(folder):  # os.walk does not follow links to folders
         base = Path(root)
+        if base == folder:
+            folders[:] = [name for name in folders if name not in skip]
         links += [base / name for name in (*folders, *files) if (base / name).is_symlink()]
-    return links
+    return sorted(links)
+
+
+def refuse_links(folder: Path, where: str, *, skip: tuple[str, ...] = ()) -> None:
+    """A ClientError naming the first symbolic link in ``folder`` (``links_below``), which ``where`` (e.g. "experiment
+    'cp'") holds; nothing where it holds none."""
+    links = links_below(folder, skip=skip)
+    if links:
+        link = links[0]
+        shown = link.relative_to(folder.parent) if link == folder else link.relative_to(folder)
+        raise ClientError(
+            f"{where} holds a symbolic link, {shown} -> {os.readlink(link)}: what tfcli writes there would go "
+            "through the link, elsewhere",
+            hint=f"Remove the link ('rm {link}'), or put a copy of what it points to in its place.",
+        )

@@ -24,7 +24,7 @@ a supervised run) the client reads it from ``progress.json``. Results:
   ``evaluation/mean_return`` and ``evaluation/std_return``, and the run's hyperparameters (the resolved spec's
   scalar fields) for the HParams dashboard, measured by ``run/mean_return_100``;
 - ``mlflow.json``: with the experiment's ``mlflow``, the MLflow run it is mirrored into (``tracking.MlflowRun``);
-- a Gymnasium or Atari monitor's records (the environment's ``monitor``), when its directory is relative: a new
+- a Gymnasium or Atari monitor's records (the environment's ``monitor``, a folder of the results): a new
   run starts them afresh, a resumed run appends to them, numbering on, and keeps those of episodes after its
   checkpoint, which happened (``torchforce.client.monitor``);
 - ``worker.log``: this process's log, with a progress line every few seconds (episode, timesteps, steps/s, mean

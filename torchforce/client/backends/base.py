@@ -21,6 +21,10 @@ from torchforce.spec.device import gpu_index, needs_gpu, uses_gpu
 Handle = int | str
 
 
+#: the local worker's current folder in an experiment's folder, emptied at every start (nothing of the run's in it)
+WORKSPACE = ".worker"
+
+
 @dataclass(frozen=True)
 class Launch:
     """How a run starts: ``resume`` from the latest checkpoint; ``max_restarts``: resume by itself after a crash,

@@ -74,7 +74,7 @@ class GkeBackend(Backend):
 
     def kubectl(self, *arguments: str, check: bool = True, timeout: float = TIMEOUT_SECONDS) -> Result:
         """kubectl on the cluster's context; a RayJob it is given by name must be one tfcli names (``job_name``)."""
-        if "rayjob" in arguments[:2]:
+        if "rayjob" in arguments[:2] and len(arguments) > arguments.index("rayjob") + 1:
             self._checked_job(arguments[arguments.index("rayjob") + 1])
         if self.context is None:  # the cluster is gone, and every object on it
             result = Result(1, "", f"Error from server (NotFound): the cluster '{self.cluster}' was deleted")
@@ -198,7 +198,8 @@ class GkeBackend(Backend):
             return None
         if not isinstance(data, dict) or data.get("cluster") != self.cluster:
             return None
-        return data["name"] if manifests.is_job_name(data.get("name")) else None  # not one tfcli wrote: ignored
+        name = data.get("name")
+        return name if manifests.is_job_name(name, folder.name) else None  # not one of this run's: ignored
 
     def retire(self, handle: Handle | None, folder: Path, *, required: bool = True) -> None:
         """Delete the RayJob of an earlier run that a start does not continue (``--fresh``; a run that moves
@@ -206,7 +207,7 @@ class GkeBackend(Backend):
         server's word (``--ignore-not-found``), is gone; any other failure refuses the start with nothing changed,
         so that the experiment's row still names the RayJob and the next start, stop or delete tries again. Not
         ``required`` (the run ended, and its RayJob went as it ended, ``release``) the failure only warns."""
-        if not manifests.is_job_name(handle) or self.context is None:  # no RayJob of tfcli's, or its cluster is gone
+        if not manifests.is_job_name(handle, folder.name) or self.context is None:  # none of its, or its cluster gone
             return
         try:
             self.kubectl("delete", "rayjob", handle, "--ignore-not-found")
@@ -364,7 +365,7 @@ class GkeBackend(Backend):
     def release(self, handle: Handle | None, folder: Path, *, keep_own_cluster: bool = False) -> None:
         """After the run has ended for good: its RayJob goes (a suspended one holds no pods, but is still listed),
         and so does the cluster the experiment created for itself, unless ``keep_own_cluster``."""
-        if manifests.is_job_name(handle):  # (a name tfcli never gives, from a changed record, names none of its)
+        if manifests.is_job_name(handle, folder.name):  # (another name, from a changed record, is none of its)
             self.kubectl("delete", "rayjob", str(handle), "--ignore-not-found", check=False)
         if not keep_own_cluster:
             release_own_cluster(self.project, folder.name)

@@ -16,7 +16,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from torchforce.client.backends.base import Backend, Handle, Launch, check_gpus
+from torchforce.client.backends.base import WORKSPACE, Backend, Handle, Launch, check_gpus
 from torchforce.client.errors import ClientError
 from torchforce.client.modules import modules_folder
 from torchforce.client.worker import Signals
@@ -127,7 +127,7 @@ class LocalBackend(Backend):
         results = folder / "results"
         results.mkdir(exist_ok=True)
         (results / "control.json").unlink(missing_ok=True)  # a request left by a run elsewhere is not for this one
-        workspace = folder / ".worker"  # the worker's (empty) current folder: Ray puts a driver's on its actors' path
+        workspace = folder / WORKSPACE  # the worker's (empty) current folder: Ray puts a driver's on its actors' path
         shutil.rmtree(workspace, ignore_errors=True)
         workspace.mkdir()
         # -I: neither the project folder (the working directory) nor PYTHONPATH is on the worker's path; the
