@@ -13,6 +13,7 @@ import sys
 import threading
 import time
 import warnings
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from types import SimpleNamespace
@@ -856,6 +857,23 @@ def test_a_look_at_a_sweep_meanwhile_never_makes_start_or_stop_fail(sweeps, caps
     assert sweep.status()[0] == "stopped" and not sweep.driver_running()
 
 
+@contextmanager
+def lookalikes(*arguments: list[str]) -> Iterator[list[int]]:
+    """Processes whose command lines are ``python -c <a sleep> ARGUMENTS`` (a driver's, or nearly one), for each of
+    ``arguments``: their PIDs, once each shows its own arguments (not yet its parent's) in /proc."""
+    script = "import time; time.sleep(60)"
+    processes = [subprocess.Popen([sys.executable, "-c", script, *given]) for given in arguments]
+    try:
+        for process, given in zip(processes, arguments, strict=True):
+            shown = ("\0".join(given) + "\0").encode()
+            wait_for(lambda p=process, s=shown: Path(f"/proc/{p.pid}/cmdline").read_bytes().endswith(s), timeout=10)
+        yield [process.pid for process in processes]
+    finally:
+        for process in processes:
+            process.kill()
+            process.wait()
+
+
 def test_the_driver_is_recognized_in_a_project_whose_path_has_a_space(tmp_path, monkeypatch):
     """A sweep's driver is told from a reused PID by its arguments: a project path with a space in it is one
     argument, so the driver of such a project is still its driver (sweep stop could never stop it)."""
@@ -868,17 +886,8 @@ def test_the_driver_is_recognized_in_a_project_whose_path_has_a_space(tmp_path, 
     write(root, "lr.json", json.dumps(sweep_file()))
     assert main(["sweep", "new", "-f", "lr.json"]) == 0
     sweep = Sweep.load(project, "lr")
-    script = "import time; time.sleep(60)"
-    lookalike = subprocess.Popen([sys.executable, "-c", script, DRIVER_MODULE, str(root), "lr"])
-    other = subprocess.Popen([sys.executable, "-c", script, DRIVER_MODULE, str(root / "elsewhere"), "lr"])
-    try:
-        wait_for(lambda: f"{root}".encode() in Path(f"/proc/{lookalike.pid}/cmdline").read_bytes(), timeout=10)
-        wait_for(lambda: b"elsewhere" in Path(f"/proc/{other.pid}/cmdline").read_bytes(), timeout=10)
-        assert is_driver(lookalike.pid, sweep) and not is_driver(other.pid, sweep)
-    finally:
-        for process in (lookalike, other):
-            process.kill()
-            process.wait()
+    with lookalikes([DRIVER_MODULE, str(root), "lr"], [DRIVER_MODULE, str(root / "elsewhere"), "lr"]) as pids:
+        assert is_driver(pids[0], sweep) and not is_driver(pids[1], sweep)
 
 
 def test_a_driver_started_before_it_moved_to_sweep_driver_is_still_recognized(tmp_path, monkeypatch):
@@ -891,14 +900,9 @@ def test_a_driver_started_before_it_moved_to_sweep_driver_is_still_recognized(tm
     write(tmp_path, "lr.json", json.dumps(sweep_file()))
     assert main(["sweep", "new", "-f", "lr.json"]) == 0
     sweep = Sweep.load(project, "lr")
-    script = "import time; time.sleep(60)"
-    older = subprocess.Popen([sys.executable, "-c", script, "torchforce.client.sweep", str(tmp_path), "lr"])
-    unrelated = subprocess.Popen([sys.executable, "-c", script, "torchforce.client.sweeps", str(tmp_path), "lr"])
-    try:
-        for process in (older, unrelated):
-            wait_for(lambda p=process: b"lr" in Path(f"/proc/{p.pid}/cmdline").read_bytes(), timeout=10)
-        assert is_driver(older.pid, sweep) and not is_driver(unrelated.pid, sweep)
-    finally:
-        for process in (older, unrelated):
-            process.kill()
-            process.wait()
+    older, unrelated = (
+        ["torchforce.client.sweep", str(tmp_path), "lr"],
+        ["torchforce.client.sweeps", str(tmp_path), "lr"],
+    )
+    with lookalikes(older, unrelated) as pids:
+        assert is_driver(pids[0], sweep) and not is_driver(pids[1], sweep)
