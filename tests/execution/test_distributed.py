@@ -18,8 +18,9 @@ from torchforce.agents import create_agent  # noqa: E402
 from torchforce.client.worker import ExperimentRun  # noqa: E402
 from torchforce.environments import make  # noqa: E402
 from torchforce.environments.minimal import Minimal  # noqa: E402
-from torchforce.execution import distributed  # noqa: E402
-from torchforce.execution.distributed import OBJECT_STORE, Absence, DistributedRunner, ParameterServer, shard  # noqa: E402
+from torchforce.execution import distributed, distributed_actors  # noqa: E402
+from torchforce.execution.distributed import OBJECT_STORE, Absence, DistributedRunner  # noqa: E402
+from torchforce.execution.distributed_actors import ParameterServer, shard  # noqa: E402
 from torchforce.execution.evaluation import evaluate  # noqa: E402
 from torchforce.execution.ray_cluster import init_private  # noqa: E402
 
@@ -69,7 +70,7 @@ def test_the_shared_parameters_are_copies_of_the_online_networks(kind, action_ty
     spec = {"type": kind, "network": [{"type": "dense", "size": 8}], "seed": 0}
     agent = create_agent(spec, states=environment.states, actions=environment.actions)
     every = agent.get_parameters()
-    shared = distributed.shared_parameters(agent)
+    shared = distributed_actors.shared_parameters(agent)
     assert list(shared) == [name for name in every if not name.startswith("target")]
     assert all(torch.equal(value, every[name]) for name, value in shared.items())
     for value in shared.values():  # copies: what a worker keeps as its base does not move with the agent
@@ -122,7 +123,7 @@ def test_a_chunk_returns_once_its_changes_are_on_the_servers(sync_every):
         for names in layout
     ]
     spec = {key: value for key, value in PPO.items() if key != "seed"}
-    worker = distributed.Worker(0, spec, MINIMAL, 1, 0, servers, layout, {}, sync_every)
+    worker = distributed_actors.Worker(0, spec, MINIMAL, 1, 0, servers, layout, {}, sync_every)
     try:
         result = worker.run(40, None, False)  # 4 episodes: two updates, the last one at the chunk's end
         assert worker.agent.updates == 2 and result["syncs"] == (2 if sync_every == 1 else 1)
@@ -287,7 +288,7 @@ def test_a_worker_killed_mid_run_is_restarted_and_only_its_chunk_is_lost():
         counts = [int(state["preprocessing"]["state"]["0"]["count"]) for state in states]
         assert counts == [row["steps"] for row in status]
         seeds = ray.get([worker.__ray_call__.remote(lambda worker: worker.seed) for worker in runner.workers])
-        assert seeds == [distributed.restarted_seed(5, 1), 6] and seeds[0] not in (5, 6)  # seed + 1 + i
+        assert seeds == [distributed_actors.restarted_seed(5, 1), 6] and seeds[0] not in (5, 6)  # seed + 1 + i
     finally:
         runner.close()
 
@@ -301,7 +302,7 @@ def test_a_restarted_worker_that_hangs_as_it_starts_ends_the_run_naming_it(monke
         stalls, steps = False, 0
 
         def seed(self, seed):
-            if seed == distributed.restarted_seed(5, 1):
+            if seed == distributed_actors.restarted_seed(5, 1):
                 threading.Event().wait()
             self.stalls = seed == 5
             return super().seed(seed)
@@ -370,7 +371,7 @@ def test_a_hung_worker_is_killed_after_the_worker_timeout_and_restarted_as_a_los
         states = runner.worker_states()  # the restarted agent went on from its predecessor's counters (100 steps)
         assert [state["counters"]["timestep"] for state in states] == [row["steps"] for row in status]
         seeds = ray.get([worker.__ray_call__.remote(lambda worker: worker.seed) for worker in runner.workers])
-        assert seeds == [distributed.restarted_seed(5, 1), 6]
+        assert seeds == [distributed_actors.restarted_seed(5, 1), 6]
     finally:
         runner.close()
 
@@ -392,14 +393,14 @@ def test_an_experiments_worker_timeout_reaches_its_runner_whose_hung_workers_are
 def test_an_agent_that_learns_nothing_is_refused_with_where_to_run_it():
     with pytest.raises(ValueError, match="a random agent learns none: run it with the Runner"):
         DistributedRunner(main_agent({"type": "random", "seed": 0}), MINIMAL, num_workers=2, seed=2)
-    assert distributed.run_wide_statistics(main_agent({"type": "random"})) == {}
+    assert distributed_actors.run_wide_statistics(main_agent({"type": "random"})) == {}
 
 
 def test_a_restarted_workers_seed_is_its_own_and_the_same_in_every_run():
-    seeds = [distributed.restarted_seed(7, restarts) for restarts in (1, 2, 3)]
+    seeds = [distributed_actors.restarted_seed(7, restarts) for restarts in (1, 2, 3)]
     assert len(set(seeds)) == 3 and 7 not in seeds and all(0 <= seed < 2**31 for seed in seeds)
-    assert seeds == [distributed.restarted_seed(7, restarts) for restarts in (1, 2, 3)]
-    assert distributed.restarted_seed(None, 1) is None
+    assert seeds == [distributed_actors.restarted_seed(7, restarts) for restarts in (1, 2, 3)]
+    assert distributed_actors.restarted_seed(None, 1) is None
 
 
 def test_a_restart_under_way_is_waited_out_and_deaths_are_counted():
