@@ -340,7 +340,7 @@ def test_records_on_a_file_system_without_locks_cut_nothing(tmp_path, monkeypatc
     import errno
     import fcntl
 
-    from torchforce.environments import gym as adapter
+    from torchforce.environments import records as adapter
 
     def no_locks(stream, operation):
         raise OSError(errno.ENOLCK, "No locks available")

@@ -71,7 +71,7 @@ def monitored(environment: Any, results: Path, *, resume: bool, path: str = "exp
                 expected="a folder of its own, like 'monitor' (results/monitor)",
             )
         if not resume and not expect_bool(spec.get("monitor_continue", False), f"{where}.monitor_continue"):
-            from torchforce.environments.gym import records_file
+            from torchforce.environments.records import records_file
 
             safe = expect_bool(spec.get("monitor_safe", False), f"{where}.monitor_safe")
             records_file(directory, keep=False, safe=safe, path=f"{where}.monitor")

@@ -55,8 +55,9 @@ from typing import Any, SupportsFloat
 import gymnasium
 import numpy as np
 
-from torchforce.environments.gym import EpisodeLog, Gym, check_monitor, has_display, log_episodes, records_file
+from torchforce.environments.gym import Gym, check_monitor, has_display, log_episodes
 from torchforce.environments.names import atari_id, gym_registry, register_installed
+from torchforce.environments.records import EpisodeLog, records_file
 from torchforce.spec import SpecError, did_you_mean, expect_bool, expect_float, expect_int
 from torchforce.spec.checks import expect_elements
 
