@@ -116,6 +116,7 @@ def inside_results(monitor: str, path: str) -> PurePath:
             "a monitor's directory is a folder of the run's results, where its records are kept with the run's",
             got=monitor,
             expected="a relative path without '..', like 'monitor' (results/monitor)",
+            hint="Give a folder name such as 'monitor' (an experiment made earlier: in its experiment.json).",
         )
     return relative
 
