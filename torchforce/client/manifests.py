@@ -47,10 +47,15 @@ BUCKET_VOLUME = "bucket"
 KEY_VOLUME = "checkpoint-key"
 
 
+def kube_label(value: str) -> str:
+    """``value`` as Kubernetes names take it: lower case, ``_`` as ``-`` (``dns_label`` checks the result)."""
+    return value.lower().replace("_", "-")
+
+
 def dns_label(value: str, path: str, what: str, max_length: int = 63) -> str:
     """``value`` as a DNS-1123 label (lower case, ``_`` as ``-``); a SpecError at ``path`` when it cannot be one.
     ``what`` says what the label becomes (``the RayJob's name``)."""
-    label = value.lower().replace("_", "-")
+    label = kube_label(value)
     if len(label) > max_length or not DNS_LABEL.fullmatch(label):
         raise SpecError(
             path,
@@ -71,7 +76,7 @@ def is_job_name(name: object, experiment: str | None = None) -> TypeGuard[str]:
     label, _, token = name.removeprefix("tf-").rpartition("-")
     if not name.startswith("tf-") or not label or not TOKEN.fullmatch(token):
         return False
-    return experiment is None or label == experiment.lower().replace("_", "-")
+    return experiment is None or label == kube_label(experiment)
 
 
 def job_name(experiment: str, token: str) -> str:

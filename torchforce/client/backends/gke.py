@@ -74,8 +74,9 @@ class GkeBackend(Backend):
 
     def kubectl(self, *arguments: str, check: bool = True, timeout: float = TIMEOUT_SECONDS) -> Result:
         """kubectl on the cluster's context; a RayJob it is given by name must be one tfcli names (``job_name``)."""
-        if "rayjob" in arguments[:2] and len(arguments) > arguments.index("rayjob") + 1:
-            self._checked_job(arguments[arguments.index("rayjob") + 1])
+        named = arguments.index("rayjob") + 1 if "rayjob" in arguments[:2] else len(arguments)
+        if named < len(arguments):
+            self._check_job(arguments[named])
         if self.context is None:  # the cluster is gone, and every object on it
             result = Result(1, "", f"Error from server (NotFound): the cluster '{self.cluster}' was deleted")
             if check:
@@ -83,8 +84,8 @@ class GkeBackend(Backend):
             return result
         return self.cloud.run(gke.kubectl_call(self.context, *arguments), check=check, timeout=timeout)
 
-    def _checked_job(self, name: str) -> str:
-        """``name`` if tfcli could have named a RayJob so, else a ClientError: handles are read from the project's
+    def _check_job(self, name: str) -> None:
+        """A ClientError unless tfcli could have named a RayJob ``name``: handles are read from the project's
         store and the experiment's gke/rayjob.json, which may have been changed or come from someone else, and
         kubectl must never take one for an option (``--all``)."""
         if not manifests.is_job_name(name):
@@ -93,7 +94,6 @@ class GkeBackend(Backend):
                 "run on it",
                 hint="The experiment's records were changed by hand or come from elsewhere: check its gke/ folder.",
             )
-        return name
 
     @property
     def cluster_record(self) -> ClusterRecord:
@@ -366,7 +366,7 @@ class GkeBackend(Backend):
         """After the run has ended for good: its RayJob goes (a suspended one holds no pods, but is still listed),
         and so does the cluster the experiment created for itself, unless ``keep_own_cluster``."""
         if manifests.is_job_name(handle, folder.name):  # (another name, from a changed record, is none of its)
-            self.kubectl("delete", "rayjob", str(handle), "--ignore-not-found", check=False)
+            self.kubectl("delete", "rayjob", handle, "--ignore-not-found", check=False)
         if not keep_own_cluster:
             release_own_cluster(self.project, folder.name)
 
