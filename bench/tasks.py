@@ -162,7 +162,7 @@ def experiment(task: Task) -> dict[str, Any]:
 
 def unavailable(name: str, device: str = "cpu") -> str | None:
     """Why the task ``name`` cannot run here on the torch ``device``, or None when it can."""
-    from torchforce.agents.agent import cpp_compiler_found
+    from torchforce.agents.compute import cpp_compiler_found
     from torchforce.core.networks import cpu_bfloat16_native
 
     task = TASKS[name]

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import torchforce.agents.agent
+import torchforce.agents.compute
 import torchforce.core.networks
 from tests.bench_modules import BENCH, bench_module
 
@@ -232,6 +232,6 @@ def test_a_variant_changes_the_shipped_agent_and_runs_only_when_named(monkeypatc
     assert run.task_names("breakout_dqn_bfloat16", "cuda")[0] == ["breakout_dqn_bfloat16"]
     # a compiled variant runs where TorchInductor finds a C++ compiler
     assert run.task_names("hopper_ppo_compiled")[0] == ["hopper_ppo_compiled"]
-    monkeypatch.setattr(torchforce.agents.agent, "cpp_compiler_found", lambda: False)
+    monkeypatch.setattr(torchforce.agents.compute, "cpp_compiler_found", lambda: False)
     names, reasons = run.task_names("hopper_ppo_compiled,hopper_ppo")
     assert names == ["hopper_ppo"] and "no C++ compiler" in reasons["hopper_ppo_compiled"]

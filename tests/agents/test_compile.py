@@ -10,7 +10,7 @@ import warnings
 import pytest
 import torch
 
-import torchforce.agents.agent
+import torchforce.agents.compute
 from tests.agents.test_checkpoint import assert_parameters_equal, assert_trees_equal, build, drive
 from torchforce.agents import create_agent
 
@@ -65,7 +65,7 @@ def test_a_compiled_run_resumes_exactly(tmp_path):
 
 
 def test_without_a_cpp_compiler_the_agent_says_so_and_trains_uncompiled(monkeypatch):
-    monkeypatch.setattr(torchforce.agents.agent, "cpp_compiler_found", lambda: False)
+    monkeypatch.setattr(torchforce.agents.compute, "cpp_compiler_found", lambda: False)
     with pytest.warns(UserWarning, match=re.escape(NO_COMPILER)) as caught:
         agent = build("dqn-replay", compile=True)
     assert "apt install g++" in str(caught[0].message)

@@ -361,10 +361,10 @@ def test_cuda_device_without_cuda(device: str, monkeypatch: pytest.MonkeyPatch) 
 
 @pytest.mark.parametrize("available", [False, True])
 def test_auto_device_is_a_gpu_where_this_process_sees_one(available: bool, monkeypatch: pytest.MonkeyPatch) -> None:
-    from torchforce.agents.agent import Agent
+    from torchforce.agents.compute import resolve_device
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: available)
-    assert Agent._device("auto") == torch.device("cuda" if available else "cpu")
+    assert resolve_device("auto") == torch.device("cuda" if available else "cpu")
     if not available:  # an agent built with "auto" on this machine computes on the CPU
         env = ENVS["int"]
         agent = create_agent({"type": "ppo", "network": MLP, "device": "auto"}, states=env.states, actions=env.actions)

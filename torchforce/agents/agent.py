@@ -24,22 +24,15 @@ from torch import nn
 from torchforce.agents.batches import STATE_DTYPES, Batch, as_batch, as_output, per_row
 from torchforce.agents.checkpoint import CheckpointError, find_checkpoint, load_checkpoint, save_checkpoint
 from torchforce.agents.clock import ModelClock
+from torchforce.agents.compute import can_compile, resolve_device, resolve_precision
 from torchforce.agents.config import AgentConfig, LearningConfig, check_execution
 from torchforce.agents.episodes import Episodes
 from torchforce.agents.errors import NonFiniteActionError
 from torchforce.agents.experience import experience_batch
 from torchforce.agents.fetch import check_fetch, fetch, fetchable
-from torchforce.agents.state import (
-    ApartRandomness,
-    check_kind,
-    check_module_states,
-    jsonable,
-    load_rng_state,
-    load_torch_state_dicts,
-    rng_state,
-    saver_spec,
-    state_dicts,
-)
+from torchforce.agents.independent import IndependentActing
+from torchforce.agents.persistence import MALFORMED, agent_state, load_agent_state, load_warm_start
+from torchforce.agents.state import ApartRandomness, jsonable, saver_spec
 from torchforce.agents.transfer import to_device, to_host
 from torchforce.agents.transitions import Transitions
 from torchforce.agents.update_mode import (
@@ -67,9 +60,7 @@ from torchforce.spec import (
     SpecError,
     normalize_actions,
     normalize_states,
-    warn_spec,
 )
-from torchforce.spec.device import AUTO_DEVICE
 from torchforce.spec.frequency import Every
 
 if TYPE_CHECKING:
@@ -96,14 +87,14 @@ class Agent:
         self.batched_observe = config.batched_observe  # 2018 keys with no effect: see AgentConfig
         self.batching_capacity = config.batching_capacity
         self.scope = config.scope or self.name
-        self.device = self._device(config.device)
+        self.device = resolve_device(config.device)
         self.precision: str | None = None  # the networks' mixed_precision, "auto" resolved (see _set_precision)
         self.execution = check_execution(config.execution_spec)
         self.seed = config.seed
         if self.seed is not None:
             torch.manual_seed(self.seed)
         self.rng = np.random.default_rng(self.seed)
-        self._apart = ApartRandomness(self.seed, self.device)  # what acting apart from training draws from
+        self.apart_generators = ApartRandomness(self.seed, self.device)  # what acting apart from training draws from
         self.timestep = 0
         # the count of every sharing worker's acts once workers share the model (execution.sharing); None for an agent
         # alone, whose model's timestep is its own (a clock holds its agents: a cycle that a lone agent need not be in)
@@ -115,9 +106,7 @@ class Agent:
         # restored only to act (restore_model(for_acting=True)): its memory and optimizers' state were not loaded
         self.acting_only = False
         self.episodes = Episodes()  # the episode in progress in each row (learning agents: see _setup_learning)
-        self._independent: tuple[int, dict[str, torch.Tensor]] | None = None  # (rows, recurrent state)
-        self._independent_noise: dict[str, Exploration] | None = None  # see _independent_explorations
-        self._independent_stacks: dict[str, PreprocessorStack] | None = None  # see _independent_preprocessing
+        self.independent = IndependentActing(self)  # what act(independent=True) carries apart from the training rows
         self._update_time: int | None = None  # see update_timestep
         self._training = True  # modules start in training mode; acting switches them to eval mode
         self._follows_mode: bool | None = None  # whether any module computes differently in the two modes
@@ -140,30 +129,6 @@ class Agent:
 
     # ------------------------------------------------------------------ construction helpers
 
-    @staticmethod
-    def _device(device: str | None) -> torch.device:
-        """The torch device of ``device``: None is the CPU, ``"auto"`` a GPU where this process sees one (CUDA),
-        else the CPU, as SB3's ``device="auto"``; an experiment meant for a cluster's GPUs says ``"auto"`` so that
-        it also builds, and runs, on a machine without one."""
-        if device is None:
-            return torch.device("cpu")
-        if device == AUTO_DEVICE:
-            return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-        try:
-            resolved = torch.device(device)
-        except (RuntimeError, TypeError):
-            raise SpecError(
-                "device", "not a torch device", got=device, expected='"cpu", "cuda", "cuda:N" or "auto"'
-            ) from None
-        if resolved.type == "cuda" and not torch.cuda.is_available():
-            raise SpecError(
-                "device",
-                "CUDA is not available on this machine",
-                got=device,
-                hint='Use "cpu", or "auto" (a GPU where there is one, else the CPU).',
-            )
-        return resolved
-
     def _finish(self, **arguments: Any) -> None:
         """The last step of every agent's construction, once all its modules exist: each network computes in the
         config's ``mixed_precision``, and the resolved spec is recorded for checkpoints (the config's options,
@@ -180,34 +145,12 @@ class Agent:
         self.spec = spec
 
     def _set_precision(self, precision: str | None) -> None:
-        """Every network of the agent's modules (targets too) computes its matrix products and convolutions in
-        ``precision`` under torch.autocast ("bfloat16"), or in float32 (None); "auto" is bfloat16 where the agent's
-        device computes it natively (a CUDA GPU that supports it, an x86 CPU with AVX512-BF16 or AMX), float32 on
-        any other device or CPU, and on a CPU torch cannot tell about. ``self.precision`` is what was chosen."""
-        from torchforce.core.networks import cpu_bfloat16_native, set_autocast
+        """Every network of the agent's modules (targets too) computes in ``precision`` (``resolve_precision``:
+        "auto" resolved for the agent's device); ``self.precision`` is what was chosen."""
+        from torchforce.core.networks import set_autocast
 
-        if precision == "auto":
-            if self.device.type == "cuda":  # a GPU before Ampere emulates bfloat16: float32 there
-                native = torch.cuda.is_bf16_supported(including_emulation=False)
-            else:
-                native = self.device.type == "cpu" and cpu_bfloat16_native() is True
-            precision = "bfloat16" if native else None
-        self.precision = precision
-        dtype = None if precision is None else getattr(torch, precision)
-        if dtype is torch.bfloat16 and self.device.type == "cuda" and not torch.cuda.is_bf16_supported():
-            raise SpecError(
-                "mixed_precision",
-                f"this GPU ({torch.cuda.get_device_name(self.device)}) has no bfloat16 arithmetic",
-                got=precision,
-                hint="Use null (float32).",
-            )
-        if dtype is torch.bfloat16 and self.device.type == "cpu" and cpu_bfloat16_native() is False:
-            # it still computes, so a checkpoint moved to such a machine restores; but it should not go unnoticed
-            warn_spec(
-                'mixed_precision "bfloat16": this CPU has no bfloat16 instructions (AVX512-BF16 or AMX), so torch '
-                "computes the networks in bfloat16 in software, several times slower than float32 (a Breakout DQN "
-                "update: 6.3x on an AVX2 CPU). Use null (float32) here, or a CPU or GPU with bfloat16 arithmetic."
-            )
+        self.precision = resolve_precision(precision, self.device)
+        dtype = None if self.precision is None else getattr(torch, self.precision)
         for module in self.trainable_modules().values():
             set_autocast(module, dtype)
 
@@ -218,12 +161,7 @@ class Agent:
         can be slower: bench/README.md). The first call of each loss compiles it (and a
         call with other shapes, or without gradients, compiles once more). The numbers differ from uncompiled ones
         in their last bits, so a compiled run repeats compiled runs, not uncompiled ones."""
-        if self.device.type == "cpu" and not cpp_compiler_found():
-            # a checkpoint moved to such a machine still restores and trains, uncompiled; but not unnoticed
-            warn_spec(
-                "compile: TorchInductor needs a C++ compiler on a CPU (g++, or the one $CXX names) and finds none, "
-                "so the losses stay uncompiled. Install one (apt install g++), or set compile to false."
-            )
+        if not can_compile(self.device):
             return
         for name in self.losses:
             setattr(self, name, torch.compile(getattr(self, name)))
@@ -573,7 +511,7 @@ class Agent:
         """Independent acting that draws (exploration, sampling) draws from generators of its own, so that training
         goes on with the same numbers (``ApartRandomness``)."""
         training = self.rng
-        with self._apart.swapped_in() as generator:
+        with self.apart_generators.swapped_in() as generator:
             self.rng = generator
             try:
                 yield
@@ -589,41 +527,14 @@ class Agent:
         Returns the actions, the preprocessed states and the recurrent state they were computed from."""
         if not self.learning:
             return self._act_rows(batch, {}, deterministic=deterministic)[0], batch, {}
-        batch = self._preprocess(batch, frozen=True, stacks=self._independent_preprocessing())
-        before = self._independent_internals(rows)
+        apart = self.independent
+        batch = self._preprocess(batch, frozen=True, stacks=apart.preprocessing())
+        before = apart.internals(rows)
         actions, internals = self._act_rows(
-            batch, before, deterministic=deterministic, explorations=self._independent_explorations()
+            batch, before, deterministic=deterministic, explorations=apart.explorations()
         )
-        if self._independent is not None and self._independent[0] == rows:
-            self._independent = (rows, internals)
+        apart.advance(rows, internals)
         return actions, batch, before
-
-    def _independent_internals(self, rows: int) -> dict[str, torch.Tensor]:
-        """The recurrent state ``_act_independent`` acts from for ``rows`` rows."""
-        if not self.learning:
-            return {}
-        if self._independent is not None and self._independent[0] == rows:
-            return self._independent[1]
-        episodes = self.episodes
-        internals = episodes.internals if rows == episodes.num_rows else self.policy.network.initial_internals(rows)
-        return {k: v.to(self.device) for k, v in internals.items()}
-
-    def _independent_explorations(self) -> dict[str, Exploration]:
-        """The explorations independent acting applies: the training ones where they keep no state (epsilon,
-        Gaussian noise), and a copy of its own of each that does (Ornstein-Uhlenbeck's process per row), so that
-        evaluation neither advances nor restarts the training rows' noise. Its state starts over with
-        ``start_independent_episode``."""
-        if self._independent_noise is None:
-            self._independent_noise = {name: exploration.apart() for name, exploration in self.explorations.items()}
-        return self._independent_noise
-
-    def _independent_preprocessing(self) -> dict[str, PreprocessorStack]:
-        """The state preprocessing independent acting applies (``PreprocessorStack.apart``): the training rows'
-        steps where they keep no state of an episode, and copies of their own of those that do (sequence's frames,
-        per-episode running_standardize), which start over with ``start_independent_episode``."""
-        if self._independent_stacks is None:
-            self._independent_stacks = {name: stack.apart() for name, stack in self.preprocessing.items()}
-        return self._independent_stacks
 
     def start_independent_episode(self, rows: int = 1, *, restart: Any = None) -> None:
         """Give independent acting (evaluation) its own recurrent state, exploration noise and episode state of
@@ -632,23 +543,8 @@ class Agent:
         episode needs. Call it at the start of every evaluation episode; the training rows stay untouched.
         ``restart`` (row indices) starts over only those rows of the current independent state, for batches whose
         episodes end row by row."""
-        if not self.learning:
-            return
-        restarted = None if restart is None else np.asarray(restart, dtype=np.int64)
-        for name, stack in self._independent_preprocessing().items():
-            for step, trained in zip(stack, self.preprocessing[name], strict=True):
-                if step is not trained:  # the training rows' own steps are left alone
-                    step.reset(restarted)
-        for exploration in self._independent_explorations().values():
-            if exploration not in self.explorations.values():
-                exploration.reset(restarted)
-        if restarted is not None and self._independent is not None and self._independent[0] == rows:
-            index = torch.as_tensor(restarted, device=self.device)
-            internals = {k: v.clone().index_fill_(0, index, 0.0) for k, v in self._independent[1].items()}
-            self._independent = (rows, internals)
-            return
-        initial = self.policy.network.initial_internals(rows)
-        self._independent = (rows, {k: v.to(self.device) for k, v in initial.items()})
+        if self.learning:
+            self.independent.start_episode(rows, restart)
 
     def _set_training(self, training: bool) -> None:
         """Training mode for updates, eval mode for acting (batch normalization and dropout differ). Modules that
@@ -1027,108 +923,17 @@ class Agent:
 
     def state_dict(self) -> dict[str, Any]:
         """Everything needed to continue exactly where the agent is, composed of its components' state dicts: what
-        a checkpoint holds. Subclasses with more state extend it, and ``load_state_dict``."""
+        a checkpoint holds (``agents.persistence``). Subclasses with more state extend it, and ``load_state_dict``."""
         if self.acting_only:  # its memory and optimizers were never loaded
             self._refuse_learning("state_dict()")
-        state: dict[str, Any] = {
-            "agent": self.name,
-            "counters": {"timestep": self.timestep, "episode": self.episode, "updates": self.updates},
-            **self.episodes.state_dict(),
-            "rng": rng_state(self.rng, self.device),
-        }
-        apart = self._apart.state_dict()
-        if apart is not None:  # (only once acting apart has drawn: a checkpoint saves again as it was read)
-            state["rng"]["apart"] = apart
-        model_timestep = self.model_timestep
-        if model_timestep != self.timestep:  # workers share the model (an agent alone saves as before)
-            state["counters"]["model_timestep"] = model_timestep
-        if self.learning:
-            state["modules"] = state_dicts(self.trainable_modules())
-            state["optimizers"] = state_dicts(self.optimizers())
-            state["memory"] = self.memory.state_dict()
-            if "acted/version" in self.fields:  # what the rows' acted/version fields are compared with
-                state["parameters_version"] = self.policy.version
-            state["schedule"] = self.schedule.state_dict()
-            state["preprocessing"] = state_dicts(self.preprocessing)
-            if self.reward_preprocessing is not None:
-                state["reward_preprocessing"] = self.reward_preprocessing.state_dict()
-            state["explorations"] = state_dicts(
-                {
-                    name: exploration
-                    for name, exploration in self.explorations.items()
-                    if hasattr(exploration, "state_dict")
-                }
-            )
-        return state
+        return agent_state(self)
 
     def load_state_dict(self, state: dict[str, Any], *, for_acting: bool = False) -> None:
         """Continue from ``state`` (of ``state_dict``). What fails on a checkpoint of another spec (module shapes,
         memory capacity) fails first, before anything has changed. ``for_acting``: leave out what only learning
         reads (the memory, the optimizers' state), which ``state`` then need not hold; the agent then refuses to
         learn or be saved (``acting_only``) until it loads a whole state."""
-        check_kind(state, self.name)
-        self.acting_only = False  # (and for_acting again at the end, once the state is in)
-        if self.learning:
-            self._check_parts(state)
-            check_module_states(self.trainable_modules(), state["modules"])
-            if not for_acting:  # checked before it changes anything, and first to change
-                self.memory.load_state_dict(state["memory"])
-            load_torch_state_dicts(self.trainable_modules(), state["modules"])
-            if not for_acting:
-                load_torch_state_dicts(self.optimizers(), state["optimizers"])
-        counters = state["counters"]
-        self.timestep, self.episode, self.updates = counters["timestep"], counters["episode"], counters["updates"]
-        model_timestep = counters.get("model_timestep", self.timestep)
-        if self.model_clock is None and model_timestep != self.timestep:  # a shared model's checkpoint, loaded alone
-            self.model_clock = ModelClock(self)
-        if self.model_clock is not None:
-            self.model_clock.set(model_timestep)
-        self.episodes.load_state_dict(state)
-        load_rng_state(state["rng"], self.rng, self.device)
-        self._apart.load_state_dict(state["rng"].get("apart"))
-        if not self.learning:
-            return
-        # rows acted with the saved parameters stay known as such (a checkpoint without: none are)
-        self.policy.version = int(state.get("parameters_version", self.policy.version + 1))
-        self.schedule.load_state_dict(state["schedule"])
-        for name, stack in self.preprocessing.items():
-            stack.load_state_dict(state["preprocessing"][name])
-        if self.reward_preprocessing is not None:
-            self.reward_preprocessing.load_state_dict(state["reward_preprocessing"])
-        for name, values in state["explorations"].items():
-            self.explorations[name].load_state_dict(values)
-        self.acting_only = for_acting  # its memory and optimizers, left out, must not be learned on nor saved empty
-
-    def _check_parts(self, state: dict[str, Any], *, explorations: bool = True) -> None:
-        """A checkpoint whose agent preprocessed its states or rewards, or explored, with steps of other kinds than
-        this agent's is refused before anything is loaded: a state preprocessing left out would have this agent act
-        on states its networks never saw (raw instead of standardized), without an error."""
-        own = {name: [step.state_dict() for step in stack.preprocessors] for name, stack in self.preprocessing.items()}
-        saved = state.get("preprocessing", {})
-        saved = {name: [saved[name][str(index)] for index in range(len(saved[name]))] for name in saved}
-        shape = lambda stacks: {  # noqa: E731 - each state's steps, by what their state holds
-            name: [sorted(step) for step in steps] for name, steps in stacks.items() if steps
-        }
-        if shape(own) != shape(saved):
-            raise ValueError(
-                "the checkpoint's agent preprocessed its states with other steps than this one (states_preprocessing: "
-                f"{_stacks(saved)} there, {_stacks(own)} here); build the agent from the spec it was trained with "
-                "(the checkpoint's .json file holds it)"
-            )
-        if (self.reward_preprocessing is None) != (state.get("reward_preprocessing") is None):
-            there, here = ("a", "no") if self.reward_preprocessing is None else ("no", "a")
-            raise ValueError(
-                f"the checkpoint's agent has {there} reward_preprocessing and this one {here}; build the agent from "
-                "the spec it was trained with (the checkpoint's .json file holds it)"
-            )
-        if not explorations:  # (a warm start loads none: they start afresh)
-            return
-        own_explorations = {name for name, step in self.explorations.items() if hasattr(step, "state_dict")}
-        if own_explorations != set(state.get("explorations", {})):
-            raise ValueError(
-                f"the checkpoint's agent explores {sorted(state.get('explorations', {})) or 'nothing'} with a state, "
-                f"this one {sorted(own_explorations) or 'nothing'}; build the agent from the spec it was trained with"
-            )
+        load_agent_state(self, state, for_acting=for_acting)
 
     def optimizers(self) -> dict[str, Any]:
         """The agent's optimizers by name (subclasses list theirs), saved with the model."""
@@ -1181,7 +986,7 @@ class Agent:
                 self.load_state_dict(payload, for_acting=True)
             else:
                 self.load_state_dict(payload)
-        except (KeyError, AttributeError, TypeError, IndexError) as error:  # a part missing, or of another form
+        except MALFORMED as error:  # a part missing, or of another form
             raise CheckpointError(path, f"{type(error).__name__}: {error}") from None
         self.acting_only = for_acting and self.learning
         if self.save_timer is not None:
@@ -1205,25 +1010,7 @@ class Agent:
                 f"warm_start() is for an agent that has not acted yet; this one is at timestep {self.timestep:,} "
                 "(restore_model() continues a run)"
             )
-        path = find_checkpoint(directory, file)
-        state = load_checkpoint(path, mapped=True)
-        try:  # every check and read first: a checkpoint that does not fit changes nothing
-            check_kind(state, self.name)
-            self._check_parts(state, explorations=False)
-            check_module_states(self.trainable_modules(), state["modules"])
-            loads = [
-                load
-                for name, stack in self.preprocessing.items()
-                for load in stack.run_wide_loads(state["preprocessing"][name])
-            ]
-            if self.reward_preprocessing is not None:
-                loads += self.reward_preprocessing.run_wide_loads(state["reward_preprocessing"])
-        except (KeyError, AttributeError, TypeError, IndexError) as error:  # a part missing, or of another form
-            raise CheckpointError(path, f"{type(error).__name__}: {error}") from None
-        load_torch_state_dicts(self.trainable_modules(), state["modules"])
-        for step, step_state in loads:
-            step.load_state_dict(step_state)
-        self.policy.version += 1  # no row acted with these parameters yet
+        load_warm_start(self, find_checkpoint(directory, file))
 
     def _refuse_learning(self, what: str) -> NoReturn:
         """``what`` refused, with a RuntimeError that says why: the agent was restored only to act."""
@@ -1255,24 +1042,3 @@ class LearningAgent(Agent):
     update a policy on the schedule of their ``update_mode``. TensorForce 0.4's ``LearningAgent`` under its name."""
 
     learning: ClassVar[bool] = True
-
-
-def cpp_compiler_found() -> bool:
-    """Whether TorchInductor finds the C++ compiler it builds CPU kernels with (True where torch cannot tell)."""
-    try:
-        from torch._inductor.cpp_builder import get_cpp_compiler
-    except ImportError:  # another torch release: let compiling say what it lacks
-        return True
-    try:
-        get_cpp_compiler()
-    except (RuntimeError, OSError):
-        return False
-    return True
-
-
-def _stacks(stacks: dict[str, list]) -> str:
-    """Each state's number of preprocessing steps, for a message: "'state': 2 steps", or "none"."""
-    described = [
-        f"'{name}': {len(steps)} step{'s' if len(steps) != 1 else ''}" for name, steps in stacks.items() if steps
-    ]
-    return ", ".join(described) or "none"
