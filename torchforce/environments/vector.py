@@ -22,8 +22,6 @@ from __future__ import annotations
 import functools
 import multiprocessing
 import os
-import signal
-import traceback
 import weakref
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NamedTuple
@@ -31,10 +29,16 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from torchforce.environments.environment import Environment
+from torchforce.environments.workers import (
+    Rows,
+    build_copies,
+    serve_worker,
+    shared_layout,
+    shared_views,
+    shutdown_workers,
+)
 from torchforce.spec import SpecError, expect_choice, expect_int, normalize_actions, normalize_states
-from torchforce.spec.errors import indefinite, type_name, what_it_is
-
-DTYPES = {"float": np.float32, "int": np.int64, "bool": np.bool_, "uint8": np.uint8}
+from torchforce.spec.errors import what_it_is
 
 
 class VectorStep(NamedTuple):
@@ -52,286 +56,6 @@ class VectorStep(NamedTuple):
 
 class VectorEnvironmentError(RuntimeError):
     """An environment failed inside a worker process; the message carries the worker's traceback."""
-
-
-def _buffers(states: Mapping[str, Any], n: int) -> dict[str, np.ndarray]:
-    return {name: np.zeros((n, *spec.shape), dtype=DTYPES[spec.type]) for name, spec in states.items()}
-
-
-def _copied(state: Any) -> Any:
-    """A state of one copy (an array, or a dict of them) in arrays of its own."""
-    return {name: np.array(value) for name, value in state.items()} if isinstance(state, Mapping) else np.array(state)
-
-
-class _Rows:
-    """A list of environments stepped into preallocated row buffers; a finished copy is reset at once."""
-
-    def __init__(self, environments: Sequence[Environment]) -> None:
-        self.environments = list(environments)
-        first = self.environments[0]
-        self.state_spec, self.action_spec = first.states, first.actions
-        self.state_specs, self.single_state = normalize_states(self.state_spec)
-        self.action_specs, self.single_action = normalize_actions(self.action_spec)
-        for i, environment in enumerate(self.environments[1:], 1):
-            if normalize_states(environment.states)[0] != self.state_specs or (
-                normalize_actions(environment.actions)[0] != self.action_specs
-            ):
-                raise SpecError(f"environments[{i}]", f"{environment} has other states/actions than {first}")
-        n = len(self.environments)
-        self.states = _buffers(self.state_specs, n)
-        self.final_states = _buffers(self.state_specs, n)
-        self.terminal = np.zeros(n, dtype=np.int8)
-        self.reward = np.zeros(n, dtype=np.float32)
-        self.action_names = list(self.action_specs)
-
-    def bind(self, views: Mapping[str, np.ndarray]) -> None:
-        """Write into ``views`` (arrays in shared memory, see ``_layout``) from now on."""
-        self.states = {name: views[f"states/{name}"] for name in self.state_specs}
-        self.final_states = {name: views[f"final/{name}"] for name in self.state_specs}
-        self.terminal, self.reward = views["terminal"], views["reward"]
-
-    def _write(self, buffers: dict[str, np.ndarray], row: int, state: Any) -> None:
-        if self.single_state:
-            buffers["state"][row] = state
-        else:
-            for name, buffer in buffers.items():
-                buffer[row] = state[name]
-
-    def reset(self, rows: Sequence[int] | None = None) -> None:
-        for row in range(len(self.environments)) if rows is None else rows:
-            self._write(self.states, int(row), self.environments[int(row)].reset())
-
-    def execute(self, actions: Any) -> list[int] | None:
-        """Step every copy with its row of ``actions`` (an array [n, ...], or a dict of them by action name).
-
-        Returns None when no copy ended, else the rows among those that ended whose game goes on (``game_goes_on``,
-        read before the reset); only when a copy ended are ``final_states`` written (otherwise they equal ``states``).
-        """
-        ended, goes_on = [], []
-        terminals, rewards, states = self.terminal, self.reward, self.states
-        single_state, names = self.single_state, self.action_names
-        single = states["state"] if single_state else None
-        for row, environment in enumerate(self.environments):
-            action = actions[row] if self.single_action else {name: actions[name][row] for name in names}
-            state, terminal, reward = environment.execute(action)
-            terminals[row] = terminal
-            rewards[row] = reward
-            if terminal:  # a copy: an environment may hand out one array, which its reset writes again
-                ended.append((row, _copied(state)))
-                if environment.game_goes_on:
-                    goes_on.append(row)
-                state = environment.reset()
-            if single is not None:
-                single[row] = state
-            else:
-                self._write(states, row, state)
-        if ended:
-            for name, buffer in self.final_states.items():
-                np.copyto(buffer, states[name])
-            for row, state in ended:
-                self._write(self.final_states, row, state)
-        return goes_on if ended else None
-
-    def seed(self, seeds: Sequence[int | None]) -> list[int | None]:
-        return [environment.seed(seed) for environment, seed in zip(self.environments, seeds, strict=True)]
-
-    def get_state(self) -> bytes | None:
-        """Every copy pickled, or None when some copy would not go on with its episode (``resumable``)."""
-        import cloudpickle
-
-        if not all(environment.resumable for environment in self.environments):
-            return None
-        return cloudpickle.dumps(self.environments)
-
-    def set_state(self, payload: bytes) -> None:
-        import cloudpickle
-
-        from torchforce.environments.gym import retarget_logs
-
-        environments = cloudpickle.loads(payload)
-        if len(environments) != len(self.environments):
-            raise ValueError(f"the saved state has {len(environments)} copies, this has {len(self.environments)}")
-        for environment, restored in zip(self.environments, environments, strict=True):
-            retarget_logs(restored, environment)  # its episode records go where this run's go
-            environment.close()
-        self.environments[:] = environments  # the one list the VectorEnvironment's ``environments`` is
-
-    def close(self) -> None:
-        for environment in self.environments:
-            environment.close()
-
-
-# ---------------------------------------------------------------------------------------------- worker processes
-
-
-def _build(factory: Callable[[], Any], count: int) -> list[Environment]:
-    """``count`` copies from ``factory``; a ``gymnasium.Env`` it returns is wrapped in the Gym adapter. Copies must
-    be distinct objects: a factory returning one environment again would have the rows step it together."""
-    from torchforce.environments.gym import Gym
-    from torchforce.environments.names import is_gymnasium_env
-
-    environments = []
-    for _ in range(count):
-        environment = factory()
-        if is_gymnasium_env(environment):
-            environment = Gym(environment)
-        if not isinstance(environment, Environment):
-            raise SpecError(
-                "factory",
-                f"returned {indefinite(type_name(type(environment)))}, not an Environment",
-                expected="a torchforce Environment or a gymnasium.Env",
-            )
-        environments.append(environment)
-    seen: set[int] = set()
-    for environment in environments:
-        inner = environment.gym.unwrapped if isinstance(environment, Gym) else environment
-        if id(inner) in seen:
-            raise SpecError(
-                "factory",
-                f"returned the same environment more than once ({environment}), but each of the {count} copies "
-                "needs its own",
-                hint="Build a new environment on each call: lambda: gymnasium.make(...), not lambda: env.",
-            )
-        seen.add(id(inner))
-    return environments
-
-
-def _build_rows(payload: bytes) -> _Rows:
-    import cloudpickle
-
-    factory, count, environments = cloudpickle.loads(payload)
-    return _Rows(_build(factory, count) if environments is None else environments)
-
-
-def _error_message(error: BaseException) -> tuple[str, Any]:
-    if isinstance(error, SpecError):
-        return "spec_error", (error.path, error.message, error.expected, error.hint, error.file)
-    return "error", traceback.format_exc()
-
-
-def _layout(states: Mapping[str, Any], n: int) -> tuple[list[tuple[str, tuple, str, int]], int]:
-    """Where each output array of N rows lies in one shared-memory block: (key, shape, dtype, offset), size."""
-    fields = [
-        (f"{kind}/{name}", (n, *spec.shape), DTYPES[spec.type])
-        for kind in ("states", "final")
-        for name, spec in states.items()
-    ]
-    fields += [("terminal", (n,), np.int8), ("reward", (n,), np.float32)]
-    layout, offset = [], 0
-    for key, shape, dtype in fields:
-        layout.append((key, shape, np.dtype(dtype).str, offset))
-        offset += -(-int(np.prod(shape)) * np.dtype(dtype).itemsize // 64) * 64  # 64-byte aligned
-    return layout, max(offset, 64)
-
-
-def _views(buffer: Any, layout: list[tuple[str, tuple, str, int]], lo: int = 0, hi: int | None = None) -> dict:
-    return {key: np.ndarray(shape, dtype, buffer=buffer, offset=offset)[lo:hi] for key, shape, dtype, offset in layout}
-
-
-def _serve(connection: Any, rows: _Rows | None, memory: list[Any]) -> None:
-    """Answer the parent's commands until ``close``; results go into the shared arrays, replies are short."""
-    while True:
-        try:
-            command, data = connection.recv()
-        except (EOFError, OSError, KeyboardInterrupt):
-            return
-        try:
-            if command == "close":
-                if rows is not None:
-                    rows.close()
-                _reply(connection, ("ok", None))
-                return
-            if rows is None:
-                raise RuntimeError("the environments of this worker could not be built")
-            if command == "execute":
-                data = rows.execute(data)
-            elif command == "reset":
-                rows.reset(data)
-            elif command == "seed":
-                data = rows.seed(data)
-            elif command == "get_state":
-                data = rows.get_state()
-            elif command == "set_state":
-                rows.set_state(data)
-                data = None
-            elif command == "attach":
-                from multiprocessing.shared_memory import SharedMemory
-
-                name, layout, lo, hi = data
-                memory.append(SharedMemory(name=name))
-                rows.bind(_views(memory[0].buf, layout, lo, hi))
-                data = None
-            else:
-                raise ValueError(f"unknown command {command!r}")
-            reply = ("ok", data)
-        except BaseException as error:  # noqa: BLE001 - every failure goes back to the parent (an environment's own
-            reply = _error_message(error)  # BrokenPipeError too: only a reply that cannot be sent means it is gone)
-        if not _reply(connection, reply):
-            return
-
-
-def _reply(connection: Any, reply: tuple[str, Any]) -> bool:
-    """Send a worker's reply; False when the parent is gone. A reply that cannot be pickled sends its error."""
-    try:
-        connection.send(reply)
-    except OSError:  # BrokenPipeError, ConnectionResetError: nobody reads this pipe any more
-        return False
-    except Exception as error:  # noqa: BLE001 - pickling the reply failed: the parent gets why
-        return _reply(connection, _error_message(error))
-    return True
-
-
-def _worker(connection: Any, payload: bytes) -> None:
-    """A worker process: builds its chunk of copies, then serves commands until ``close``."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles Ctrl-C and closes us
-    rows: _Rows | None = None
-    memory: list[Any] = []
-    try:
-        rows = _build_rows(payload)
-        connection.send(("ok", (rows.state_spec, rows.action_spec)))
-    except BaseException as error:  # noqa: BLE001
-        connection.send(_error_message(error))
-    _serve(connection, rows, memory)
-    rows = None  # drop the views into shared memory before unmapping it
-    for block in memory:
-        try:
-            block.close()
-        except BufferError:
-            pass
-    connection.close()
-
-
-def _shutdown(processes: list[Any], connections: list[Any], memory: list[Any]) -> None:
-    """Ask every worker to close, join it (terminating one that does not stop), free the shared memory."""
-    for connection in connections:
-        try:
-            connection.send(("close", None))
-        except (OSError, ValueError):
-            pass
-    for connection in connections:
-        try:
-            if connection.poll(5.0):
-                connection.recv()
-        except (EOFError, OSError, ValueError):
-            pass
-        connection.close()
-    for process in processes:
-        process.join(timeout=5.0)
-        if process.is_alive():
-            process.terminate()
-            process.join(timeout=5.0)
-        if process.is_alive():
-            process.kill()
-            process.join()
-    for block in memory:
-        try:
-            block.unlink()
-        except FileNotFoundError:
-            pass
-        try:
-            block.close()
-        except BufferError:  # the caller still holds arrays (copy=False); the mapping goes when they do
-            pass
 
 
 class VectorEnvironment:
@@ -381,8 +105,8 @@ class VectorEnvironment:
         if self.mode == "sync":
             if environments is None:
                 assert factory is not None  # one of the two is given, checked above
-                environments = _build(factory, num_environments)
-            self._rows: _Rows | None = _Rows(environments)
+                environments = build_copies(factory, num_environments)
+            self._rows: Rows | None = Rows(environments)
             self.environments = self._rows.environments
             state_spec, action_spec = self._rows.state_spec, self._rows.action_spec
         else:
@@ -412,7 +136,7 @@ class VectorEnvironment:
         bounds = np.linspace(0, n, workers + 1).round().astype(int)
         self._chunks = [(int(lo), int(hi)) for lo, hi in zip(bounds[:-1], bounds[1:], strict=True)]
         context = multiprocessing.get_context("spawn")
-        self._finalizer = weakref.finalize(self, _shutdown, self._processes, self._connections, self._memory)
+        self._finalizer = weakref.finalize(self, shutdown_workers, self._processes, self._connections, self._memory)
         for lo, hi in self._chunks:
             chunk = None if environments is None else environments[lo:hi]
             try:
@@ -425,7 +149,7 @@ class VectorEnvironment:
                     hint="Pass a factory that builds the environment inside the worker (make_vector does this).",
                 ) from None
             parent, child = context.Pipe()
-            process = context.Process(target=_worker, args=(child, payload), daemon=True, name=f"env-worker-{lo}")
+            process = context.Process(target=serve_worker, args=(child, payload), daemon=True, name=f"env-worker-{lo}")
             process.start()
             child.close()
             self._processes.append(process)
@@ -436,7 +160,7 @@ class VectorEnvironment:
             self.close()
             raise
         first = [normalize_states(specs[0][0])[0], normalize_actions(specs[0][1])[0]]
-        for index, (states, actions) in enumerate(specs[1:], 1):  # as _Rows checks the copies of one worker
+        for index, (states, actions) in enumerate(specs[1:], 1):  # as Rows checks the copies of one worker
             if [normalize_states(states)[0], normalize_actions(actions)[0]] != first:
                 self.close()
                 lo = self._chunks[index][0]
@@ -451,10 +175,10 @@ class VectorEnvironment:
         """Put the output arrays in shared memory that every worker writes its rows into."""
         from multiprocessing.shared_memory import SharedMemory
 
-        layout, size = _layout(self._state_specs, self._n)
+        layout, size = shared_layout(self._state_specs, self._n)
         try:
             self._memory.append(SharedMemory(create=True, size=size))
-            views = _views(self._memory[0].buf, layout)
+            views = shared_views(self._memory[0].buf, layout)
             self._command("attach", [(self._memory[0].name, layout, lo, hi) for lo, hi in self._chunks])
         except BaseException:
             self.close()
