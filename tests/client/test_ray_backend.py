@@ -29,12 +29,8 @@ from tests.client.conftest import tfcli, wait_for  # noqa: E402
 from torchforce.client import Experiment, Project  # noqa: E402
 from torchforce.client import ray_cluster as clusters  # noqa: E402
 from torchforce.client.backends.ray import RayBackend  # noqa: E402
-from torchforce.execution.ray_cluster import (  # noqa: E402
-    cluster_processes,
-    is_loopback,
-    listening_sockets,
-    pid_alive,
-)
+from torchforce.execution.proc import is_loopback, listening_sockets, pid_alive  # noqa: E402
+from torchforce.execution.ray_cluster import cluster_processes  # noqa: E402
 
 pytestmark = [pytest.mark.xdist_group("ray-client"), pytest.mark.slow]
 CLUSTER = "ray_local"

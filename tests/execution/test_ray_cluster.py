@@ -15,14 +15,12 @@ import pytest
 
 ray = pytest.importorskip("ray")
 
+from torchforce.execution.proc import is_loopback, listening_sockets, pid_alive  # noqa: E402
 from torchforce.execution.ray_cluster import (  # noqa: E402
     LOOPBACK,
     LocalRayCluster,
     cluster_nodes,
     cluster_processes,
-    is_loopback,
-    listening_sockets,
-    pid_alive,
     start_local_cluster,
     stop_local_cluster,
 )

@@ -8,7 +8,7 @@ Two ways to get one:
   (and so the Ray Jobs API) on 127.0.0.1; :func:`stop_local_cluster` ends exactly those processes again.
 
 What makes Ray 2.60 listen on loopback only (found in the installed sources and binaries, checked with
-:func:`listening_sockets`):
+``torchforce.execution.proc.listening_sockets``):
 
 1. There is no bind-address setting: no flag, no ``RAY_...`` variable, no ``_system_config`` entry (the C++
    binaries only know ``node_ip_address``). Every server derives where it listens from the node IP. If that is a
@@ -36,7 +36,6 @@ Ray cluster runs any code it is sent.
 from __future__ import annotations
 
 import contextlib
-import ipaddress
 import json
 import os
 import secrets
@@ -47,10 +46,12 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from torchforce.execution.proc import proc_stat, same_process, start_time
 
 LOOPBACK = "127.0.0.1"
 
@@ -374,45 +375,6 @@ def cluster_processes(cluster: LocalRayCluster) -> set[int]:
     return set(_members(cluster))
 
 
-def listening_sockets(pids: Iterable[int]) -> list[tuple[str, int, int]]:
-    """``(address, port, pid)`` of every listening TCP socket and unconnected UDP socket of those processes.
-
-    Read from /proc (the processes' file descriptors, then /proc/<pid>/net/{tcp,tcp6,udp,udp6}); processes that
-    end meanwhile, or that are not readable, are skipped. Addresses are as :mod:`ipaddress` writes them, e.g.
-    ``127.0.0.1``, ``::ffff:127.0.0.1`` (an IPv6 socket bound to IPv4 loopback), ``0.0.0.0`` or ``::``.
-    """
-    owners: dict[int, int] = {}  # socket inode -> pid
-    tables: dict[str, dict[int, tuple[str, int]]] = {}  # network namespace -> inode -> (address, port)
-    for pid in pids:
-        try:
-            inodes = [_socket_inode(f"/proc/{pid}/fd/{fd}") for fd in os.listdir(f"/proc/{pid}/fd")]
-            namespace = os.readlink(f"/proc/{pid}/ns/net")
-        except OSError:
-            continue
-        owners.update((inode, pid) for inode in inodes if inode is not None)
-        if namespace not in tables:
-            tables[namespace] = _listening_table(pid)
-    found: set[tuple[str, int, int]] = set()
-    for table in tables.values():
-        for inode, (address, port) in table.items():
-            if inode in owners:
-                found.add((address, port, owners[inode]))
-    return sorted(found)
-
-
-def is_loopback(address: str) -> bool:
-    """Whether ``address`` (as :func:`listening_sockets` gives it) is loopback: 127.0.0.0/8, ::1, ::ffff:127.x."""
-    ip = ipaddress.ip_address(address)
-    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
-        ip = ip.ipv4_mapped
-    return ip.is_loopback
-
-
-def pid_alive(pid: int) -> bool:
-    """Whether a process with this PID exists and is not a zombie."""
-    return _start_time(pid) is not None
-
-
 # -- internals --------------------------------------------------------------------------------------------------
 
 
@@ -455,7 +417,7 @@ def _launch(cluster: LocalRayCluster, command: list[str], environment: dict[str,
         )
     cluster._processes.append(process)
     cluster.pids.append(process.pid)
-    started = _start_time(process.pid)
+    started = start_time(process.pid)
     if started is not None:
         cluster.start_times[process.pid] = started
 
@@ -538,29 +500,6 @@ def _log_tail(cluster: LocalRayCluster) -> str:
     return "\n".join(tails)
 
 
-def _proc_stat(pid: int) -> list[str] | None:
-    """The fields of /proc/<pid>/stat after the command name (state, ppid, pgrp, session, ...), None if gone."""
-    try:
-        with open(f"/proc/{pid}/stat") as file:
-            return file.read().rsplit(")", 1)[1].split()
-    except (OSError, IndexError):
-        return None
-
-
-def _start_time(pid: int) -> int | None:
-    """When the process started (clock ticks after boot), None if there is none or it is a zombie."""
-    fields = _proc_stat(pid)
-    if fields is None or fields[0] in ("Z", "X"):
-        return None
-    return int(fields[19])
-
-
-def _same_process(pid: int, started: int | None) -> bool:
-    """Whether ``pid`` is alive and still the process that started at ``started`` (any process if None)."""
-    now = _start_time(pid)
-    return now is not None and (started is None or now == started)
-
-
 def _members(cluster: LocalRayCluster) -> dict[int, int]:
     """pid -> start time of the cluster's live processes: see :func:`cluster_processes`.
 
@@ -572,7 +511,7 @@ def _members(cluster: LocalRayCluster) -> dict[int, int]:
     """
     table: dict[int, tuple[int, int, int]] = {}  # pid -> (ppid, session, start time) of every live process
     for entry in os.listdir("/proc"):
-        fields = _proc_stat(int(entry)) if entry.isdigit() else None
+        fields = proc_stat(int(entry)) if entry.isdigit() else None
         if fields is not None and fields[0] not in ("Z", "X"):
             table[int(entry)] = (int(fields[1]), int(fields[3]), int(fields[19]))
     children: dict[int, list[int]] = {}
@@ -623,7 +562,7 @@ def _marked(cluster: LocalRayCluster, table: dict[int, tuple[int, int, int]]) ->
 
 def _signal(pid: int, signum: int, members: dict[int, int]) -> None:
     """Send ``signum`` to ``pid`` if it is one of the collected members and still that process (not a new one)."""
-    if pid in members and _same_process(pid, members[pid]):
+    if pid in members and same_process(pid, members[pid]):
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.kill(pid, signum)
 
@@ -641,45 +580,8 @@ def _wait_until_gone(cluster: LocalRayCluster, members: dict[int, int], timeout:
     while True:
         for process in cluster._processes:
             process.poll()  # collects the exit status of our `ray start` children: no zombies left behind
-        if not any(_same_process(pid, started) for pid, started in members.items()):
+        if not any(same_process(pid, started) for pid, started in members.items()):
             return True
         if time.monotonic() > deadline:
             return False
         time.sleep(0.05)
-
-
-def _socket_inode(link: str) -> int | None:
-    try:
-        target = os.readlink(link)
-    except OSError:
-        return None
-    return int(target[8:-1]) if target.startswith("socket:[") else None
-
-
-def _listening_table(pid: int) -> dict[int, tuple[str, int]]:
-    """inode -> (address, port) of the listening TCP and unconnected UDP sockets in ``pid``'s network namespace."""
-    table = {}
-    for name, listening in (("tcp", "0A"), ("tcp6", "0A"), ("udp", "07"), ("udp6", "07")):
-        try:
-            with open(f"/proc/{pid}/net/{name}") as file:
-                rows = file.read().splitlines()[1:]
-        except OSError:
-            continue
-        for row in rows:
-            fields = row.split()
-            local, remote, state, inode = fields[1], fields[2], fields[3], int(fields[9])
-            if state != listening or (name.startswith("udp") and int(remote.split(":")[1], 16) != 0):
-                continue
-            address, port = local.split(":")
-            table[inode] = (_proc_net_address(address), int(port, 16))
-    return table
-
-
-def _proc_net_address(text: str) -> str:
-    """An address as /proc/net/tcp* writes it: 32-bit words in hexadecimal, each in the machine's byte order."""
-    raw = bytes.fromhex(text)
-    if sys.byteorder == "little":
-        raw = b"".join(raw[i : i + 4][::-1] for i in range(0, len(raw), 4))
-    ip = ipaddress.ip_address(raw)
-    mapped = ip.ipv4_mapped if isinstance(ip, ipaddress.IPv6Address) else None
-    return f"::ffff:{mapped}" if mapped is not None else str(ip)  # as Python 3.13 and ss write it
