@@ -22,7 +22,7 @@ HANDLED = (signal.SIGINT, signal.SIGTERM, signal.SIGUSR1)
 def _signal_handlers_restored():
     """A test that runs a worker or a sweep driver in this process installs their signal handlers (pause on SIGINT,
     stop on SIGTERM): they go with the test, so that a Ctrl-C in a later test is a KeyboardInterrupt again."""
-    from torchforce.client.worker import Signals
+    from torchforce.client.signals import Signals
 
     before = {number: signal.getsignal(number) for number in HANDLED}
     yield

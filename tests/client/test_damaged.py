@@ -27,8 +27,8 @@ from tests.client.conftest import copied_project, fake_worker, template_project
 from torchforce.client import ClientError, Project
 from torchforce.client import store as store_module
 from torchforce.client.cli import main
+from torchforce.client.experiment_run import ExperimentRun
 from torchforce.client.store import Store
-from torchforce.client.worker import ExperimentRun
 
 FIRST, SECOND = "alpha", "beta"
 EPISODE = {"episode": 1, "timesteps": 20, "worker": 0, "return": 20.0, "length": 20, "wall_time": 0.1}

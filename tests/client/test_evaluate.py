@@ -24,7 +24,7 @@ from torchforce.client.cli import main
 from torchforce.client.commands.evaluate import episode_bar
 from torchforce.client.evaluate import build_environment, environment_spec, find_checkpoint, restore_agent
 from torchforce.client.experiment_file import worker_agent_spec
-from torchforce.client.worker import ExperimentRun
+from torchforce.client.experiment_run import ExperimentRun
 from torchforce.durable import unwritable
 from torchforce.environments import Gym, make
 from torchforce.execution.evaluation import VideoError, evaluate, evaluate_episodes

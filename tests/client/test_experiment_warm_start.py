@@ -124,7 +124,7 @@ STANDARDIZED = [
 def test_every_worker_thread_of_a_multi_threaded_run_starts_warm(root, capsys):
     """The threads' agents share the model, which the first one's warm start loads, but each has its own state
     preprocessing: theirs started empty, feeding raw states to networks trained on standardized ones."""
-    from torchforce.client.worker import ExperimentRun
+    from torchforce.client.experiment_run import ExperimentRun
     from torchforce.core.preprocessors import RunningStandardize
 
     assert main(["experiment", "new", "-n", "src", *SOURCE, "-t", "1500", *STANDARDIZED]) == 0
@@ -152,7 +152,7 @@ def test_a_checkpoint_whose_statistics_are_kept_otherwise_is_refused(root, capsy
     """running_standardize over the run or per episode have the same state keys: a warm start mixing them was
     accepted (or failed with a traceback)."""
     assert main(["experiment", "new", "-n", "src", *SOURCE, "-t", "1500", *STANDARDIZED]) == 0
-    from torchforce.client.worker import ExperimentRun
+    from torchforce.client.experiment_run import ExperimentRun
 
     ExperimentRun(Experiment.load(Project(root), "src").folder, resume=False).run()
     capsys.readouterr()

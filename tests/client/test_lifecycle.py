@@ -15,9 +15,9 @@ import torch
 from tests.client.conftest import kill_workers, tfcli, wait_for, wait_until_done
 from torchforce.agents import create_agent
 from torchforce.client import Experiment, Project
+from torchforce.client.checkpoints import Checkpoints
 from torchforce.client.commands.views import short_return
 from torchforce.client.experiment_file import worker_agent_spec
-from torchforce.client.worker import Checkpoints
 from torchforce.configs import names
 from torchforce.environments import make
 

@@ -29,8 +29,8 @@ from torchforce.client import Project
 from torchforce.client.checkpoints import Checkpoints
 from torchforce.client.cli import main
 from torchforce.client.experiment_file import resolve_experiment
+from torchforce.client.experiment_run import PeriodicEvaluation
 from torchforce.client.report import read_evaluations
-from torchforce.client.worker import PeriodicEvaluation
 from torchforce.spec import SpecError, SpecWarning
 
 EVALUATION = {"frequency": "250t", "episodes": 3}

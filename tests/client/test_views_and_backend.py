@@ -16,7 +16,7 @@ from torchforce.client import Experiment
 from torchforce.client.backends import local
 from torchforce.client.commands.output import format_table
 from torchforce.client.commands.views import environment_name, progress_fraction, short_return
-from torchforce.client.worker import ExperimentRun
+from torchforce.client.experiment_run import ExperimentRun
 
 # ---------------------------------------------------------------------------------------------- progress and tables
 
@@ -119,7 +119,7 @@ def test_a_worker_starts_with_its_signals_blocked_and_unblocks_them_once_it_hand
     # a pause sent while the worker starts is pending until it installs its handlers, then it is handled
     early_pause = (
         "import os, signal; signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGUSR1}); "
-        "os.kill(os.getpid(), signal.SIGUSR1); from torchforce.client.worker import Signals; "
+        "os.kill(os.getpid(), signal.SIGUSR1); from torchforce.client.signals import Signals; "
         "Signals.install(); print(Signals.request, signal.SIGUSR1 in signal.pthread_sigmask(signal.SIG_BLOCK, []))"
     )
     handled = subprocess.run([sys.executable, "-c", early_pause], capture_output=True, text=True, timeout=60)
@@ -135,7 +135,7 @@ def test_the_worker_logs_a_progress_line_at_most_every_few_seconds(project, monk
     run = ExperimentRun(experiment.generate_locally(), resume=False)
     run.runner = SimpleNamespace(global_timestep=0, global_episode=0)
     clock = [1000.0]
-    monkeypatch.setattr("torchforce.client.worker.time.monotonic", lambda: clock[0])
+    monkeypatch.setattr("torchforce.client.experiment_run.time.monotonic", lambda: clock[0])
     run._logged = {"seconds": clock[0], "timesteps": 0}
     caplog.set_level(logging.INFO, logger="torchforce.worker")
 

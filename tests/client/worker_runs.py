@@ -8,7 +8,8 @@ from pathlib import Path
 from typing import Any
 
 from torchforce.client import Experiment, Project
-from torchforce.client.worker import ExperimentRun, Signals
+from torchforce.client.experiment_run import ExperimentRun
+from torchforce.client.signals import Signals
 
 SMALL_PPO = {
     "type": "ppo",

@@ -15,7 +15,7 @@ ray = pytest.importorskip("ray")
 
 from tests.client.worker_runs import new_experiment, new_project  # noqa: E402
 from torchforce.agents import create_agent  # noqa: E402
-from torchforce.client.worker import ExperimentRun  # noqa: E402
+from torchforce.client.experiment_run import ExperimentRun  # noqa: E402
 from torchforce.environments import make  # noqa: E402
 from torchforce.environments.minimal import Minimal  # noqa: E402
 from torchforce.execution import distributed, distributed_actors  # noqa: E402

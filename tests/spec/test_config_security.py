@@ -32,7 +32,7 @@ import torch
 from torch import nn
 
 from torchforce.agents import create_agent
-from torchforce.client.worker import Checkpoints
+from torchforce.client.checkpoints import Checkpoints
 from torchforce.core.baselines import build_baseline
 from torchforce.core.distributions import build_distribution
 from torchforce.core.explorations import build_explorations

@@ -19,7 +19,7 @@ from typing import Any
 from torchforce.client.backends.base import WORKSPACE, Backend, Handle, Launch, check_gpus
 from torchforce.client.errors import ClientError
 from torchforce.client.modules import modules_folder
-from torchforce.client.worker import Signals
+from torchforce.client.signals import Signals
 from torchforce.spec.device import needs_gpu
 
 WORKER_MODULE = "torchforce.client.worker"
