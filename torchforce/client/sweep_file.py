@@ -23,19 +23,18 @@ created with when config files change later. The stored form is itself a valid s
 
 from __future__ import annotations
 
-import datetime
 import json
-import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from torchforce.client.experiment_file import LONGEST_NAME, NAME_PATTERN, check_name, resolve_experiment
-from torchforce.client.overrides import Override, dotted, parse_key
+from torchforce.client.overrides import Override
 from torchforce.client.project import CONFIG_SUFFIXES, Project
+from torchforce.client.sweep_space import CONTROLLED, Dimension, only_keys, parse_space
 from torchforce.configs import folder
-from torchforce.spec import SpecError, did_you_mean, expect_bool, expect_choice, expect_dict, expect_int, load_file
+from torchforce.spec import SpecError, did_you_mean, expect_choice, expect_dict, expect_int, load_file
 from torchforce.spec.device import missing_gpu
 from torchforce.spec.errors import describe
 from torchforce.spec.options import MAX_SEED
@@ -45,87 +44,16 @@ METRICS = ("mean_return", "evaluation")
 DIRECTIONS = ("maximize", "minimize")
 SAMPLERS = ("tpe", "random")
 PRUNERS = ("median", "none")
-RANGE_TYPES = ("float", "int")
 MAX_TRIALS = 5000  # trial numbers stay within four digits, with room for trials run again after an interruption
 MAX_SEEDS = 10
 # A run is named <sweep>-t<trial>-s<seed>, and must pass check_name (at most 40 characters).
 MAX_NAME = LONGEST_NAME - len("-t9999-s9")
-# The experiment fields the sweep sets for each run itself.
-CONTROLLED = {
-    "name": "Each run is named after the sweep, its trial and its seed.",
-    "group": "Each trial's runs form a group named after the sweep and the trial.",
-    "seed": "Each trial runs the seeds base seed + 0, 1, ... (seeds_per_trial); the base may set its seed.",
-}
 DEFAULT_WINDOW = 100
 DEFAULT_TPE_STARTUP = 10  # optuna's default: random trials before TPE models the results
 DEFAULT_PRUNER_STARTUP = 5  # completed trials before any trial is pruned
 DEFAULT_WARMUP = 30  # percent of a run's budget before it may be pruned (early returns say little)
 REPORT_PERCENTS = tuple(range(10, 100, 10))  # intermediate values: every 10% of a run's budget
 MAX_SAMPLER_SEED = 2**31 - 1  # far below numpy's 2**32 - 1, with room for the trials added to it (Sampler.build)
-
-
-@dataclass(frozen=True)
-class Dimension:
-    """One key of the space: a float or int range (``log`` for a log-uniform draw, ``step`` for a grid) or
-    ``choices``. Choices optuna cannot hold as they are (lists, objects) are handed to it as their JSON text."""
-
-    key: str
-    kind: str  # "float", "int" or "choice"
-    low: float | int | None = None
-    high: float | int | None = None
-    log: bool = False
-    step: float | int | None = None
-    choices: tuple[Any, ...] = ()
-
-    @property
-    def as_text(self) -> bool:
-        """Whether optuna holds the choices as JSON text (some choice is a list or an object)."""
-        return any(isinstance(choice, (list, dict)) for choice in self.choices)
-
-    def distribution(self) -> Any:
-        """The optuna distribution of this key."""
-        import optuna
-
-        if self.kind == "choice":
-            choices = [json.dumps(c) for c in self.choices] if self.as_text else list(self.choices)
-            return optuna.distributions.CategoricalDistribution(choices)
-        if self.kind == "int":
-            return optuna.distributions.IntDistribution(
-                int(self.low or 0), int(self.high or 0), log=self.log, step=int(self.step or 1)
-            )
-        return optuna.distributions.FloatDistribution(
-            float(self.low or 0), float(self.high or 0), log=self.log, step=self.step
-        )
-
-    def value(self, param: Any) -> Any:
-        """The value a trial's parameter (as optuna holds it) puts into the experiment."""
-        return json.loads(param) if self.kind == "choice" and self.as_text else param
-
-    def override(self, value: Any) -> Override:
-        return Override(parse_key(self.key), value, f"{self.key}={json.dumps(value)}")
-
-    def inside(self) -> tuple[str, Any] | None:
-        """A float range's value a third of the way in (geometrically for a log range; on the step's grid), which
-        validation tries too: ends written as integers pass an integer field that the sampler's floats fail."""
-        if self.kind != "float" or self.low is None or self.high is None:
-            return None
-        low, high = float(self.low), float(self.high)
-        value = low * (high / low) ** (1 / 3) if self.log else low + (high - low) / 3
-        if self.step is not None:
-            value = low + round((value - low) / self.step) * self.step
-        return "type", value
-
-    def ends(self) -> list[tuple[str, Any]]:
-        """Values validation tries, with the name of the place they come from: a range's ends, every choice."""
-        if self.kind == "choice":
-            return [(f"choices[{index}]", choice) for index, choice in enumerate(self.choices)]
-        return [("low", self.low), ("high", self.high)]
-
-    def to_dict(self) -> dict[str, Any]:
-        if self.kind == "choice":
-            return {"choices": list(self.choices)}
-        values = {"low": self.low, "high": self.high, "log": self.log, "type": self.kind}
-        return values | ({"step": self.step} if self.step is not None else {})
 
 
 @dataclass(frozen=True)
@@ -322,13 +250,13 @@ def resolve_sweep(
 
 
 def _resolve(project: Project, raw: Any, *, name: str | None, build: bool) -> SweepSpec:
-    raw = _only_keys(raw, "sweep", FIELDS)
+    raw = only_keys(raw, "sweep", FIELDS)
     sweep_name = _sweep_name(name if name is not None else raw.get("name"))
     description = raw.get("description") or ""
     if not isinstance(description, str):
         raise SpecError("sweep.description", "not a string", got=description, expected="a line of text")
     base = _base(project, raw.get("base"), sweep_name)
-    space = _space(raw.get("space"))
+    space = parse_space(raw.get("space"))
     trials, parallel = _budget(raw.get("budget"))
     spec = SweepSpec(
         name=sweep_name,
@@ -378,20 +306,6 @@ def _check_runs_here(spec: SweepSpec) -> None:
             got=device,
             hint='Name a cluster with GPUs (cluster), or use "auto": a GPU where there is one, else the CPU.',
         )
-
-
-def _only_keys(value: Any, path: str, keys: tuple[str, ...]) -> dict[str, Any]:
-    """``value`` as an object of some of ``keys``; an unknown key is an error naming it."""
-    value = dict(expect_dict(value, path))
-    for key in value:
-        if key not in keys:
-            guess = did_you_mean(str(key), keys)
-            raise SpecError(
-                f"{path}.{key}",
-                "unknown key",
-                hint=f"Did you mean '{guess}'?" if guess else "Known: " + ", ".join(keys) + ".",
-            )
-    return value
 
 
 def _sweep_name(name: Any, path: str = "sweep.name") -> str:
@@ -444,156 +358,11 @@ def _rooted(error: SpecError, prefix: str, *, file: str | None = None, hint: str
     return SpecError(path, error.message, got=error.got, expected=error.expected, hint=hint, file=error.file or file)
 
 
-def _space(value: Any) -> tuple[Dimension, ...]:
-    path = "sweep.space"
-    if value is None:
-        raise SpecError(
-            path,
-            "a sweep needs a space of values to try",
-            hint="Map dotted keys (as 'tfcli experiment new --set' takes them) to ranges or choices: "
-            "agent.step_optimizer.learning_rate: {low: 1.0e-5, high: 1.0e-2, log: true}.",
-        )
-    space = dict(expect_dict(value, path))
-    if not space:
-        raise SpecError(path, "an empty space: nothing to search", expected="at least one key")
-    dimensions: dict[str, Dimension] = {}
-    for key, entry in space.items():
-        dimension = _dimension(key, entry)
-        if dimension.key in dimensions:
-            raise SpecError(f"{path}.{key}", f"the same key as {dimension.key}, given twice")
-        dimensions[dimension.key] = dimension
-    keys = sorted(dimensions)
-    for inner in keys:
-        for outer in keys:
-            if inner != outer and inner.startswith((f"{outer}.", f"{outer}[")):
-                raise SpecError(
-                    f"{path}.{inner}", f"inside another key of the space, {outer}", hint="Search one of the two."
-                )
-    return tuple(dimensions.values())
-
-
-def _dimension(key: Any, entry: Any) -> Dimension:
-    if not isinstance(key, str):
-        raise SpecError("sweep.space", "a key that is not text", got=key, expected="a dotted key like agent.discount")
-    try:
-        steps = parse_key(key)
-    except SpecError as error:
-        raise SpecError(f"sweep.space.{key}", error.message, got=key, expected=error.expected) from None
-    normal = dotted(steps)
-    if str(steps[0]) in CONTROLLED:
-        raise SpecError(f"sweep.space.{key}", "set by the sweep itself", hint=CONTROLLED[str(steps[0])])
-    if len(steps) == 2 and steps[0] in ("agent", "environment") and steps[1] == "seed":
-        raise SpecError(
-            f"sweep.space.{key}",
-            "never used: the runs are seeded by the experiment's seed",
-            hint=CONTROLLED["seed"],
-        )
-    path = f"sweep.space.{normal}"
-    expected = "{low: L, high: H} (with log: true, type: int, step: S if wanted) or {choices: [...]}"
-    if not isinstance(entry, dict):
-        raise SpecError(path, "not a range or choices", got=entry, expected=expected)
-    if "choices" in entry:
-        _only_keys(entry, path, ("choices",))
-        return Dimension(normal, "choice", choices=_choices(entry["choices"], f"{path}.choices"))
-    entry = _only_keys(entry, path, ("low", "high", "log", "type", "step"))
-    for end in ("low", "high"):
-        if end not in entry:
-            raise SpecError(f"{path}.{end}", f"a range needs its {end} end", expected=expected)
-    kind = expect_choice(entry.get("type", "float"), f"{path}.type", RANGE_TYPES)
-    log = expect_bool(entry.get("log", False), f"{path}.log")
-    low, high = (_end(entry[end], f"{path}.{end}", kind) for end in ("low", "high"))
-    if not low < high:
-        raise SpecError(f"{path}.high", f"not above low ({describe(low)}): an empty range", got=high)
-    if log and low <= 0:
-        raise SpecError(f"{path}.low", "a log range starts above 0", got=low, expected="a number > 0")
-    step = entry.get("step")
-    if step is not None:
-        if log:
-            raise SpecError(f"{path}.step", "a log range has no step", got=step, hint="Drop one of step and log.")
-        step = _end(step, f"{path}.step", kind)
-        if step <= 0:
-            raise SpecError(f"{path}.step", "out of range", got=step, expected="a number > 0")
-    return Dimension(normal, kind, low=low, high=high, log=log, step=step)
-
-
-def _end(value: Any, path: str, kind: str) -> float | int:
-    """A range's end (or step): an int for an int range, a finite float for a float one (whose values the sampler
-    draws as floats: ends checked as the ints written would pass where every trial's value fails)."""
-    if isinstance(value, str):
-        try:
-            float(value)
-        except ValueError:
-            pass
-        else:  # YAML 1.1 reads 1e-5 (no dot) as text
-            hint = f"YAML reads {value} as text: write it with a dot, as 1.0e-5 (not 1e-5)."
-            raise SpecError(path, "text, not a number", got=value, hint=hint)
-    if kind == "int":
-        return expect_int(value, path)
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise SpecError(path, "not a finite number", got=value, expected="a number")
-    return float(value)
-
-
-JSON_VALUES = "numbers, text, true/false, null, lists or objects with text keys"
-
-
-def _choices(value: Any, path: str) -> tuple[Any, ...]:
-    if not isinstance(value, list) or not value:
-        raise SpecError(path, "not a list of values to try", got=value, expected="a non-empty list")
-    seen: dict[str, int] = {}
-    for index, choice in enumerate(value):
-        _check_json(choice, f"{path}[{index}]")
-        text = json.dumps(choice, sort_keys=True)
-        if text in seen:
-            raise SpecError(f"{path}[{index}]", f"the same as choices[{seen[text]}]", got=choice)
-        seen[text] = index
-    if not any(isinstance(choice, (list, dict)) for choice in value):  # optuna holds the values (Dimension.as_text)
-        for index, choice in enumerate(value):
-            equal = next((earlier for earlier in range(index) if value[earlier] == choice), None)
-            if equal is not None:
-                raise SpecError(
-                    f"{path}[{index}]",
-                    f"equal to choices[{equal}] ({describe(value[equal])}) in Python, where 1 == 1.0 == true, and "
-                    "Optuna tells choices apart that way: it would store both as one",
-                    got=choice,
-                    hint="Keep one of the two.",
-                )
-    return tuple(value)
-
-
-def _check_json(value: Any, path: str) -> None:
-    """A choice is stored in the study and in the sweep's state file as JSON, and a trial's experiment gets it back
-    from there: a value JSON cannot hold as it is (a YAML date, !!binary bytes, an object with a key that is not
-    text, a number that is not finite) is refused at the place it is, rather than failing or changing later."""
-    if value is None or isinstance(value, (str, bool, int)):
-        return
-    if isinstance(value, float):
-        if not math.isfinite(value):
-            raise SpecError(path, "not a finite number", got=value)
-        return
-    if isinstance(value, list):
-        for index, item in enumerate(value):
-            _check_json(item, f"{path}[{index}]")
-        return
-    if isinstance(value, dict):
-        for key, item in value.items():
-            if not isinstance(key, str):
-                raise SpecError(path, "an object with a key that is not text", got=key, expected=JSON_VALUES)
-            _check_json(item, f"{path}.{key}")
-        return
-    hint = (
-        "YAML reads a date written without quotes as a date: quote it to keep it text."
-        if isinstance(value, datetime.date)
-        else None
-    )
-    raise SpecError(path, "not a JSON value", got=value, expected=JSON_VALUES, hint=hint)
-
-
 def _metric(value: Any) -> Metric:
     path = "sweep.metric"
     if value is None:
         return Metric()
-    metric = {"name": value} if isinstance(value, str) else _only_keys(value, path, ("name", "window", "direction"))
+    metric = {"name": value} if isinstance(value, str) else only_keys(value, path, ("name", "window", "direction"))
     name = expect_choice(metric.get("name", "mean_return"), f"{path}.name", METRICS)
     if name == "evaluation" and "window" in metric:
         raise SpecError(
@@ -609,7 +378,7 @@ def _budget(value: Any) -> tuple[int, int]:
     path = "sweep.budget"
     if value is None:
         raise SpecError(path, "a sweep needs a budget", expected="{trials: N} (and parallel: P, default 1)")
-    budget = _only_keys(value, path, ("trials", "parallel"))
+    budget = only_keys(value, path, ("trials", "parallel"))
     if "trials" not in budget:
         raise SpecError(f"{path}.trials", "the number of trials to run is missing", expected="a whole number >= 1")
     trials = expect_int(budget["trials"], f"{path}.trials", minimum=1, maximum=MAX_TRIALS)
@@ -622,7 +391,7 @@ def _sampler(value: Any, *, new: bool) -> Sampler:
     path = "sweep.sampler"
     if value is None:
         return Sampler()
-    sampler = {"type": value} if isinstance(value, str) else _only_keys(value, path, ("type", "seed", "startup_trials"))
+    sampler = {"type": value} if isinstance(value, str) else only_keys(value, path, ("type", "seed", "startup_trials"))
     kind = expect_choice(sampler.get("type", "tpe"), f"{path}.type", SAMPLERS)
     if kind == "random" and "startup_trials" in sampler:
         raise SpecError(f"{path}.startup_trials", "the random sampler has no startup trials: every trial is random")
@@ -638,7 +407,7 @@ def _pruner(value: Any) -> Pruner:
     if value is None:
         return Pruner()
     keys = ("type", "startup_trials", "warmup")
-    pruner = {"type": value} if isinstance(value, str) else _only_keys(value, path, keys)
+    pruner = {"type": value} if isinstance(value, str) else only_keys(value, path, keys)
     kind = expect_choice(pruner.get("type", "median"), f"{path}.type", PRUNERS)
     if kind == "none" and len(pruner) > 1:
         extra = next(key for key in pruner if key != "type")
