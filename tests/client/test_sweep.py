@@ -27,16 +27,9 @@ from torchforce.client import ClientError, Experiment, Project
 from torchforce.client.backends.local import process_alive
 from torchforce.client.cli import main
 from torchforce.client.report import read_episodes
-from torchforce.client.sweep import (
-    RunProgress,
-    Sweep,
-    final_value,
-    intermediate_values,
-    no_value,
-    optuna_module,
-    report_and_judge,
-)
+from torchforce.client.sweep import Sweep, optuna_module
 from torchforce.client.sweep_file import Pruner
+from torchforce.client.trial_values import RunProgress, final_value, intermediate_values, no_value, report_and_judge
 
 optuna = pytest.importorskip("optuna")
 

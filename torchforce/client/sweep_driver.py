@@ -26,23 +26,20 @@ from torchforce.client.sweep import (
     DRIVER_MODULE,
     LOCK_SECONDS,
     POLL_SECONDS,
-    RunProgress,
     Sweep,
     all_ended,
     counts_toward_budget,
     existing_runs,
-    final_value,
     hold_lock,
     interrupt,
-    no_value,
     optuna_module,
-    report_and_judge,
     stop_runs,
     timesteps_done,
 )
 from torchforce.client.sweep_file import (
     REPORT_PERCENTS,
 )
+from torchforce.client.trial_values import RunProgress, final_value, no_value, report_and_judge
 from torchforce.spec import SpecError
 
 
