@@ -106,7 +106,7 @@ class Agent:
         # restored only to act (restore_model(for_acting=True)): its memory and optimizers' state were not loaded
         self.acting_only = False
         self.episodes = Episodes()  # the episode in progress in each row (learning agents: see _setup_learning)
-        self.independent = IndependentActing(self)  # what act(independent=True) carries apart from the training rows
+        self.independent = IndependentActing()  # what act(independent=True) carries apart from the training rows
         self._update_time: int | None = None  # see update_timestep
         self._training = True  # modules start in training mode; acting switches them to eval mode
         self._follows_mode: bool | None = None  # whether any module computes differently in the two modes
@@ -528,10 +528,10 @@ class Agent:
         if not self.learning:
             return self._act_rows(batch, {}, deterministic=deterministic)[0], batch, {}
         apart = self.independent
-        batch = self._preprocess(batch, frozen=True, stacks=apart.preprocessing())
-        before = apart.internals(rows)
+        batch = self._preprocess(batch, frozen=True, stacks=apart.preprocessing(self))
+        before = apart.internals(self, rows)
         actions, internals = self._act_rows(
-            batch, before, deterministic=deterministic, explorations=apart.explorations()
+            batch, before, deterministic=deterministic, explorations=apart.explorations(self)
         )
         apart.advance(rows, internals)
         return actions, batch, before
@@ -544,7 +544,7 @@ class Agent:
         ``restart`` (row indices) starts over only those rows of the current independent state, for batches whose
         episodes end row by row."""
         if self.learning:
-            self.independent.start_episode(rows, restart)
+            self.independent.start_episode(self, rows, restart)
 
     def _set_training(self, training: bool) -> None:
         """Training mode for updates, eval mode for acting (batch normalization and dropout differ). Modules that

@@ -78,15 +78,12 @@ import time
 import traceback
 import warnings
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from torchforce.client.checkpoints import Checkpoints
 from torchforce.client.experiment_run import RESTARTS_VARIABLE, ExperimentRun
 from torchforce.client.modules import use_modules
 from torchforce.client.signals import Signals, control_request
-
-if TYPE_CHECKING:  # torch and the execution package load when the run is built, not when this module is imported
-    pass
 
 LOG = logging.getLogger("torchforce.worker")
 WORKER_MODULE = "torchforce.client.worker"
