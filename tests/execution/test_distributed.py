@@ -18,11 +18,12 @@ from torchforce.agents import create_agent  # noqa: E402
 from torchforce.client.experiment_run import ExperimentRun  # noqa: E402
 from torchforce.environments import make  # noqa: E402
 from torchforce.environments.minimal import Minimal  # noqa: E402
-from torchforce.execution import distributed, distributed_actors  # noqa: E402
-from torchforce.execution.distributed import OBJECT_STORE, Absence, DistributedRunner  # noqa: E402
+from torchforce.execution import distributed, distributed_actors, worker_health  # noqa: E402
+from torchforce.execution.distributed import OBJECT_STORE, DistributedRunner  # noqa: E402
 from torchforce.execution.distributed_actors import ParameterServer, shard  # noqa: E402
 from torchforce.execution.evaluation import evaluate  # noqa: E402
 from torchforce.execution.ray_cluster import init_private  # noqa: E402
+from torchforce.execution.worker_health import Absence  # noqa: E402
 
 MINIMAL = {"type": "minimal", "action_type": "int"}
 PPO = {
@@ -415,11 +416,11 @@ def test_a_restart_under_way_is_waited_out_and_deaths_are_counted():
         delays.append(absence.failed(restarting))
         clock[0] += 1.0
     assert delays[:3] == pytest.approx([0.1, 0.2, 0.3]) and max(delays) == 2.0 and absence.deaths == 0
-    clock[0] = distributed.RESTART_TIMEOUT + 1.0
+    clock[0] = worker_health.RESTART_TIMEOUT + 1.0
     with pytest.raises(ray.exceptions.ActorUnavailableError):
         absence.failed(restarting)
     died = Absence()
-    for _ in range(distributed.MAX_WORKER_RESTARTS):
+    for _ in range(worker_health.MAX_WORKER_RESTARTS):
         died.failed(ray.exceptions.RayActorError())
     with pytest.raises(ray.exceptions.RayActorError):
         died.failed(ray.exceptions.RayActorError())
@@ -433,9 +434,9 @@ def test_a_worker_that_answered_again_is_waited_for_anew_at_its_next_death_but_i
     absence.failed(ray.exceptions.RayActorError())
     clock[0] = 10.0
     absence.answered()  # the restarted worker's readiness probe came back
-    clock[0] = distributed.RESTART_TIMEOUT + 100.0  # its next chunk died, long after the first death
+    clock[0] = worker_health.RESTART_TIMEOUT + 100.0  # its next chunk died, long after the first death
     assert absence.failed(ray.exceptions.RayActorError()) == pytest.approx(0.1) and absence.deaths == 2
-    for _ in range(distributed.MAX_WORKER_RESTARTS - 2):
+    for _ in range(worker_health.MAX_WORKER_RESTARTS - 2):
         absence.answered()
         absence.failed(ray.exceptions.RayActorError())
     absence.answered()
@@ -528,7 +529,7 @@ def test_a_dead_parameter_server_ends_the_run_with_an_error_naming_it():
 
 def test_what_failed_in_a_worker_is_its_own_error_and_a_shells_ray_address_is_not_followed(monkeypatch):
     raised = ray.exceptions.RayTaskError("Worker.run", "Traceback ...", ValueError("no environment 'cartpol'"))
-    assert distributed.described_failure(raised.as_instanceof_cause()) == "ValueError: no environment 'cartpol'"
+    assert worker_health.described_failure(raised.as_instanceof_cause()) == "ValueError: no environment 'cartpol'"
     monkeypatch.delenv("RAY_JOB_CONFIG_JSON_ENV_VAR", raising=False)
     monkeypatch.setenv("RAY_ADDRESS", "auto")  # a user's shell: a local run still starts its own cluster
     assert not distributed.ray_job_driver()

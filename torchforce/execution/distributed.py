@@ -45,7 +45,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
-from typing import Any, NotRequired, TypedDict
+from typing import Any
 
 import numpy as np
 
@@ -61,13 +61,18 @@ from torchforce.execution.distributed_actors import (
     shared_parameters,
 )
 from torchforce.execution.runner import episode_callback
+from torchforce.execution.worker_health import (
+    MAX_WORKER_RESTARTS,
+    RESTART_TIMEOUT,
+    Absence,
+    WorkerStatus,
+    described_failure,
+)
 from torchforce.spec import expect_int
 from torchforce.spec.device import needs_gpu, uses_gpu
 
 CHUNK = 1_000  # steps a worker runs between two reports to the driver
 OBJECT_STORE = 200 * 1024**2  # bytes: parameters and results are small; Ray's default takes a share of all memory
-MAX_WORKER_RESTARTS = 20  # a worker process that keeps dying (a crashing environment) ends the run after this many
-RESTART_TIMEOUT = 300.0  # seconds a worker that Ray is restarting may take to answer again (more on a busy machine)
 # seconds a chunk may be under way before its worker counts as hung, killed and restarted: a CPU worker's chunk of
 # CHUNK steps, its updates and exchanges included, takes seconds to a minute; ten minutes leave room for a slow
 # environment, a big update on a busy machine and a first chunk's warm-up
@@ -95,14 +100,6 @@ def ray_job_driver() -> bool:
     """Whether this process is the driver of a Ray job (Ray's job supervisor gives it the cluster's ``RAY_ADDRESS``
     and the job's config), whose cluster its runs use; a ``RAY_ADDRESS`` alone is a shell's, not followed."""
     return bool(os.environ.get("RAY_ADDRESS")) and "RAY_JOB_CONFIG_JSON_ENV_VAR" in os.environ
-
-
-def described_failure(error: Exception) -> str:
-    """What failed in a remote call: the error the remote code raised (not Ray's header of process title and
-    colours), its type and first line."""
-    cause = getattr(error, "cause", None) or error
-    text = str(cause).strip().splitlines()
-    return f"{type(cause).__name__}: {text[0] if text else ''}".rstrip(": ")
 
 
 class _Chunks:
@@ -223,52 +220,6 @@ class _Chunks:
             index = self.collect(done)
             if index is not None:
                 self.idle.append(index)
-
-
-class WorkerStatus(TypedDict):
-    """One row of ``DistributedRunner.worker_status()``: where a worker ran and what it did in this run."""
-
-    worker: int
-    node: str | None
-    steps: int
-    episodes: int
-    steps_per_second: float | None
-    restarts: int
-    lost_steps: int
-    hangs: int
-    sync_seconds: NotRequired[float]
-    syncs: NotRequired[int]
-
-
-class Absence:
-    """A worker that has stopped answering: since when, and how many of the failed calls were deaths. While Ray
-    starts a killed worker's process again, calls fail with ``ActorUnavailableError`` (for seconds, or longer on a
-    busy machine): waited out up to ``RESTART_TIMEOUT``; other actor errors are deaths, up to
-    ``MAX_WORKER_RESTARTS`` of them."""
-
-    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
-        self.clock = clock
-        self.since: float | None = None
-        self.calls = 0
-        self.deaths = 0
-
-    def failed(self, error: Exception) -> float:
-        """Count ``error`` (a ``RayActorError``) and return the seconds to wait before the next call; raise it once
-        the worker is given up."""
-        from ray.exceptions import ActorUnavailableError
-
-        now = self.clock()
-        self.since = now if self.since is None else self.since
-        self.calls += 1
-        self.deaths += not isinstance(error, ActorUnavailableError)
-        if self.deaths > MAX_WORKER_RESTARTS or now - self.since > RESTART_TIMEOUT:
-            raise error
-        return min(0.1 * self.calls, 2.0)
-
-    def answered(self) -> None:
-        """The restarted worker answered again: the wait for it is over (a later death waits anew), while its deaths
-        count on until one of its chunks succeeds (a worker that dies in every chunk is still given up)."""
-        self.since, self.calls = None, 0
 
 
 def worker_resources(device: Any, cluster_gpus: float, num_workers: int, cpus: int = 1) -> dict[str, float]:
