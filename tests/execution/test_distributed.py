@@ -314,7 +314,8 @@ def test_a_restarted_worker_that_hangs_as_it_starts_ends_the_run_naming_it(monke
                 threading.Event().wait()
             return super().execute(actions)
 
-    monkeypatch.setattr(distributed, "RESTART_TIMEOUT", 15.0)  # the probe's deadline: max(worker_timeout, this)
+    # the probe's deadline, max(worker_timeout, this), and the wait for a restart
+    monkeypatch.setattr(worker_health, "RESTART_TIMEOUT", 15.0)
     runner = DistributedRunner(main_agent(), Stalling, num_workers=2, seed=4, worker_timeout=20)
     try:
         started = time.monotonic()

@@ -50,6 +50,7 @@ from typing import Any
 import numpy as np
 
 from torchforce.agents import Agent
+from torchforce.execution import worker_health
 from torchforce.execution.base import BaseRunner
 from torchforce.execution.distributed_actors import (
     ParameterServer,
@@ -63,7 +64,6 @@ from torchforce.execution.distributed_actors import (
 from torchforce.execution.runner import episode_callback
 from torchforce.execution.worker_health import (
     MAX_WORKER_RESTARTS,
-    RESTART_TIMEOUT,
     Absence,
     WorkerStatus,
     described_failure,
@@ -136,7 +136,7 @@ class _Chunks:
         """The seconds a call may take: a chunk ``worker_timeout``, a readiness probe as long as a restart may take
         if that is more (inf: for ever)."""
         timeout = math.inf if self.runner.worker_timeout is None else float(self.runner.worker_timeout)
-        return timeout if steps else max(timeout, RESTART_TIMEOUT)
+        return timeout if steps else max(timeout, worker_health.RESTART_TIMEOUT)
 
     def next_done(self, calls: list[Any]) -> Any | None:
         """The first of ``calls`` (under way) to end; None when none ended before the first deadline among them
