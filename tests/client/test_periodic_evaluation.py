@@ -29,7 +29,7 @@ from torchforce.client import Project
 from torchforce.client.checkpoints import Checkpoints
 from torchforce.client.cli import main
 from torchforce.client.experiment_file import resolve_experiment
-from torchforce.client.experiment_run import PeriodicEvaluation
+from torchforce.client.periodic_evaluation import PeriodicEvaluation
 from torchforce.client.report import read_evaluations
 from torchforce.spec import SpecError, SpecWarning
 
