@@ -31,6 +31,7 @@ from torchforce.spec import (
     parse_frequency,
     warn_spec,
 )
+from torchforce.spec.checks import expect_keys
 from torchforce.spec.device import missing_gpu
 from torchforce.spec.errors import describe
 from torchforce.spec.options import SEED
@@ -391,20 +392,6 @@ def _check_frequencies(spec: dict[str, Any]) -> None:
     spec["summary_frequency"] = str(summary_frequency)
 
 
-def _only_keys(value: Any, path: str, keys: tuple[str, ...]) -> dict[str, Any]:
-    """``value`` as an object of some of ``keys``; an unknown key is an error naming it."""
-    value = dict(expect_dict(value, path))
-    for key in value:
-        if key not in keys:
-            guess = did_you_mean(key, keys)
-            raise SpecError(
-                f"{path}.{key}",
-                "unknown key",
-                hint=f"Did you mean '{guess}'?" if guess else "Known: " + ", ".join(keys) + ".",
-            )
-    return value
-
-
 def _check_evaluation(project: Project, spec: dict[str, Any]) -> None:
     """``evaluation``: every ``frequency`` (as ``saver_frequency``: ``"10000t"``, ``"50e"``, ``"600s"``) the worker
     plays ``episodes`` (default 10) deterministic episodes on ``environment`` (null: the experiment's; named as
@@ -413,7 +400,7 @@ def _check_evaluation(project: Project, spec: dict[str, Any]) -> None:
     if spec["evaluation"] is None:
         return
     path = "experiment.evaluation"
-    evaluation = _only_keys(spec["evaluation"], path, EVALUATION_KEYS)
+    evaluation = expect_keys(spec["evaluation"], path, EVALUATION_KEYS)
     if evaluation.get("frequency") is None:
         raise SpecError(
             f"{path}.frequency",
@@ -481,7 +468,7 @@ def _check_mlflow(project: Project, spec: dict[str, Any], *, build: bool) -> Non
     if spec["mlflow"] is None:
         return
     path = "experiment.mlflow"
-    settings = _only_keys(spec["mlflow"], path, MLFLOW_KEYS)
+    settings = expect_keys(spec["mlflow"], path, MLFLOW_KEYS)
     uri = settings.get("tracking_uri")
     expected = "an absolute store like 'file:///home/me/mlruns' or 'sqlite:////home/me/mlflow.db', or a server URL"
     if not isinstance(uri, str) or not uri.strip():

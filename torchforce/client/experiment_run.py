@@ -472,12 +472,20 @@ class ExperimentRun:
                 self.save(best)
             LOG.info("%s requested at timestep %d", Signals.request, runner.global_timestep)
             return False
+        self._save_if_due(runner, best)
+        self._report()
+        return True
+
+    def _save_if_due(self, runner: Any, best: float | None) -> None:
+        """A checkpoint when the saver's frequency has come, or at once for a new best evaluation (``best``)."""
         if best is not None or self.saver.due(runner.global_timestep, runner.global_episode):
             self.save(best)
+
+    def _report(self) -> None:
+        """The progress file and the logs brought up to date (each no more often than it is written)."""
         self.write_progress("running")
         self.log_progress()
         self.flush_logs()
-        return True
 
     def worker_step_finished(self, runner: Any, worker: int) -> bool:
         """Multi-threaded: every worker stops on a pause or stop request; worker 0's thread also evaluates and
@@ -488,12 +496,8 @@ class ExperimentRun:
             evaluating = self.evaluation is not None and self.evaluation.due(self.counts())
             if evaluating or self.saver.due(runner.global_timestep, runner.global_episode):
                 with self.agent.update_lock or contextlib.nullcontext():  # a model no update changes halfway
-                    best = self.evaluate_if_due()
-                    if best is not None or self.saver.due(runner.global_timestep, runner.global_episode):
-                        self.save(best)
-            self.write_progress("running")
-            self.log_progress()
-            self.flush_logs()
+                    self._save_if_due(runner, self.evaluate_if_due())
+            self._report()
         return True
 
     def run(self) -> str:

@@ -32,9 +32,10 @@ from typing import Any
 from torchforce.client.experiment_file import LONGEST_NAME, NAME_PATTERN, check_name, resolve_experiment
 from torchforce.client.overrides import Override
 from torchforce.client.project import CONFIG_SUFFIXES, Project
-from torchforce.client.sweep_space import CONTROLLED, Dimension, only_keys, parse_space
+from torchforce.client.sweep_space import CONTROLLED, Dimension, parse_space
 from torchforce.configs import folder
 from torchforce.spec import SpecError, did_you_mean, expect_choice, expect_dict, expect_int, load_file
+from torchforce.spec.checks import expect_keys
 from torchforce.spec.device import missing_gpu
 from torchforce.spec.errors import describe
 from torchforce.spec.options import MAX_SEED
@@ -250,7 +251,7 @@ def resolve_sweep(
 
 
 def _resolve(project: Project, raw: Any, *, name: str | None, build: bool) -> SweepSpec:
-    raw = only_keys(raw, "sweep", FIELDS)
+    raw = expect_keys(raw, "sweep", FIELDS)
     sweep_name = _sweep_name(name if name is not None else raw.get("name"))
     description = raw.get("description") or ""
     if not isinstance(description, str):
@@ -362,7 +363,7 @@ def _metric(value: Any) -> Metric:
     path = "sweep.metric"
     if value is None:
         return Metric()
-    metric = {"name": value} if isinstance(value, str) else only_keys(value, path, ("name", "window", "direction"))
+    metric = {"name": value} if isinstance(value, str) else expect_keys(value, path, ("name", "window", "direction"))
     name = expect_choice(metric.get("name", "mean_return"), f"{path}.name", METRICS)
     if name == "evaluation" and "window" in metric:
         raise SpecError(
@@ -378,7 +379,7 @@ def _budget(value: Any) -> tuple[int, int]:
     path = "sweep.budget"
     if value is None:
         raise SpecError(path, "a sweep needs a budget", expected="{trials: N} (and parallel: P, default 1)")
-    budget = only_keys(value, path, ("trials", "parallel"))
+    budget = expect_keys(value, path, ("trials", "parallel"))
     if "trials" not in budget:
         raise SpecError(f"{path}.trials", "the number of trials to run is missing", expected="a whole number >= 1")
     trials = expect_int(budget["trials"], f"{path}.trials", minimum=1, maximum=MAX_TRIALS)
@@ -391,7 +392,9 @@ def _sampler(value: Any, *, new: bool) -> Sampler:
     path = "sweep.sampler"
     if value is None:
         return Sampler()
-    sampler = {"type": value} if isinstance(value, str) else only_keys(value, path, ("type", "seed", "startup_trials"))
+    sampler = (
+        {"type": value} if isinstance(value, str) else expect_keys(value, path, ("type", "seed", "startup_trials"))
+    )
     kind = expect_choice(sampler.get("type", "tpe"), f"{path}.type", SAMPLERS)
     if kind == "random" and "startup_trials" in sampler:
         raise SpecError(f"{path}.startup_trials", "the random sampler has no startup trials: every trial is random")
@@ -407,7 +410,7 @@ def _pruner(value: Any) -> Pruner:
     if value is None:
         return Pruner()
     keys = ("type", "startup_trials", "warmup")
-    pruner = {"type": value} if isinstance(value, str) else only_keys(value, path, keys)
+    pruner = {"type": value} if isinstance(value, str) else expect_keys(value, path, keys)
     kind = expect_choice(pruner.get("type", "median"), f"{path}.type", PRUNERS)
     if kind == "none" and len(pruner) > 1:
         extra = next(key for key in pruner if key != "type")

@@ -11,7 +11,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from torchforce.client.overrides import Override, dotted, parse_key
-from torchforce.spec import SpecError, did_you_mean, expect_bool, expect_choice, expect_dict, expect_int
+from torchforce.spec import SpecError, expect_bool, expect_choice, expect_dict, expect_int
+from torchforce.spec.checks import expect_keys
 from torchforce.spec.errors import describe
 
 RANGE_TYPES = ("float", "int")
@@ -87,20 +88,6 @@ class Dimension:
         return values | ({"step": self.step} if self.step is not None else {})
 
 
-def only_keys(value: Any, path: str, keys: tuple[str, ...]) -> dict[str, Any]:
-    """``value`` as an object of some of ``keys``; an unknown key is an error naming it."""
-    value = dict(expect_dict(value, path))
-    for key in value:
-        if key not in keys:
-            guess = did_you_mean(str(key), keys)
-            raise SpecError(
-                f"{path}.{key}",
-                "unknown key",
-                hint=f"Did you mean '{guess}'?" if guess else "Known: " + ", ".join(keys) + ".",
-            )
-    return value
-
-
 def parse_space(value: Any) -> tuple[Dimension, ...]:
     path = "sweep.space"
     if value is None:
@@ -150,9 +137,9 @@ def _dimension(key: Any, entry: Any) -> Dimension:
     if not isinstance(entry, dict):
         raise SpecError(path, "not a range or choices", got=entry, expected=expected)
     if "choices" in entry:
-        only_keys(entry, path, ("choices",))
+        expect_keys(entry, path, ("choices",))
         return Dimension(normal, "choice", choices=_choices(entry["choices"], f"{path}.choices"))
-    entry = only_keys(entry, path, ("low", "high", "log", "type", "step"))
+    entry = expect_keys(entry, path, ("low", "high", "log", "type", "step"))
     for end in ("low", "high"):
         if end not in entry:
             raise SpecError(f"{path}.{end}", f"a range needs its {end} end", expected=expected)
@@ -180,7 +167,7 @@ def _end(value: Any, path: str, kind: str) -> float | int:
         try:
             float(value)
         except ValueError:
-            pass
+            pass  # text that is no number: the checks below say what is expected
         else:  # YAML 1.1 reads 1e-5 (no dot) as text
             hint = f"YAML reads {value} as text: write it with a dot, as 1.0e-5 (not 1e-5)."
             raise SpecError(path, "text, not a number", got=value, hint=hint)

@@ -5,6 +5,7 @@ workers (``shutdown_workers``)."""
 
 from __future__ import annotations
 
+import contextlib
 import signal
 import traceback
 from collections.abc import Callable, Mapping, Sequence
@@ -256,26 +257,20 @@ def serve_worker(connection: Any, payload: bytes) -> None:
     _serve(connection, rows, memory)
     rows = None  # drop the views into shared memory before unmapping it
     for block in memory:
-        try:
+        with contextlib.suppress(BufferError):
             block.close()
-        except BufferError:
-            pass
     connection.close()
 
 
 def shutdown_workers(processes: list[Any], connections: list[Any], memory: list[Any]) -> None:
     """Ask every worker to close, join it (terminating one that does not stop), free the shared memory."""
     for connection in connections:
-        try:
+        with contextlib.suppress(OSError, ValueError):
             connection.send(("close", None))
-        except (OSError, ValueError):
-            pass
     for connection in connections:
-        try:
+        with contextlib.suppress(EOFError, OSError, ValueError):
             if connection.poll(5.0):
                 connection.recv()
-        except (EOFError, OSError, ValueError):
-            pass
         connection.close()
     for process in processes:
         process.join(timeout=5.0)
@@ -286,11 +281,8 @@ def shutdown_workers(processes: list[Any], connections: list[Any], memory: list[
             process.kill()
             process.join()
     for block in memory:
-        try:
+        with contextlib.suppress(FileNotFoundError):
             block.unlink()
-        except FileNotFoundError:
-            pass
-        try:
+        # BufferError: the caller still holds arrays (copy=False); the mapping goes when they do
+        with contextlib.suppress(BufferError):
             block.close()
-        except BufferError:  # the caller still holds arrays (copy=False); the mapping goes when they do
-            pass

@@ -243,3 +243,17 @@ def expect_dict(value: Any, path: str) -> dict:
     if not isinstance(value, dict):
         raise SpecError(path, "not a dict", got=value, expected="a JSON object")
     return value
+
+
+def expect_keys(value: Any, path: str, keys: tuple[str, ...]) -> dict:
+    """``value`` as an object (a copy) of some of ``keys``; an unknown key is an error naming it, with a guess."""
+    value = dict(expect_dict(value, path))
+    for key in value:
+        if key not in keys:
+            guess = did_you_mean(str(key), keys)
+            raise SpecError(
+                f"{path}.{key}",
+                "unknown key",
+                hint=f"Did you mean '{guess}'?" if guess else "Known: " + ", ".join(keys) + ".",
+            )
+    return value
