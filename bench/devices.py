@@ -70,7 +70,7 @@ def build(
     from tasks import TASKS, experiment
 
     from torchforce.agents import create_agent
-    from torchforce.client.experiment_file import acted_environment, worker_agent_spec
+    from torchforce.client.experiment_build import acted_environment, worker_agent_spec
     from torchforce.environments import VectorEnvironment, make
 
     spec = {**experiment(TASKS[task]), "num_environments": environments, "vectorization": mode}

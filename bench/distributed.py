@@ -48,7 +48,7 @@ def workload(config: str, experiment: str | None, device: str) -> tuple[Any, dic
     from tasks import TASKS
     from tasks import experiment as resolved
 
-    from torchforce.client.experiment_file import acted_environment, worker_agent_spec
+    from torchforce.client.experiment_build import acted_environment, worker_agent_spec
 
     spec = resolved(TASKS[experiment])
     network = {} if spec["network"] is None else {"network": spec["network"]}

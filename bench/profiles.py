@@ -179,7 +179,7 @@ def profile_step(task: str) -> None:
     import tasks
 
     from torchforce.agents import create_agent
-    from torchforce.client.experiment_file import worker_agent_spec
+    from torchforce.client.experiment_build import worker_agent_spec
     from torchforce.environments import make
 
     torch.set_num_threads(1)

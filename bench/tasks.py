@@ -282,7 +282,7 @@ def train_torchforce(
 ) -> dict[str, Any]:
     """The experiment's agent on the experiment's environments, as its worker builds them (seeded ``seed``)."""
     from torchforce.agents import create_agent
-    from torchforce.client.experiment_file import acted_environment, worker_agent_spec
+    from torchforce.client.experiment_build import acted_environment, worker_agent_spec
     from torchforce.environments import VectorEnvironment, make
     from torchforce.execution import Runner
 

@@ -18,10 +18,6 @@ LONGEST_MODULE = 600  # lines: past this, a module of the library wants splittin
 # shrinks, and take it off the list once it is within LONGEST_MODULE; never raise one.
 LONGER_MODULES = {
     "torchforce/agents/agent.py": 1044,  # the Agent API: act/observe, updates, saving
-    "torchforce/client/experiment.py": 1218,  # the Experiment lifecycle (start, pause, stop, resume, clusters)
-    "torchforce/client/experiment_file.py": 721,
-    "torchforce/client/sweep.py": 694,
-    "torchforce/execution/distributed.py": 623,
 }
 
 

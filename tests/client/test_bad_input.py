@@ -22,7 +22,7 @@ import pytest
 from tests.client.conftest import copied_project, fake_worker, template_project, tfcli
 from torchforce.client import ClientError, Experiment, Project
 from torchforce.client.cli import main
-from torchforce.client.experiment import STARTING_SECONDS
+from torchforce.client.experiment_state import STARTING_SECONDS
 from torchforce.client.store import Store
 
 EXISTING = "alpha_run"

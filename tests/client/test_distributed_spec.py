@@ -8,7 +8,8 @@ import time
 
 import pytest
 
-from torchforce.client.experiment_file import resolve_experiment, worker_agent_spec, worker_timeout_of
+from torchforce.client.experiment_build import worker_agent_spec
+from torchforce.client.experiment_file import resolve_experiment, worker_timeout_of
 from torchforce.execution.distributed import WORKER_TIMEOUT
 from torchforce.spec import SpecError, SpecWarning
 
@@ -77,10 +78,10 @@ def test_a_pause_not_answered_in_time_says_what_a_distributed_run_may_still_do(p
     """A distributed run waits for a hung Ray worker's replacement (up to its worker_timeout) before it checkpoints,
     longer than the client waits for an answer: the message said only that the worker did not pause."""
     from tests.client.conftest import fake_worker
-    from torchforce.client import experiment as experiments
+    from torchforce.client import experiment_control
     from torchforce.client.cli import main
 
-    monkeypatch.setattr(experiments, "SIGNAL_TIMEOUT", 1.0)
+    monkeypatch.setattr(experiment_control, "SIGNAL_TIMEOUT", 1.0)
     flags = ["-A", "ppo_cartpole", "-E", "cartpole", "-t", "4000", "--run-mode", "distributed", "--num-workers", "2"]
     assert main(["experiment", "new", "-n", "dist", *flags]) == 0
     capsys.readouterr()

@@ -23,7 +23,7 @@ from torchforce.client import Experiment, Project
 from torchforce.client.cli import main
 from torchforce.client.commands.evaluate import episode_bar
 from torchforce.client.evaluate import build_environment, environment_spec, find_checkpoint, restore_agent
-from torchforce.client.experiment_file import worker_agent_spec
+from torchforce.client.experiment_build import worker_agent_spec
 from torchforce.client.experiment_run import ExperimentRun
 from torchforce.durable import unwritable
 from torchforce.environments import Gym, make

@@ -18,7 +18,7 @@ from torchforce.client import Experiment, Project
 from torchforce.client.backends.base import check_gpus
 from torchforce.client.backends.ray import RayBackend
 from torchforce.client.errors import ClientError, ClientWarning
-from torchforce.execution.distributed import worker_resources
+from torchforce.execution.distributed_actors import worker_resources
 from torchforce.spec.device import gpu_index, needs_gpu, uses_gpu
 
 WITHOUT_CUDA = pytest.mark.skipif(torch.cuda.is_available(), reason="about a machine without CUDA")

@@ -17,7 +17,7 @@ from torchforce.agents import create_agent
 from torchforce.client import Experiment, Project
 from torchforce.client.checkpoints import Checkpoints
 from torchforce.client.commands.views import short_return
-from torchforce.client.experiment_file import worker_agent_spec
+from torchforce.client.experiment_build import worker_agent_spec
 from torchforce.configs import names
 from torchforce.environments import make
 

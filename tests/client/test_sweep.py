@@ -27,8 +27,9 @@ from torchforce.client import ClientError, Experiment, Project
 from torchforce.client.backends.local import process_alive
 from torchforce.client.cli import main
 from torchforce.client.report import read_episodes
-from torchforce.client.sweep import Sweep, optuna_module
+from torchforce.client.sweep import Sweep
 from torchforce.client.sweep_file import Pruner
+from torchforce.client.sweep_space import optuna_module
 from torchforce.client.trial_values import RunProgress, final_value, intermediate_values, no_value, report_and_judge
 
 optuna = pytest.importorskip("optuna")
@@ -870,7 +871,7 @@ def lookalikes(*arguments: list[str]) -> Iterator[list[int]]:
 def test_the_driver_is_recognized_in_a_project_whose_path_has_a_space(tmp_path, monkeypatch):
     """A sweep's driver is told from a reused PID by its arguments: a project path with a space in it is one
     argument, so the driver of such a project is still its driver (sweep stop could never stop it)."""
-    from torchforce.client.sweep import DRIVER_MODULE, is_driver
+    from torchforce.client.sweep_process import DRIVER_MODULE, is_driver
 
     root = tmp_path / "my project"
     root.mkdir()
@@ -886,7 +887,7 @@ def test_the_driver_is_recognized_in_a_project_whose_path_has_a_space(tmp_path, 
 def test_a_driver_started_before_it_moved_to_sweep_driver_is_still_recognized(tmp_path, monkeypatch):
     """The driver's module moved from torchforce.client.sweep to torchforce.client.sweep_driver: a driver an older
     version started still runs as the old module, and 'sweep stop' must still know it for the sweep's driver."""
-    from torchforce.client.sweep import is_driver
+    from torchforce.client.sweep_process import is_driver
 
     monkeypatch.chdir(tmp_path)
     project, _ = Project.init(tmp_path)

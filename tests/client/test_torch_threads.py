@@ -12,7 +12,7 @@ import torch
 from tests.client.worker_runs import new_experiment, new_project, run
 from torchforce.agents.ppo import PPOAgent
 from torchforce.client.cli import main
-from torchforce.client.experiment_file import torch_threads_of
+from torchforce.client.experiment_build import torch_threads_of
 
 
 @pytest.fixture

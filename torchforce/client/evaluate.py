@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any, TypeGuard
 from torchforce.client.checkpoints import Checkpoints, check_inside, plain_name
 from torchforce.client.errors import ClientError
 from torchforce.client.experiment import Experiment
-from torchforce.client.experiment_file import acted_environment, runnable_here, worker_agent_spec
+from torchforce.client.experiment_build import acted_environment, runnable_here, worker_agent_spec
 from torchforce.client.modules import modules_folder, use_modules
 from torchforce.client.monitor import gym_specs
 from torchforce.client.project import check_output

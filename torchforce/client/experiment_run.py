@@ -88,12 +88,8 @@ class ExperimentRun:
     def build(self) -> None:
         from torchforce.agents import create_agent
         from torchforce.client import warm_start
-        from torchforce.client.experiment_file import (
-            acted_environment,
-            torch_threads_of,
-            worker_agent_spec,
-            worker_timeout_of,
-        )
+        from torchforce.client.experiment_build import acted_environment, torch_threads_of, worker_agent_spec
+        from torchforce.client.experiment_file import worker_timeout_of
         from torchforce.client.monitor import monitored
         from torchforce.environments import make, make_vector
         from torchforce.execution import Runner, ThreadedRunner, clone_worker_agent

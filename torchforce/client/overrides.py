@@ -22,7 +22,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from torchforce.client.experiment_file import CONFIG_KINDS
+from torchforce.client.experiment_build import CONFIG_KINDS
 from torchforce.client.project import Project
 from torchforce.spec import SpecError
 

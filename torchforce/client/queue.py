@@ -59,7 +59,7 @@ def available_cpus() -> int:
 
 def cpus_per_run(spec: dict[str, Any]) -> int:
     """The CPUs one run of ``spec`` keeps busy on this machine (see the module's docstring)."""
-    from torchforce.client.experiment_file import agent_process_cpus
+    from torchforce.client.experiment_build import agent_process_cpus
 
     process = agent_process_cpus(spec)  # the worker's own process, or each Ray worker's
     if spec.get("run_mode") == "distributed":
@@ -208,7 +208,7 @@ def occupied(project: Project, records: list[ExperimentRecord]) -> list[int]:
     """The CPUs of each run in a slot: a local run whose worker lives, or which is still starting (no PID yet, for
     as long as ``Experiment`` does not judge it dead)."""
     from torchforce.client.backends.local import process_alive
-    from torchforce.client.experiment import STARTING_SECONDS
+    from torchforce.client.experiment_state import STARTING_SECONDS
 
     taken = []
     for record in records:

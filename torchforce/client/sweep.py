@@ -46,7 +46,6 @@ not resumed).
 
 from __future__ import annotations
 
-import fcntl
 import json
 import math
 import os
@@ -62,10 +61,9 @@ from pathlib import Path
 from typing import Any
 
 from torchforce.client.errors import ClientError
-from torchforce.client.experiment import ENDED, Experiment, delete_runs, refuse_busy
+from torchforce.client.experiment import Experiment, delete_runs, refuse_busy
 from torchforce.client.experiment_file import NAME_PATTERN
 from torchforce.client.project import MARKER, Project, write_json_atomically
-from torchforce.client.report import read_episodes
 from torchforce.client.sweep_file import (
     SweepSpec,
     check_not_gke,
@@ -73,27 +71,23 @@ from torchforce.client.sweep_file import (
     load_sweep_file,
     resolve_sweep,
 )
+from torchforce.client.sweep_process import DRIVER_MODULE, hold_lock, is_driver, probe_lock, reap
+from torchforce.client.sweep_space import optuna_module
+from torchforce.client.trial_runs import (
+    all_ended,
+    counts_toward_budget,
+    existing_runs,
+    interrupt,
+    stop_runs,
+    timesteps_done,
+)
 from torchforce.spec import SpecError, did_you_mean
 
-DRIVER_MODULE = "torchforce.client.sweep_driver"  # the driver process's module (sweep_driver.py)
-# the modules a driver may run as: this one, and sweep.py, where drivers started before 2026-12-07 still run
-DRIVER_MODULES = (DRIVER_MODULE, "torchforce.client.sweep")
-INSTALL_HINT = "pip install 'torchforce[sweep]'"
 POLL_SECONDS = 0.5  # how often the driver reads its trials' runs
 START_SECONDS = 60.0  # how long 'sweep start' waits for the driver to take over
 STOP_SECONDS = 600.0  # how long 'sweep stop' waits for the driver (each run checkpoints before it stops)
 LOCK_SECONDS = 5.0  # how long a driver or a stop's cleanup tries to take the lock (a probe shares it for a moment)
 STATES = ("COMPLETE", "PRUNED", "RUNNING", "WAITING", "FAIL")  # the order trials are listed in after ranking
-
-
-def optuna_module() -> Any:
-    """optuna, imported on first use: a ClientError saying how to install it where it is missing."""
-    try:
-        import optuna
-    except ImportError:
-        raise ClientError("sweeps need the optuna package, which is not installed", hint=INSTALL_HINT) from None
-    optuna.logging.set_verbosity(optuna.logging.WARNING)
-    return optuna
 
 
 def spread(values: Sequence[float]) -> float | None:
@@ -382,7 +376,7 @@ class Sweep:
                 time.sleep(0.1)
             while is_driver(pid, self) and time.monotonic() < deadline:  # its lock goes a moment before it
                 time.sleep(0.05)
-            _reap(pid)
+            reap(pid)
             return self.status()[0]
         lock = hold_lock(self.lock_file, LOCK_SECONDS)  # waits out a look at the sweep, not a driver
         if lock is None:
@@ -565,130 +559,3 @@ class Sweep:
         if importances is not None:
             written.append(plot_importance(importances, folder / "importance.png", title=title))
         return written, skipped
-
-
-def counts_toward_budget(trial: Any) -> bool:
-    """Completed, pruned and failed trials spend the budget; interrupted ones do not (they run again)."""
-    name = trial.state.name
-    return name in ("COMPLETE", "PRUNED") or (name == "FAIL" and not trial.user_attrs.get("interrupted"))
-
-
-def interrupt(study: Any, trial: Any, reason: str) -> None:
-    """Fail a trial that was cut off (``reason``: stopped, lost) and queue its parameters to run again."""
-    optuna = optuna_module()
-    live = optuna.trial.Trial(study, trial._trial_id)
-    live.set_user_attr("interrupted", reason)
-    study.tell(live, state=optuna.trial.TrialState.FAIL)
-    study.enqueue_trial(trial.params, user_attrs={"retry_of": trial.number})
-
-
-def stop_runs(runs: Sequence[Experiment], log: Any) -> None:
-    """Stop the runs that are going (each checkpoints first); runs not started yet, or still queued, are deleted."""
-    for run in runs:
-        try:
-            status = run.record().status
-            if status not in ("new", *ENDED):
-                status = run.stop(no_download=True).status  # a queued run leaves the queue: new again
-            if status == "new":
-                run.delete()
-        except ClientError as error:
-            log(f"could not stop {run.name}: {error}")
-
-
-def timesteps_done(run: Experiment) -> int:
-    """How many timesteps a run has done: its progress file's count, or its last finished episode's if that is
-    further (the progress file is rewritten about once a second)."""
-    counted = run.progress().get("timesteps")
-    episodes = read_episodes(run.episode_log())
-    last = int(episodes[-1]["timesteps"]) if episodes else 0
-    return max(last, counted if isinstance(counted, int) and not isinstance(counted, bool) else 0)
-
-
-def all_ended(runs: Sequence[Experiment], statuses: Sequence[str] = ENDED) -> bool:
-    """Whether every one of ``runs`` has one of ``statuses`` (by default: has ended); False where one was deleted."""
-    try:
-        return all(run.record().status in statuses for run in runs)
-    except ClientError:
-        return False
-
-
-def existing_runs(project: Project, names: Sequence[str]) -> list[Experiment]:
-    runs = []
-    for name in names:
-        try:
-            runs.append(Experiment.load(project, name))
-        except (ClientError, SpecError):
-            continue
-    return runs
-
-
-@contextmanager
-def probe_lock(path: Path) -> Iterator[bool]:
-    """Take the lock at ``path``, shared, if no process holds it alone (a driver, a stop's cleanup); yields whether
-    it was taken (released afterwards). Probes share it, so they never fail for each other, and a driver or a
-    cleanup waiting for the lock alone waits a moment at most (``hold_lock``). Where the file is missing no one
-    holds it, and it is not made (a look at a sweep writes nothing)."""
-    try:
-        descriptor = os.open(path, os.O_RDONLY)
-    except FileNotFoundError:
-        yield True
-        return
-    try:
-        try:
-            fcntl.flock(descriptor, fcntl.LOCK_SH | fcntl.LOCK_NB)
-        except BlockingIOError:
-            yield False
-            return
-        yield True
-    finally:
-        os.close(descriptor)  # closing releases the lock
-
-
-def hold_lock(path: Path, seconds: float) -> int | None:
-    """The lock at ``path``, held alone until the descriptor returned is closed (at the latest when the process
-    ends); None if another process keeps it for ``seconds`` (a probe holds it only for a moment)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    descriptor = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-    deadline = time.monotonic() + seconds
-    while True:
-        try:
-            fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            return descriptor
-        except BlockingIOError:
-            if time.monotonic() > deadline:
-                os.close(descriptor)
-                return None
-            time.sleep(0.05)
-
-
-def is_driver(pid: int, sweep: Sweep) -> bool:
-    """Whether ``pid`` is the driver of ``sweep`` (not a reused PID of another program)."""
-    try:  # the arguments as given (a project path with spaces in it is one of them)
-        arguments = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace").split("\0")
-        module = next((argument for argument in arguments if argument in DRIVER_MODULES), None)
-        return module is not None and sweep.name in arguments and str(sweep.project.root) in arguments
-    except OSError:
-        try:
-            done = subprocess.run(  # noqa: S603, S607 - a fixed command (no /proc: macOS)
-                ["ps", "-ww", "-o", "command=", "-p", str(pid)], capture_output=True, text=True, timeout=10
-            )
-        except (OSError, subprocess.SubprocessError):
-            return False
-        command = f" {done.stdout.strip()} "  # ps joins the arguments with spaces: whole arguments only
-        return any(f" {module} " in command for module in DRIVER_MODULES) and all(
-            f" {argument} " in command for argument in (sweep.name, str(sweep.project.root))
-        )
-
-
-def _reap(pid: int, seconds: float = 10.0) -> None:
-    """Collect the exit status of a driver this process started, once it has exited (so that it leaves no zombie
-    behind); a driver another process started is not this one's to wait for."""
-    deadline = time.monotonic() + seconds
-    while True:
-        try:
-            done, _ = os.waitpid(pid, os.WNOHANG)
-        except ChildProcessError:
-            return
-        if done or time.monotonic() > deadline:
-            return
-        time.sleep(0.02)

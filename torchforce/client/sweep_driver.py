@@ -19,25 +19,21 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from torchforce.client.errors import ClientError
-from torchforce.client.experiment import ENDED, Experiment
+from torchforce.client.experiment import Experiment
+from torchforce.client.experiment_state import ENDED
 from torchforce.client.project import Project
 from torchforce.client.report import read_episodes
-from torchforce.client.sweep import (
-    DRIVER_MODULE,
-    LOCK_SECONDS,
-    POLL_SECONDS,
-    Sweep,
+from torchforce.client.sweep import LOCK_SECONDS, POLL_SECONDS, Sweep
+from torchforce.client.sweep_file import REPORT_PERCENTS
+from torchforce.client.sweep_process import DRIVER_MODULE, hold_lock
+from torchforce.client.sweep_space import optuna_module
+from torchforce.client.trial_runs import (
     all_ended,
     counts_toward_budget,
     existing_runs,
-    hold_lock,
     interrupt,
-    optuna_module,
     stop_runs,
     timesteps_done,
-)
-from torchforce.client.sweep_file import (
-    REPORT_PERCENTS,
 )
 from torchforce.client.trial_values import RunProgress, final_value, no_value, report_and_judge
 from torchforce.spec import SpecError

@@ -10,6 +10,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from torchforce.client.errors import ClientError
 from torchforce.client.overrides import Override, dotted, parse_key
 from torchforce.spec import SpecError, expect_bool, expect_choice, expect_dict, expect_int
 from torchforce.spec.checks import expect_keys
@@ -231,3 +232,16 @@ def _check_json(value: Any, path: str) -> None:
         else None
     )
     raise SpecError(path, "not a JSON value", got=value, expected=JSON_VALUES, hint=hint)
+
+
+INSTALL_HINT = "pip install 'torchforce[sweep]'"
+
+
+def optuna_module() -> Any:
+    """optuna, imported on first use: a ClientError saying how to install it where it is missing."""
+    try:
+        import optuna
+    except ImportError:
+        raise ClientError("sweeps need the optuna package, which is not installed", hint=INSTALL_HINT) from None
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    return optuna

@@ -55,11 +55,13 @@ from torchforce.execution.base import BaseRunner
 from torchforce.execution.distributed_actors import (
     ParameterServer,
     Worker,
+    described_resources,
     load_run_wide_statistics,
     ray_module,
     run_wide_statistics,
     shard,
     shared_parameters,
+    worker_resources,
 )
 from torchforce.execution.runner import episode_callback
 from torchforce.execution.worker_health import (
@@ -69,7 +71,6 @@ from torchforce.execution.worker_health import (
     described_failure,
 )
 from torchforce.spec import expect_int
-from torchforce.spec.device import needs_gpu, uses_gpu
 
 CHUNK = 1_000  # steps a worker runs between two reports to the driver
 OBJECT_STORE = 200 * 1024**2  # bytes: parameters and results are small; Ray's default takes a share of all memory
@@ -222,30 +223,6 @@ class _Chunks:
                 self.idle.append(index)
 
 
-def worker_resources(device: Any, cluster_gpus: float, num_workers: int, cpus: int = 1) -> dict[str, float]:
-    """What each of ``num_workers`` workers whose agents compute on ``device`` asks of a Ray cluster with
-    ``cluster_gpus`` GPUs: ``cpus`` CPUs (one a torch thread), and for an agent on a GPU (``"cuda"``, ``"auto"``) a
-    share of one GPU such that the workers fit on the GPUs (Ray places a fraction of a GPU within one GPU: 3 workers
-    on 2 GPUs get half of one each, not two thirds), at most one each. Ray then gives each worker its GPU (``cuda``
-    in it is that GPU). ``"cuda"`` on a cluster without GPUs is refused; ``"auto"`` there computes on the CPUs."""
-    bundle: dict[str, float] = {"CPU": cpus}
-    if needs_gpu(device) and not cluster_gpus:
-        raise ValueError(f"the workers' agents compute on {device!r} (device), and the Ray cluster has no GPUs")
-    if uses_gpu(device) and cluster_gpus:
-        if cluster_gpus < 1:  # a cluster declaring a fraction of a GPU: the workers share that fraction
-            share = cluster_gpus / num_workers
-        else:
-            share = 1 / math.ceil(num_workers / math.floor(cluster_gpus))  # workers per GPU, rounded up
-        bundle["GPU"] = min(1.0, math.floor(1e4 * share) / 1e4)  # Ray's resolution: 1e-4
-    return bundle
-
-
-def _described(bundle: dict[str, float]) -> str:
-    return ("one CPU" if bundle["CPU"] == 1 else f"{bundle['CPU']:g} CPUs") + (
-        f" and {bundle['GPU']:g} GPU" if "GPU" in bundle else ""
-    )
-
-
 class DistributedRunner(BaseRunner):
     """Trains ``agent`` (a local agent: its spec and initial parameters start the servers and workers, and it
     receives the servers' parameters for ``save_model`` and after each run) with ``num_workers`` Ray workers, each
@@ -379,7 +356,7 @@ class DistributedRunner(BaseRunner):
             ray.get(self.placement.ready(), timeout=PLACEMENT_TIMEOUT)
         except ray.exceptions.GetTimeoutError:
             raise RuntimeError(
-                f"the Ray cluster placed no {self.num_workers} workers of {_described(bundle)} each within "
+                f"the Ray cluster placed no {self.num_workers} workers of {described_resources(bundle)} each within "
                 f"{PLACEMENT_TIMEOUT:.0f} s (are its CPUs{' or GPUs' if 'GPU' in bundle else ''} taken by other work?)"
             ) from None
         self.workers = [

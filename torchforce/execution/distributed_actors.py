@@ -2,10 +2,12 @@
 parameter servers, which hold the shared parameters sharded by name (``shard``) and each worker's record, and the
 workers, each an agent with its own environments on an ordinary ``Runner`` that pushes the change of its
 parameters and pulls the servers' after every update; with what a worker shares (``shared_parameters``), the
-statistics of the whole run it keeps (``run_wide_statistics``) and its seed after a restart (``restarted_seed``)."""
+statistics of the whole run it keeps (``run_wide_statistics``), its seed after a restart (``restarted_seed``) and
+what it asks of the cluster (``worker_resources``)."""
 
 from __future__ import annotations
 
+import math
 import os
 import socket
 import time
@@ -14,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from torchforce.agents import Agent, create_agent
+from torchforce.spec.device import needs_gpu, uses_gpu
 
 
 def ray_module() -> Any:
@@ -33,6 +36,31 @@ def shard(parameters: dict[str, Any], count: int) -> list[list[str]]:
         shards[least].append(name)
         loads[least] += int(np.prod(parameters[name].shape))
     return shards
+
+
+def worker_resources(device: Any, cluster_gpus: float, num_workers: int, cpus: int = 1) -> dict[str, float]:
+    """What each of ``num_workers`` workers whose agents compute on ``device`` asks of a Ray cluster with
+    ``cluster_gpus`` GPUs: ``cpus`` CPUs (one a torch thread), and for an agent on a GPU (``"cuda"``, ``"auto"``) a
+    share of one GPU such that the workers fit on the GPUs (Ray places a fraction of a GPU within one GPU: 3 workers
+    on 2 GPUs get half of one each, not two thirds), at most one each. Ray then gives each worker its GPU (``cuda``
+    in it is that GPU). ``"cuda"`` on a cluster without GPUs is refused; ``"auto"`` there computes on the CPUs."""
+    bundle: dict[str, float] = {"CPU": cpus}
+    if needs_gpu(device) and not cluster_gpus:
+        raise ValueError(f"the workers' agents compute on {device!r} (device), and the Ray cluster has no GPUs")
+    if uses_gpu(device) and cluster_gpus:
+        if cluster_gpus < 1:  # a cluster declaring a fraction of a GPU: the workers share that fraction
+            share = cluster_gpus / num_workers
+        else:
+            share = 1 / math.ceil(num_workers / math.floor(cluster_gpus))  # workers per GPU, rounded up
+        bundle["GPU"] = min(1.0, math.floor(1e4 * share) / 1e4)  # Ray's resolution: 1e-4
+    return bundle
+
+
+def described_resources(bundle: dict[str, float]) -> str:
+    """A worker's share of the cluster in words: "one CPU", "2 CPUs and 0.5 GPU"."""
+    return ("one CPU" if bundle["CPU"] == 1 else f"{bundle['CPU']:g} CPUs") + (
+        f" and {bundle['GPU']:g} GPU" if "GPU" in bundle else ""
+    )
 
 
 class ParameterServer:

@@ -34,7 +34,7 @@ from torchforce.client import gke, manifests
 from torchforce.client.backends.base import Backend, Handle, Launch, check_gpus, upload_spec
 from torchforce.client.cluster import runs_on
 from torchforce.client.errors import ClientError, ClientWarning
-from torchforce.client.experiment_file import torch_threads_of
+from torchforce.client.experiment_build import torch_threads_of
 from torchforce.client.gcloud import BUCKET, GKE_TOOLS, TIMEOUT_SECONDS, Cloud, Link, Result
 from torchforce.client.gcs import GcsStorage
 from torchforce.client.modules import modules_folder

@@ -40,7 +40,7 @@ from typing import Any
 
 from torchforce.client.backends.base import Backend, Handle, Launch, check_gpus, upload_spec
 from torchforce.client.errors import ClientError
-from torchforce.client.experiment_file import agent_process_cpus, torch_threads_of
+from torchforce.client.experiment_build import agent_process_cpus, torch_threads_of
 from torchforce.client.modules import modules_folder
 from torchforce.client.monitor import refuse_monitors
 from torchforce.client.storage import Storage

@@ -19,7 +19,7 @@ from typing import Any
 from torchforce.client.aggregate import WINDOW, bootstrap_interval, interquartile_mean
 from torchforce.client.commands.output import elapsed, format_table, relative
 from torchforce.client.experiment import Experiment
-from torchforce.client.experiment_file import torch_threads_of
+from torchforce.client.experiment_build import torch_threads_of
 from torchforce.client.groups import format_seeds
 from torchforce.client.project import Project
 from torchforce.client.report import GroupSummary, Summary, read_episodes, recent_mean
