@@ -18,7 +18,7 @@ from torchforce.agents import create_agent  # noqa: E402
 from torchforce.client.experiment_run import ExperimentRun  # noqa: E402
 from torchforce.environments import make  # noqa: E402
 from torchforce.environments.minimal import Minimal  # noqa: E402
-from torchforce.execution import distributed, distributed_actors, worker_health  # noqa: E402
+from torchforce.execution import distributed, distributed_actors, ray_signals, worker_health  # noqa: E402
 from torchforce.execution.distributed import OBJECT_STORE, DistributedRunner  # noqa: E402
 from torchforce.execution.distributed_actors import ParameterServer, shard  # noqa: E402
 from torchforce.execution.evaluation import evaluate  # noqa: E402
@@ -456,10 +456,41 @@ def test_the_callers_signal_handlers_come_back_after_ray_puts_its_own_in_their_p
 
     before = signal.signal(signal.SIGTERM, stop)
     try:
-        handlers = distributed._signal_handlers()
+        handlers = ray_signals.signal_handlers()
         signal.signal(signal.SIGTERM, signal.SIG_DFL)  # what ray.init does, in its own way
-        distributed._restore_signal_handlers(handlers)
+        ray_signals.restore_signal_handlers(handlers)
         assert signal.getsignal(signal.SIGTERM) is stop
+    finally:
+        signal.signal(signal.SIGTERM, before)
+
+
+def test_a_stop_asked_while_ray_starts_reaches_the_callers_handler_not_rays_exit():
+    """A stop in the first seconds of a distributed run came while ray.init had its own SIGTERM handler in place,
+    which exits: the run ended failed ("SystemExit: 15") instead of stopping. While Ray starts, the caller's handler
+    stays: Ray's way of installing its own (which ray.init still calls first) does nothing meanwhile."""
+    import inspect
+    import os
+    import signal
+    import sys
+
+    import ray._private.utils
+    import ray._private.worker
+
+    assert "set_sigterm_handler" in inspect.getsource(ray._private.worker.init)  # where ray.init installs its exit
+    install = ray._private.utils.set_sigterm_handler
+    asked = []
+    before = signal.signal(signal.SIGTERM, lambda *_: asked.append("stop"))
+    try:
+        with ray_signals.handlers_kept(ray_signals.signal_handlers()):
+            ray._private.utils.set_sigterm_handler(lambda number, _frame: sys.exit(number))  # as ray.init does
+            os.kill(os.getpid(), signal.SIGTERM)
+            deadline = time.monotonic() + 5
+            while not asked and time.monotonic() < deadline:
+                time.sleep(0.01)
+        assert asked == ["stop"]
+        assert ray._private.utils.set_sigterm_handler is install  # Ray's own again afterwards
+        with ray_signals.handlers_kept({signal.SIGTERM: signal.SIG_DFL}):  # no handler of the caller's: Ray's way
+            assert ray._private.utils.set_sigterm_handler is install
     finally:
         signal.signal(signal.SIGTERM, before)
 

@@ -39,9 +39,7 @@ from __future__ import annotations
 import math
 import os
 import shutil
-import signal
 import tempfile
-import threading
 import time
 import uuid
 from collections.abc import Callable
@@ -63,6 +61,7 @@ from torchforce.execution.distributed_actors import (
     shared_parameters,
     worker_resources,
 )
+from torchforce.execution.ray_signals import handlers_kept, restore_signal_handlers, signal_handlers
 from torchforce.execution.runner import episode_callback
 from torchforce.execution.worker_health import (
     MAX_WORKER_RESTARTS,
@@ -80,21 +79,6 @@ OBJECT_STORE = 200 * 1024**2  # bytes: parameters and results are small; Ray's d
 WORKER_TIMEOUT = 600.0
 LONGEST_WAIT = 3600.0  # seconds: the longest single wait for the workers (Ray's wait takes no far-off deadline)
 PLACEMENT_TIMEOUT = 120.0  # seconds to wait for the cluster to place the workers
-
-
-def _signal_handlers() -> dict[int, Any]:
-    """The process's SIGINT and SIGTERM handlers (none outside the main thread, which alone may set them)."""
-    if threading.current_thread() is not threading.main_thread():
-        return {}
-    return {number: signal.getsignal(number) for number in (signal.SIGINT, signal.SIGTERM)}
-
-
-def _restore_signal_handlers(handlers: dict[int, Any]) -> None:
-    """Put back what ``_signal_handlers`` found: a stop asked for (tfcli's SIGTERM) while the Ray workers start is the
-    caller's to handle, not Ray's exit."""
-    for number, handler in handlers.items():
-        if handler is not None and signal.getsignal(number) is not handler:
-            signal.signal(number, handler)
 
 
 def ray_job_driver() -> bool:
@@ -288,23 +272,24 @@ class DistributedRunner(BaseRunner):
         self.workers: list[Any] = []  # actor handles
         self.servers: list[Any] = []
         self.placement: Any = None
-        handlers = _signal_handlers()  # ray.init puts its own in their place (SIGTERM: exit at once)
+        handlers = signal_handlers()  # ray.init puts its own in their place (SIGTERM: exit at once)
         try:
-            if self._connected and ray_job_driver():  # its cluster
-                ray.init(address=os.environ["RAY_ADDRESS"], log_to_driver=False, configure_logging=False)
-            elif self._connected:
-                from torchforce.execution.ray_cluster import init_private
+            with handlers_kept(handlers):  # a stop asked while Ray starts is the caller's (ray_signals.py)
+                if self._connected and ray_job_driver():  # its cluster
+                    ray.init(address=os.environ["RAY_ADDRESS"], log_to_driver=False, configure_logging=False)
+                elif self._connected:
+                    from torchforce.execution.ray_cluster import init_private
 
-                self._temp = tempfile.mkdtemp(prefix="tf-ray-")
-                import torch
+                    self._temp = tempfile.mkdtemp(prefix="tf-ray-")
+                    import torch
 
-                init_private(
-                    num_cpus=max(os.cpu_count() or 1, num_workers * torch_threads),
-                    num_gpus=torch.cuda.device_count(),  # this machine's GPUs, for workers of an agent on a GPU
-                    object_store_memory=OBJECT_STORE,
-                    temp_dir=self._temp,
-                )
-            _restore_signal_handlers(handlers)  # the caller's again before the minutes the workers may take to start
+                    init_private(
+                        num_cpus=max(os.cpu_count() or 1, num_workers * torch_threads),
+                        num_gpus=torch.cuda.device_count(),  # this machine's GPUs, for workers of an agent on a GPU
+                        object_store_memory=OBJECT_STORE,
+                        temp_dir=self._temp,
+                    )
+            restore_signal_handlers(handlers)  # the caller's again before the minutes the workers may take to start
             self._start(agent, environment, num_environments, seed, agent_spec, agent_kwargs)
         except BaseException:
             self.close()
