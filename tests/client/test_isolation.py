@@ -4,6 +4,9 @@ folder only: the same for validation (``experiment new``) and for the worker (``
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 
 from tests.client.conftest import tfcli, wait_until_done
 from torchforce.client import Experiment
@@ -33,3 +36,36 @@ def test_a_module_in_the_project_folder_shadows_nothing_and_user_classes_load_fr
     experiment.start()
     assert wait_until_done(experiment) == "finished", experiment.log_tail()
     assert not marker.exists()
+
+
+ENVIRONMENT = '''
+from gymnasium.envs.classic_control import CartPoleEnv
+
+
+class Renamed(CartPoleEnv):
+    """CartPole under a name of the user's."""
+'''
+
+
+def test_experiment_new_refuses_a_module_only_on_pythonpath_which_the_worker_never_reads(project, tmp_path):
+    """The worker runs 'python -I' (no PYTHONPATH): a module found by 'experiment new' through PYTHONPATH made an
+    experiment that failed at once on start ("cannot import module"). tfcli reads no PYTHONPATH either, and says
+    where the module is and where it belongs; in the project's modules/ folder it is found by both."""
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "userenvs.py").write_text(ENVIRONMENT)
+    environment = {**os.environ, "PYTHONPATH": str(elsewhere)}
+    command = [sys.executable, "-m", "torchforce", "experiment", "new", "-n", "renamed", "-A", "ppo_cartpole"]
+    command += ["-E", "userenvs:Renamed", "-t", "600"]
+    refused = subprocess.run(command, cwd=project.root, env=environment, capture_output=True, text=True, timeout=120)
+    assert refused.returncode == 2 and "Traceback" not in refused.stderr
+    assert "cannot import module 'userenvs'" in refused.stderr
+    assert f"'userenvs' is in {elsewhere}, on PYTHONPATH" in refused.stderr and "modules/ folder" in refused.stderr
+    assert project.store.experiment("renamed") is None and not (project.root / "experiments" / "renamed").exists()
+    (project.root / "modules").mkdir()
+    (project.root / "modules" / "userenvs.py").write_text(ENVIRONMENT)
+    created = subprocess.run(command, cwd=project.root, env=environment, capture_output=True, text=True, timeout=120)
+    assert created.returncode == 0, created.stderr
+    experiment = Experiment.load(project, "renamed")
+    experiment.start()
+    assert wait_until_done(experiment) == "finished", experiment.log_tail()

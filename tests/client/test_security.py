@@ -65,7 +65,12 @@ def test_a_gym_id_cannot_import_a_package_that_is_not_built_on_gymnasium(
     (site / f"{name}-1.0.dist-info").mkdir()
     (site / f"{name}-1.0.dist-info" / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: 1.0\n")
     (site / f"{name}-1.0.dist-info" / "top_level.txt").write_text(name + "\n")
-    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(site), os.environ.get("PYTHONPATH")])))
+    # installed as a site's packages are (tfcli reads no PYTHONPATH: a sitecustomize there adds the site at start-up)
+    (tmp_path / "startup").mkdir()
+    (tmp_path / "startup" / "sitecustomize.py").write_text(f"import site\nsite.addsitedir({str(site)!r})\n")
+    monkeypatch.setenv(
+        "PYTHONPATH", os.pathsep.join(filter(None, [str(tmp_path / "startup"), os.environ.get("PYTHONPATH")]))
+    )
     err = new_with_environment(project, {"type": "gym", "gym_id": f"{name}:CartPole-v1"})
     assert (
         f"environment.gym_id: module '{name}' belongs to the installed package '{name}', which does not depend "

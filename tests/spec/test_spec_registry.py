@@ -386,7 +386,10 @@ def test_import_path_not_a_string() -> None:
     assert message(import_path, 3) == "type: not an importable path; expected 'package.module:Class', got 3."
 
 
-HINT = "  Check the spelling, and that the package is installed or its folder is on PYTHONPATH."
+HINT = (
+    "  Check the spelling, and that the package is installed (with tfcli, a project's own module goes in its "
+    "modules/ folder)."
+)
 
 
 def test_import_path_missing_module() -> None:

@@ -126,6 +126,12 @@ def _group_parser(parser: argparse.ArgumentParser, group: str) -> argparse.Argum
 
 
 def main(argv: list[str] | None = None) -> int:
+    """tfcli: ``argv`` (default: the program's own arguments, when tfcli runs as a program, which then reads no
+    PYTHONPATH, as its workers do not: ``modules.ignore_python_path``); returns the exit code."""
+    if argv is None:
+        from torchforce.client.modules import ignore_python_path
+
+        ignore_python_path()
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.version:

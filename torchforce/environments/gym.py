@@ -49,7 +49,7 @@ from torchforce.environments.records import EpisodeLog, last_episode, records_fi
 from torchforce.environments.spaces import actions_from_space, states_from_space
 from torchforce.spec import SpecError, did_you_mean, expect_bool, expect_int
 from torchforce.spec.errors import describe
-from torchforce.spec.registry import check_module
+from torchforce.spec.registry import check_module, missing_module_hint
 
 # Keyword arguments of gymnasium.make itself (the others go to the environment's constructor).
 MAKE_KWARGS = ("disable_env_checker", "render_mode")
@@ -80,6 +80,9 @@ def resolve_gym_id(gym_id: Any, path: str = "gym_id") -> str:
         check_module(module, target, path, package="gymnasium", holds="Gymnasium environment")
         try:
             imported = importlib.import_module(module)
+        except ModuleNotFoundError as error:
+            hint = missing_module_hint(error.name or module)
+            raise SpecError(path, f"cannot import module '{module}': {error}", hint=hint) from None
         except ImportError as error:
             raise SpecError(path, f"cannot import module '{module}': {error}") from None
         if gym_id not in gym_registry() and is_gymnasium_env_class(getattr(imported, gym_id, None)):

@@ -17,8 +17,8 @@ with the spec's arguments, by design. So that a config can run nothing else:
   (a package's command line). A module of an installed package is imported only when that package is, or declares
   that it depends on, the package of the base class (torchforce, or torch for a ``torch.nn.Module``), as any
   package defining such a class must. Any other importable module is the user's own and is imported: user classes
-  must be importable (a project's own modules load only from its configured module folder; or ``PYTHONPATH``), and
-  they run with the user's rights.
+  must be importable (a project's own modules load only from its configured module folder; in a script of one's own,
+  from ``sys.path``), and they run with the user's rights.
 
 Names in a table are torchforce's own and are imported as they are (some name factory functions).
 """
@@ -27,9 +27,11 @@ from __future__ import annotations
 
 import functools
 import importlib
+import importlib.machinery
 import importlib.metadata
 import importlib.util
 import inspect
+import os
 import re
 import sys
 import sysconfig
@@ -205,7 +207,31 @@ def _import(pairs: list[tuple[str, str]], target: str, path: str) -> Any:
         path,
         f"cannot import module '{pairs[0][0]}': no module named '{missing}'",
         got=target,
-        hint="Check the spelling, and that the package is installed or its folder is on PYTHONPATH.",
+        hint=missing_module_hint(missing or pairs[0][0]),
+    )
+
+
+def missing_module_hint(name: str) -> str:
+    """What to do about the module ``name`` that cannot be imported. tfcli and its workers never read PYTHONPATH
+    (the workers run ``python -I``; see ``torchforce.client.modules``): where a PYTHONPATH folder this process does
+    not read holds the module, the hint says so and where it belongs; else the usual checks."""
+    top = name.partition(".")[0]
+    read = {os.path.abspath(folder) for folder in sys.path if folder}
+    unread = [
+        folder
+        for folder in os.environ.get("PYTHONPATH", "").split(os.pathsep)
+        if folder and os.path.abspath(folder) not in read
+    ]
+    found = importlib.machinery.PathFinder.find_spec(top, unread) if unread and top.isidentifier() else None
+    if found is not None:
+        where = next((folder for folder in unread if (found.origin or "").startswith(os.path.abspath(folder))), "")
+        return (
+            f"'{top}' is in {where or 'a folder of PYTHONPATH'}, on PYTHONPATH, which tfcli and its workers do not "
+            "read (they import as 'python -I' does): put it in the project's modules/ folder, or install its package."
+        )
+    return (
+        "Check the spelling, and that the package is installed (with tfcli, a project's own module goes in its "
+        "modules/ folder)."
     )
 
 
