@@ -163,3 +163,39 @@ def test_sigterm_while_holding_exits_leaving_the_run_paused(folder):
     assert progress(folder)["state"] == "paused"
     assert "SIGTERM while holding: exiting, experiment flags stays paused" in log(folder)
     assert "restart 1 of" not in log(folder)
+
+
+def test_a_supervised_run_whose_supervisor_is_killed_stops_at_a_checkpoint(tmp_path, monkeypatch):
+    """--max-restarts runs the worker as the child of a supervisor, whose PID is the run's (the one tfcli prints).
+    Killed with -9, the supervisor left its child training on unsupervised while the run read failed, for good, even
+    once the child had finished. Now the child is asked to stop when its supervisor dies: it checkpoints, the run
+    reads running until then and stopped after, and resumes from there."""
+    from tests.client.conftest import kill_workers
+
+    root = tmp_path / "project"
+    root.mkdir()
+    monkeypatch.chdir(root)
+    project, _ = Project.init(root)
+    experiment = Experiment(
+        project, name="supervised", agent="ppo_cartpole", environment="cartpole", total_timesteps=300_000, seed=3
+    )
+    experiment.generate_locally()
+    try:
+        experiment.start(max_restarts=2)
+        supervisor = experiment.record().pid
+
+        def training_child() -> int | None:
+            state = experiment.progress()
+            return state["pid"] if state.get("pid") not in (None, supervisor) and state.get("timesteps") else None
+
+        child = wait_for(training_child, 120, what="the supervised worker's progress")
+        os.kill(supervisor, signal.SIGKILL)
+        assert experiment.record().status in ("running", "stopped")  # never failed while its worker checkpoints
+        record = wait_for(lambda: (r := experiment.record()).status != "running" and r, 120, what="the run's end")
+        assert record.status == "stopped", record.message
+        wait_for(lambda: not Path(f"/proc/{child}").exists(), 30, what="the worker to exit")
+        latest = Checkpoints(experiment.results / "checkpoints").latest()
+        assert latest is not None and 0 < latest["timesteps"] == experiment.progress()["timesteps"] < 300_000
+        assert "stop requested" in (experiment.results / "worker.log").read_text()
+    finally:
+        kill_workers(project)

@@ -166,9 +166,14 @@ class ExperimentState:
         if handle is None:
             return time.time() - (record.started_at or 0.0) < STARTING_SECONDS
         try:
-            return self.backend(record).alive(handle, self.folder)
+            backend = self.backend(record)
+            if backend.alive(handle, self.folder):
+                return True
         except ClientError:
             return True  # a cluster that cannot be asked (gone from the project): nothing is judged
+        # a supervised local run's worker (the PID its progress file names) outlives its supervisor for as long as
+        # it takes to checkpoint and stop (signals.stop_with_the_supervisor): until then the run is not over
+        return record.backend == "local" and backend.alive(self.progress().get("pid"), self.folder)
 
     def _ended_by_its_progress(self, record: ExperimentRecord) -> tuple[str, None] | None:
         """How a local run ended by its progress file, when its worker wrote a final state there during this run

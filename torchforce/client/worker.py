@@ -49,7 +49,8 @@ states) and the history, and a resumed run loads them all back, the workers star
 
 ``--max-restarts N`` supervises the run: the worker runs in a child process, and when that ends without having
 finished, paused or stopped (a crash, a ``kill -9``, a lost node), it is started again from the last checkpoint,
-up to N times; ``progress.json`` counts the restarts.
+up to N times; ``progress.json`` counts the restarts. The supervisor's PID is the run's: when it dies (killed, even
+with -9), its child is asked to stop (``signals.stop_with_the_supervisor``), and checkpoints and ends ``stopped``.
 
 ``--resume-if-any`` resumes from ``results/checkpoints/latest.json`` when there is one and starts a new run
 otherwise (the log says which); a new run then drops what an earlier attempt that left no checkpoint logged
@@ -83,7 +84,7 @@ from typing import Any
 from torchforce.client.checkpoints import Checkpoints
 from torchforce.client.experiment_run import RESTARTS_VARIABLE, ExperimentRun
 from torchforce.client.modules import use_modules
-from torchforce.client.signals import Signals, control_request
+from torchforce.client.signals import SUPERVISOR_VARIABLE, Signals, control_request, stop_with_the_supervisor
 
 LOG = logging.getLogger("torchforce.worker")
 WORKER_MODULE = "torchforce.client.worker"
@@ -190,7 +191,8 @@ def supervise(args: argparse.Namespace) -> int:
         # the signals wait while the child starts: one that comes meanwhile is forwarded once ``child`` is set
         signal.pthread_sigmask(signal.SIG_BLOCK, set(Signals.REQUESTS))
         try:  # (the child starts with them blocked too, and unblocks them once its handlers are in place)
-            child = subprocess.Popen(command, env={**os.environ, RESTARTS_VARIABLE: str(restarts)})  # noqa: S603
+            variables = {RESTARTS_VARIABLE: str(restarts), SUPERVISOR_VARIABLE: str(os.getpid())}
+            child = subprocess.Popen(command, env={**os.environ, **variables})  # noqa: S603
             if Signals.request is not None:  # asked after the decision to restart: the new child gets it
                 os.kill(child.pid, signal.SIGTERM if Signals.request == "stop" else signal.SIGUSR1)
         finally:
@@ -229,6 +231,7 @@ def supervise(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     Signals.install()  # first: a pause that arrives while torch imports must not kill us
+    stop_with_the_supervisor()  # (a supervised worker: its supervisor's death asks it to stop)
     parser = argparse.ArgumentParser(description="Run one torchforce experiment (started by tfcli).")
     parser.add_argument("folder", type=Path, help="the experiment's folder (with experiment.json)")
     parser.add_argument("--project", type=Path, help="the project root, to record the run's end in its database")
