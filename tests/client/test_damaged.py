@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import os
 import resource
 import shutil
 import sqlite3
@@ -23,8 +24,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from tests.client.conftest import copied_project, fake_worker, template_project
-from torchforce.client import ClientError, Project
+from tests.client.conftest import copied_project, fake_worker, template_project, wait_until_done
+from torchforce.client import ClientError, Experiment, Project
 from torchforce.client import store as store_module
 from torchforce.client.cli import main
 from torchforce.client.experiment_run import ExperimentRun
@@ -455,6 +456,58 @@ def test_repair_adopts_a_run_whose_worker_still_lives_as_running(root):
         adoptions = {a.name: a for a in Project(root).repair()}
         assert (adoptions[FIRST].status, adoptions[FIRST].record.pid) == ("running", pid)
         assert Project(root).store.experiment(FIRST).pid == pid
+
+
+def test_repair_gives_a_run_the_place_it_last_ran_not_its_specs_cluster(root, capsys):
+    """Repair gave every row its spec's cluster: a run of an experiment whose spec names a GKE cluster but that ran
+    here ('-c local') was re-adopted as on that cluster, where a resume would then have gone. The folder tells:
+    a local start's marks (.worker, its line in worker.log) say here; gke/rayjob.json, unless a local start came
+    later, says that GKE cluster and RayJob; nothing (no run yet) keeps what 'experiment new' writes."""
+    experiments = root / "experiments"
+    for name in ("placed", "unstarted"):
+        new = ("experiment", "new", "-n", name, "-A", "ppo_cartpole", "-E", "cartpole", "-t", "500")
+        ok(capsys, *new, "--cluster", "small_cluster")
+    experiment = Experiment.load(Project(root), "placed")
+    assert experiment.spec is not None and experiment.spec["cluster"]["name"] == "small-cluster"
+    experiment.start(cluster="local")
+    assert wait_until_done(experiment) == "finished", experiment.log_tail()
+    placed = Project(root).store.experiment("placed")
+    assert placed is not None and (placed.backend, placed.cluster) == ("local", None)
+    spec = json.loads((experiments / "placed" / "experiment.json").read_text())
+    for name, cluster in (("ongke", "big"), ("moved", "small-cluster")):  # a GKE run; one moved here after it
+        write(experiments / name / "experiment.json", json.dumps({**spec, "name": name}))
+        results_of(root, name, {"state": "finished", "timesteps": 500, "updated_at": 1.7e9})
+        job = {"name": f"tf-{name}-0a1b", "cluster": cluster, "zone": "europe-west1-b"}
+        write(experiments / name / "gke" / "rayjob.json", json.dumps(job))
+    (experiments / "moved" / ".worker").mkdir()
+    os.utime(experiments / "moved" / "gke" / "rayjob.json", (1.7e9, 1.7e9))
+    shutil.copytree(experiments / "placed", experiments / "copied", ignore=shutil.ignore_patterns(".worker"))
+    write(experiments / "copied" / "experiment.json", json.dumps({**spec, "name": "copied"}))
+    for path in (root / ".tfcli").glob("state.db*"):
+        path.unlink()
+    files = snapshot(root)[0]
+
+    ok(capsys, "project", "repair", "--dry-run")
+    plan = [a.record for a in Project(root).repair(dry_run=True) if a.record is not None]
+    planned = {record.name: (record.backend, record.cluster, record.job) for record in plan}
+    assert rows(root) is None and snapshot(root)[0] == files
+    ok(capsys, "project", "repair")
+    where = {row[0]: (row[2], row[3], row[5]) for row in rows(root) or []}
+    expected = {
+        FIRST: ("local", None, None),
+        SECOND: ("local", None, None),
+        "unstarted": ("local", "small-cluster", None),  # no run yet: as 'experiment new' wrote it
+        "placed": ("local", None, None),  # ran here with -c local, not on its spec's small-cluster
+        "copied": ("local", None, None),  # the local start's line in its worker.log tells, without .worker
+        "ongke": ("gke", "big", "tf-ongke-0a1b"),
+        "moved": ("local", None, None),  # ran on GKE, then here
+    }
+    assert where == planned == expected
+    adopted = Project(root).store.experiment("placed")
+    assert adopted is not None and adopted.status == "finished"
+    assert snapshot(root)[0] == files
+    out, _ = ok(capsys, "experiment", "show", "-e", "placed")
+    assert "this run is on this machine" in out
 
 
 def test_an_emptied_state_database_is_reported(root, capsys):

@@ -426,11 +426,15 @@ def _adoption(project: Project, folder: Path) -> Adoption:
     except (SpecError, ClientError, OSError) as error:
         return Adoption(name, "skip", None, f"its experiment.json is not valid: {str(error).splitlines()[0]}")
     fields = _status_from_results(folder)
+    if fields["status"] == "running":  # a local worker of the run lives: it runs here
+        place: dict[str, Any] = {"backend": "local", "cluster": None}
+    else:
+        place = _where_it_ran(folder, (spec.get("cluster") or {}).get("name"))
     record = ExperimentRecord(
         name=name,
-        cluster=(spec.get("cluster") or {}).get("name"),
         created_at=_created_at(spec, spec_file),
         updated_at=time.time(),
+        **place,
         **fields,
     )
     return Adoption(name, "adopt", record.status, record.message, record)
@@ -471,6 +475,64 @@ def _status_from_results(folder: Path) -> dict[str, Any]:
             f"repair'); {then}"
         )
     return {"status": "failed", "message": message, "ended_at": ended_at}
+
+
+def _where_it_ran(folder: Path, spec_cluster: str | None) -> dict[str, Any]:
+    """The row's backend and cluster (and a GKE run's RayJob): where the experiment's last run went, as its folder
+    tells, since the spec's cluster is only where a start goes by default ('-c' sends it elsewhere). On GKE where
+    ``gke/rayjob.json`` (written by each start there) names a RayJob of it, unless a start on this machine came
+    later; on this machine where a local start left its marks (the worker's folder ``.worker``, the start's line in
+    ``results/worker.log``): a run with local results and no sign of a cluster ran here. Where nothing tells (no
+    run yet; a run on a Ray cluster leaves nothing here but results downloaded), as 'experiment new' writes it:
+    this machine, the spec's cluster named."""
+    from torchforce.client import manifests
+    from torchforce.client.backends.base import WORKSPACE
+    from torchforce.client.backends.gke import JOB_FILE
+
+    try:  # the worker's folder, made afresh by each local start
+        local_at = [(folder / WORKSPACE).stat().st_mtime] if (folder / WORKSPACE).is_dir() else []
+    except OSError:
+        local_at = []
+    local_at = local_at or _local_starts(folder / "results" / "worker.log")
+    try:
+        job = json.loads((folder / "gke" / JOB_FILE).read_bytes())
+        gke_at = (folder / "gke" / JOB_FILE).stat().st_mtime
+    except (OSError, ValueError, RecursionError):
+        job, gke_at = None, 0.0
+    if (
+        isinstance(job, dict)
+        and isinstance(job.get("cluster"), str)
+        and job["cluster"]
+        and manifests.is_job_name(job.get("name"), folder.name)
+        and gke_at >= max(local_at, default=0.0)
+    ):
+        return {"backend": "gke", "cluster": job["cluster"], "job": job["name"]}
+    if local_at:
+        return {"backend": "local", "cluster": None}
+    return {"backend": "local", "cluster": spec_cluster}
+
+
+LOCAL_START = re.compile(rb"=== (\d{4}-\d\d-\d\d \d\d:\d\d:\d\d) (?:start|resume) ===\s*")  # local backend's
+
+
+def _local_starts(log: Path) -> list[float]:
+    """When the local backend started the experiment's worker, by the line it writes into ``worker.log`` at each
+    start (a worker on a cluster writes none)."""
+    starts: list[float] = []
+    if not log.is_file():  # (a FIFO would block the read)
+        return starts
+    try:
+        with log.open("rb") as file:
+            for line in file:
+                match = LOCAL_START.fullmatch(line) if line.startswith(b"=== ") else None
+                if match is not None:
+                    try:
+                        starts.append(time.mktime(time.strptime(match[1].decode(), "%Y-%m-%d %H:%M:%S")))
+                    except (ValueError, OverflowError):
+                        continue
+    except OSError:
+        return []
+    return starts
 
 
 LOG_RECORD = re.compile(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} ([A-Z]+) (.*)")  # the worker's log format
