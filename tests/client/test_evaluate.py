@@ -544,11 +544,15 @@ def test_export_writes_the_checkpoints_policy(root, capsys, tmp_path):
     code, out, err = tfcli(capsys, "experiment", "export", "-e", NAME, "-o", str(tmp_path / "p.pt"))
     assert (code, err) == (0, ""), err
     np.testing.assert_array_equal(torch.jit.load(str(tmp_path / "p.pt"))(torch.from_numpy(states)).numpy(), expected)
-    for argv in ([], ["-o", str(tmp_path / "p.bin")]):
-        code, _, err = tfcli(capsys, "experiment", "export", "-e", NAME, *argv)
-        assert code == 2 and err.startswith("tfcli: which format? --format is not given"), err
-        assert "Give --format torchscript or onnx, or -o FILE.onnx or FILE.pt." in err
+    code, _, err = tfcli(capsys, "experiment", "export", "-e", NAME, "-o", str(tmp_path / "p.bin"))
+    assert code == 2 and err.startswith("tfcli: which format? --format is not given, and"), err
+    assert "Give --format torchscript or onnx, or -o FILE.onnx or FILE.pt." in err
     assert [path.name for path in tmp_path.iterdir()] == ["p.pt"]
+    # neither --format nor -o: TorchScript (torch alone loads it), where the help says it goes
+    default.unlink()
+    code, out, err = tfcli(capsys, "experiment", "export", "-e", NAME)
+    assert (code, err) == (0, ""), err
+    np.testing.assert_array_equal(torch.jit.load(str(default))(torch.from_numpy(states)).numpy(), expected)
 
 
 # ---------------------------------------------------------------------------------------------- unwritable outputs

@@ -361,12 +361,12 @@ def export_experiment(
     experiment: Experiment, *, format: str | None, output: str | Path | None = None, checkpoint: str = "latest"
 ) -> tuple[Path, Checkpoint]:
     """Write the acting policy of ``checkpoint`` as ``format`` (``torchforce.export``; None: the one ``output``'s
-    suffix names, as ``export_policy`` reads it) to ``output`` (default:
+    suffix names, as ``export_policy`` reads it, or TorchScript without ``output``) to ``output`` (default:
     ``experiments/NAME/exports/policy-<timestep>.pt`` or ``.onnx``); returns the file and the checkpoint."""
     from torchforce.export import FORMATS, SUFFIXES, ExportError, export_policy
 
-    if format is None:
-        format = SUFFIXES.get(Path(output).suffix.lower()) if output is not None else None
+    if format is None:  # the one -o's suffix names; without -o, TorchScript (torch alone loads it)
+        format = SUFFIXES.get(Path(output).suffix.lower()) if output is not None else "torchscript"
         if format is None:
             raise ClientError(
                 "which format? --format is not given" + (f", and '{output}' names none" if output is not None else ""),

@@ -45,7 +45,7 @@ def add_parser(groups: argparse._SubParsersAction) -> None:
         description=DESCRIPTION,
         examples=[
             f"tfcli config schema                 # all of them into ./{DEFAULT_FOLDER}/",
-            "tfcli config schema --kind ppo -o .vscode",
+            "tfcli config schema --kind ppo -o configs   # one type, into a folder that exists",
             "tfcli config schema --kind dqn -o - > dqn.schema.json",
         ],
     )

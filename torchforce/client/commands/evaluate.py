@@ -76,7 +76,9 @@ def add_parsers(experiments: argparse._SubParsersAction) -> None:
     )
     _experiment_argument(export)
     export.add_argument(
-        "--format", choices=EXPORT_FORMATS, help="the file format (default: the one -o's suffix names, .onnx or .pt)"
+        "--format",
+        choices=EXPORT_FORMATS,
+        help="the file format (default: the one -o's suffix names, .onnx or .pt; without -o, torchscript)",
     )
     export.add_argument(
         "-o", "--output", metavar="FILE", help="the file to write (default: experiments/NAME/exports/policy-STEP.*)"
