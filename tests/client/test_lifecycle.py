@@ -375,6 +375,65 @@ def test_a_multi_threaded_experiment_runs_pauses_and_resumes(project):
     assert experiment.progress()["timesteps"] >= 40000 > paused_at
 
 
+def shown_workers(project: Project, name: str) -> tuple[dict, dict[int, dict]]:
+    """``experiment show --json``: the experiment's row and its workers' rows by worker."""
+    shown = tfcli(project.root, "experiment", "show", "-e", name, "--json")
+    assert shown.returncode == 0, shown.stderr
+    row = json.loads(shown.stdout)
+    return row, {worker["worker"]: worker for worker in row["workers"]}
+
+
+@pytest.mark.slow
+def test_a_multi_threaded_runs_worker_rows_count_the_whole_run_across_pauses(project):
+    """Each worker's row counts its steps and episodes since the run began, earlier sessions' included, so the rows
+    add up to the totals (they counted only the last session's); a checkpoint without the per-worker counts (saved
+    before torchforce kept them) resumes with its counts shared out evenly among the workers."""
+    experiment = Experiment(
+        project,
+        name="rows",
+        agent="ppo_cartpole",
+        environment="cartpole",
+        run_mode="multi-threaded",
+        num_workers=2,
+        total_timesteps=40000,  # not reached before the second pause, even where a pause comes late
+        seed=0,
+        saver_frequency="1000t",
+    )
+    experiment.generate_locally()
+
+    def adds_up() -> dict[int, dict]:
+        row, workers = shown_workers(project, "rows")
+        assert sorted(workers) == [0, 1], row["workers"]
+        assert sum(worker["steps"] for worker in workers.values()) == row["timesteps"], row
+        assert sum(worker["episodes"] for worker in workers.values()) == row["episodes"], row
+        return workers
+
+    experiment.start()
+    wait_for(progress_at_least(experiment, 2000), what="progress")
+    assert experiment.pause().status == "paused", experiment.log_tail()
+    first = adds_up()
+    experiment.start(resume=True)
+    wait_for(progress_at_least(experiment, experiment.checkpoint_timesteps() + 2000), what="progress after resuming")
+    assert experiment.pause().status == "paused", experiment.log_tail()
+    second = adds_up()
+    for index, worker in second.items():  # each worker went on from its own counts
+        assert worker["steps"] > first[index]["steps"] and worker["episodes"] >= first[index]["episodes"]
+    assert second[0]["steps"] + second[1]["steps"] == experiment.checkpoint_timesteps()
+    # the checkpoint made as if by an earlier torchforce: without the per-worker counts
+    checkpoint = experiment.results / "checkpoints" / Checkpoints(experiment.results / "checkpoints").latest()["folder"]
+    record = json.loads((checkpoint / Checkpoints.RUNNER).read_text())
+    runner = record["state"]["runner"]
+    assert runner.pop("worker_timesteps") == [second[0]["steps"], second[1]["steps"]]
+    assert runner.pop("worker_episodes") == [second[0]["episodes"], second[1]["episodes"]]
+    (checkpoint / Checkpoints.RUNNER).write_text(json.dumps(record) + "\n")
+    experiment.start(resume=True)
+    assert wait_until_done(experiment) == "finished", experiment.log_tail()
+    assert "resumed from checkpoint" in (experiment.results / "worker.log").read_text()
+    last = adds_up()
+    assert experiment.progress()["timesteps"] >= 40000
+    assert all(worker["steps"] > 0 and worker["episodes"] > 0 for worker in last.values())
+
+
 @pytest.mark.slow
 def test_logs_watch_and_delete(project):
     root = project.root

@@ -320,21 +320,24 @@ class ExperimentRun:
         if isinstance(self.runner, DistributedRunner):
             return self.runner.worker_status()
         seconds = max(time.monotonic() - self._session["start"], 1e-9)
-        runners = self.runner.runners if isinstance(self.runner, ThreadedRunner) else [self.runner]
-        rows = []
-        for index, runner in enumerate(runners):
-            steps = runner.global_timestep - (0 if self.threaded else self._session["timesteps"])
-            rows.append(
-                {
-                    "worker": index,
-                    "node": self.host,
-                    "steps": runner.global_timestep,
-                    "episodes": runner.global_episode,
-                    "steps_per_second": round(steps / seconds, 1),
-                    "restarts": self.restarts,
-                }
-            )
-        return rows
+        if isinstance(self.runner, ThreadedRunner):  # each worker's whole run, across pauses (checkpoints keep it)
+            counts = self.runner.worker_status()
+        else:
+            steps, episodes = self.runner.global_timestep, self.runner.global_episode
+            counts = [
+                {"worker": 0, "steps": steps, "episodes": episodes, "run_steps": steps - self._session["timesteps"]}
+            ]
+        return [
+            {
+                "worker": count["worker"],
+                "node": self.host,
+                "steps": count["steps"],
+                "episodes": count["episodes"],
+                "steps_per_second": round(count["run_steps"] / seconds, 1),  # this session's speed
+                "restarts": self.restarts,
+            }
+            for count in counts
+        ]
 
     def write_progress(self, state: str, force: bool = False) -> None:
         from torchforce.client.project import write_json_atomically

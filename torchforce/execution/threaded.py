@@ -91,28 +91,80 @@ class ThreadedRunner(BaseRunner):
         self.global_episode = len(self.episode_rewards)
         self._timesteps_before = int(sum(self.episode_timesteps))  # acts of earlier runs
         self._runners: list[Runner] = []  # this run's: each counts its worker's acts
+        # per worker: its acts in earlier runs and its episodes in the history (which does not say whose an episode
+        # was: a history's counts are shared out evenly, as load_state_dict does with a state without per-worker ones)
+        self._worker_timesteps_before = self._shared_out(self._timesteps_before)
+        self._worker_episodes = self._shared_out(self.global_episode)
         self.start_time = time.time()
+
+    def _shared_out(self, total: int) -> list[int]:
+        """``total`` shared out among the workers as evenly as it goes, the first ones taking the remainder."""
+        share, remainder = divmod(int(total), len(self.agents))
+        return [share + (index < remainder) for index in range(len(self.agents))]
 
     @property
     def global_timestep(self) -> int:
         """Every worker's acts so far."""
         return self._timesteps_before + sum(runner.global_timestep for runner in self._runners)
 
+    def _run_timesteps(self) -> list[int]:
+        """Per worker: its acts in this run (one reading of the counters its thread updates)."""
+        return [runner.global_timestep for runner in self._runners] or [0] * len(self.agents)
+
+    @property
+    def worker_timesteps(self) -> list[int]:
+        """Per worker: its acts so far, earlier runs' included (they add up to ``global_timestep``)."""
+        runs = self._run_timesteps()
+        return [before + steps for before, steps in zip(self._worker_timesteps_before, runs, strict=True)]
+
+    def worker_status(self) -> list[dict[str, Any]]:
+        """Per worker, as ``DistributedRunner.worker_status()``'s rows count: ``steps`` and ``episodes`` of the whole
+        run, earlier runs' included (they add up to ``global_timestep`` and ``global_episode``; a worker's episodes
+        are those the history records), and ``run_steps``, its acts in this run (its speed)."""
+        with self._lock:
+            runs = self._run_timesteps()
+            return [
+                {"worker": index, "steps": before + steps, "episodes": episodes, "run_steps": steps}
+                for index, (before, steps, episodes) in enumerate(
+                    zip(self._worker_timesteps_before, runs, self._worker_episodes, strict=True)
+                )
+            ]
+
     def state_dict(self) -> dict[str, Any]:
         """The history and the counters (read between two updates of them), for ``load_state_dict``. The workers'
         episodes in progress are not part of it: a continued run starts new ones."""
         with self._lock:
+            runs = self._run_timesteps()  # the total and the workers' counts from one reading
             return {
                 "episode_rewards": list(self.episode_rewards),
                 "episode_timesteps": list(self.episode_timesteps),
                 "episode_times": list(self.episode_times),
-                "global_timestep": self.global_timestep,
+                "global_timestep": self._timesteps_before + sum(runs),
                 "global_episode": self.global_episode,
+                "worker_timesteps": [
+                    before + steps for before, steps in zip(self._worker_timesteps_before, runs, strict=True)
+                ],
+                "worker_episodes": list(self._worker_episodes),
             }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
+        """What ``state_dict`` returned. A state without the per-worker counts (saved before torchforce kept them), or
+        with another number of workers, shares the counters out evenly among the workers."""
         self.reset({key: state[key] for key in ("episode_rewards", "episode_timesteps", "episode_times")})
         self._timesteps_before, self.global_episode = int(state["global_timestep"]), int(state["global_episode"])
+        steps, episodes = state.get("worker_timesteps"), state.get("worker_episodes")
+        if (
+            steps is not None
+            and episodes is not None
+            and len(steps) == len(episodes) == len(self.agents)
+            and sum(steps) == self._timesteps_before
+            and sum(episodes) == self.global_episode
+        ):
+            self._worker_timesteps_before = [int(count) for count in steps]
+            self._worker_episodes = [int(count) for count in episodes]
+        else:
+            self._worker_timesteps_before = self._shared_out(self._timesteps_before)
+            self._worker_episodes = self._shared_out(self.global_episode)
 
     @property
     def runners(self) -> list[Runner]:
@@ -185,6 +237,7 @@ class ThreadedRunner(BaseRunner):
         self._step_callback = step_finished
         self._stop = threading.Event()
         self._errors: list[tuple[int, BaseException]] = []  # (worker index, what it raised)
+        self._worker_timesteps_before = self.worker_timesteps  # the earlier runs' acts, per worker
         self._timesteps_before, self._runners = self.global_timestep, []
         pairs = enumerate(zip(self.agents, self.environments, strict=True))
         self._runners = [
@@ -274,6 +327,7 @@ class ThreadedRunner(BaseRunner):
             self.episode_timesteps.append(runner.episode_timesteps[-1])
             self.episode_times.append(runner.episode_times[-1])
             self.global_episode += 1
+            self._worker_episodes[worker] += 1
             keep_going = True if self._callback is None else bool(self._callback(self, worker))
             if limit is not None and self.global_episode >= limit:
                 self._stop.set()
