@@ -58,6 +58,20 @@ def test_an_unlinked_project_says_how_to_link(project, cloud):
     assert state_of(project) == before and cloud.calls() == []
 
 
+def test_a_dry_run_of_an_unlinked_project_shows_the_cost_and_the_calls_with_placeholders(project, cloud):
+    """The README says '--dry-run shows the cost and every gcloud and kubectl call': it said 'not linked' instead,
+    before a user could see what a cluster would cost. Placeholders stand for the link's values, said as such."""
+    before = state_of(project)
+    result = tfcli(project.root, "cluster", "create", "-n", "c1", "--dry-run")
+    assert result.returncode == 0, result.stderr
+    assert "not linked to a Google Cloud project yet: the project 'your-project-id'" in result.stdout
+    assert "$/h" in result.stdout and "Total" in result.stdout
+    assert "would run: gcloud container clusters create c1 --project=your-project-id" in result.stdout
+    assert result.stdout.rstrip().endswith("Dry run: nothing was changed.")
+    assert state_of(project) == before and cloud.calls() == []
+    refused(tfcli(project.root, "cluster", "create", "-n", "c1", "--yes"), "this project is not linked")
+
+
 def test_a_key_that_is_no_service_account_key(project, cloud, tmp_path):
     bad = tmp_path / "key.json"
     bad.write_text(json.dumps({"type": "authorized_user", "refresh_token": "tok-123"}))

@@ -161,6 +161,18 @@ class Link:
                 hint="Link it again: tfcli gcloud link -r PROJECT_ID --key-file KEY.json",
             ) from None
 
+    @classmethod
+    def placeholder(cls, settings: dict[str, Any]) -> Link:
+        """What a dry run shows in place of a link the project does not have yet (values of the right form, which
+        the calls check): the 2018 ``remote_id`` as the project where the settings keep a valid one, else
+        ``your-project-id``; a service account ``tfcli@`` it; the default zone, bucket and image."""
+        remote = settings.get("remote_id")
+        project = remote if isinstance(remote, str) and PROJECT_ID.fullmatch(remote) else "your-project-id"
+        region = DEFAULT_ZONE.rsplit("-", 1)[0]
+        image = f"{region}-docker.pkg.dev/{project}/tfcli/torchforce:latest"
+        account = f"tfcli@{project}.iam.gserviceaccount.com"
+        return cls(project, DEFAULT_ZONE, account, "key.json", f"gs://{project}-tfcli", image)
+
 
 def key_email(path: Path) -> str:
     """The service account a key file belongs to (its ``client_email``); the key itself is not kept."""
