@@ -8,6 +8,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import logging
+import warnings
 from pathlib import Path
 
 import pytest
@@ -17,7 +18,7 @@ from torchforce.client import Project, tracking
 from torchforce.client.cli import main
 from torchforce.client.experiment_file import resolve_experiment
 from torchforce.client.tracking import flat_params
-from torchforce.spec import SpecError
+from torchforce.spec import SpecError, SpecWarning
 
 needs_mlflow = pytest.mark.skipif(importlib.util.find_spec("mlflow") is None, reason="mlflow is not installed")
 
@@ -108,6 +109,36 @@ def test_experiment_new_says_how_to_install_mlflow_when_it_is_missing(project, c
 def test_flat_params_name_every_scalar_by_its_path():
     spec = {"agent": {"type": "ppo", "network": [{"size": 16}, {"size": 8, "bias": None}]}, "seed": 3, "x": None}
     assert flat_params(spec) == {"agent.type": "ppo", "agent.network.0.size": 16, "agent.network.1.size": 8, "seed": 3}
+
+
+@pytest.mark.parametrize(
+    ("uri", "shown"),
+    [
+        ("https://alice:s3cret@mlflow.example.com:5000/path", "https://***@mlflow.example.com:5000/path"),
+        ("http://token@10.0.0.5", "http://***@10.0.0.5"),
+        ("https://mlflow.example.com/a@b", "https://mlflow.example.com/a@b"),  # an @ in the path is no password
+        ("sqlite:////srv/mlflow.db", "sqlite:////srv/mlflow.db"),
+        ("/srv/mlruns", "/srv/mlruns"),
+    ],
+)
+def test_a_tracking_uri_is_shown_without_its_password(uri, shown):
+    assert tracking.shown_uri(uri) == shown
+    params = tracking.spec_params({"name": "x", "mlflow": {"tracking_uri": uri, "experiment": "e"}})
+    assert params["mlflow.tracking_uri"] == shown  # sent to the server and written to TensorBoard as such
+
+
+@needs_mlflow
+def test_experiment_new_says_where_a_server_gets_the_runs_data(project):
+    """An experiment file from someone else may name any server: when the experiment is made, the user is told
+    that the run's parameters and metrics go there (its password hidden); a local store goes unmentioned."""
+    server = {"tracking_uri": "https://alice:s3cret@mlflow.example.com/", "experiment": "x"}
+    with pytest.warns(SpecWarning, match=r"to the MLflow server at https://\*\*\*@mlflow\.example\.com/") as said:
+        resolve(project, server, build=True)
+    assert "s3cret" not in str(said[0].message)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", SpecWarning)
+        resolve(project, store(project), build=True)
+        resolve(project, server)  # a stored experiment read again (build=False): said once, at 'new'
 
 
 # ---------------------------------------------------------------------------------------------- a tracked run

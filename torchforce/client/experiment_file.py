@@ -30,6 +30,7 @@ from torchforce.spec import (
     expect_int,
     load_file,
     parse_frequency,
+    warn_spec,
 )
 from torchforce.spec.checks import expect_keys
 from torchforce.spec.errors import describe
@@ -485,9 +486,14 @@ def _check_mlflow(project: Project, spec: dict[str, Any], *, build: bool) -> Non
     if not isinstance(experiment, str):
         raise SpecError(f"{path}.experiment", "not an MLflow experiment name", got=experiment, expected="a name")
     if build:
-        from torchforce.client.tracking import check_installed
+        from torchforce.client.tracking import check_installed, shown_uri
 
         check_installed(path)
+        if local is None:  # (said when the experiment is made: a file from someone else may name any server)
+            warn_spec(
+                f"{path}.tracking_uri: the run sends its parameters (its whole spec) and its metrics to the MLflow "
+                f"server at {shown_uri(uri)}"
+            )
     spec["mlflow"] = {"tracking_uri": uri, "experiment": experiment}
 
 

@@ -48,6 +48,17 @@ def check_installed(path: str = "experiment.mlflow") -> None:
         )
 
 
+def shown_uri(uri: str) -> str:
+    """``uri`` as logs, records and messages show it: a user name and password in it (``https://user:token@host/``)
+    as ``***``, since they are secrets (mlflow reads them from there; ``MLFLOW_TRACKING_USERNAME`` and
+    ``MLFLOW_TRACKING_PASSWORD`` keep them out of the spec); any other URI as it is."""
+    scheme, separator, rest = uri.partition("://")
+    authority, slash, path = rest.partition("/")
+    if not separator or "@" not in authority:
+        return uri
+    return f"{scheme}://***@{authority.rpartition('@')[2]}{slash}{path}"
+
+
 def flat_params(spec: Any, prefix: str = "") -> dict[str, str | int | float | bool]:
     """The scalar leaves of a nested spec, named by their path with dots (list items by index:
     ``agent.network.0.size``); None is left out. What MLflow takes as parameters and TensorBoard as
@@ -66,8 +77,11 @@ def flat_params(spec: Any, prefix: str = "") -> dict[str, str | int | float | bo
 
 def spec_params(spec: dict[str, Any]) -> dict[str, str | int | float | bool]:
     """A run's parameters: its resolved spec's scalar fields (``flat_params``), less the bookkeeping (where the
-    configs came from, when the experiment was made)."""
-    return flat_params({key: value for key, value in spec.items() if key not in ("sources", "created_at")})
+    configs came from, when the experiment was made), the tracking URI without its password (``shown_uri``)."""
+    params = flat_params({key: value for key, value in spec.items() if key not in ("sources", "created_at")})
+    if isinstance(params.get("mlflow.tracking_uri"), str):  # (a password in it is no parameter to send or show)
+        params["mlflow.tracking_uri"] = shown_uri(str(params["mlflow.tracking_uri"]))
+    return params
 
 
 class MlflowRun:
@@ -98,14 +112,16 @@ class MlflowRun:
             run = self.client.create_run(
                 experiment_id, run_name=spec["name"], tags={"torchforce.experiment": spec["name"]}
             )
-            record = {"tracking_uri": uri, "experiment_id": experiment_id, "run_id": run.info.run_id}
+            record = {"tracking_uri": shown_uri(uri), "experiment_id": experiment_id, "run_id": run.info.run_id}
             record["sent"] = {"episodes": 0, "timesteps": -1}
             self._log_params(record["run_id"], spec)
             self._write_record(record)
-            LOG.info("MLflow: run %s in experiment '%s' at %s", record["run_id"], settings["experiment"], uri)
+            LOG.info(
+                "MLflow: run %s in experiment '%s' at %s", record["run_id"], settings["experiment"], shown_uri(uri)
+            )
         else:
             self.client.update_run(record["run_id"], status="RUNNING")
-            LOG.info("MLflow: continuing run %s at %s", record["run_id"], uri)
+            LOG.info("MLflow: continuing run %s at %s", record["run_id"], shown_uri(uri))
         self.record = record
         self.run_id: str = record["run_id"]
         self.replayed = dict(record["sent"])  # what the run before this one sent: not sent again
