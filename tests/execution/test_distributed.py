@@ -589,6 +589,31 @@ def test_a_save_in_the_report_sees_one_moment_of_the_run():
         runner.close()
 
 
+def test_the_workers_rows_go_on_counting_across_a_resume():
+    """worker_status() counted each worker's steps and episodes since the last resume while the totals counted the
+    whole run: the checkpointed state keeps each worker's counts, and a state saved before it did shares the run's
+    out evenly."""
+    runner = DistributedRunner(main_agent(), MINIMAL, num_workers=2, seed=8)
+    try:
+        runner.run(num_timesteps=600, chunk=100)
+        state = runner.state_dict()
+        before = [(row["steps"], row["episodes"]) for row in runner.worker_status()]
+        assert sum(steps for steps, _ in before) == runner.global_timestep == 600
+        runner.load_state_dict(state)  # as a resumed run's runner loads it
+        assert [(row["steps"], row["episodes"]) for row in runner.worker_status()] == before
+        runner.run(num_timesteps=400, chunk=100)  # 400 more
+        after = runner.worker_status()
+        assert sum(row["steps"] for row in after) == runner.global_timestep == 1000
+        assert all(row["steps"] >= steps for row, (steps, _) in zip(after, before, strict=True))
+        earlier = {key: value for key, value in state.items() if key != "worker_counts"}
+        runner.load_state_dict(earlier)
+        assert [row["steps"] for row in runner.worker_status()] == [300, 300]
+        episodes = len(state["episode_rewards"])
+        assert [row["episodes"] for row in runner.worker_status()] == [episodes - episodes // 2, episodes // 2]
+    finally:
+        runner.close()
+
+
 def test_target_networks_stay_each_workers_own():
     # the servers add up the workers' changes: a target network's hard copy by two workers in one exchange would
     # move it twice as far as the online network, past it

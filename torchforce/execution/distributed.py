@@ -396,10 +396,19 @@ class DistributedRunner(BaseRunner):
             "episode_timesteps": list(self.episode_timesteps),
             "episode_times": list(self.episode_times),
             "global_timestep": self.global_timestep,
+            "worker_counts": [[row["steps"], row["episodes"]] for row in self.status],  # each worker's whole run
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
+        """What ``state_dict`` returned; the workers' rows go on counting from their counts (a state saved before it
+        kept them, or with another number of workers, shares the run's out evenly)."""
         self.reset(state)
+        counts = state.get("worker_counts")
+        if not isinstance(counts, list) or len(counts) != len(self.status):
+            shares = [divmod(total, len(self.status)) for total in (self.global_timestep, self.global_episode)]
+            counts = [[share + (i < rest) for share, rest in shares] for i in range(len(self.status))]
+        for row, (steps, episodes) in zip(self.status, counts, strict=True):
+            row["steps"], row["episodes"] = int(steps), int(episodes)
 
     def parameters(self) -> dict[str, np.ndarray]:
         """The servers' current parameters."""
@@ -409,8 +418,9 @@ class DistributedRunner(BaseRunner):
         return values
 
     def worker_status(self) -> list[dict[str, Any]]:
-        """Per worker: the node it last ran on, steps and episodes it ran in this run, the steps/s of its last
-        chunk, how often Ray restarted it, the steps lost with it, and how often it was killed for hanging."""
+        """Per worker: the node it last ran on, steps and episodes it ran (across pauses: checkpoints keep them), the
+        steps/s of its last chunk, how often Ray restarted it, the steps lost with it, and how often it was killed for
+        hanging (these three in this session)."""
         return [dict(row) for row in self.status]
 
     def worker_states(self) -> list[dict[str, Any]]:

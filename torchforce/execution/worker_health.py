@@ -21,7 +21,7 @@ def described_failure(error: Exception) -> str:
 
 
 class WorkerStatus(TypedDict):
-    """One row of ``DistributedRunner.worker_status()``: where a worker ran and what it did in this run."""
+    """One row of ``DistributedRunner.worker_status()``: where a worker ran and what it did (see there)."""
 
     worker: int
     node: str | None
