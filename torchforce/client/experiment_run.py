@@ -540,6 +540,10 @@ class ExperimentRun:
         from torchforce.execution import DistributedRunner, ThreadedRunner
 
         spec = self.spec
+        self.poll_control()  # a distributed run asked to end while Ray started ends before its first chunks (minutes)
+        if Signals.request is not None and isinstance(self.runner, DistributedRunner):
+            LOG.info("%s requested at timestep %d, before the run went on", Signals.request, self.runner.timestep)
+            return {"pause": "paused", "stop": "stopped"}[Signals.request]
         remaining_steps = None if spec["total_timesteps"] is None else spec["total_timesteps"] - self.runner.timestep
         remaining_episodes = None if spec["episodes"] is None else spec["episodes"] - self.runner.episode
         if (remaining_steps is None or remaining_steps > 0) and (remaining_episodes is None or remaining_episodes > 0):
