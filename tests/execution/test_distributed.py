@@ -614,6 +614,22 @@ def test_the_workers_rows_go_on_counting_across_a_resume():
         runner.close()
 
 
+def test_a_chunk_ends_within_its_seconds_so_a_stop_waits_seconds_not_the_chunk():
+    """The driver stops (or pauses) a run between chunks: on a slow environment a chunk of CHUNK steps is minutes, and
+    a stop waited for it (91 s on Atari, past tfcli's 120 s on a slower machine). A chunk ends after CHUNK_SECONDS
+    whatever steps it has left: here chunks of ten million steps end in seconds, and the run stops at the first."""
+    runner = DistributedRunner(main_agent(), MINIMAL, num_workers=2, seed=8)
+    reports = []
+    try:
+        started = time.monotonic()
+        runner.run(num_timesteps=20_000_000, chunk=10_000_000, report=lambda runner: reports.append(1) and False)
+        assert reports and time.monotonic() - started < 4 * distributed_actors.CHUNK_SECONDS + 30
+        assert 0 < runner.global_timestep < 20_000_000
+        assert sum(row["steps"] for row in runner.worker_status()) == runner.global_timestep
+    finally:
+        runner.close()
+
+
 def test_target_networks_stay_each_workers_own():
     # the servers add up the workers' changes: a target network's hard copy by two workers in one exchange would
     # move it twice as far as the online network, past it

@@ -71,7 +71,7 @@ from torchforce.execution.worker_health import (
 )
 from torchforce.spec import expect_int
 
-CHUNK = 1_000  # steps a worker runs between two reports to the driver
+CHUNK = 1_000  # steps a worker runs between two reports to the driver (at most distributed_actors.CHUNK_SECONDS)
 OBJECT_STORE = 200 * 1024**2  # bytes: parameters and results are small; Ray's default takes a share of all memory
 # seconds a chunk may be under way before its worker counts as hung, killed and restarted: a CPU worker's chunk of
 # CHUNK steps, its updates and exchanges included, takes seconds to a minute; ten minutes leave room for a slow

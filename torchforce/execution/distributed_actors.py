@@ -18,6 +18,10 @@ import numpy as np
 from torchforce.agents import Agent, create_agent
 from torchforce.spec.device import needs_gpu, uses_gpu
 
+# seconds a worker's chunk runs at most, short of its steps: the driver pauses or stops a run between chunks, so on a
+# slow environment (Atari: 1,000 steps are a minute or more on a busy CPU) a pause would otherwise wait for minutes
+CHUNK_SECONDS = 10.0
+
 
 def ray_module() -> Any:
     try:
@@ -235,8 +239,8 @@ class Worker:
         self._keep_record()
 
     def run(self, steps: int, max_episode_timesteps: int | None, deterministic: bool) -> dict[str, Any]:
-        """Up to ``steps`` more steps, from the servers' current parameters; returns the episodes finished
-        meanwhile and the steps taken."""
+        """Up to ``steps`` more steps, from the servers' current parameters, for ``CHUNK_SECONDS`` at most; returns
+        the episodes finished meanwhile and the steps taken."""
         self._pull()
         episodes: list[tuple[float, int, float]] = []
         before = self.runner.global_timestep
@@ -245,12 +249,13 @@ class Worker:
             episodes.append((runner.episode_rewards[-1], runner.episode_timesteps[-1], runner.episode_times[-1]))
             return True
 
+        started = time.monotonic()
+
         def step_finished(runner: Any) -> bool:
             if self.agent.updates - self.pulled_at >= self.sync_every:  # the agent learned something: share it
                 self._push()
-            return True
+            return time.monotonic() - started < CHUNK_SECONDS  # (the next chunk goes on with its episodes)
 
-        started = time.monotonic()
         self.runner.run(
             num_timesteps=steps,
             max_episode_timesteps=max_episode_timesteps,
