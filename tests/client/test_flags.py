@@ -5,6 +5,7 @@ shell completion that ``tfcli --print-completion`` writes completes commands, fl
 from __future__ import annotations
 
 import argparse
+import json
 import re
 import shlex
 import shutil
@@ -233,6 +234,12 @@ def test_bash_completes_the_projects_names(complete, project):
     assert complete("cluster create -f single_node_c") == ["single_node_cluster"]
     inner = project.root / "experiments" / "cartpole-1"
     assert complete("experiment show -e c", cwd=inner) == ["cartpole-1"]  # the project is found from below
+    for run in ("lr-s0", "lr-s1"):  # a group's runs: the group's name is offered too, once (-e takes groups)
+        (project.root / "experiments" / run).mkdir()
+        (project.root / "experiments" / run / "experiment.json").write_text(json.dumps({"name": run, "group": "lr"}))
+    (project.root / "experiments" / "cartpole-1" / "experiment.json").write_text('{"group": null}')
+    assert complete("experiment start -e l") == ["lr", "lr-s0", "lr-s1"]
+    assert complete("experiment stop -e ") == ["cartpole-1", "lr", "lr-s0", "lr-s1"]
 
 
 def test_bash_completes_sweep_delete_and_the_projects_sweeps(complete, project):

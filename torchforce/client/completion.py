@@ -2,7 +2,8 @@
 --print-completion bash`` prints a bash completion function, ``zsh`` the same function loaded through zsh's
 bash-completion emulation (``bashcompinit``).
 
-It completes commands, options and choices, the project's experiment names (``-e``), sweep names (``--sweep``)
+It completes commands, options and choices, the project's experiment and group names (``-e``), sweep names
+(``--sweep``)
 and config names (``-A``, ``-E``, ``-M``, ``-f``...) as ``tfcli`` resolves them: ``configs/<kind>/NAME.json`` is
 ``NAME``, a YAML config keeps its suffix (a sweep file is ``NAME`` either way, and ``sweep new -f`` also offers the
 shipped examples). Names are read from the project around the current folder each time TAB is pressed.
@@ -68,7 +69,7 @@ def _value_completion(command: str, action: argparse.Action) -> str:
     if action.choices is not None:
         return _words(" ".join(str(choice) for choice in action.choices))
     if action.dest in ("experiment", "experiments"):
-        return _words("$(_tfcli_names experiments)")
+        return _words("$(_tfcli_names experiments; _tfcli_groups)")
     if action.dest == "sweep":
         return _words("$(_tfcli_names .tfcli/sweeps)")
     kind = CONFIG_OPTIONS.get(action.dest) or (FILE_CONFIGS.get(command) if action.dest == "file" else None)
@@ -132,6 +133,13 @@ _tfcli_names() {{  # the names in the project folder $1 (experiments, configs/ag
 ' "$name" ;;
     esac
   done
+}}
+
+_tfcli_groups() {{  # the groups of the project's experiments (the "group" of their experiment.json), each once
+  local dir="$PWD"
+  while [[ "$dir" != / && ! -f "$dir/.tfcli/project.json" ]]; do dir="$(dirname "$dir")"; done
+  command grep -ho '"group": *"[a-z0-9_-]*"' "$dir"/experiments/*/experiment.json 2>/dev/null \
+    | command sed 's/.*"\([^"]*\)"$/\1/' | sort -u
 }}
 
 _tfcli_sweep_files() {{  # the sweep files 'sweep new -f' takes by name: the project's, then the shipped ones
