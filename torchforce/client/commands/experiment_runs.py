@@ -251,6 +251,7 @@ def _start_group(name: str, runs: list[Experiment], options: dict) -> None:
             "resume": f"A finished run goes on with a new budget: 'tfcli experiment start -e {name} --resume -t N'.",
             "fresh": "Pause or stop the running ones first.",
         }[kind],
+        alone={"new": f"never started: 'tfcli experiment start -e {name}' starts it"} if kind == "resume" else None,
     )
 
 
@@ -272,6 +273,7 @@ def on_group(
     hint: str | Callable[[set[str]], str],
     failed: str | None = None,
     failed_hint: Callable[[str, str | None], str] | None = None,
+    alone: dict[str, str] | None = None,
 ) -> None:
     """``act`` on each run of the group ``name`` whose status is one of ``statuses``, printing the line it
     returns; the others are named as left alone. Queued runs come first (a run paused or stopped before them
@@ -279,7 +281,7 @@ def on_group(
     stop the rest: the failures are one error at the end (exit 2), as is a group none of whose runs was in one
     of ``statuses`` (with ``hint``, or ``hint`` of the statuses its runs are in). The failures' error begins with
     ``failed`` (default "group 'NAME':"), and ``failed_hint``, given the first run that failed and its error's
-    hint, makes its hint."""
+    hint, makes its hint. ``alone``: by status, what the line of a run left alone adds (how to act on it)."""
     now = {run.name: run.record().status for run in runs}
     if not any(status in statuses for status in now.values()):
         raise ClientError(
@@ -290,7 +292,8 @@ def on_group(
     first: tuple[str, str | None] | None = None
     for run in sorted(runs, key=lambda run: now[run.name] != "queued"):  # queued ones first: before a slot frees
         if now[run.name] not in statuses:
-            print(f"'{run.name}' is {now[run.name]}: left alone")
+            said = (alone or {}).get(now[run.name])
+            print(f"'{run.name}' is {now[run.name]}: left alone" + (f" ({said})" if said else ""))
             continue
         try:
             print(act(run))
