@@ -70,6 +70,18 @@ def test_a_dry_run_of_an_unlinked_project_shows_the_cost_and_the_calls_with_plac
     assert result.stdout.rstrip().endswith("Dry run: nothing was changed.")
     assert state_of(project) == before and cloud.calls() == []
     refused(tfcli(project.root, "cluster", "create", "-n", "c1", "--yes"), "this project is not linked")
+    built = tfcli(project.root, "image", "build", "--dry-run")  # its help's example, before linking too
+    assert built.returncode == 0, built.stderr
+    assert "would run: gcloud builds submit" in built.stdout and "--project=your-project-id" in built.stdout
+    assert state_of(project) == before and cloud.calls() == []
+
+
+def test_a_gpu_type_without_gpus_is_refused_not_dropped(project, cloud):
+    """'--gpu-type nvidia-l4' alone planned a cluster without GPUs and said nothing."""
+    before = state_of(project)
+    result = tfcli(project.root, "cluster", "create", "-n", "g4", "--gpu-type", "nvidia-l4", "--dry-run")
+    refused(result, "--gpu-type nvidia-l4 without GPUs: the cluster would have none", "Give --gpus N too")
+    assert result.stdout == "" and state_of(project) == before and cloud.calls() == []
 
 
 def test_a_key_that_is_no_service_account_key(project, cloud, tmp_path):

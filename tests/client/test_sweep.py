@@ -210,12 +210,21 @@ def test_a_sweep_on_a_gke_cluster_is_refused_and_one_on_a_ray_cluster_is_not(swe
     assert err.startswith("tfcli: sweep.cluster: a GKE cluster: ") and 'got "lab"' in err
 
 
+def test_a_gke_spec_not_created_yet_is_refused_as_gke_not_as_a_cluster_to_create(sweeps, capsys):
+    """A sweep naming the shipped GKE spec small_cluster was told to create it ('tfcli cluster create -f ...'),
+    after which it would be refused all the same: sweeps do not run on GKE, and the error says so at once."""
+    write(sweeps.root, "gke.yaml", TINY + "cluster: small_cluster\n")
+    err = bad(sweeps.root, capsys, "sweep", "new", "-f", "gke.yaml")
+    assert err.startswith("tfcli: sweep.cluster: a GKE cluster: ") and 'got "small_cluster"' in err
+    assert "cluster create" not in err and Sweep.names(sweeps) == []
+
+
 def test_yaml_reads_1e_5_as_text_and_the_error_says_how_to_write_it(sweeps, capsys):
     write(sweeps.root, "lr.yaml", TINY.replace("low: 1.0e-4", "low: 1e-4"))
     err = bad(sweeps.root, capsys, "sweep", "new", "-f", "lr.yaml")
     assert err.splitlines() == [
         f'tfcli: sweep.space.{LR}.low: text, not a number; got "1e-4" (in lr.yaml).',
-        "  YAML reads 1e-4 as text: write it with a dot, as 1.0e-5 (not 1e-5).",
+        "  YAML reads 1e-4 as text: write it with a dot, as 1.0e-4 (not 1e-4).",
     ]
 
 

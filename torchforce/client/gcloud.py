@@ -162,6 +162,20 @@ class Link:
             ) from None
 
     @classmethod
+    def for_dry_run(cls, settings: dict[str, Any], echo: Any = print) -> Link:
+        """The project's link, or for a project not linked yet a ``placeholder`` (said with ``echo``): what a dry
+        run shows its calls with."""
+        try:
+            return cls.of(settings)
+        except ClientError:
+            link = cls.placeholder(settings)
+            echo(
+                f"(not linked to a Google Cloud project yet: the project '{link.project}' and the service account "
+                f"'{link.service_account}' stand for what 'tfcli gcloud link' records)"
+            )
+            return link
+
+    @classmethod
     def placeholder(cls, settings: dict[str, Any]) -> Link:
         """What a dry run shows in place of a link the project does not have yet (values of the right form, which
         the calls check): the 2018 ``remote_id`` as the project where the settings keep a valid one, else

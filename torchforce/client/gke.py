@@ -199,16 +199,7 @@ def create(
     """Create ``cluster`` in the linked project, after showing its cost (and asking, unless ``yes``); record it.
     ``owner``: the experiment it is made for, which deletes it when it ends. Returns None in a dry run, which a
     project not linked yet may make too (with placeholders where the link's values go)."""
-    try:
-        link = Link.of(project.settings)
-    except ClientError:
-        if not dry_run:
-            raise
-        link = Link.placeholder(project.settings)
-        echo(
-            f"(not linked to a Google Cloud project yet: the project '{link.project}' and the service account "
-            f"'{link.service_account}' stand for what 'tfcli gcloud link' records)"
-        )
+    link = Link.for_dry_run(project.settings, echo) if dry_run else Link.of(project.settings)
     cloud = Cloud(link, dry_run=dry_run, echo=echo)
     if not dry_run:
         Cloud.require(*GKE_TOOLS)  # the auth plugin too: without it kubectl fails once the cluster bills

@@ -435,20 +435,29 @@ def _cluster(project: Project, value: Any, *, exists: bool) -> str | None:
     if not isinstance(value, str) or not NAME_PATTERN.fullmatch(value):
         raise SpecError(path, "not a cluster name", got=value, expected="the name of a cluster of the project")
     if exists:
+        check_not_gke(project, value)  # (first: a GKE spec not created yet is refused as GKE, not as missing)
         try:
             ray_cluster.find(project, value)
         except ClientError as error:
             raise SpecError(path, error.message, got=value, hint=error.hint) from None
-        check_not_gke(project, value)
     return value
 
 
 def check_not_gke(project: Project, cluster: str) -> None:
-    """Refuse a GKE cluster for a sweep's trials: the driver reads their episode logs on this machine, and a run on
-    GKE writes them to its bucket, so every trial would fail without a value and the pruner would never act. A Ray
-    cluster's runs write where this machine reads them."""
+    """Refuse a GKE cluster for a sweep's trials (one the project made, or a GKE spec of configs/clusters/ not made
+    yet): the driver reads their episode logs on this machine, and a run on GKE writes them to its bucket, so every
+    trial would fail without a value and the pruner would never act. A Ray cluster's runs write where this machine
+    reads them."""
     record = project.store.cluster(cluster)
-    if record is not None and record.spec.get("type") == "gke":  # as Experiment._target tells the backends apart
+    if record is not None:
+        kind = record.spec.get("type")
+    else:  # not created: the kind its spec in configs/clusters/ says, if it has one
+        try:
+            values = project.load_config(cluster, "clusters", "sweep.cluster")[0]
+        except SpecError:
+            values = None
+        kind = values.get("type", "gke") if isinstance(values, dict) else None
+    if kind == "gke":  # as Experiment._target tells the backends apart
         raise SpecError(
             "sweep.cluster",
             "a GKE cluster: a sweep reads its trials' episodes on this machine, so it runs here or on a Ray cluster, "

@@ -170,7 +170,9 @@ def _end(value: Any, path: str, kind: str) -> float | int:
         except ValueError:
             pass  # text that is no number: the checks below say what is expected
         else:  # YAML 1.1 reads 1e-5 (no dot) as text
-            hint = f"YAML reads {value} as text: write it with a dot, as 1.0e-5 (not 1e-5)."
+            mantissa, e, exponent = value.strip().lower().partition("e")
+            dotted = f"{mantissa}.0e{exponent}" if e and "." not in mantissa else repr(float(value))
+            hint = f"YAML reads {value} as text: write it with a dot, as {dotted} (not {value})."
             raise SpecError(path, "text, not a number", got=value, hint=hint)
     if kind == "int":
         return expect_int(value, path)

@@ -135,7 +135,13 @@ def _spec_values(project: Project, args: argparse.Namespace) -> dict[str, Any]:
             hint=f"A {kind} cluster takes " + ", ".join(SPEC_FLAGS[own]) + ".",
         )
     overrides = {SPEC_FLAGS[own][flag]: value for flag, value in _given(args, own).items()}
-    return {**values, "type": kind, **({"name": args.name} if args.name is not None else {}), **overrides}
+    merged = {**values, "type": kind, **({"name": args.name} if args.name is not None else {}), **overrides}
+    if "gpu_type" in overrides and not merged.get("gpus_per_node"):  # (a cluster without GPUs takes no type)
+        raise ClientError(
+            f"--gpu-type {overrides['gpu_type']} without GPUs: the cluster would have none",
+            hint="Give --gpus N too (GPUs per node), e.g. --gpus 1.",
+        )
+    return merged
 
 
 def _given(args: argparse.Namespace, kind: str) -> dict[str, Any]:

@@ -233,7 +233,11 @@ def _add_inspecting(experiments: argparse._SubParsersAction) -> None:
     )
     show.add_argument("-e", "--experiment", required=True, metavar="NAME", help="the experiment's or group's name")
     _window_argument(show)
-    show.add_argument("--json", action="store_true", help="machine-readable output (with the whole spec)")
+    show.add_argument(
+        "--json",
+        action="store_true",
+        help="machine-readable output (a run's with its whole spec; a group's with its runs' rows)",
+    )
     logs = add_command(
         experiments,
         "logs",

@@ -177,7 +177,8 @@ def source_tree() -> Path:
 
 @command("image", "build")
 def image_build(args: argparse.Namespace) -> None:
-    link = Link.of(Project.find().settings)
+    settings = Project.find().settings
+    link = Link.for_dry_run(settings) if args.dry_run else Link.of(settings)
     source = Path(args.source).expanduser().resolve() if args.source else source_tree()
     if not (source / "Dockerfile").is_file():
         raise ClientError(f"{source} has no Dockerfile", hint="Give --source with a checkout of torchforce.")

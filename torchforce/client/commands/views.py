@@ -378,7 +378,7 @@ def show_lines(experiment: Experiment, row: dict[str, Any], recent: list[float])
         f"{_shown(row, 'episodes', '{:,}'.format)} episodes"
         + (f" ({100 * row['progress']:.0f}%)" if row["progress"] is not None else "")
         + (f", {elapsed(row['elapsed_seconds'])}" if row["elapsed_seconds"] else ""),
-        f"Speed        {_shown(row, 'steps_per_second', '{:,.0f}'.format) or 0} steps/s",
+        f"Speed        {_shown(row, 'steps_per_second', '{:,.0f}'.format) or 0} steps/s (since it last started)",
         "Mean return  " + (_shown(row, "mean_return", f"{{:.2f}} (last {row['window']})".format, also=MEAN_100) or "-"),
         "Recent       " + (", ".join(short_return(value) for value in recent) or "-"),
         f"Checkpoint   {'yes' if experiment.has_checkpoint() else 'none yet'}",
