@@ -76,6 +76,17 @@ def test_a_dry_run_of_an_unlinked_project_shows_the_cost_and_the_calls_with_plac
     assert state_of(project) == before and cloud.calls() == []
 
 
+def test_a_dry_run_refuses_an_own_cluster_whose_nodes_cannot_hold_the_runs_pods(project, cloud):
+    """'start --dry-run' showed the creation of the spec's own cluster and "then the run would start on it" where the
+    start itself refuses it (its n1-standard-1 nodes cannot hold a pod of the run): it refuses the same way."""
+    made = tfcli(project.root, "experiment", "new", "-n", "gk", "-f", "cartpole_ppo", "--cluster", "small_cluster")
+    assert made.returncode == 0, made.stderr
+    before = state_of(project)
+    result = tfcli(project.root, "experiment", "start", "-e", "gk", "--dry-run")
+    refused(result, "a n1-standard-1 node of the cluster 'small-cluster'", "it would never be scheduled")
+    assert "would run" not in result.stdout and state_of(project) == before and cloud.calls() == []
+
+
 def test_a_gpu_type_without_gpus_is_refused_not_dropped(project, cloud):
     """'--gpu-type nvidia-l4' alone planned a cluster without GPUs and said nothing."""
     before = state_of(project)

@@ -66,7 +66,11 @@ class Placement(ExperimentState):
         spec = self.spec or self.validate()
         own = self._own_cluster_to_make(cluster, record, launch.resume)
         if own is not None:
-            gke.create(self.project, Cluster(**{k: v for k, v in own.items() if k != "type"}), dry_run=True)
+            from torchforce.client.backends.gke import check_fits_before_creating
+
+            planned = Cluster(**{k: v for k, v in own.items() if k != "type"})
+            check_fits_before_creating(self.project, planned, spec)  # as the start itself would refuse it
+            gke.create(self.project, planned, dry_run=True)
             how = "resume" if launch.resume else "start"
             print(
                 f"then the run would {how} on it, as 'tfcli experiment start -e {self.name} -c {own['name']}"

@@ -482,7 +482,7 @@ def run_manifest(
 def check_fits_before_creating(project: Any, cluster: Any, spec: dict[str, Any]) -> None:
     """Refuse, before a cluster is created for the experiment ``spec``, one whose nodes cannot hold its pods."""
     record = ClusterRecord(name=cluster.name, spec=cluster.spec(), status="planned", runtime={})
-    link = Link.of(project.settings)
+    link = Link.for_dry_run(project.settings, echo=lambda text: None)  # (a dry run may come before the link)
     name = manifests.job_name(spec["name"], "0000")
     gke.check_fits(run_manifest(project, link, record.spec, spec, name, ["python"], 0), record)
     check_gpus(spec, f"the GKE cluster '{cluster.name}'", int(record.spec.get("gpus_per_node") or 0), per=" a node")
