@@ -141,11 +141,9 @@ def prefixed(field: str, sources: dict[str, str | None], build: Any) -> Any:
     except SpecError as error:
         path = error.path
         head = re.split(r"[.\[]", path, maxsplit=1)[0]
-        if head == "experiment":
-            pass
-        elif head in CONFIG_KINDS:
+        if head in CONFIG_KINDS:
             path = f"experiment.{path}"
-        else:
+        elif head != "experiment":
             path = f"experiment.{field}" + (f".{path}" if path and not path.startswith("[") else path)
         source = sources.get(head if head in CONFIG_KINDS else field)
         raise SpecError(

@@ -40,6 +40,13 @@ class BaseRunner(abc.ABC):
         """Close the environments (and whatever else the runner started)."""
 
 
+def shared_out(total: int, parts: int) -> list[int]:
+    """``total`` shared out among ``parts`` as evenly as it goes, the first ones taking the remainder: a run's counts
+    per worker where a checkpoint kept only the run's (saved before it kept each worker's)."""
+    share, remainder = divmod(int(total), parts)
+    return [share + (index < remainder) for index in range(parts)]
+
+
 def check_torch_threads(count: Any) -> int | None:
     """A runner's ``torch_threads``: a whole number >= 1, or None to leave torch's setting alone."""
     return expect_int(count, "torch_threads", minimum=1, allow_none=True)

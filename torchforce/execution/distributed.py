@@ -49,7 +49,7 @@ import numpy as np
 
 from torchforce.agents import Agent
 from torchforce.execution import worker_health
-from torchforce.execution.base import BaseRunner
+from torchforce.execution.base import BaseRunner, shared_out
 from torchforce.execution.distributed_actors import (
     ParameterServer,
     Worker,
@@ -405,8 +405,10 @@ class DistributedRunner(BaseRunner):
         self.reset(state)
         counts = state.get("worker_counts")
         if not isinstance(counts, list) or len(counts) != len(self.status):
-            shares = [divmod(total, len(self.status)) for total in (self.global_timestep, self.global_episode)]
-            counts = [[share + (i < rest) for share, rest in shares] for i in range(len(self.status))]
+            steps, episodes = (
+                shared_out(total, len(self.status)) for total in (self.global_timestep, self.global_episode)
+            )
+            counts = list(zip(steps, episodes, strict=True))
         for row, (steps, episodes) in zip(self.status, counts, strict=True):
             row["steps"], row["episodes"] = int(steps), int(episodes)
 

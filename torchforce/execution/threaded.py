@@ -25,7 +25,7 @@ from typing import Any
 
 from torchforce.agents import Agent, create_agent
 from torchforce.environments import Environment
-from torchforce.execution.base import TORCH_THREADS, BaseRunner, check_torch_threads, torch_threads
+from torchforce.execution.base import TORCH_THREADS, BaseRunner, check_torch_threads, shared_out, torch_threads
 from torchforce.execution.runner import Runner, takes_one_argument
 from torchforce.execution.sharing import share_model
 from torchforce.spec.frequency import Every
@@ -93,14 +93,9 @@ class ThreadedRunner(BaseRunner):
         self._runners: list[Runner] = []  # this run's: each counts its worker's acts
         # per worker: its acts in earlier runs and its episodes in the history (which does not say whose an episode
         # was: a history's counts are shared out evenly, as load_state_dict does with a state without per-worker ones)
-        self._worker_timesteps_before = self._shared_out(self._timesteps_before)
-        self._worker_episodes = self._shared_out(self.global_episode)
+        self._worker_timesteps_before = shared_out(self._timesteps_before, len(self.agents))
+        self._worker_episodes = shared_out(self.global_episode, len(self.agents))
         self.start_time = time.time()
-
-    def _shared_out(self, total: int) -> list[int]:
-        """``total`` shared out among the workers as evenly as it goes, the first ones taking the remainder."""
-        share, remainder = divmod(int(total), len(self.agents))
-        return [share + (index < remainder) for index in range(len(self.agents))]
 
     @property
     def global_timestep(self) -> int:
@@ -110,12 +105,6 @@ class ThreadedRunner(BaseRunner):
     def _run_timesteps(self) -> list[int]:
         """Per worker: its acts in this run (one reading of the counters its thread updates)."""
         return [runner.global_timestep for runner in self._runners] or [0] * len(self.agents)
-
-    @property
-    def worker_timesteps(self) -> list[int]:
-        """Per worker: its acts so far, earlier runs' included (they add up to ``global_timestep``)."""
-        runs = self._run_timesteps()
-        return [before + steps for before, steps in zip(self._worker_timesteps_before, runs, strict=True)]
 
     def worker_status(self) -> list[dict[str, Any]]:
         """Per worker, as ``DistributedRunner.worker_status()``'s rows count: ``steps`` and ``episodes`` of the whole
@@ -134,17 +123,15 @@ class ThreadedRunner(BaseRunner):
         """The history and the counters (read between two updates of them), for ``load_state_dict``. The workers'
         episodes in progress are not part of it: a continued run starts new ones."""
         with self._lock:
-            runs = self._run_timesteps()  # the total and the workers' counts from one reading
+            rows = self.worker_status()  # the total and the workers' counts from one reading (the lock is reentrant)
             return {
                 "episode_rewards": list(self.episode_rewards),
                 "episode_timesteps": list(self.episode_timesteps),
                 "episode_times": list(self.episode_times),
-                "global_timestep": self._timesteps_before + sum(runs),
+                "global_timestep": self._timesteps_before + sum(row["run_steps"] for row in rows),
                 "global_episode": self.global_episode,
-                "worker_timesteps": [
-                    before + steps for before, steps in zip(self._worker_timesteps_before, runs, strict=True)
-                ],
-                "worker_episodes": list(self._worker_episodes),
+                "worker_timesteps": [row["steps"] for row in rows],
+                "worker_episodes": [row["episodes"] for row in rows],
             }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -163,8 +150,8 @@ class ThreadedRunner(BaseRunner):
             self._worker_timesteps_before = [int(count) for count in steps]
             self._worker_episodes = [int(count) for count in episodes]
         else:
-            self._worker_timesteps_before = self._shared_out(self._timesteps_before)
-            self._worker_episodes = self._shared_out(self.global_episode)
+            self._worker_timesteps_before = shared_out(self._timesteps_before, len(self.agents))
+            self._worker_episodes = shared_out(self.global_episode, len(self.agents))
 
     @property
     def runners(self) -> list[Runner]:
@@ -237,7 +224,7 @@ class ThreadedRunner(BaseRunner):
         self._step_callback = step_finished
         self._stop = threading.Event()
         self._errors: list[tuple[int, BaseException]] = []  # (worker index, what it raised)
-        self._worker_timesteps_before = self.worker_timesteps  # the earlier runs' acts, per worker
+        self._worker_timesteps_before = [row["steps"] for row in self.worker_status()]  # earlier runs' acts, per worker
         self._timesteps_before, self._runners = self.global_timestep, []
         pairs = enumerate(zip(self.agents, self.environments, strict=True))
         self._runners = [
